@@ -1,0 +1,248 @@
+"""Expert banks: ``E`` experts with stacked weights and a grouped forward."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .activations import get_activation
+from .grouped import grouped_linear
+from .routing import DispatchPlan
+
+__all__ = [
+    "AdapterExperts",
+    "ExpertBank",
+    "GLUExperts",
+    "LinearExperts",
+    "LoRAExperts",
+    "MLPExperts",
+]
+
+
+def _init_stacked(weight: torch.Tensor, fan_in: int) -> None:
+    bound = 1.0 / math.sqrt(fan_in)
+    nn.init.uniform_(weight, -bound, bound)
+
+
+class ExpertBank(nn.Module):
+    """Base class: ``E`` experts mapping ``d_in -> d_out``.
+
+    Subclasses implement :meth:`forward_sorted` (all experts at once on rows sorted by
+    expert: one grouped GEMM per weight, no Python loop over experts) and
+    :meth:`forward_expert` (one expert on plain rows: what the naive reference in
+    :mod:`sci_moe.testing` loops over). :meth:`base` is an optional ungated term added
+    once per token (the frozen base layer of :class:`LoRAExperts`).
+    """
+
+    num_experts: int
+    d_in: int
+    d_out: int
+
+    def forward_sorted(self, x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+        """Apply expert ``e(r)`` to each row ``r``.
+
+        Parameters
+        ----------
+        x : Tensor, shape (N, d_in)
+            Rows sorted by expert as described by ``plan`` (``N = plan.num_kept``).
+        plan : DispatchPlan
+
+        Returns
+        -------
+        Tensor, shape (N, d_out)
+        """
+        raise NotImplementedError
+
+    def forward_expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Apply expert ``e`` to ``x`` of shape ``(n, d_in)``; returns ``(n, d_out)``."""
+        raise NotImplementedError
+
+    def base(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Ungated term added to the layer output, or ``None`` (the default)."""
+        return None
+
+    def _linear(self, x, weight, plan, bias=None):
+        kept = plan.num_kept
+        return grouped_linear(
+            x, weight, plan.counts, plan.offsets, bias=bias, expert=plan.expert[:kept]
+        )
+
+    def extra_repr(self) -> str:
+        return f"num_experts={self.num_experts}, d_in={self.d_in}, d_out={self.d_out}"
+
+
+class LinearExperts(ExpertBank):
+    """``E`` affine maps ``y = W_e x (+ b_e)``.
+
+    Parameters
+    ----------
+    num_experts, d_in, d_out : int
+    bias : bool
+        Per-expert bias.
+    """
+
+    def __init__(self, num_experts: int, d_in: int, d_out: int, bias: bool = False) -> None:
+        super().__init__()
+        self.num_experts, self.d_in, self.d_out = num_experts, d_in, d_out
+        self.weight = nn.Parameter(torch.empty(num_experts, d_out, d_in))
+        _init_stacked(self.weight, d_in)
+        self.bias = nn.Parameter(torch.zeros(num_experts, d_out)) if bias else None
+
+    def forward_sorted(self, x, plan):
+        return self._linear(x, self.weight, plan, self.bias)
+
+    def forward_expert(self, e, x):
+        return nn.functional.linear(x, self.weight[e], None if self.bias is None else self.bias[e])
+
+
+class MLPExperts(ExpertBank):
+    """Two-layer MLP experts ``y = W2_e act(W1_e x + b1_e) + b2_e``.
+
+    Parameters
+    ----------
+    num_experts, d_model, d_hidden : int
+    activation : str
+        See :func:`sci_moe.moe.activations.get_activation`.
+    bias : bool
+    """
+
+    def __init__(
+        self,
+        num_experts: int,
+        d_model: int,
+        d_hidden: int,
+        activation: str = "gelu",
+        bias: bool = False,
+        d_out: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_experts, self.d_in, self.d_hidden = num_experts, d_model, d_hidden
+        self.d_out = d_model if d_out is None else d_out
+        self.activation = activation
+        self._act = get_activation(activation)
+        self.up = nn.Parameter(torch.empty(num_experts, d_hidden, d_model))
+        self.down = nn.Parameter(torch.empty(num_experts, self.d_out, d_hidden))
+        _init_stacked(self.up, d_model)
+        _init_stacked(self.down, d_hidden)
+        self.up_bias = nn.Parameter(torch.zeros(num_experts, d_hidden)) if bias else None
+        self.down_bias = nn.Parameter(torch.zeros(num_experts, self.d_out)) if bias else None
+
+    def forward_sorted(self, x, plan):
+        h = self._act(self._linear(x, self.up, plan, self.up_bias))
+        return self._linear(h, self.down, plan, self.down_bias)
+
+    def forward_expert(self, e, x):
+        F = nn.functional
+        ub = None if self.up_bias is None else self.up_bias[e]
+        db = None if self.down_bias is None else self.down_bias[e]
+        return F.linear(self._act(F.linear(x, self.up[e], ub)), self.down[e], db)
+
+
+class GLUExperts(ExpertBank):
+    """Gated-linear-unit experts (SwiGLU with ``activation="silu"``, as Mixtral/Qwen/DeepSeek).
+
+    .. math:: y = W^{down}_e\\,\\big(\\mathrm{act}(W^{gate}_e x) \\odot W^{up}_e x\\big)
+
+    Gate and up projections are fused in one ``(E, 2 d_hidden, d_model)`` parameter
+    ``gate_up`` (rows ``[gate; up]``), the layout of transformers' ``gate_up_proj``.
+
+    Parameters
+    ----------
+    num_experts, d_model, d_hidden : int
+    activation : str
+    """
+
+    def __init__(
+        self, num_experts: int, d_model: int, d_hidden: int, activation: str = "silu"
+    ) -> None:
+        super().__init__()
+        self.num_experts, self.d_in, self.d_out, self.d_hidden = (
+            num_experts,
+            d_model,
+            d_model,
+            d_hidden,
+        )
+        self.activation = activation
+        self._act = get_activation(activation)
+        self.gate_up = nn.Parameter(torch.empty(num_experts, 2 * d_hidden, d_model))
+        self.down = nn.Parameter(torch.empty(num_experts, d_model, d_hidden))
+        _init_stacked(self.gate_up, d_model)
+        _init_stacked(self.down, d_hidden)
+
+    def _glu(self, gu: torch.Tensor) -> torch.Tensor:
+        gate, up = gu.chunk(2, dim=-1)
+        return self._act(gate) * up
+
+    def forward_sorted(self, x, plan):
+        return self._linear(self._glu(self._linear(x, self.gate_up, plan)), self.down, plan)
+
+    def forward_expert(self, e, x):
+        F = nn.functional
+        return F.linear(self._glu(F.linear(x, self.gate_up[e])), self.down[e])
+
+
+class AdapterExperts(MLPExperts):
+    """Bottleneck adapter experts (Houlsby et al. 2019): ``W_up act(W_down x)``.
+
+    The up-projection starts at zero so a freshly added adapter MoE leaves a residual
+    stream unchanged. Add its output to the residual yourself (``x + moe(x)``).
+
+    Parameters
+    ----------
+    num_experts, d_model, bottleneck : int
+    activation : str
+    """
+
+    def __init__(
+        self, num_experts: int, d_model: int, bottleneck: int, activation: str = "gelu"
+    ) -> None:
+        super().__init__(num_experts, d_model, bottleneck, activation, bias=True)
+        nn.init.zeros_(self.down)
+
+
+class LoRAExperts(ExpertBank):
+    """Low-rank experts on one frozen base linear layer (mixture of LoRA adapters).
+
+    .. math:: y = W_0 x + b_0 + \\sum_{e \\in \\mathrm{TopK}(x)} w_e\\,\\frac{\\alpha}{r} B_e A_e x
+
+    The frozen base term is returned by :meth:`base` and added once per token; the
+    routed experts compute only their low-rank update. ``B`` starts at zero.
+
+    Parameters
+    ----------
+    base_layer : nn.Linear
+        The pretrained layer; its parameters are frozen (``requires_grad=False``).
+    num_experts, rank : int
+    alpha : float
+        LoRA scale numerator (scale = ``alpha / rank``).
+    """
+
+    def __init__(
+        self, base_layer: nn.Linear, num_experts: int, rank: int, alpha: float = 16.0
+    ) -> None:
+        super().__init__()
+        if not isinstance(base_layer, nn.Linear):
+            raise TypeError(f"base_layer must be an nn.Linear, got {type(base_layer).__name__}")
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank}")
+        self.base_layer = base_layer
+        for p in self.base_layer.parameters():
+            p.requires_grad_(False)
+        self.num_experts, self.rank = num_experts, rank
+        self.d_in, self.d_out = base_layer.in_features, base_layer.out_features
+        self.scale = alpha / rank
+        self.lora_a = nn.Parameter(torch.empty(num_experts, rank, self.d_in))
+        self.lora_b = nn.Parameter(torch.zeros(num_experts, self.d_out, rank))
+        _init_stacked(self.lora_a, self.d_in)
+
+    def base(self, x):
+        return self.base_layer(x)
+
+    def forward_sorted(self, x, plan):
+        return self.scale * self._linear(self._linear(x, self.lora_a, plan), self.lora_b, plan)
+
+    def forward_expert(self, e, x):
+        F = nn.functional
+        return self.scale * F.linear(F.linear(x, self.lora_a[e]), self.lora_b[e])

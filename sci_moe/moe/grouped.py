@@ -1,0 +1,99 @@
+"""Grouped GEMM over expert-sorted rows: the one primitive every expert bank uses."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["grouped_linear", "grouped_mm_supported"]
+
+_GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def grouped_mm_supported(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether ``torch._grouped_mm`` can run this problem exactly.
+
+    Its constraints (torch 2.9-2.13): float32/bfloat16/float16 only (no float64), equal
+    dtypes, every row stride a multiple of 16 bytes (so ``d_in`` and ``d_out`` multiples
+    of ``16 / itemsize``), and on CUDA a compute capability of at least 9.0.
+    """
+    if not hasattr(torch, "_grouped_mm"):
+        return False
+    if x.dtype not in _GROUPED_DTYPES or weight.dtype != x.dtype:
+        return False
+    if x.device.type == "cuda":
+        if torch.cuda.get_device_capability(x.device)[0] < 9 or x.dtype != torch.bfloat16:
+            return False
+    elif x.device.type != "cpu":
+        return False
+    align = 16 // x.element_size()
+    d_out, d_in = weight.shape[-2:]
+    return d_in % align == 0 and d_out % align == 0
+
+
+def grouped_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    counts: torch.Tensor,
+    offsets: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    expert: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``y[r] = x[r] @ weight[e(r)].T (+ bias[e(r)])`` for rows sorted by expert.
+
+    Parameters
+    ----------
+    x : Tensor, shape (N, d_in)
+        Rows sorted by expert: the first ``counts[0]`` rows belong to expert 0, etc.
+        ``N == counts.sum()``.
+    weight : Tensor, shape (E, d_out, d_in)
+        Stacked expert weights in ``nn.Linear`` layout.
+    counts : Tensor, shape (E,), int64
+        Rows per expert.
+    offsets : Tensor, shape (E,), int32
+        Inclusive cumulative ``counts``.
+    bias : Tensor, shape (E, d_out), optional
+    expert : Tensor, shape (N,), int64, optional
+        Expert id of each row (needed with ``bias`` and by the padded fallback;
+        computed from ``counts`` when omitted).
+
+    Returns
+    -------
+    Tensor, shape (N, d_out)
+
+    Notes
+    -----
+    Fast path: ``torch._grouped_mm`` (CUTLASS on CUDA sm90+, a loop of ``mm`` in C++ on
+    CPU). Its weight-gradient form needs ``N`` to give 16-byte-aligned strides as well,
+    so rows are zero-padded to a multiple of the alignment; rows past ``offsets[-1]``
+    are never read or written by the groups and are sliced off. Otherwise an exact
+    padded ``bmm`` fallback is used (any dtype, any size).
+    """
+    N = x.shape[0]
+    if N == 0:
+        return x.new_zeros(0, weight.shape[1])
+    if expert is None and (bias is not None or not grouped_mm_supported(x, weight)):
+        expert = torch.repeat_interleave(torch.arange(weight.shape[0], device=x.device), counts)
+    if grouped_mm_supported(x, weight):
+        align = 16 // x.element_size()
+        pad = (-N) % align
+        xp = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
+        y = torch._grouped_mm(xp, weight.transpose(-2, -1), offs=offsets)
+        if pad:
+            y = y[:N]
+    else:
+        y = _padded_bmm(x, weight, counts, expert)
+    if bias is not None:
+        y = y + bias[expert]
+    return y
+
+
+def _padded_bmm(x, weight, counts, expert):
+    """Exact fallback: scatter rows into ``(E, max_count, d_in)``, one ``bmm``, gather."""
+    E = weight.shape[0]
+    max_count = int(counts.max())
+    starts = torch.cumsum(counts, 0) - counts
+    pos = torch.arange(x.shape[0], device=x.device) - starts[expert]
+    buf = x.new_zeros(E, max_count, x.shape[1])
+    buf = buf.index_put((expert, pos), x)
+    out = torch.bmm(buf, weight.transpose(-2, -1))
+    return out[expert, pos]

@@ -1,0 +1,323 @@
+"""The :class:`MoE` layer = router + routed expert bank + shared experts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import torch
+from torch import nn
+
+from .dispatch import dispatch
+from .experts import AdapterExperts, ExpertBank, GLUExperts, LinearExperts, MLPExperts
+from .losses import load_balancing_loss, router_z_loss
+from .router import Router, RouterConfig
+from .routing import Routing
+
+__all__ = ["MoE", "MoEConfig", "MoEInfo", "SharedExperts"]
+
+_EXPERT_KINDS = ("glu", "mlp", "linear", "adapter")
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@dataclass
+class MoEConfig:
+    """Configuration of an :class:`MoE` layer built from scratch.
+
+    Parameters
+    ----------
+    d_model : int
+        Token feature size (input and output).
+    num_experts : int
+        Routed experts ``E``.
+    top_k : int
+        Experts per token.
+    d_hidden : int, optional
+        Hidden size of each expert (default ``4 * d_model // top_k``... simply
+        ``2 * d_model``); bottleneck size for ``expert="adapter"``.
+    expert : {"glu", "mlp", "linear", "adapter"}
+        Expert kind: SwiGLU-style GLU, two-layer MLP, affine map, bottleneck adapter.
+    activation : str
+        Activation of the experts (``"silu"`` for SwiGLU).
+    num_shared_experts : int
+        Always-on experts, fused into one MLP of hidden size
+        ``num_shared_experts * shared_d_hidden`` (DeepSeek-V3); 0 for none.
+    shared_d_hidden : int, optional
+        Hidden size per shared expert (default ``d_hidden``).
+    shared_gate : bool
+        Scale the shared output by ``sigmoid(x w_g)`` (Qwen2-MoE).
+    load_balance_coef, z_loss_coef : float
+        Weights of :func:`load_balancing_loss` and :func:`router_z_loss` in
+        :attr:`MoEInfo.aux_loss`.
+    global_batch_balance : bool
+        All-reduce the balancing statistics over the data-parallel group.
+    router : RouterConfig fields
+        Any other keyword (``score``, ``mode``, ``normalize``, ``selection_bias``,
+        ``num_groups``, ``topk_groups``, ``capacity_factor``, ``jitter``, ``noise_std``,
+        ``scaling``, ``norm_eps``, ``bias_update_rate``) goes to :class:`RouterConfig`.
+    """
+
+    d_model: int
+    num_experts: int
+    top_k: int = 2
+    d_hidden: int | None = None
+    expert: str = "glu"
+    activation: str = "silu"
+    num_shared_experts: int = 0
+    shared_d_hidden: int | None = None
+    shared_gate: bool = False
+    load_balance_coef: float = 0.01
+    z_loss_coef: float = 0.0
+    global_batch_balance: bool = False
+    router: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.expert not in _EXPERT_KINDS:
+            raise ValueError(f"expert must be one of {_EXPERT_KINDS}, got {self.expert!r}")
+        if self.d_hidden is None:
+            self.d_hidden = 2 * self.d_model
+        if self.d_hidden < 1:
+            raise ValueError(f"d_hidden must be >= 1, got {self.d_hidden}")
+        if self.num_shared_experts < 0:
+            raise ValueError(f"num_shared_experts must be >= 0, got {self.num_shared_experts}")
+        if self.shared_d_hidden is None:
+            self.shared_d_hidden = self.d_hidden
+        if self.load_balance_coef < 0 or self.z_loss_coef < 0:
+            raise ValueError("loss coefficients must be >= 0")
+        # Validate the router options now, with the layer's sizes.
+        self.router_config()
+
+    def router_config(self) -> RouterConfig:
+        return RouterConfig(
+            d_model=self.d_model, num_experts=self.num_experts, top_k=self.top_k, **self.router
+        )
+
+
+class SharedExperts(nn.Module):
+    """Always-on (shared) experts: one dense GLU/MLP, optionally sigmoid-gated.
+
+    ``num_shared`` experts of hidden size ``d_hidden`` are fused into one of hidden size
+    ``num_shared * d_hidden`` (exactly equivalent, as DeepSeek-V3 does). With
+    ``gate=True`` the output is multiplied by ``sigmoid(x w_g)`` (Qwen2-MoE).
+
+    Parameters
+    ----------
+    d_model, d_hidden : int
+    num_shared : int
+    kind : {"glu", "mlp"}
+    activation : str
+    gate : bool
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_hidden: int,
+        num_shared: int = 1,
+        kind: str = "glu",
+        activation: str = "silu",
+        gate: bool = False,
+    ) -> None:
+        super().__init__()
+        hidden = num_shared * d_hidden
+        if kind == "glu":
+            self.mlp: ExpertBank = GLUExperts(1, d_model, hidden, activation)
+        elif kind == "mlp":
+            self.mlp = MLPExperts(1, d_model, hidden, activation)
+        else:
+            raise ValueError(f"shared experts must be 'glu' or 'mlp', got {kind!r}")
+        self.gate = nn.Linear(d_model, 1, bias=False) if gate else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` of shape ``(T, d_model)`` -> ``(T, d_model)``."""
+        y = self.mlp.forward_expert(0, x)
+        if self.gate is not None:
+            y = torch.sigmoid(self.gate(x)) * y
+        return y
+
+
+@dataclass
+class MoEInfo:
+    """What one :meth:`MoE.forward` call routed and the auxiliary losses it produced.
+
+    Attributes
+    ----------
+    routing : Routing
+    losses : dict of str to Tensor
+        Unweighted auxiliary losses (``"load_balance"``, ``"z_loss"``).
+    aux_loss : Tensor
+        Weighted sum ``load_balance_coef * L_bal + z_loss_coef * L_z``; add it to the
+        training loss.
+    """
+
+    routing: Routing
+    losses: dict[str, torch.Tensor]
+    aux_loss: torch.Tensor
+
+
+class MoE(nn.Module):
+    """Mixture-of-Experts layer: ``y = sum_k w_k E_{i_k}(x) (+ shared(x)) (+ base(x))``.
+
+    Build it from options (``MoE(d_model=64, num_experts=8, top_k=2)`` or an
+    :class:`MoEConfig`), or from parts (``MoE.from_modules(router, experts, shared)``),
+    e.g. to reuse one router's :class:`Routing` across several banks.
+
+    Parameters
+    ----------
+    config : MoEConfig, optional
+        Built from ``**kwargs`` when omitted.
+
+    Examples
+    --------
+    >>> moe = MoE(d_model=32, num_experts=8, top_k=2)
+    >>> x = torch.randn(4, 10, 32)
+    >>> y, info = moe(x, return_routing=True)
+    >>> y.shape, info.routing.indices.shape
+    (torch.Size([4, 10, 32]), torch.Size([40, 2]))
+    """
+
+    def __init__(self, config: MoEConfig | None = None, **kwargs) -> None:
+        super().__init__()
+        if config is None:
+            names = {f.name for f in fields(MoEConfig)}
+            router_kw = {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
+            if router_kw:
+                valid = {f.name for f in fields(RouterConfig)}
+                unknown = sorted(set(router_kw) - valid)
+                if unknown:
+                    raise TypeError(f"unknown MoE option(s) {unknown}")
+                kwargs["router"] = {**kwargs.get("router", {}), **router_kw}
+            config = MoEConfig(**kwargs)
+        elif kwargs:
+            raise TypeError("pass either an MoEConfig or keyword arguments, not both")
+        c = config
+        self.config = c
+        self.d_model = c.d_model
+        self.router = Router(c.router_config())
+        if c.expert == "glu":
+            self.experts: ExpertBank = GLUExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+        elif c.expert == "mlp":
+            self.experts = MLPExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+        elif c.expert == "linear":
+            self.experts = LinearExperts(c.num_experts, c.d_model, c.d_model)
+        else:
+            self.experts = AdapterExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+        self.shared = None
+        if c.num_shared_experts:
+            kind = "glu" if c.expert == "glu" else "mlp"
+            self.shared = SharedExperts(
+                c.d_model, c.shared_d_hidden, c.num_shared_experts, kind, c.activation, c.shared_gate
+            )
+
+    @classmethod
+    def from_modules(
+        cls,
+        router: Router,
+        experts: ExpertBank,
+        shared: nn.Module | None = None,
+        load_balance_coef: float = 0.01,
+        z_loss_coef: float = 0.0,
+    ) -> MoE:
+        """Assemble a layer from an existing router, expert bank and shared module.
+
+        ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``.
+        """
+        if router.num_experts != experts.num_experts:
+            raise ValueError(
+                f"router has {router.num_experts} experts but the bank has {experts.num_experts}"
+            )
+        if router.config.d_model != experts.d_in:
+            raise ValueError(
+                f"router expects d_model={router.config.d_model} but the bank's d_in is {experts.d_in}"
+            )
+        self = cls.__new__(cls)
+        nn.Module.__init__(self)
+        self.config = MoEConfig(
+            d_model=experts.d_in,
+            num_experts=experts.num_experts,
+            top_k=router.top_k,
+            load_balance_coef=load_balance_coef,
+            z_loss_coef=z_loss_coef,
+        )
+        self.d_model = experts.d_in
+        self.router, self.experts, self.shared = router, experts, shared
+        return self
+
+    @property
+    def num_experts(self) -> int:
+        return self.router.num_experts
+
+    @property
+    def top_k(self) -> int:
+        return self.router.top_k
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in _FLOAT_DTYPES:
+            raise TypeError(
+                f"x has dtype {x.dtype}; MoE layers need a floating dtype "
+                "(float16, bfloat16, float32 or float64): cast with x.float()"
+            )
+        if x.dim() == 0 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape (..., {self.d_model}) but has shape {tuple(x.shape)}"
+            )
+        if not torch.isfinite(x).all():
+            bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+            raise ValueError(
+                f"x contains NaN or Inf (first at index {bad}); check the layer inputs"
+            )
+
+    def route(self, x: torch.Tensor) -> Routing:
+        """Route ``x`` of shape ``(..., d_model)`` (flattened to ``(T, d_model)``)."""
+        self._check_input(x)
+        return self.router(x.reshape(-1, self.d_model))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        routing: Routing | None = None,
+        return_routing: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, MoEInfo]:
+        """Apply the layer.
+
+        Parameters
+        ----------
+        x : Tensor, shape (..., d_model)
+        routing : Routing, optional
+            A routing computed earlier (e.g. by another layer sharing this router);
+            computed from ``x`` when omitted.
+        return_routing : bool
+            Also return an :class:`MoEInfo` with the routing and auxiliary losses.
+
+        Returns
+        -------
+        y : Tensor, shape (..., d_out)
+        info : MoEInfo
+            Only with ``return_routing=True``.
+        """
+        self._check_input(x)
+        shape = x.shape
+        x2 = x.reshape(-1, self.d_model)
+        if routing is None:
+            routing = self.router(x2)
+        y = dispatch(x2, routing, self.experts)
+        base = self.experts.base(x2)
+        if base is not None:
+            y = y + base
+        if self.shared is not None:
+            y = y + self.shared(x2)
+        y = y.to(x.dtype).reshape(*shape[:-1], y.shape[-1])
+        if not return_routing:
+            return y
+        c = self.config
+        losses = {
+            "load_balance": load_balancing_loss(routing, global_batch=c.global_batch_balance),
+            "z_loss": router_z_loss(routing),
+        }
+        aux = c.load_balance_coef * losses["load_balance"] + c.z_loss_coef * losses["z_loss"]
+        return y, MoEInfo(routing, losses, aux)
+
+    def update_router_bias(self, routing: Routing) -> None:
+        """Aux-loss-free balancing step from the load of ``routing`` (see :meth:`Router.update_bias`)."""
+        self.router.update_bias(routing.load)

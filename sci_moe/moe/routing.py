@@ -1,0 +1,136 @@
+"""The :class:`Routing` record that every router returns and every expert bank consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["DispatchPlan", "Routing"]
+
+
+@dataclass
+class DispatchPlan:
+    """Token assignments sorted by expert, computed once per :class:`Routing`.
+
+    Attributes
+    ----------
+    order : Tensor, shape (T * k,), int64
+        Flat assignment ids ``t * k + slot`` sorted by expert (stable). Dropped
+        assignments (expert id ``E``) come last.
+    inverse : Tensor, shape (T * k,), int64
+        Inverse permutation of ``order``: ``order[inverse] == arange(T * k)``.
+    token : Tensor, shape (T * k,), int64
+        Source token of each sorted assignment, ``order // k``.
+    expert : Tensor, shape (T * k,), int64
+        Expert of each sorted assignment (non-decreasing; ``E`` for dropped ones).
+    counts : Tensor, shape (E,), int64
+        Number of assignments per expert (dropped ones excluded).
+    offsets : Tensor, shape (E,), int32
+        Inclusive cumulative ``counts`` (the ``offs`` argument of ``torch._grouped_mm``).
+    num_kept : int
+        ``counts.sum()``; rows ``num_kept:`` of the sorted order are dropped assignments.
+    """
+
+    order: torch.Tensor
+    inverse: torch.Tensor
+    token: torch.Tensor
+    expert: torch.Tensor
+    counts: torch.Tensor
+    offsets: torch.Tensor
+    num_kept: int
+
+
+@dataclass
+class Routing:
+    """Which experts each token uses and with what weight.
+
+    A ``Routing`` is computed once by a :class:`~sci_moe.moe.Router` and can be passed to
+    several expert banks (the sort needed for dispatch is cached in :attr:`plan`).
+
+    Attributes
+    ----------
+    indices : Tensor, shape (T, k), int64
+        Selected expert of each (token, slot). The value ``num_experts`` marks a dropped
+        slot (expert-choice routing, capacity overflow); it contributes nothing.
+    weights : Tensor, shape (T, k)
+        Mixing weight of each (token, slot); zero for dropped slots.
+    logits : Tensor, shape (T, E), float32
+        Router logits (before any bias or noise used only for selection).
+    probs : Tensor, shape (T, E), float32
+        Router scores (softmax or sigmoid of ``logits``), used by the auxiliary losses.
+    num_experts : int
+        Number of routed experts ``E``.
+    """
+
+    indices: torch.Tensor
+    weights: torch.Tensor
+    logits: torch.Tensor
+    probs: torch.Tensor
+    num_experts: int
+    _plan: DispatchPlan | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of tokens ``T``."""
+        return self.indices.shape[0]
+
+    @property
+    def top_k(self) -> int:
+        """Slots per token ``k``."""
+        return self.indices.shape[1]
+
+    @property
+    def load(self) -> torch.Tensor:
+        """Assignments per expert, shape ``(E,)``, float (dropped slots excluded)."""
+        return self.plan.counts.to(torch.float32)
+
+    @property
+    def kept(self) -> torch.Tensor:
+        """Boolean mask of kept (not dropped) slots, shape ``(T, k)``."""
+        return self.indices < self.num_experts
+
+    @property
+    def plan(self) -> DispatchPlan:
+        """The expert-sorted :class:`DispatchPlan` (computed on first use, then cached)."""
+        if self._plan is None:
+            self._plan = make_plan(self.indices, self.num_experts)
+        return self._plan
+
+    def detach(self) -> Routing:
+        """Return a copy whose tensors carry no autograd history."""
+        return Routing(
+            self.indices,
+            self.weights.detach(),
+            self.logits.detach(),
+            self.probs.detach(),
+            self.num_experts,
+            self._plan,
+        )
+
+
+def make_plan(indices: torch.Tensor, num_experts: int) -> DispatchPlan:
+    """Sort the ``(T, k)`` assignments of ``indices`` by expert.
+
+    Parameters
+    ----------
+    indices : Tensor, shape (T, k), int64
+        Expert ids in ``[0, num_experts]``; ``num_experts`` marks a dropped slot.
+    num_experts : int
+        Number of experts ``E``.
+
+    Returns
+    -------
+    DispatchPlan
+    """
+    k = indices.shape[1]
+    flat = indices.reshape(-1)
+    # A stable sort keeps slot order inside an expert deterministic.
+    expert, order = torch.sort(flat, stable=True)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    counts_all = torch.bincount(flat, minlength=num_experts + 1)
+    counts = counts_all[:num_experts]
+    offsets = torch.cumsum(counts, 0).to(torch.int32)
+    num_kept = int(offsets[-1]) if num_experts > 0 else 0
+    return DispatchPlan(order, inverse, order // k, expert, counts, offsets, num_kept)

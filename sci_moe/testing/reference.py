@@ -1,0 +1,127 @@
+"""A deliberately naive Mixture-of-Experts: loops over tokens and their ``k`` experts.
+
+Every fast path in :mod:`sci_moe.moe` is tested against it (outputs and all gradients).
+It shares only the parameters with the layer under test, never its dispatch code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..moe.layer import MoE
+from ..moe.routing import Routing
+
+__all__ = ["reference_moe_forward", "reference_routing"]
+
+
+def reference_routing(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k routing computed token by token, without the router's vectorised code.
+
+    Supports token-choice top-k (softmax or sigmoid, selection bias, group limiting,
+    renormalisation, scaling) and dense gating. Expert-choice selection and capacity
+    dropping are batch decisions: for those the *selection* is taken from the layer's
+    router (under ``no_grad``) and only the weights are recomputed per token here.
+    Training-mode noise and jitter are not reproduced: call it in eval mode.
+
+    Parameters
+    ----------
+    moe : MoE
+    x : Tensor, shape (T, d_model)
+
+    Returns
+    -------
+    indices : Tensor, shape (T, k), int64
+    weights : Tensor, shape (T, k)
+    """
+    c = moe.router.config
+    batch_indices = None
+    if c.mode == "expert_choice" or c.capacity_factor is not None:
+        with torch.no_grad():
+            batch_indices = moe.router(x).indices
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    W = moe.router.weight.to(dtype)
+    E, k = c.num_experts, c.top_k
+    all_idx, all_w = [], []
+    for t in range(x.shape[0]):
+        logits = W @ x[t].to(dtype)
+        s = torch.softmax(logits, 0) if c.score == "softmax" else torch.sigmoid(logits)
+        if c.mode == "dense":
+            chosen = list(range(E))
+        elif c.mode == "expert_choice":
+            chosen = [int(e) for e in batch_indices[t] if int(e) < E]
+        else:
+            choice = s.detach().clone()
+            if c.selection_bias:
+                choice = choice + moe.router.expert_bias.to(dtype)
+            allowed = set(range(E))
+            if c.num_groups > 1:
+                size = E // c.num_groups
+                group_score = []
+                for g in range(c.num_groups):
+                    vals = sorted(choice[g * size : (g + 1) * size].tolist(), reverse=True)
+                    group_score.append(sum(vals[:2]))
+                best = sorted(range(c.num_groups), key=lambda g: -group_score[g])[: c.topk_groups]
+                allowed = {e for g in best for e in range(g * size, (g + 1) * size)}
+            ranked = sorted(allowed, key=lambda e: -float(choice[e]))
+            chosen = ranked[:k]
+        w = torch.stack([s[e] for e in chosen]) if chosen else s[:0]
+        if c.normalize and c.mode != "expert_choice":
+            w = w / (w.sum() + c.norm_eps)
+        w = w * c.scaling
+        if batch_indices is not None:
+            # Keep only what the batch decision kept; pad to the router's slot count.
+            kept = set(int(e) for e in batch_indices[t] if int(e) < E)
+            w = torch.stack([w[j] if e in kept else w[j] * 0 for j, e in enumerate(chosen)] or [w.sum()])
+            chosen = [e if e in kept else E for e in chosen] or [E]
+            pad = batch_indices.shape[1] - len(chosen)
+            chosen = chosen + [E] * pad
+            w = torch.cat([w, w.new_zeros(pad)])
+        all_idx.append(torch.tensor(chosen))
+        all_w.append(w)
+    return torch.stack(all_idx), torch.stack(all_w)
+
+
+def reference_moe_forward(
+    moe: MoE, x: torch.Tensor, routing: Routing | None = None
+) -> torch.Tensor:
+    """Naive forward of ``moe``: ``y_t = sum_j w_tj E_{i_tj}(x_t) + shared(x_t) + base(x_t)``.
+
+    Parameters
+    ----------
+    moe : MoE
+    x : Tensor, shape (..., d_model)
+    routing : Routing, optional
+        Use these indices/weights instead of :func:`reference_routing` (needed for
+        expert-choice, capacity dropping, or training-mode noise).
+
+    Returns
+    -------
+    Tensor, shape (..., d_out)
+    """
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1])
+    if routing is None:
+        indices, weights = reference_routing(moe, x2)
+    else:
+        indices, weights = routing.indices, routing.weights
+    E = moe.num_experts
+    rows = []
+    for t in range(x2.shape[0]):
+        xt = x2[t : t + 1]
+        acc = None
+        for j in range(indices.shape[1]):
+            e = int(indices[t, j])
+            if e >= E:  # dropped slot
+                continue
+            term = weights[t, j].to(x.dtype) * moe.experts.forward_expert(e, xt)
+            acc = term if acc is None else acc + term
+        if acc is None:
+            acc = xt.new_zeros(1, moe.experts.d_out)
+        base = moe.experts.base(xt)
+        if base is not None:
+            acc = acc + base
+        if moe.shared is not None:
+            acc = acc + moe.shared(xt)
+        rows.append(acc)
+    y = torch.cat(rows)
+    return y.reshape(*shape[:-1], y.shape[-1])
