@@ -1,0 +1,46 @@
+# sci-moe: `make demo` and `make test` set up everything they need from a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU build of torch: on this project's machines pip takes the local wheel for this pin.
+# Elsewhere, override, e.g. `make test TORCH_SPEC="torch --index-url <your CPU wheel index>"`.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.sci-moe-installed
+DEMO_OUT ?= demo_out
+
+.PHONY: setup demo test lint format docs bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2> >(grep -v "is ignored" >&2)
+	$(PY) -m pip install -q $(TORCH_SPEC) 2> >(grep -v "is ignored" >&2)
+	$(PY) -m pip install -q -e ".[dev]" 2> >(grep -v "is ignored\|BuildBackendWarning\|^ *$$\|!!\|\*\*\*\|Please\|By 20\|See https\|corresp\|return\|with strategy\|name as your package\|folders in your" >&2)
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/sci-moe demo --out $(DEMO_OUT)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: lint
+	$(PY) -m pytest -n 2 --durations=10
+	$(MAKE) docs
+
+docs: setup
+	rm -rf docs/_build docs/auto_tutorials
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+bench: setup
+	$(PY) benchmarks/moe_layer.py --quick
+
+clean:
+	rm -rf docs/_build docs/auto_tutorials $(DEMO_OUT) .pytest_cache
