@@ -1,0 +1,1 @@
+"""Command-line interface (``sci-moe``). Nothing in the package imports this."""

@@ -1,0 +1,57 @@
+"""The ``sci-moe`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo_moe import DemoConfig, run_demo
+
+    cfg = DemoConfig(
+        num_experts=args.experts, top_k=args.top_k, steps=args.steps, seed=args.seed
+    )
+    run_demo(args.out, cfg)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sci-moe", description="Mixture-of-Experts for molecules and samplers."
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+    demo = sub.add_parser("demo", help="train a small MoE on real data and plot its routing")
+    demo.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
+    demo.add_argument("--experts", type=int, default=8, help="number of experts (default 8)")
+    demo.add_argument("--top-k", type=int, default=2, help="experts per token (default 2)")
+    demo.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (2 for bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from .. import __version__
+
+        print(f"sci-moe {__version__}")
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"sci-moe {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

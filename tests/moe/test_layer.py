@@ -1,0 +1,131 @@
+import pytest
+import torch
+from torch import nn
+
+from sci_moe.moe import (
+    GLUExperts,
+    LinearExperts,
+    LoRAExperts,
+    MoE,
+    MoEConfig,
+    Router,
+    dispatch,
+)
+from sci_moe.testing import assert_moe_matches_reference
+
+
+def test_shape_preserved_any_leading_dims():
+    moe = MoE(d_model=8, num_experts=4, top_k=2)
+    for shape in [(8,), (3, 8), (2, 3, 8), (2, 1, 3, 8)]:
+        assert moe(torch.randn(shape)).shape == shape
+
+
+def test_return_routing_gives_losses_and_routing():
+    moe = MoE(d_model=8, num_experts=4, top_k=2, z_loss_coef=1e-3)
+    y, info = moe(torch.randn(2, 5, 8), return_routing=True)
+    assert info.routing.indices.shape == (10, 2)
+    assert set(info.losses) == {"load_balance", "z_loss"}
+    expected = 0.01 * info.losses["load_balance"] + 1e-3 * info.losses["z_loss"]
+    torch.testing.assert_close(info.aux_loss, expected)
+    info.aux_loss.backward()
+    assert moe.router.weight.grad is not None
+
+
+def test_routing_reused_by_two_banks():
+    d, E = 16, 4
+    router = Router(d_model=d, num_experts=E, top_k=2)
+    scalar = GLUExperts(E, d, 8)
+    vector = LinearExperts(E, d, 24)
+    x = torch.randn(10, d)
+    r = router(x)
+    ys, yv = dispatch(x, r, scalar), dispatch(x, r, vector)
+    assert ys.shape == (10, d) and yv.shape == (10, 24)
+    # the second bank re-used the cached plan
+    assert r._plan is not None
+    ref = sum(
+        r.weights[:, j : j + 1] * torch.stack(
+            [vector.forward_expert(int(r.indices[t, j]), x[t : t + 1])[0] for t in range(10)]
+        )
+        for j in range(2)
+    )
+    torch.testing.assert_close(yv, ref)
+
+
+def test_from_modules_lora(float_dtype):
+    base = nn.Linear(16, 12)
+    bank = LoRAExperts(base, num_experts=4, rank=4, alpha=8.0)
+    nn.init.normal_(bank.lora_b)
+    moe = MoE.from_modules(Router(d_model=16, num_experts=4, top_k=2), bank)
+    assert not base.weight.requires_grad
+    x = torch.randn(9, 16)
+    assert moe(x).shape == (9, 12)
+    assert_moe_matches_reference(moe, x=x)
+
+
+def test_lora_starts_as_base_layer():
+    base = nn.Linear(16, 16)
+    moe = MoE.from_modules(
+        Router(d_model=16, num_experts=4, top_k=2), LoRAExperts(base, num_experts=4, rank=2)
+    )
+    x = torch.randn(5, 16)
+    torch.testing.assert_close(moe(x), base(x))
+
+
+def test_adapter_starts_at_zero(float_dtype):
+    moe = MoE(d_model=16, num_experts=4, top_k=2, expert="adapter", d_hidden=4)
+    x = torch.randn(6, 16)
+    assert moe(x).abs().max() == 0
+    nn.init.normal_(moe.experts.down)
+    assert_moe_matches_reference(moe, x=x)
+
+
+def test_state_dict_round_trip_includes_bias():
+    a = MoE(d_model=8, num_experts=4, top_k=2, selection_bias=True)
+    a.router.expert_bias.normal_()
+    b = MoE(d_model=8, num_experts=4, top_k=2, selection_bias=True)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(7, 8)
+    torch.testing.assert_close(a(x), b(x))
+
+
+def test_config_object_and_kwargs_agree():
+    torch.manual_seed(1)
+    a = MoE(MoEConfig(d_model=8, num_experts=4, top_k=1, router={"score": "sigmoid"}))
+    torch.manual_seed(1)
+    b = MoE(d_model=8, num_experts=4, top_k=1, score="sigmoid")
+    assert a.router.config == b.router.config
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(a(x), b(x))
+
+
+@pytest.mark.parametrize(
+    "x,exc,match",
+    [
+        (torch.randn(4, 7), ValueError, r"shape \(\.\.\., 8\)"),
+        (torch.tensor([[float("nan")] * 8]), ValueError, "NaN"),
+        (torch.ones(2, 8, dtype=torch.int64), TypeError, "floating dtype"),
+        (torch.ones(2, 8, dtype=torch.complex64), TypeError, "floating dtype"),
+    ],
+)
+def test_bad_input(x, exc, match):
+    moe = MoE(d_model=8, num_experts=4, top_k=2)
+    with pytest.raises(exc, match=match):
+        moe(x)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="top_k=5"):
+        MoE(d_model=8, num_experts=4, top_k=5)
+    with pytest.raises(TypeError, match="unknown MoE option"):
+        MoE(d_model=8, num_experts=4, topk=2)
+    with pytest.raises(ValueError, match="expert must be"):
+        MoE(d_model=8, num_experts=4, expert="conv")
+    with pytest.raises(ValueError, match="bank has 3"):
+        MoE.from_modules(Router(d_model=8, num_experts=4), GLUExperts(3, 8, 8))
+
+
+def test_dispatch_rejects_mismatched_routing():
+    router = Router(d_model=8, num_experts=4, top_k=2)
+    r = router(torch.randn(5, 8))
+    with pytest.raises(ValueError, match="5 tokens"):
+        dispatch(torch.randn(6, 8), r, GLUExperts(4, 8, 8))
