@@ -158,14 +158,16 @@ def from_transformers(block: nn.Module) -> MoE:
             "not carried over (RouterConfig.jitter jitters the router input only)",
             stacklevel=2,
         )
+    act = _activation(ex)
+    mlp = getattr(block, spec.shared) if spec.shared is not None else None
+    shared_act = _activation(mlp) if mlp is not None else act
     with torch.device("meta"):  # no throw-away random init of large weights
         router = Router(cfg)
-        experts = GLUExperts(E, H, I2 // 2, _activation(ex))
+        experts = GLUExperts(E, H, I2 // 2, act)
         shared = None
-        if spec.shared is not None:
-            mlp = getattr(block, spec.shared)
+        if mlp is not None:
             I_s = mlp.gate_proj.weight.shape[0]
-            shared = SharedExperts(H, I_s, 1, "glu", _activation(mlp), spec.shared_gate is not None)
+            shared = SharedExperts(H, I_s, 1, "glu", shared_act, spec.shared_gate is not None)
     router.weight = _param(block.gate.weight, block.gate.weight)
     bias = block.gate.e_score_correction_bias if spec.deepseek else None
     router.expert_bias = (
@@ -235,11 +237,17 @@ def to_transformers(moe: MoE, block: nn.Module) -> nn.Module:
     ]
     if spec.deepseek:
         pairs.append(
-            ("gate.e_score_correction_bias", block.gate.e_score_correction_bias, moe.router.expert_bias)
+            (
+                "gate.e_score_correction_bias",
+                block.gate.e_score_correction_bias,
+                moe.router.expert_bias,
+            )
         )
     shared = moe.shared
     if (spec.shared is None) != (shared is None):
-        raise ValueError(f"shared experts: MoE has {shared is not None}, block has {spec.shared is not None}")
+        raise ValueError(
+            f"shared experts: MoE has {shared is not None}, block has {spec.shared is not None}"
+        )
     if spec.shared is not None:
         if not isinstance(shared, SharedExperts) or not isinstance(shared.mlp, GLUExperts):
             raise TypeError("moe.shared must be SharedExperts with GLU experts")
@@ -257,7 +265,11 @@ def to_transformers(moe: MoE, block: nn.Module) -> nn.Module:
         ]
         if spec.shared_gate is not None:
             pairs.append(
-                (f"{spec.shared_gate}.weight", getattr(block, spec.shared_gate).weight, shared.gate.weight)
+                (
+                    f"{spec.shared_gate}.weight",
+                    getattr(block, spec.shared_gate).weight,
+                    shared.gate.weight,
+                )
             )
     for name, dst, src in pairs:  # check every shape before writing anything
         _check_same(f"{name} shape", tuple(src.shape), tuple(dst.shape))

@@ -190,8 +190,10 @@ class MoE(nn.Module):
         elif kwargs:
             raise TypeError("pass either an MoEConfig or keyword arguments, not both")
         c = config
-        self.config = c
+        self.config: MoEConfig | None = c
         self.d_model = c.d_model
+        self.load_balance_coef, self.z_loss_coef = c.load_balance_coef, c.z_loss_coef
+        self.global_batch_balance = c.global_batch_balance
         self.router = Router(c.router_config())
         if c.expert == "glu":
             self.experts: ExpertBank = GLUExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
@@ -216,11 +218,15 @@ class MoE(nn.Module):
         shared: nn.Module | None = None,
         load_balance_coef: float = 0.01,
         z_loss_coef: float = 0.0,
+        global_batch_balance: bool = False,
     ) -> MoE:
         """Assemble a layer from an existing router, expert bank and shared module.
 
-        ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``.
+        ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``. The result's
+        :attr:`config` is ``None``: the parts, not a config, define it.
         """
+        if load_balance_coef < 0 or z_loss_coef < 0:
+            raise ValueError("loss coefficients must be >= 0")
         if router.num_experts != experts.num_experts:
             raise ValueError(
                 f"router has {router.num_experts} experts but the bank has {experts.num_experts}"
@@ -231,14 +237,11 @@ class MoE(nn.Module):
             )
         self = cls.__new__(cls)
         nn.Module.__init__(self)
-        self.config = MoEConfig(
-            d_model=experts.d_in,
-            num_experts=experts.num_experts,
-            top_k=router.top_k,
-            load_balance_coef=load_balance_coef,
-            z_loss_coef=z_loss_coef,
-        )
+        # Built from parts: there is no MoEConfig that would rebuild this layer.
+        self.config = None
         self.d_model = experts.d_in
+        self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
+        self.global_batch_balance = global_batch_balance
         self.router, self.experts, self.shared = router, experts, shared
         return self
 
@@ -310,12 +313,11 @@ class MoE(nn.Module):
         y = y.to(x.dtype).reshape(*shape[:-1], y.shape[-1])
         if not return_routing:
             return y
-        c = self.config
         losses = {
-            "load_balance": load_balancing_loss(routing, global_batch=c.global_batch_balance),
+            "load_balance": load_balancing_loss(routing, global_batch=self.global_batch_balance),
             "z_loss": router_z_loss(routing),
         }
-        aux = c.load_balance_coef * losses["load_balance"] + c.z_loss_coef * losses["z_loss"]
+        aux = self.load_balance_coef * losses["load_balance"] + self.z_loss_coef * losses["z_loss"]
         return y, MoEInfo(routing, losses, aux)
 
     def update_router_bias(self, routing: Routing) -> None:

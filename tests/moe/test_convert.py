@@ -10,8 +10,8 @@ from torch import nn
 
 pytest.importorskip("transformers")
 
-from sci_moe.moe import MoE, SharedExperts, from_transformers, to_transformers  # noqa: E402
-from sci_moe.testing import assert_moe_matches_reference  # noqa: E402
+from sci_moe.moe import MoE, SharedExperts, from_transformers, to_transformers
+from sci_moe.testing import assert_moe_matches_reference
 
 H = 64
 COMMON = dict(hidden_size=H, num_experts_per_tok=2, hidden_act="silu")
@@ -70,10 +70,10 @@ CASES = {
 }
 
 
-def make_block(case: str, seed: int = 0, impl: str = "eager") -> nn.Module:
+def make_block(case: str, seed: int = 0, impl: str = "eager", **overrides) -> nn.Module:
     module, config_cls, block_cls, kw = CASES[case]
     mod = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
-    config = getattr(mod, config_cls)(**COMMON, **kw)
+    config = getattr(mod, config_cls)(**COMMON, **{**kw, **overrides})
     config._experts_implementation = impl
     block = getattr(mod, block_cls)(config).eval()
     g = torch.Generator().manual_seed(seed)
@@ -170,11 +170,11 @@ def test_unsupported_block_raises():
 
 def test_to_transformers_shape_mismatch_names_tensor():
     moe = from_transformers(make_block("qwen3_moe_norm"))
-    module, config_cls, block_cls, kw = CASES["qwen3_moe_norm"]
-    mod = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
-    config = getattr(mod, config_cls)(**COMMON, **{**kw, "moe_intermediate_size": 48})
-    with pytest.raises(ValueError, match="experts.gate_up_proj"):
-        to_transformers(moe, getattr(mod, block_cls)(config))
+    smaller = make_block("qwen3_moe_norm", moe_intermediate_size=48)
+    before = smaller.gate.weight.clone()
+    with pytest.raises(ValueError, match=r"experts\.gate_up_proj shape"):
+        to_transformers(moe, smaller)
+    assert torch.equal(smaller.gate.weight, before)  # nothing written
 
 
 def test_to_transformers_routing_mismatch():
