@@ -6,6 +6,6 @@ and assertions every fast path is checked against.
 
 __version__ = "0.1.0"
 
-from .moe import MoE, MoEConfig, Router, RouterConfig, Routing  # noqa: E402
+from .moe import MoE, MoEConfig, Router, RouterConfig, Routing
 
 __all__ = ["MoE", "MoEConfig", "Router", "RouterConfig", "Routing", "__version__"]

@@ -165,7 +165,9 @@ def run_demo(out_dir: str | Path = "demo_out", config: DemoConfig | None = None)
     acc, routing = _evaluate(model, xte, yte)
 
     torch.manual_seed(cfg.seed)
-    dense = _Classifier(_DenseGLU(cfg.d_model, cfg.top_k * cfg.d_hidden), xtr.shape[1], cfg.d_model, 10)
+    dense = _Classifier(
+        _DenseGLU(cfg.d_model, cfg.top_k * cfg.d_hidden), xtr.shape[1], cfg.d_model, 10
+    )
     t0 = time.perf_counter()
     dense_losses = _train(dense, xtr, ytr, cfg, "dense")
     t_dense = time.perf_counter() - t0
@@ -197,13 +199,22 @@ def run_demo(out_dir: str | Path = "demo_out", config: DemoConfig | None = None)
     (out / "moe_demo.json").write_text(json.dumps(summary, indent=2))
     _plot(out / "moe_routing.png", losses, dense_losses, table, load.numpy(), cfg)
 
-    print(f"sci-moe demo: MoE classifier on handwritten digits ({len(ytr)} train / {len(yte)} test)")
-    print(f"  layout          : {cfg.num_experts} SwiGLU experts, top-{cfg.top_k}, d_model {cfg.d_model}")
-    print(f"  steps           : {cfg.steps} x batch {cfg.batch_size}, seed {cfg.seed}")
-    print(f"  {'model':<28}{'test acc':>10}{'train loss':>12}{'seconds':>10}")
-    print(f"  {'MoE (top-2 of 8)':<28}{acc:>10.4f}{summary['moe']['final_train_loss']:>12.4f}{t_moe:>10.1f}")
-    d = summary["dense_same_active_params"]
-    print(f"  {'dense, same active params':<28}{dense_acc:>10.4f}{d['final_train_loss']:>12.4f}{t_dense:>10.1f}")
+    print(
+        f"sci-moe demo: MoE classifier on handwritten digits ({len(ytr)} train / {len(yte)} test)"
+    )
+    m, d = summary["moe"], summary["dense_same_active_params"]
+    moe_name = f"MoE (top-{cfg.top_k} of {cfg.num_experts})"
+    lines = [
+        f"layout          : {cfg.num_experts} SwiGLU experts, top-{cfg.top_k}, "
+        f"d_model {cfg.d_model}",
+        f"steps           : {cfg.steps} x batch {cfg.batch_size}, seed {cfg.seed}",
+        f"{'model':<28}{'test acc':>10}{'train loss':>12}{'seconds':>10}",
+        f"{moe_name:<28}{acc:>10.4f}{m['final_train_loss']:>12.4f}{t_moe:>10.1f}",
+        f"{'dense, same active params':<28}{dense_acc:>10.4f}"
+        f"{d['final_train_loss']:>12.4f}{t_dense:>10.1f}",
+    ]
+    for line in lines:
+        print("  " + line)
     print("  expert load     : " + " ".join(f"{v:.3f}" for v in load.tolist()))
     print(f"  wrote           : {out / 'moe_demo.json'}, {out / 'moe_routing.png'}")
     return summary
@@ -220,12 +231,18 @@ def _plot(path, losses, dense_losses, table, load, cfg):
     smooth = lambda v: np.convolve(v, np.ones(w) / w, mode="valid")  # noqa: E731
     axes[0].plot(smooth(losses), label="MoE")
     axes[0].plot(smooth(dense_losses), label="dense (same active params)")
-    axes[0].set(xlabel="step", ylabel="cross-entropy (moving avg.)", yscale="log",
-                title="training loss")
+    axes[0].set(
+        xlabel="step", ylabel="cross-entropy (moving avg.)", yscale="log", title="training loss"
+    )
     axes[0].legend()
     im = axes[1].imshow(table, cmap="viridis", aspect="auto", vmin=0, vmax=1)
-    axes[1].set(xlabel="top-1 expert", ylabel="digit class", title="routing: share of each class",
-                xticks=range(cfg.num_experts), yticks=range(10))
+    axes[1].set(
+        xlabel="top-1 expert",
+        ylabel="digit class",
+        title="routing: share of each class",
+        xticks=range(cfg.num_experts),
+        yticks=range(10),
+    )
     fig.colorbar(im, ax=axes[1])
     axes[2].bar(range(cfg.num_experts), load)
     axes[2].axhline(1 / cfg.num_experts, color="k", ls="--", label="balanced")

@@ -11,9 +11,7 @@ __all__ = ["main"]
 def _demo(args: argparse.Namespace) -> int:
     from .demo_moe import DemoConfig, run_demo
 
-    cfg = DemoConfig(
-        num_experts=args.experts, top_k=args.top_k, steps=args.steps, seed=args.seed
-    )
+    cfg = DemoConfig(num_experts=args.experts, top_k=args.top_k, steps=args.steps, seed=args.seed)
     run_demo(args.out, cfg)
     return 0
 

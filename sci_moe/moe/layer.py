@@ -196,7 +196,9 @@ class MoE(nn.Module):
         self.global_batch_balance = c.global_batch_balance
         self.router = Router(c.router_config())
         if c.expert == "glu":
-            self.experts: ExpertBank = GLUExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+            self.experts: ExpertBank = GLUExperts(
+                c.num_experts, c.d_model, c.d_hidden, c.activation
+            )
         elif c.expert == "mlp":
             self.experts = MLPExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
         elif c.expert == "linear":
@@ -207,7 +209,12 @@ class MoE(nn.Module):
         if c.num_shared_experts:
             kind = "glu" if c.expert == "glu" else "mlp"
             self.shared = SharedExperts(
-                c.d_model, c.shared_d_hidden, c.num_shared_experts, kind, c.activation, c.shared_gate
+                c.d_model,
+                c.shared_d_hidden,
+                c.num_shared_experts,
+                kind,
+                c.activation,
+                c.shared_gate,
             )
 
     @classmethod
@@ -233,7 +240,8 @@ class MoE(nn.Module):
             )
         if router.config.d_model != experts.d_in:
             raise ValueError(
-                f"router expects d_model={router.config.d_model} but the bank's d_in is {experts.d_in}"
+                f"router expects d_model={router.config.d_model} "
+                f"but the bank's d_in is {experts.d_in}"
             )
         self = cls.__new__(cls)
         nn.Module.__init__(self)
@@ -321,5 +329,8 @@ class MoE(nn.Module):
         return y, MoEInfo(routing, losses, aux)
 
     def update_router_bias(self, routing: Routing) -> None:
-        """Aux-loss-free balancing step from the load of ``routing`` (see :meth:`Router.update_bias`)."""
+        """Aux-loss-free balancing step from the load of ``routing``.
+
+        See :meth:`Router.update_bias`.
+        """
         self.router.update_bias(routing.load)

@@ -286,5 +286,7 @@ class Router(nn.Module):
             raise ValueError("this router has selection_bias=False; enable it to update the bias")
         load = load.to(self.expert_bias.device, torch.float32)
         if load.shape != self.expert_bias.shape:
-            raise ValueError(f"load must have shape {tuple(self.expert_bias.shape)}, got {tuple(load.shape)}")
+            raise ValueError(
+                f"load must have shape {tuple(self.expert_bias.shape)}, got {tuple(load.shape)}"
+            )
         self.expert_bias += self.config.bias_update_rate * torch.sign(load.mean() - load)

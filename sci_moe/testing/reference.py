@@ -71,7 +71,9 @@ def reference_routing(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         if batch_indices is not None:
             # Keep only what the batch decision kept; pad to the router's slot count.
             kept = set(int(e) for e in batch_indices[t] if int(e) < E)
-            w = torch.stack([w[j] if e in kept else w[j] * 0 for j, e in enumerate(chosen)] or [w.sum()])
+            w = torch.stack(
+                [w[j] if e in kept else w[j] * 0 for j, e in enumerate(chosen)] or [w.sum()]
+            )
             chosen = [e if e in kept else E for e in chosen] or [E]
             pad = batch_indices.shape[1] - len(chosen)
             chosen = chosen + [E] * pad

@@ -44,6 +44,10 @@ def test_support_rules():
 
 
 def test_empty_input():
-    y = grouped_linear(torch.zeros(0, 8), torch.randn(3, 4, 8), torch.zeros(3, dtype=torch.long),
-                       torch.zeros(3, dtype=torch.int32))
+    y = grouped_linear(
+        torch.zeros(0, 8),
+        torch.randn(3, 4, 8),
+        torch.zeros(3, dtype=torch.long),
+        torch.zeros(3, dtype=torch.int32),
+    )
     assert y.shape == (0, 4)

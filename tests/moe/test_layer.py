@@ -22,7 +22,7 @@ def test_shape_preserved_any_leading_dims():
 
 def test_return_routing_gives_losses_and_routing():
     moe = MoE(d_model=8, num_experts=4, top_k=2, z_loss_coef=1e-3)
-    y, info = moe(torch.randn(2, 5, 8), return_routing=True)
+    _y, info = moe(torch.randn(2, 5, 8), return_routing=True)
     assert info.routing.indices.shape == (10, 2)
     assert set(info.losses) == {"load_balance", "z_loss"}
     expected = 0.01 * info.losses["load_balance"] + 1e-3 * info.losses["z_loss"]
@@ -43,7 +43,8 @@ def test_routing_reused_by_two_banks():
     # the second bank re-used the cached plan
     assert r._plan is not None
     ref = sum(
-        r.weights[:, j : j + 1] * torch.stack(
+        r.weights[:, j : j + 1]
+        * torch.stack(
             [vector.forward_expert(int(r.indices[t, j]), x[t : t + 1])[0] for t in range(10)]
         )
         for j in range(2)

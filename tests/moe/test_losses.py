@@ -35,7 +35,9 @@ def test_load_balance_gradient_goes_to_probs_only():
 
 def test_z_loss_formula():
     logits = torch.tensor([[0.0, 0.0], [1.0, 2.0]])
-    r = Routing(torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 1), logits, logits.softmax(-1), 2)
+    r = Routing(
+        torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 1), logits, logits.softmax(-1), 2
+    )
     expected = (torch.logsumexp(logits, -1) ** 2).mean()
     torch.testing.assert_close(router_z_loss(r), expected)
 
@@ -43,9 +45,7 @@ def test_z_loss_formula():
 def test_global_batch_single_process_group(tmp_path):
     import torch.distributed as dist
 
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1
-    )
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         logits = torch.randn(12, 4, requires_grad=True)
         probs = logits.softmax(-1)
