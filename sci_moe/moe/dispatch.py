@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .experts import ExpertBank
+from .permute import combine_by_token, gather_by_expert
 from .routing import Routing
 
 __all__ = ["dispatch"]
@@ -29,23 +30,19 @@ def dispatch(x: torch.Tensor, routing: Routing, experts: ExpertBank) -> torch.Te
     Steps: (1) the routing's cached plan sorts the ``T k`` assignments by expert;
     (2) ``x[token]`` gathers rows in that order; (3) the bank runs one grouped GEMM per
     weight; (4) rows are scaled by their weights, put back in ``(token, slot)`` order
-    with the inverse permutation (a gather, so no atomics) and summed over slots with
-    ``view(T, k, d).sum(1)``. The combine is deterministic on every device.
+    with the inverse permutation and summed over slots with ``view(T, k, d).sum(1)``.
+    Forward and backward of (2) and (4) only gather (see :mod:`sci_moe.moe.permute`),
+    so the layer is deterministic on every device.
     """
     if routing.num_experts != experts.num_experts:
         raise ValueError(
             f"routing is for {routing.num_experts} experts but the bank has "
             f"{experts.num_experts}; route with a router of the same size"
         )
-    T, k = routing.indices.shape
+    T = routing.indices.shape[0]
     if x.shape[0] != T:
         raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
     plan = routing.plan
-    kept = plan.num_kept
-    order = plan.order[:kept]
-    ys = experts.forward_sorted(x[plan.token[:kept]], plan)
-    w = routing.weights.reshape(-1)[order].to(ys.dtype)
-    ys = ys * w.unsqueeze(-1)
-    if kept < T * k:
-        ys = torch.cat([ys, ys.new_zeros(T * k - kept, ys.shape[-1])])
-    return ys[plan.inverse].view(T, k, -1).sum(1)
+    ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
+    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
+    return combine_by_token(ys, w, plan, T)

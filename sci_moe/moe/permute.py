@@ -1,0 +1,92 @@
+"""Gather-by-expert and weighted combine as autograd functions with gather-only backwards.
+
+Plain ``x[token]`` differentiates into a scatter-add (``index_add_``), which is serial on
+CPU and uses atomics (non-deterministic) on CUDA. Both directions here only *gather*:
+
+* gather: ``xs[r] = x[token[r]]``; backward ``dx[t] = sum_j dxs[inverse[t k + j]]``.
+* combine: ``y[t] = sum_j w[t, j] ys[inverse[t k + j]]``; backward
+  ``dys[r] = w_r dy[token[r]]`` and ``dw_r = <dy[token[r]], ys[r]>``.
+
+so every backward is deterministic and parallel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .routing import DispatchPlan
+
+__all__ = ["combine_by_token", "gather_by_expert"]
+
+
+def _sum_slots(rows: torch.Tensor, plan: DispatchPlan, num_tokens: int) -> torch.Tensor:
+    """``out[t] = sum_j rows[inverse[t k + j]]``, rows past ``num_kept`` counting as zero."""
+    n_total = plan.order.numel()
+    kept = rows.shape[0]
+    if kept < n_total:
+        rows = torch.cat([rows, rows.new_zeros(n_total - kept, rows.shape[-1])])
+    return rows[plan.inverse].view(num_tokens, -1, rows.shape[-1]).sum(1)
+
+
+class _GatherByExpert(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, plan):
+        ctx.plan, ctx.num_tokens = plan, x.shape[0]
+        return x[plan.token[: plan.num_kept]]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _sum_slots(grad.contiguous(), ctx.plan, ctx.num_tokens), None
+
+
+class _CombineByToken(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, ys, w, plan, num_tokens):
+        ctx.plan = plan
+        ctx.save_for_backward(ys, w)
+        return _sum_slots(ys * w.unsqueeze(-1), plan, num_tokens)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ys, w = ctx.saved_tensors
+        plan = ctx.plan
+        g_rows = grad[plan.token[: plan.num_kept]]
+        d_ys = g_rows * w.unsqueeze(-1) if ctx.needs_input_grad[0] else None
+        d_w = (g_rows * ys).sum(-1) if ctx.needs_input_grad[1] else None
+        return d_ys, d_w, None, None
+
+
+def gather_by_expert(x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
+    """Rows of ``x`` in expert order.
+
+    Parameters
+    ----------
+    x : Tensor, shape (T, d)
+    plan : DispatchPlan
+
+    Returns
+    -------
+    Tensor, shape (plan.num_kept, d)
+    """
+    return _GatherByExpert.apply(x, plan)
+
+
+def combine_by_token(
+    ys: torch.Tensor, weights: torch.Tensor, plan: DispatchPlan, num_tokens: int
+) -> torch.Tensor:
+    """Weighted sum of expert outputs back per token.
+
+    Parameters
+    ----------
+    ys : Tensor, shape (plan.num_kept, d)
+        Expert outputs in expert order.
+    weights : Tensor, shape (plan.num_kept,)
+        Routing weight of each row (same order).
+    plan : DispatchPlan
+    num_tokens : int
+
+    Returns
+    -------
+    Tensor, shape (num_tokens, d)
+    """
+    return _CombineByToken.apply(ys, weights, plan, num_tokens)
