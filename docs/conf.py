@@ -16,14 +16,16 @@ from pathlib import Path
 
 # Headless plotting for the executed tutorials; set before anything imports pyplot.
 os.environ.setdefault("MPLBACKEND", "Agg")
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-# Import the checkout being documented, even if another copy is installed.
+# Import the checkout being documented, even if another copy is installed; docs/ itself
+# for ``_gallery_setup`` (sphinx-gallery imports hooks by their qualified name).
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(DOCS))
 
 import sci_moe  # noqa: E402
 
@@ -41,13 +43,16 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
+    # MathJax is loaded by the reader's browser from its default CDN when a page with
+    # math is viewed (the build itself needs no network); without it, TeX shows as text.
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+# ``tutorials/`` holds the gallery sources; their pages are built from ``auto_tutorials/``.
+exclude_patterns = ["_build", "tutorials", "Thumbs.db", ".DS_Store"]
 # Unresolved cross-references to external projects (torch, numpy) stay plain text.
 nitpicky = False
 default_role = "py:obj"
@@ -67,9 +72,9 @@ autodoc_class_signature = "mixed"
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
-# ``Attributes`` sections become field lists rather than separate attribute entries,
-# so dataclass fields are not described twice.
-napoleon_use_ivar = True
+# ``Attributes`` sections become attribute entries (so ``:attr:`MoEInfo.aux_loss``` links);
+# dataclass fields carry no docstring of their own, so they are not described twice.
+napoleon_use_ivar = False
 napoleon_preprocess_types = False
 
 # -- sphinx-gallery ----------------------------------------------------------
@@ -85,7 +90,10 @@ sphinx_gallery_conf = {
     "plot_gallery": "True",
     "image_scrapers": ("matplotlib",),
     "matplotlib_animations": False,
-    "reset_modules": ("matplotlib",),
+    # Reset matplotlib, and run each tutorial with one torch thread and a fixed seed,
+    # restoring the thread count afterwards (see _gallery_setup.py for why).
+    "reset_modules": ("matplotlib", "_gallery_setup.reset_torch"),
+    "reset_modules_order": "both",
     "remove_config_comments": True,
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
@@ -95,6 +103,9 @@ sphinx_gallery_conf = {
     "backreferences_dir": None,
     "show_memory": False,
     "min_reported_time": 0,
+    # The sg_execution_times pages load jQuery and DataTables from CDNs; the build log
+    # and each tutorial page still report the running time.
+    "write_computation_times": False,
 }
 
 # -- HTML --------------------------------------------------------------------
@@ -114,3 +125,25 @@ html_theme_options = {
     "footer_end": ["sphinx-version", "theme-version"],
 }
 html_show_sourcelink = True
+
+
+# -- Hooks -------------------------------------------------------------------
+
+
+def _skip_torch_overrides_without_docs(app, what, name, obj, skip, options):
+    """Hide ``nn.Module`` overrides (``extra_repr``, ...) that have no docstring of their own.
+
+    autodoc would otherwise show torch's generic docstring for them.
+    """
+    if skip or what != "class":
+        return None
+    import torch
+
+    func = getattr(obj, "__func__", obj)
+    if name in vars(torch.nn.Module) and getattr(func, "__doc__", None) is None:
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_torch_overrides_without_docs)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
 import pytest
 import torch
+
+# Under pytest-xdist every worker gets one core: torch's intra-op threads would otherwise
+# oversubscribe the CPUs and stall (10x slower on a 2-core machine).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 FLOAT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
 

@@ -1,7 +1,7 @@
 """Convert Hugging Face transformers MoE blocks to and from :class:`~sci_moe.moe.MoE`.
 
 Supported blocks (transformers 5.x, fused 3-D expert weights ``gate_up_proj (E, 2I, H)`` with
-rows ``[gate; up]`` and ``down_proj (E, H, I)``, the layout of :class:`GLUExperts`):
+rows ``[gate; up]`` and ``down_proj (E, H, I)``, the layout of :class:`~sci_moe.moe.GLUExperts`):
 
 ======================== ======== ============================ ===========================
 block                    scores   top-k weights                shared experts
@@ -21,12 +21,13 @@ Notes
   computes the router logits in the input dtype (sci-moe: at least float32) and the
   Qwen/OLMoE routers round the weights to the input dtype, so results differ slightly.
 * Mixtral's ``router_jitter_noise`` multiplies the hidden states fed to the router
-  **and** to the experts (in place), in training mode only; :attr:`RouterConfig.jitter`
+  **and** to the experts (in place), in training mode only; ``RouterConfig.jitter``
   jitters the router input only. It is therefore not carried over (a warning is
   issued when it is non-zero); eval-mode outputs are unaffected.
-* DeepSeek-V3's ``e_score_correction_bias`` becomes :attr:`Router.expert_bias`
+* DeepSeek-V3's ``e_score_correction_bias`` becomes ``Router.expert_bias``
   (``selection_bias=True``); transformers has no update rule, sci-moe updates it only
-  when you call :meth:`MoE.update_router_bias` (rate ``bias_update_rate``, default 1e-3).
+  when you call :meth:`~sci_moe.moe.MoE.update_router_bias` (rate ``bias_update_rate``,
+  default 1e-3).
 """
 
 from __future__ import annotations
@@ -203,8 +204,8 @@ def to_transformers(moe: MoE, block: nn.Module) -> nn.Module:
     Parameters
     ----------
     moe : MoE
-        With a :class:`Router`, :class:`GLUExperts` ``(E, 2 I, H)`` / ``(E, H, I)`` and, for
-        Qwen2-MoE / DeepSeek-V3, GLU :class:`SharedExperts`.
+        With a :class:`Router`, :class:`~sci_moe.moe.GLUExperts` ``(E, 2 I, H)`` /
+        ``(E, H, I)`` and, for Qwen2-MoE / DeepSeek-V3, GLU :class:`SharedExperts`.
     block : nn.Module
         A supported transformers block (see :func:`from_transformers`).
 

@@ -104,8 +104,10 @@ class MLPExperts(ExpertBank):
     ----------
     num_experts, d_model, d_hidden : int
     activation : str
-        See :func:`sci_moe.moe.activations.get_activation`.
+        See :func:`~sci_moe.moe.get_activation`.
     bias : bool
+    d_out : int, optional
+        Output size (default ``d_model``).
     """
 
     def __init__(

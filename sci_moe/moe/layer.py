@@ -32,8 +32,8 @@ class MoEConfig:
     top_k : int
         Experts per token.
     d_hidden : int, optional
-        Hidden size of each expert (default ``4 * d_model // top_k``... simply
-        ``2 * d_model``); bottleneck size for ``expert="adapter"``.
+        Hidden size of each expert (default ``2 * d_model``); bottleneck size for
+        ``expert="adapter"``.
     expert : {"glu", "mlp", "linear", "adapter"}
         Expert kind: SwiGLU-style GLU, two-layer MLP, affine map, bottleneck adapter.
     activation : str
@@ -87,6 +87,7 @@ class MoEConfig:
         self.router_config()
 
     def router_config(self) -> RouterConfig:
+        """The :class:`RouterConfig` these options describe."""
         return RouterConfig(
             d_model=self.d_model, num_experts=self.num_experts, top_k=self.top_k, **self.router
         )
@@ -142,6 +143,7 @@ class MoEInfo:
     Attributes
     ----------
     routing : Routing
+        The routing used in the call.
     losses : dict of str to Tensor
         Unweighted auxiliary losses (``"load_balance"``, ``"z_loss"``).
     aux_loss : Tensor
@@ -165,6 +167,14 @@ class MoE(nn.Module):
     ----------
     config : MoEConfig, optional
         Built from ``**kwargs`` when omitted.
+
+    Attributes
+    ----------
+    router : Router
+    experts : ExpertBank
+    shared : SharedExperts or None
+    config : MoEConfig or None
+        ``None`` for layers built with :meth:`from_modules`.
 
     Examples
     --------
@@ -230,7 +240,7 @@ class MoE(nn.Module):
         """Assemble a layer from an existing router, expert bank and shared module.
 
         ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``. The result's
-        :attr:`config` is ``None``: the parts, not a config, define it.
+        ``config`` attribute is ``None``: the parts, not a config, define it.
         """
         if load_balance_coef < 0 or z_loss_coef < 0:
             raise ValueError("loss coefficients must be >= 0")
@@ -255,10 +265,12 @@ class MoE(nn.Module):
 
     @property
     def num_experts(self) -> int:
+        """Number of routed experts ``E``."""
         return self.router.num_experts
 
     @property
     def top_k(self) -> int:
+        """Experts per token ``k``."""
         return self.router.top_k
 
     def _check_input(self, x: torch.Tensor) -> None:

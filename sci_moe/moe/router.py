@@ -133,6 +133,13 @@ class Router(nn.Module):
     config : RouterConfig
         See :class:`RouterConfig`; keyword arguments build one when omitted.
 
+    Attributes
+    ----------
+    weight : Parameter, shape (E, d_model)
+        Router projection (``nn.Linear`` layout, no bias).
+    expert_bias : Tensor, shape (E,), float32 buffer
+        Selection-only bias (used when ``selection_bias=True``); saved in ``state_dict``.
+
     Examples
     --------
     >>> router = Router(d_model=16, num_experts=4, top_k=2)
@@ -154,10 +161,12 @@ class Router(nn.Module):
 
     @property
     def num_experts(self) -> int:
+        """Number of routed experts ``E``."""
         return self.config.num_experts
 
     @property
     def top_k(self) -> int:
+        """Experts per token ``k`` (``E`` for dense gating)."""
         return self.config.top_k
 
     def extra_repr(self) -> str:

@@ -68,7 +68,7 @@ class Routing:
     logits: torch.Tensor
     probs: torch.Tensor
     num_experts: int
-    _plan: DispatchPlan | None = field(default=None, repr=False, compare=False)
+    _plan: DispatchPlan | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_tokens(self) -> int:
@@ -99,14 +99,15 @@ class Routing:
 
     def detach(self) -> Routing:
         """Return a copy whose tensors carry no autograd history."""
-        return Routing(
+        out = Routing(
             self.indices,
             self.weights.detach(),
             self.logits.detach(),
             self.probs.detach(),
             self.num_experts,
-            self._plan,
         )
+        out._plan = self._plan
+        return out
 
 
 def make_plan(indices: torch.Tensor, num_experts: int) -> DispatchPlan:
