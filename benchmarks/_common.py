@@ -12,15 +12,28 @@ one row per measured figure; ``vs`` names a baseline measured in the same run an
 ``ratio`` is ``value / baseline`` oriented so that > 1 means sci-moe is better
 (see ``DESIGN.md``). Scripts import this module as ``_common``: Python puts the
 script's own folder first on ``sys.path``.
+
+Measuring on a CPU, two things move timings by 10-100 % and are handled here:
+
+* **Other processes.** Oversubscribed cores make OpenMP kernels wait for descheduled
+  threads. :func:`busy_warning` samples the machine before a run and
+  :class:`OtherLoad` reports the CPU time others used during it.
+* **Allocator state.** glibc maps large blocks afresh (page faults on every step) and
+  moves that threshold with the history of frees, so one contestant's timing depends
+  on what ran before it in the same process. :func:`run_isolated` runs each measurement
+  in a fresh process; :func:`set_malloc_policy` can switch to a caching policy.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,17 +43,25 @@ from pathlib import Path
 import torch
 
 __all__ = [
+    "OtherLoad",
     "Row",
     "Timing",
     "base_parser",
+    "busy_warning",
+    "child_result",
     "cpu_model",
     "format_table",
+    "git_revision",
     "machine_info",
     "print_table",
+    "run_isolated",
+    "set_malloc_policy",
     "setup",
     "time_fn",
     "write_json",
 ]
+
+_RESULT_MARK = "@@benchmark-result "
 
 
 # --------------------------------------------------------------------------- CLI
@@ -49,11 +70,12 @@ __all__ = [
 def base_parser(description: str) -> argparse.ArgumentParser:
     """Argument parser with the flags every benchmark accepts.
 
-    ``--quick`` (reduced run for CI and checks), ``--json PATH``, ``--seed`` (default 0)
-    and ``--threads`` (default: torch's current intra-op thread count).
+    ``--quick`` (reduced run for CI and checks), ``--json PATH``, ``--seed`` (default 0),
+    ``--threads`` (default: torch's current intra-op thread count) and ``--malloc``
+    (see :func:`set_malloc_policy`).
     """
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true", help="reduced sizes and repeats (CI)")
+    p.add_argument("--quick", action="store_true", help="reduced run for CI and checks")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results here")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument(
@@ -62,16 +84,64 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         default=None,
         help=f"torch intra-op threads (default {torch.get_num_threads()}, torch's choice)",
     )
+    p.add_argument(
+        "--malloc",
+        choices=("default", "cached"),
+        default="default",
+        help="glibc allocator policy: as users get it (default) or caching, no page faults",
+    )
     return p
 
 
-def setup(args: argparse.Namespace) -> None:
-    """Apply ``--threads`` and ``--seed`` (call once, before building anything)."""
+def setup(args: argparse.Namespace) -> str:
+    """Apply ``--threads``, ``--seed`` and ``--malloc``; call before building anything.
+
+    Returns the allocator policy applied (see :func:`set_malloc_policy`).
+    """
     if args.threads is not None:
         if args.threads < 1:
             raise SystemExit(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    return set_malloc_policy(getattr(args, "malloc", "default"))
+
+
+# ---------------------------------------------------------------------- allocator
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc mallopt parameters (malloc.h)
+
+
+def set_malloc_policy(mode: str = "default") -> str:
+    """Choose how glibc serves PyTorch's CPU tensors (which come from ``malloc``).
+
+    Parameters
+    ----------
+    mode : {"default", "cached"}
+        ``"default"`` changes nothing: blocks above glibc's mmap threshold (dynamic,
+        128 KiB to 32 MiB) are mapped on allocation and unmapped on free, so a training
+        step page-faults its large activations afresh every time. ``"cached"`` never
+        maps nor trims, so freed memory is reused like a caching allocator
+        (jemalloc/tcmalloc, or CUDA's): steady-state steps pay no page faults.
+
+    Returns
+    -------
+    str
+        The policy in force, for the machine info.
+    """
+    if mode not in ("default", "cached"):
+        raise ValueError(f"mode must be 'default' or 'cached', got {mode!r}")
+    if mode == "default":
+        return "default"
+    name = ctypes.util.find_library("c")
+    if not name or platform.libc_ver()[0] != "glibc":
+        return "default (not glibc; cached policy unavailable)"
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return "default (no mallopt; cached policy unavailable)"
+    if mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, 2**62):
+        return "cached (glibc: no mmap, no trim)"
+    return "default (mallopt failed)"
 
 
 # ----------------------------------------------------------------------- machine
@@ -89,6 +159,82 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+class OtherLoad:
+    """CPU time that *other* processes used while this one ran (Linux ``/proc`` only).
+
+    Use ``load = OtherLoad()`` at the start and :meth:`report` at the end: the busy CPU
+    seconds of the whole machine minus those of this process and its finished children.
+    """
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float] | None:
+        try:
+            tick = os.sysconf("SC_CLK_TCK")
+            with open("/proc/stat") as f:
+                v = [int(n) for n in f.readline().split()[1:]]
+            busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
+            with open("/proc/self/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            own = sum(int(n) for n in fields[11:15])  # utime stime cutime cstime
+            return busy / tick, own / tick
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None
+
+    def report(self) -> dict:
+        """``{"wall_s", "other_cpu_s", "other_cpu_fraction"}`` (fraction of all cores)."""
+        wall = time.perf_counter() - self._t0
+        end = self._read()
+        if self._start is None or end is None:
+            return {"wall_s": round(wall, 1), "other_cpu_s": None, "other_cpu_fraction": None}
+        other = max(0.0, (end[0] - self._start[0]) - (end[1] - self._start[1]))
+        cores = os.cpu_count() or 1
+        return {
+            "wall_s": round(wall, 1),
+            "other_cpu_s": round(other, 1),
+            "other_cpu_fraction": round(other / (max(wall, 1e-9) * cores), 3),
+        }
+
+
+def busy_warning(sample_s: float = 1.0) -> str | None:
+    """A warning line when other processes use the CPUs now (sampled for ``sample_s``)."""
+    probe = OtherLoad()
+    time.sleep(sample_s)
+    frac = probe.report()["other_cpu_fraction"]
+    if frac is not None and frac > 0.1:
+        return (
+            f"warning: other processes use {100 * frac:.0f}% of the CPUs; the timings "
+            "will be noisy (oversubscribed OpenMP can be 10-100x slower)"
+        )
+    return None
+
+
+def git_revision(path: str | Path | None = None) -> str | None:
+    """``<commit>`` (``+dirty`` with uncommitted changes to tracked files), or ``None``.
+
+    Of the checkout holding ``path`` (default: this folder).
+    """
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+
+    def git(*cmd: str) -> str:
+        out = subprocess.run(
+            ["git", "-C", str(where), *cmd], capture_output=True, text=True, timeout=10
+        )
+        if out.returncode:
+            raise OSError(out.stderr)
+        return out.stdout.strip()
+
+    try:
+        rev = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("+dirty" if dirty else "")
+
+
 def machine_info(seed: int | None = None, **extra) -> dict:
     """What the numbers depend on: versions, CPU, threads, accelerator; plus ``extra``."""
     info = {
@@ -99,8 +245,8 @@ def machine_info(seed: int | None = None, **extra) -> dict:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "mkldnn": torch.backends.mkldnn.is_available(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "git": git_revision(),
     }
     if seed is not None:
         info["seed"] = seed
@@ -120,10 +266,6 @@ class Timing:
     @property
     def median(self) -> float:
         return statistics.median(self.times)
-
-    @property
-    def min(self) -> float:
-        return min(self.times)
 
     @property
     def spread(self) -> float:
@@ -154,6 +296,37 @@ def time_fn(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> Timi
         _sync()
         times.append(time.perf_counter() - t0)
     return Timing(times)
+
+
+# ----------------------------------------------------------------- fresh processes
+
+
+def run_isolated(argv: Sequence[str], timeout: float | None = None) -> dict:
+    """Run ``python <argv>`` in a fresh process and return what it passed to :func:`child_result`.
+
+    The child's other output is echoed. Raises ``SystemExit`` with the child's stderr
+    when it fails or reports nothing.
+    """
+    cmd = [sys.executable, *map(str, argv)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    result = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(_RESULT_MARK):
+            result = json.loads(line[len(_RESULT_MARK) :])
+        elif line.strip():
+            print(line)
+    sys.stdout.flush()
+    if proc.returncode or result is None:
+        raise SystemExit(
+            f"benchmark child {' '.join(cmd[1:])} failed (exit {proc.returncode}):\n"
+            + proc.stderr[-4000:]
+        )
+    return result
+
+
+def child_result(obj: dict) -> None:
+    """Hand ``obj`` (JSON-serialisable) back to the :func:`run_isolated` caller."""
+    print(_RESULT_MARK + json.dumps(obj), flush=True)
 
 
 # ------------------------------------------------------------------------ output
@@ -192,13 +365,16 @@ def _cell(v: object) -> str:
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Plain-text table: first column left-aligned, the others right-aligned.
 
-    Floats get three significant digits (integers above 100); ``None`` prints as ``-``.
+    Floats get three significant digits (no decimals from 100 up); ``None`` is ``-``.
     """
     cells = [[str(h) for h in headers]] + [[_cell(v) for v in r] for r in rows]
+    if any(len(r) != len(headers) for r in cells):
+        raise ValueError("every row needs one value per header")
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def fmt(r: list[str]) -> str:
-        parts = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        rest = zip(r[1:], widths[1:], strict=True)
+        parts = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in rest]
         return "  ".join(parts).rstrip()
 
     lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]

@@ -130,3 +130,10 @@ def test_dispatch_rejects_mismatched_routing():
     r = router(torch.randn(5, 8))
     with pytest.raises(ValueError, match="5 tokens"):
         dispatch(torch.randn(6, 8), r, GLUExperts(4, 8, 8))
+
+
+def test_check_finite_can_be_switched_off():
+    moe = MoE(d_model=8, num_experts=4, top_k=2, check_finite=False)
+    x = torch.randn(3, 8)
+    x[0, 0] = float("nan")
+    assert torch.isnan(moe(x)[0]).any()
