@@ -27,8 +27,9 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS))
 
-import sci_moe  # noqa: E402
 from _results import generate as _generate_results  # noqa: E402
+
+import sci_moe  # noqa: E402
 
 # Results pages are rendered from benchmarks/results/*.json before the build reads sources.
 _generate_results()
