@@ -7,6 +7,8 @@ sorts tokens by expert and combines the weighted outputs. :class:`MoE` assembles
 
 from .activations import get_activation
 from .convert import from_transformers, to_transformers
+from .balancing import BiasBalancer
+from .default_moe import DefaultOutputs
 from .dispatch import dispatch
 from .experts import (
     AdapterExperts,
@@ -21,9 +23,18 @@ from .layer import MoE, MoEConfig, MoEInfo, SharedExperts
 from .losses import load_balancing_loss, router_z_loss
 from .router import Router, RouterConfig
 from .routing import DispatchPlan, Routing, make_plan
+from .specialization import (
+    orthogonality_loss,
+    routing_diagnostics,
+    selected_outputs,
+    selection_scores,
+    variance_loss,
+)
 
 __all__ = [
     "AdapterExperts",
+    "BiasBalancer",
+    "DefaultOutputs",
     "DispatchPlan",
     "ExpertBank",
     "GLUExperts",
@@ -44,6 +55,11 @@ __all__ = [
     "grouped_mm_supported",
     "load_balancing_loss",
     "make_plan",
+    "orthogonality_loss",
     "router_z_loss",
+    "routing_diagnostics",
+    "selected_outputs",
+    "selection_scores",
     "to_transformers",
+    "variance_loss",
 ]

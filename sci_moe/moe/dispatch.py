@@ -11,7 +11,12 @@ from .routing import Routing
 __all__ = ["dispatch"]
 
 
-def dispatch(x: torch.Tensor, routing: Routing, experts: ExpertBank) -> torch.Tensor:
+def dispatch(
+    x: torch.Tensor,
+    routing: Routing,
+    experts: ExpertBank,
+    return_expert_outputs: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Apply routed experts: ``y_t = sum_j w_tj * E_{i_tj}(x_t)``.
 
     Parameters
@@ -20,10 +25,16 @@ def dispatch(x: torch.Tensor, routing: Routing, experts: ExpertBank) -> torch.Te
     routing : Routing
         For the same ``T`` tokens; ``routing.num_experts`` must equal the bank's.
     experts : ExpertBank
+    return_expert_outputs : bool
+        Also return the unweighted expert outputs in expert order (what Default MoE's
+        EMA and the orthogonality loss need).
 
     Returns
     -------
-    Tensor, shape (T, d_out)
+    y : Tensor, shape (T, d_out)
+    expert_outputs : Tensor, shape (routing.plan.num_kept, d_out)
+        Only with ``return_expert_outputs=True``; row ``r`` is
+        ``E_{plan.expert[r]}(x[plan.token[r]])``.
 
     Notes
     -----
@@ -45,4 +56,5 @@ def dispatch(x: torch.Tensor, routing: Routing, experts: ExpertBank) -> torch.Te
     plan = routing.plan
     ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
     w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
-    return combine_by_token(ys, w, plan, T)
+    y = combine_by_token(ys, w, plan, T)
+    return (y, ys) if return_expert_outputs else y

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import nn
 
+from .default_moe import DefaultOutputs
 from .dispatch import dispatch
 from .experts import AdapterExperts, ExpertBank, GLUExperts, LinearExperts, MLPExperts
 from .losses import load_balancing_loss, router_z_loss
 from .router import Router, RouterConfig
 from .routing import Routing
+from .specialization import orthogonality_loss, selected_outputs, variance_loss
 
 __all__ = ["MoE", "MoEConfig", "MoEInfo", "SharedExperts"]
 
@@ -50,6 +52,19 @@ class MoEConfig:
         :attr:`MoEInfo.aux_loss`.
     global_batch_balance : bool
         All-reduce the balancing statistics over the data-parallel group.
+    default_moe : bool
+        Default MoE (Panda et al. 2025): non-selected experts contribute an EMA of their
+        past outputs, weighted by their router score, so the router gets a dense
+        gradient (see :class:`~sci_moe.moe.DefaultOutputs`).
+    default_beta : float
+        EMA decay of Default MoE.
+    default_scored : bool
+        Router-score-weighted EMA update ("scored" variant).
+    orthogonality_coef, variance_coef : float
+        Weights of :func:`~sci_moe.moe.orthogonality_loss` and
+        :func:`~sci_moe.moe.variance_loss` (Guo et al. 2025) in the auxiliary loss; both
+        use ``reduction="mean"`` over tokens here so the weight does not depend on the
+        batch size.
     check_finite : bool
         Raise ``ValueError`` on NaN/Inf inputs (one reduction per call, and a host sync
         on GPUs; switch off in tuned training loops).
@@ -71,6 +86,11 @@ class MoEConfig:
     load_balance_coef: float = 0.01
     z_loss_coef: float = 0.0
     global_batch_balance: bool = False
+    default_moe: bool = False
+    default_beta: float = 0.9
+    default_scored: bool = False
+    orthogonality_coef: float = 0.0
+    variance_coef: float = 0.0
     check_finite: bool = True
     router: dict = field(default_factory=dict)
 
@@ -85,8 +105,11 @@ class MoEConfig:
             raise ValueError(f"num_shared_experts must be >= 0, got {self.num_shared_experts}")
         if self.shared_d_hidden is None:
             self.shared_d_hidden = self.d_hidden
-        if self.load_balance_coef < 0 or self.z_loss_coef < 0:
+        coefs = (self.load_balance_coef, self.z_loss_coef, self.orthogonality_coef)
+        if min(coefs) < 0 or self.variance_coef < 0:
             raise ValueError("loss coefficients must be >= 0")
+        if not 0.0 <= self.default_beta < 1.0:
+            raise ValueError(f"default_beta must be in [0, 1), got {self.default_beta}")
         # Validate the router options now, with the layer's sizes.
         self.router_config()
 
@@ -149,15 +172,21 @@ class MoEInfo:
     routing : Routing
         The routing used in the call.
     losses : dict of str to Tensor
-        Unweighted auxiliary losses (``"load_balance"``, ``"z_loss"``).
+        Unweighted auxiliary losses (``"load_balance"``, ``"z_loss"``, and
+        ``"orthogonality"`` / ``"variance"`` when their coefficients are set).
     aux_loss : Tensor
-        Weighted sum ``load_balance_coef * L_bal + z_loss_coef * L_z``; add it to the
+        Weighted sum ``load_balance_coef * L_bal + z_loss_coef * L_z`` (plus
+        ``orthogonality_coef * L_o + variance_coef * L_v`` when set); add it to the
         training loss.
+    expert_outputs : Tensor or None, shape (num_kept, d_out)
+        Unweighted expert outputs in expert order when the call computed them (Default
+        MoE or the orthogonality loss), for :func:`~sci_moe.moe.routing_diagnostics`.
     """
 
     routing: Routing
     losses: dict[str, torch.Tensor]
     aux_loss: torch.Tensor
+    expert_outputs: torch.Tensor | None = None
 
 
 class MoE(nn.Module):
@@ -208,6 +237,7 @@ class MoE(nn.Module):
         self.d_model = c.d_model
         self.load_balance_coef, self.z_loss_coef = c.load_balance_coef, c.z_loss_coef
         self.global_batch_balance = c.global_batch_balance
+        self.orthogonality_coef, self.variance_coef = c.orthogonality_coef, c.variance_coef
         self.check_finite = c.check_finite
         self.router = Router(c.router_config())
         if c.expert == "glu":
@@ -220,6 +250,11 @@ class MoE(nn.Module):
             self.experts = LinearExperts(c.num_experts, c.d_model, c.d_model)
         else:
             self.experts = AdapterExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+        self.default = None
+        if c.default_moe:
+            self.default = DefaultOutputs(
+                c.num_experts, self.experts.d_out, c.default_beta, c.default_scored
+            )
         self.shared = None
         if c.num_shared_experts:
             kind = "glu" if c.expert == "glu" else "mlp"
@@ -241,13 +276,16 @@ class MoE(nn.Module):
         load_balance_coef: float = 0.01,
         z_loss_coef: float = 0.0,
         global_batch_balance: bool = False,
+        default: DefaultOutputs | None = None,
+        orthogonality_coef: float = 0.0,
+        variance_coef: float = 0.0,
     ) -> MoE:
         """Assemble a layer from an existing router, expert bank and shared module.
 
         ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``. The result's
         ``config`` attribute is ``None``: the parts, not a config, define it.
         """
-        if load_balance_coef < 0 or z_loss_coef < 0:
+        if min(load_balance_coef, z_loss_coef, orthogonality_coef, variance_coef) < 0:
             raise ValueError("loss coefficients must be >= 0")
         if router.num_experts != experts.num_experts:
             raise ValueError(
@@ -265,7 +303,9 @@ class MoE(nn.Module):
         self.d_model = experts.d_in
         self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
         self.global_batch_balance = global_batch_balance
+        self.orthogonality_coef, self.variance_coef = orthogonality_coef, variance_coef
         self.check_finite = True
+        self.default = default
         self.router, self.experts, self.shared = router, experts, shared
         return self
 
@@ -330,7 +370,17 @@ class MoE(nn.Module):
         x2 = x.reshape(-1, self.d_model)
         if routing is None:
             routing = self.router(x2)
-        y = dispatch(x2, routing, self.experts)
+        use_default = self.default is not None and self.default.active()
+        need_outputs = use_default or (return_routing and self.orthogonality_coef > 0)
+        ys = None
+        if need_outputs:
+            y, ys = dispatch(x2, routing, self.experts, return_expert_outputs=True)
+        else:
+            y = dispatch(x2, routing, self.experts)
+        if use_default:
+            if self.training:
+                self.default.update(routing, ys)  # EMA first, then used in the same step
+            y = y + self.default(routing).to(y.dtype)
         base = self.experts.base(x2)
         if base is not None:
             y = y + base
@@ -344,7 +394,14 @@ class MoE(nn.Module):
             "z_loss": router_z_loss(routing),
         }
         aux = self.load_balance_coef * losses["load_balance"] + self.z_loss_coef * losses["z_loss"]
-        return y, MoEInfo(routing, losses, aux)
+        if self.variance_coef > 0:
+            losses["variance"] = variance_loss(routing, reduction="mean")
+            aux = aux + self.variance_coef * losses["variance"]
+        if self.orthogonality_coef > 0:
+            outs = selected_outputs(routing, ys)
+            losses["orthogonality"] = orthogonality_loss(outs, reduction="mean")
+            aux = aux + self.orthogonality_coef * losses["orthogonality"]
+        return y, MoEInfo(routing, losses, aux, ys)
 
     def update_router_bias(self, routing: Routing) -> None:
         """Aux-loss-free balancing step from the load of ``routing``.
