@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import cap as _cap
+
 __all__ = ["main"]
 
 
@@ -29,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.set_defaults(func=_demo)
+    _cap.add_parser(sub)
     return parser
 
 
