@@ -6,8 +6,8 @@ sorts tokens by expert and combines the weighted outputs. :class:`MoE` assembles
 """
 
 from .activations import get_activation
-from .convert import from_transformers, to_transformers
 from .balancing import BiasBalancer
+from .convert import from_transformers, to_transformers
 from .default_moe import DefaultOutputs
 from .dispatch import dispatch
 from .experts import (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from . import kernels as _kernels
+
 __all__ = ["grouped_linear", "grouped_mm_supported"]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -62,15 +64,29 @@ def grouped_linear(
 
     Notes
     -----
-    Fast path: ``torch._grouped_mm`` (CUTLASS on CUDA sm90+, a loop of ``mm`` in C++ on
-    CPU). Its weight-gradient form needs ``N`` to give 16-byte-aligned strides as well,
-    so rows are zero-padded to a multiple of the alignment; rows past ``offsets[-1]``
-    are never read or written by the groups and are sliced off. Otherwise an exact
-    padded ``bmm`` fallback is used (any dtype, any size).
+    On CUDA, when triton imports and the dtypes are float32/bfloat16/float16, the
+    Triton kernels of :mod:`sci_moe.moe.kernels` run the GEMM (forward and backward,
+    float32 accumulation, no host sync); switch them off with
+    ``sci_moe.moe.kernels.set_kernels_enabled(False)`` or ``SCI_MOE_KERNELS=0``.
+    Otherwise (and always on the CPU) ``torch._grouped_mm`` runs it (CUTLASS on CUDA
+    sm90+, a loop of ``mm`` in C++ on CPU). Its weight-gradient form needs ``N`` to give
+    16-byte-aligned strides as well, so rows are zero-padded to a multiple of the
+    alignment; rows past ``offsets[-1]`` are never read or written by the groups and
+    are sliced off. Otherwise an exact padded ``bmm`` fallback is used (any dtype, any
+    size).
     """
     N = x.shape[0]
     if N == 0:
         return x.new_zeros(0, weight.shape[1])
+    if _kernels.use_kernels(x, weight):
+        y = _kernels.triton_grouped_linear(x, weight, counts, offsets)
+        if bias is not None:
+            if expert is None:
+                expert = torch.repeat_interleave(
+                    torch.arange(weight.shape[0], device=x.device), counts, output_size=N
+                )
+            y = y + bias[expert]
+        return y
     if expert is None and (bias is not None or not grouped_mm_supported(x, weight)):
         expert = torch.repeat_interleave(torch.arange(weight.shape[0], device=x.device), counts)
     if grouped_mm_supported(x, weight):

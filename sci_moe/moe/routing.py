@@ -30,6 +30,8 @@ class DispatchPlan:
         Inclusive cumulative ``counts`` (the ``offs`` argument of ``torch._grouped_mm``).
     num_kept : int
         ``counts.sum()``; rows ``num_kept:`` of the sorted order are dropped assignments.
+    cache : dict
+        Derived index tables that kernels build once per plan (e.g. Triton tile maps).
     """
 
     order: torch.Tensor
@@ -39,6 +41,7 @@ class DispatchPlan:
     counts: torch.Tensor
     offsets: torch.Tensor
     num_kept: int
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
