@@ -45,8 +45,8 @@ class DefaultOutputs(nn.Module):
 
     Attributes
     ----------
-    ema : Tensor, shape (num_experts, d_out), buffer
-        Zero at initialisation (the paper found zero better than Gaussian); saved in
+    ema : Tensor
+        Buffer of shape ``(num_experts, d_out)``; zero at initialisation (the paper found zero better than Gaussian); saved in
         ``state_dict``.
     """
 
