@@ -22,6 +22,8 @@ __all__ = ["combine_by_token", "gather_by_expert"]
 def _sum_slots(rows: torch.Tensor, plan: DispatchPlan, num_tokens: int) -> torch.Tensor:
     """``out[t] = sum_j rows[inverse[t k + j]]``, rows past ``num_kept`` counting as zero."""
     n_total = plan.order.numel()
+    if num_tokens == 0:
+        return rows.new_zeros(0, rows.shape[-1])
     kept = rows.shape[0]
     if kept < n_total:
         rows = torch.cat([rows, rows.new_zeros(n_total - kept, rows.shape[-1])])

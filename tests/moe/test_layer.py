@@ -137,3 +137,12 @@ def test_check_finite_can_be_switched_off():
     x = torch.randn(3, 8)
     x[0, 0] = float("nan")
     assert torch.isnan(moe(x)[0]).any()
+
+
+def test_empty_batch():
+    moe = MoE(d_model=8, num_experts=4, top_k=2)
+    x = torch.zeros(0, 8, requires_grad=True)
+    y = moe(x)
+    assert y.shape == (0, 8)
+    y.sum().backward()
+    assert x.grad.shape == (0, 8)
