@@ -36,7 +36,7 @@ test: lint
 	$(MAKE) docs
 
 docs: setup
-	rm -rf docs/_build docs/auto_tutorials
+	rm -rf docs/_build docs/auto_tutorials docs/api/generated
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 bench: setup

@@ -63,7 +63,7 @@ def all_to_all_rows(
 
     Parameters
     ----------
-    x : Tensor, shape (sum(input_splits), *feature_shape)
+    x : Tensor, shape (sum(input_splits), ...)
     output_splits : sequence of int, length W
         Rows received from each rank of ``group`` (host integers: every rank must know
         them before the call, see :func:`exchange_counts`).
@@ -74,7 +74,7 @@ def all_to_all_rows(
 
     Returns
     -------
-    Tensor, shape (sum(output_splits), *feature_shape)
+    Tensor, shape (sum(output_splits), ...)
 
     Notes
     -----

@@ -146,8 +146,6 @@ class ExpertParallelMoE(nn.Module):
     ----------
     rank, world_size : int
         Position in and size of ``process_group``.
-    expert_range : tuple of int
-        ``(start, stop)``: global ids of the local experts.
 
     Examples
     --------
