@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.sci-moe-installed
 DEMO_OUT ?= demo_out
 
-.PHONY: setup demo test lint format docs bench clean
+.PHONY: setup demo test lint format docs bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ docs: setup
 
 bench: setup
 	$(PY) benchmarks/moe_layer.py --quick
+
+# On a machine with an NVIDIA GPU: gpu tests + the GPU section of the layer benchmark (< 8 min).
+gpu-check: setup
+	bash benchmarks/gpu_check.sh
 
 clean:
 	rm -rf docs/_build docs/auto_tutorials $(DEMO_OUT) .pytest_cache
