@@ -1,0 +1,213 @@
+"""Tests of the MoE language model: data split, model, training, exact resume."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sci_moe.language import (
+    BatchSampler,
+    MoELMConfig,
+    MoETransformerLM,
+    TextCorpus,
+    TrainConfig,
+    decode,
+    encode,
+    finetune,
+    load_checkpoint,
+    load_corpus,
+    train,
+    validation_windows,
+)
+from sci_moe.language.train import CHECKPOINT_NAME
+
+TINY = dict(d_model=16, n_layers=2, n_heads=2, seq_len=16, d_hidden=16, num_experts=4, top_k=2)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> TextCorpus:
+    return load_corpus()
+
+
+@pytest.fixture(scope="module")
+def small(corpus) -> TextCorpus:
+    """A slice of the real corpus, enough for tiny training runs."""
+    return TextCorpus(corpus.train[:200_000], corpus.val[:20_000], {})
+
+
+def test_split_is_deterministic_and_disjoint(corpus):
+    again = load_corpus.__wrapped__(0.1)  # bypass the cache: parse the files again
+    assert torch.equal(again.train, corpus.train) and torch.equal(again.val, corpus.val)
+    assert set(corpus.sources) == {"wikipedia", "lee_news"}
+    for tr, va in corpus.sources.values():
+        assert va / (tr + va) == pytest.approx(0.1, abs=1e-4)
+    assert corpus.train.numel() == sum(tr for tr, _ in corpus.sources.values())
+    # no validation window of 64 bytes occurs in the training text
+    train_text = decode(corpus.train)
+    x, _ = validation_windows(corpus.val, 64, 50)
+    assert not any(decode(w) in train_text for w in x)
+    assert corpus.train.dtype == torch.uint8 and corpus.vocab_size == 256
+
+
+def test_text_is_clean_prose(corpus):
+    text = decode(corpus.train[:200_000])
+    assert "[[" not in text and "{{" not in text and "'''" not in text
+    assert text.count(". ") > 800
+
+
+def test_encode_roundtrip():
+    s = "Autism — 21.7 million, café"
+    assert decode(encode(s)) == s
+    assert encode("a").tolist() == [97]
+
+
+def test_sampler_state_resumes(small):
+    a = BatchSampler(small.train, 16, 4, seed=3)
+    a.sample()
+    state = a.state_dict()
+    x1, y1 = a.sample()
+    b = BatchSampler(small.train, 16, 4, seed=99)
+    b.load_state_dict(state)
+    x2, y2 = b.sample()
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert torch.equal(x1[:, 1:], y1[:, :-1])
+    assert x1.shape == (4, 16) and x1.dtype == torch.long
+
+
+def test_validation_windows_fixed(small):
+    a = validation_windows(small.val, 16, 8)
+    b = validation_windows(small.val, 16, 8)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("dense_first", [False, True])
+def test_model_shapes(dense_first):
+    model = MoETransformerLM(MoELMConfig(**TINY, dense_first_layer=dense_first))
+    logits, aux, infos = model(torch.randint(0, 256, (3, 16)))
+    assert logits.shape == (3, 16, 256)
+    assert aux.dim() == 0 and aux > 0
+    assert len(infos) == (1 if dense_first else 2)
+    assert infos[0].routing.indices.shape == (48, 2)
+    assert model.head.weight is model.tok.weight
+
+
+def test_causal_masking():
+    model = MoETransformerLM(MoELMConfig(**TINY)).eval()
+    idx = torch.randint(0, 256, (2, 16))
+    idx2 = idx.clone()
+    idx2[:, 10] = (idx2[:, 10] + 1) % 256
+    with torch.no_grad():
+        a, _, _ = model(idx)
+        b, _, _ = model(idx2)
+    assert torch.equal(a[:, :10], b[:, :10])
+    assert not torch.allclose(a[:, 10:], b[:, 10:])
+
+
+def test_moe_options_reach_layers():
+    cfg = MoELMConfig(
+        **TINY,
+        moe={
+            "default_moe": True,
+            "default_beta": 0.65,
+            "selection_bias": True,
+            "variance_coef": 0.1,
+        },
+    )
+    layer = MoETransformerLM(cfg).moe_layers()[0]
+    assert layer.default is not None and layer.default.beta == 0.65
+    assert layer.router.config.selection_bias and layer.variance_coef == 0.1
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"d_model": 30, "n_heads": 4},
+        {"top_k": 5, "num_experts": 4},
+        {"n_layers": 1, "dense_first_layer": True},
+        {"moe": {"default_beta": 1.5}},
+        {"moe": {"num_experts": 8}},
+        {"moe": {"not_an_option": 1}},
+        {"seq_len": 0},
+    ],
+)
+def test_bad_model_config(kw):
+    with pytest.raises((ValueError, TypeError)):
+        MoELMConfig(**{**TINY, **kw})
+
+
+@pytest.mark.parametrize(
+    "kw", [{"steps": 0}, {"lr": 0.0}, {"warmup": -1}, {"bias_balancing": -1.0}]
+)
+def test_bad_train_config(kw):
+    with pytest.raises(ValueError):
+        TrainConfig(**kw)
+
+
+def test_too_long_input():
+    model = MoETransformerLM(MoELMConfig(**TINY))
+    with pytest.raises(ValueError, match="seq_len"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_bias_balancing_needs_selection_bias(small):
+    with pytest.raises(ValueError, match="selection_bias"):
+        train(MoELMConfig(**TINY), TrainConfig(steps=1, bias_balancing=1e-3), corpus=small)
+
+
+def _tcfg(**kw):
+    base = dict(steps=20, batch_size=8, lr=1e-2, warmup=2, eval_interval=10, eval_batches=2)
+    return TrainConfig(**{**base, **kw, "progress": False})
+
+
+def test_training_reduces_loss(small):
+    hist = train(MoELMConfig(**TINY, moe={"default_moe": True}), _tcfg(), corpus=small)
+    assert hist["step"] == [0, 10, 20]
+    assert hist["val_loss"][-1] < hist["val_loss"][0] - 1.0
+    assert sum(hist["train_loss"][-5:]) < sum(hist["train_loss"][:5])
+    d = hist["diagnostics"][-1][0]
+    assert set(d) >= {"load", "max_violation", "entropy", "score_variance", "overlap"}
+    assert sum(d["load"]) == pytest.approx(1.0)
+
+
+class _Kill(Exception):
+    pass
+
+
+def test_exact_resume(small, tmp_path):
+    cfg = MoELMConfig(**TINY, moe={"default_moe": True, "selection_bias": True})
+    tc = _tcfg(steps=12, eval_interval=4, checkpoint_interval=5, bias_balancing=1e-2)
+    ref_hist, ref = train(cfg, tc, tmp_path / "a", corpus=small, return_model=True)
+
+    def kill(step, model, hist):
+        if step == 8:
+            raise _Kill
+
+    with pytest.raises(_Kill):
+        train(cfg, tc, tmp_path / "b", corpus=small, callback=kill)
+    assert load_checkpoint(tmp_path / "b" / CHECKPOINT_NAME)["step"] == 5
+    hist, model = train(cfg, tc, tmp_path / "b", resume=True, corpus=small, return_model=True)
+    for (k, v), (k2, v2) in zip(ref.state_dict().items(), model.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(v, v2), k
+    assert hist["train_loss"] == ref_hist["train_loss"]
+    assert hist["val_loss"] == ref_hist["val_loss"]
+    ck = torch.load(tmp_path / "b" / CHECKPOINT_NAME, weights_only=True)
+    assert ck["step"] == 12
+    assert not list((tmp_path / "b").glob("*.tmp*"))
+
+
+def test_finetune_with_specialisation_losses(small, tmp_path):
+    train(MoELMConfig(**TINY), _tcfg(steps=5), tmp_path / "pre", corpus=small)
+    ckpt = tmp_path / "pre" / CHECKPOINT_NAME
+    hist, model = finetune(
+        ckpt,
+        _tcfg(steps=3, eval_interval=0),
+        {"orthogonality_coef": 0.1, "variance_coef": 0.1},
+        corpus=small,
+        return_model=True,
+    )
+    layer = model.moe_layers()[0]
+    assert layer.orthogonality_coef == 0.1 and layer.variance_coef == 0.1
+    # step 0 evaluation is the pre-trained model's
+    pre = load_checkpoint(ckpt)["history"]
+    assert hist["val_loss"][0] == pytest.approx(pre["val_loss"][-1], rel=1e-5)
+    assert hist["step"] == [0, 3]
