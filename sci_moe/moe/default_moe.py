@@ -46,8 +46,8 @@ class DefaultOutputs(nn.Module):
     Attributes
     ----------
     ema : Tensor
-        Buffer of shape ``(num_experts, d_out)``; zero at initialisation (the paper found zero better than Gaussian); saved in
-        ``state_dict``.
+        Buffer of shape ``(num_experts, d_out)``; zero at initialisation (the paper
+        found zero better than Gaussian); saved in ``state_dict``.
     """
 
     def __init__(
