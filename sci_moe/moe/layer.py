@@ -15,7 +15,14 @@ from .router import Router, RouterConfig
 from .routing import Routing
 from .specialization import orthogonality_loss, selected_outputs, variance_loss
 
-__all__ = ["MoE", "MoEConfig", "MoEInfo", "SharedExperts"]
+__all__ = [
+    "MoE",
+    "MoEConfig",
+    "MoEInfo",
+    "SharedExperts",
+    "auxiliary_losses",
+    "check_layer_input",
+]
 
 _EXPERT_KINDS = ("glu", "mlp", "linear", "adapter")
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -118,6 +125,61 @@ class MoEConfig:
         return RouterConfig(
             d_model=self.d_model, num_experts=self.num_experts, top_k=self.top_k, **self.router
         )
+
+
+def check_layer_input(x: torch.Tensor, d_model: int, check_finite: bool = True) -> None:
+    """Raise ``TypeError``/``ValueError`` for an input an MoE layer cannot take.
+
+    Checks that ``x`` is a floating tensor of shape ``(..., d_model)`` and, with
+    ``check_finite``, free of NaN/Inf (naming the first bad index).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"x has dtype {x.dtype}; MoE layers need a floating dtype "
+            "(float16, bfloat16, float32 or float64): cast with x.float()"
+        )
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"x must have shape (..., {d_model}) but has shape {tuple(x.shape)}")
+    if check_finite and not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+        raise ValueError(f"x contains NaN or Inf (first at index {bad}); check the layer inputs")
+
+
+def auxiliary_losses(
+    routing: Routing,
+    load_balance_coef: float,
+    z_loss_coef: float,
+    variance_coef: float = 0.0,
+    orthogonality_coef: float = 0.0,
+    expert_outputs: torch.Tensor | None = None,
+    global_batch: bool = False,
+    process_group=None,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The unweighted auxiliary losses of one call and their weighted sum.
+
+    Always ``"load_balance"`` and ``"z_loss"``; ``"variance"`` when ``variance_coef > 0``
+    and ``"orthogonality"`` when ``orthogonality_coef > 0`` (which needs
+    ``expert_outputs``); the last two use ``reduction="mean"`` over tokens.
+    """
+    losses = {
+        "load_balance": load_balancing_loss(
+            routing, global_batch=global_batch, process_group=process_group
+        ),
+        "z_loss": router_z_loss(routing),
+    }
+    aux = load_balance_coef * losses["load_balance"] + z_loss_coef * losses["z_loss"]
+    if variance_coef > 0:
+        losses["variance"] = variance_loss(routing, reduction="mean")
+        aux = aux + variance_coef * losses["variance"]
+    if orthogonality_coef > 0:
+        if expert_outputs is None:
+            raise ValueError("the orthogonality loss needs the expert outputs of the call")
+        outs = selected_outputs(routing, expert_outputs)
+        losses["orthogonality"] = orthogonality_loss(outs, reduction="mean")
+        aux = aux + orthogonality_coef * losses["orthogonality"]
+    return losses, aux
 
 
 class SharedExperts(nn.Module):
@@ -320,22 +382,7 @@ class MoE(nn.Module):
         return self.router.top_k
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        if x.dtype not in _FLOAT_DTYPES:
-            raise TypeError(
-                f"x has dtype {x.dtype}; MoE layers need a floating dtype "
-                "(float16, bfloat16, float32 or float64): cast with x.float()"
-            )
-        if x.dim() == 0 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (..., {self.d_model}) but has shape {tuple(x.shape)}"
-            )
-        if self.check_finite and not torch.isfinite(x).all():
-            bad = (~torch.isfinite(x)).nonzero()[0].tolist()
-            raise ValueError(
-                f"x contains NaN or Inf (first at index {bad}); check the layer inputs"
-            )
+        check_layer_input(x, self.d_model, self.check_finite)
 
     def route(self, x: torch.Tensor) -> Routing:
         """Route ``x`` of shape ``(..., d_model)`` (flattened to ``(T, d_model)``)."""
@@ -389,18 +436,15 @@ class MoE(nn.Module):
         y = y.to(x.dtype).reshape(*shape[:-1], y.shape[-1])
         if not return_routing:
             return y
-        losses = {
-            "load_balance": load_balancing_loss(routing, global_batch=self.global_batch_balance),
-            "z_loss": router_z_loss(routing),
-        }
-        aux = self.load_balance_coef * losses["load_balance"] + self.z_loss_coef * losses["z_loss"]
-        if self.variance_coef > 0:
-            losses["variance"] = variance_loss(routing, reduction="mean")
-            aux = aux + self.variance_coef * losses["variance"]
-        if self.orthogonality_coef > 0:
-            outs = selected_outputs(routing, ys)
-            losses["orthogonality"] = orthogonality_loss(outs, reduction="mean")
-            aux = aux + self.orthogonality_coef * losses["orthogonality"]
+        losses, aux = auxiliary_losses(
+            routing,
+            self.load_balance_coef,
+            self.z_loss_coef,
+            self.variance_coef,
+            self.orthogonality_coef,
+            expert_outputs=ys,
+            global_batch=self.global_batch_balance,
+        )
         return y, MoEInfo(routing, losses, aux, ys)
 
     def update_router_bias(self, routing: Routing) -> None:

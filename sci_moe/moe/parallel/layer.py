@@ -9,16 +9,13 @@ import torch.distributed as dist
 from torch import nn
 
 from ..experts import ExpertBank
-from ..layer import MoE, MoEInfo
-from ..losses import load_balancing_loss, router_z_loss
+from ..layer import MoE, MoEInfo, auxiliary_losses, check_layer_input
 from ..permute import combine_by_token, gather_by_expert
 from ..router import Router
 from ..routing import Routing, make_plan
 from .comm import all_to_all_rows, exchange_counts
 
 __all__ = ["ExpertParallelMoE", "slice_experts"]
-
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _stacked_names(bank: ExpertBank) -> list[str]:
@@ -331,16 +328,7 @@ class ExpertParallelMoE(nn.Module):
     # -- forward ---------------------------------------------------------------------
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        if x.dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"x has dtype {x.dtype}; cast it to a floating dtype")
-        if x.dim() == 0 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (..., {self.d_model}) but has shape {tuple(x.shape)}"
-            )
-        if self.check_finite and not torch.isfinite(x).all():
-            raise ValueError("x contains NaN or Inf; check the layer inputs")
+        check_layer_input(x, self.d_model, self.check_finite)
 
     def route(self, x: torch.Tensor) -> Routing:
         """Route this rank's ``x`` of shape ``(..., d_model)`` (flattened to ``(T, d)``)."""
@@ -390,13 +378,13 @@ class ExpertParallelMoE(nn.Module):
         y = y.to(x.dtype).reshape(*shape[:-1], y.shape[-1])
         if not return_routing:
             return y
-        losses = {
-            "load_balance": load_balancing_loss(
-                routing, global_batch=self.global_batch_balance, process_group=self.process_group
-            ),
-            "z_loss": router_z_loss(routing),
-        }
-        aux = self.load_balance_coef * losses["load_balance"] + self.z_loss_coef * losses["z_loss"]
+        losses, aux = auxiliary_losses(
+            routing,
+            self.load_balance_coef,
+            self.z_loss_coef,
+            global_batch=self.global_batch_balance,
+            process_group=self.process_group,
+        )
         return y, MoEInfo(routing, losses, aux)
 
     def _dispatch(self, x: torch.Tensor, routing: Routing) -> torch.Tensor:
