@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..moe import MoE
+from ..moe import MoE, SharedExperts
 
 __all__ = ["DemoConfig", "run_demo"]
 
@@ -76,17 +76,6 @@ class _Classifier(nn.Module):
         else:
             out = self.mixer(h)
         return self.head(self.norm(h + out)), aux, routing
-
-
-class _DenseGLU(nn.Module):
-    def __init__(self, d_model: int, d_hidden: int) -> None:
-        super().__init__()
-        self.gate_up = nn.Linear(d_model, 2 * d_hidden, bias=False)
-        self.down = nn.Linear(d_hidden, d_model, bias=False)
-
-    def forward(self, x):
-        g, u = self.gate_up(x).chunk(2, -1)
-        return self.down(nn.functional.silu(g) * u)
 
 
 def _load_digits(seed: int):
@@ -166,7 +155,7 @@ def run_demo(out_dir: str | Path = "demo_out", config: DemoConfig | None = None)
 
     torch.manual_seed(cfg.seed)
     dense = _Classifier(
-        _DenseGLU(cfg.d_model, cfg.top_k * cfg.d_hidden), xtr.shape[1], cfg.d_model, 10
+        SharedExperts(cfg.d_model, cfg.top_k * cfg.d_hidden), xtr.shape[1], cfg.d_model, 10
     )
     t0 = time.perf_counter()
     dense_losses = _train(dense, xtr, ytr, cfg, "dense")

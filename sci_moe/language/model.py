@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..moe import GLUExperts, MoE, MoEConfig, MoEInfo
+from ..moe import MoE, MoEConfig, MoEInfo, SharedExperts
 from .data import VOCAB_SIZE
 
 __all__ = ["MoELMConfig", "MoETransformerLM"]
@@ -112,18 +112,6 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
-class DenseSwiGLU(nn.Module):
-    """Dense SwiGLU FFN (one GLU expert, always on)."""
-
-    def __init__(self, d_model: int, d_hidden: int) -> None:
-        super().__init__()
-        self.mlp = GLUExperts(1, d_model, d_hidden, "silu")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        return self.mlp.forward_expert(0, x.reshape(-1, shape[-1])).reshape(shape)
-
-
 class Block(nn.Module):
     """Pre-norm block: ``x + attn(norm(x))`` then ``x + ffn(norm(x))``."""
 
@@ -133,7 +121,8 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
         self.norm2 = nn.LayerNorm(cfg.d_model)
         if dense:
-            self.ffn: nn.Module = DenseSwiGLU(cfg.d_model, cfg.top_k * cfg.d_hidden)
+            # dense SwiGLU of the same active size
+            self.ffn: nn.Module = SharedExperts(cfg.d_model, cfg.top_k * cfg.d_hidden)
         else:
             self.ffn = MoE(cfg.moe_config())
 

@@ -218,7 +218,7 @@ class SharedExperts(nn.Module):
         self.gate = nn.Linear(d_model, 1, bias=False) if gate else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` of shape ``(T, d_model)`` -> ``(T, d_model)``."""
+        """``x`` of shape ``(..., d_model)`` -> ``(..., d_model)`` (also a plain dense GLU/MLP)."""
         y = self.mlp.forward_expert(0, x)
         if self.gate is not None:
             y = torch.sigmoid(self.gate(x)) * y
