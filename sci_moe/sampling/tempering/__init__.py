@@ -1,0 +1,50 @@
+"""Simulated and parallel tempering over batched chains, with ladders and diagnostics.
+
+- :mod:`.kernels` -- batched RWMH and MALA on tempered log-densities.
+- :mod:`.ladder` -- geometric and acceptance-adapted inverse-temperature ladders.
+- :mod:`.tempering` -- :class:`SimulatedTempering` (given, Park-Pande, SAMS, Wang-Landau
+  weights) and the :class:`ParallelTempering` baseline.
+- :mod:`.diagnostics` -- level histograms, round trips, Sokal IAT, ESS (per second).
+"""
+
+from .diagnostics import (
+    acceptance_summary,
+    autocorrelation,
+    effective_sample_size,
+    ess_per_second,
+    integrated_autocorr_time,
+    level_histogram,
+    masked_mean,
+    round_trips,
+)
+from .kernels import MALA, RWMH, KernelStep, sample
+from .ladder import adaptive_ladder, geometric_ladder
+from .tempering import (
+    ParallelTempering,
+    SimulatedTempering,
+    TemperingConfig,
+    TemperingResult,
+    park_pande_weights,
+)
+
+__all__ = [
+    "MALA",
+    "RWMH",
+    "KernelStep",
+    "ParallelTempering",
+    "SimulatedTempering",
+    "TemperingConfig",
+    "TemperingResult",
+    "acceptance_summary",
+    "adaptive_ladder",
+    "autocorrelation",
+    "effective_sample_size",
+    "ess_per_second",
+    "geometric_ladder",
+    "integrated_autocorr_time",
+    "level_histogram",
+    "masked_mean",
+    "park_pande_weights",
+    "round_trips",
+    "sample",
+]

@@ -1,0 +1,419 @@
+"""Simulated tempering (ST) and parallel tempering (PT) over a batch of chains.
+
+ST state per chain: ``(x, l)``. The joint target is
+
+.. math:: \\pi(l, x) \\propto \\exp\\big(g_l + \\beta_l \\log p(x)\\big),
+
+so the level marginal is :math:`\\propto e^{g_l} Z_l` with :math:`Z_l = \\int p^{\\beta_l}`;
+``g_l = -\\log Z_l`` makes it uniform. A level move proposes ``l' = l \\pm 1`` and accepts with
+:math:`\\min\\{1, \\exp((\\beta_{l'} - \\beta_l)\\log p(x) + g_{l'} - g_l)\\}` (Marinari-Parisi
+1992). Weights ``g`` are given, estimated by Park-Pande (2007) thermodynamic integration from
+pilot runs, or adapted online by SAMS (Tan 2017) / Wang-Landau with a decreasing gain, as in
+OpenMM's ``ExpandedEnsembleSampler`` and openmmtools' ``SAMSSampler``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .kernels import RWMH, LogProb
+
+__all__ = [
+    "ParallelTempering",
+    "SimulatedTempering",
+    "TemperingConfig",
+    "TemperingResult",
+    "park_pande_weights",
+]
+
+_WEIGHT_MODES = ("given", "park-pande", "sams", "wang-landau")
+
+
+@dataclass
+class TemperingConfig:
+    """Settings shared by :class:`SimulatedTempering` and :class:`ParallelTempering`.
+
+    Parameters
+    ----------
+    betas : Tensor, shape (L,)
+        Increasing inverse temperatures with ``betas[-1] == 1`` (see :mod:`.ladder`).
+    kernel : RWMH or MALA
+        Local kernel; its ``step_size`` is the scale at ``beta = 1``.
+    n_local_steps : int
+        Local kernel steps between level moves (swaps for PT).
+    scale_step_with_beta : bool
+        Use step ``step_size / sqrt(beta_l)`` at level ``l`` (natural for power tempering).
+    weights : {"given", "park-pande", "sams", "wang-landau"}, optional
+        How ST level weights ``g`` are obtained (ignored by PT). Default: ``"given"`` when
+        ``log_weights`` is passed, else ``"sams"``.
+    log_weights : Tensor, shape (L,), optional
+        Required for ``"given"``; the starting point for ``"sams"``/``"wang-landau"``.
+    gain0 : float
+        Initial gain :math:`\\gamma_0` of the online updates.
+    gain_exponent : float
+        Stage-0 SAMS gain :math:`\\gamma_0\\min(\\pi^*, t^{-\\beta_0})`, ``beta_0`` in (0.5, 1).
+    flatness : float
+        Histogram counts as flat when every level's visit fraction since the last stage
+        change is at least ``(1 - flatness)`` times its target ``1/L``.
+    n_pilot_steps : int
+        Local steps per level for Park-Pande means of ``log_prob``.
+    """
+
+    betas: Tensor
+    kernel: RWMH = field(default_factory=RWMH)
+    n_local_steps: int = 1
+    scale_step_with_beta: bool = True
+    weights: str | None = None
+    log_weights: Tensor | None = None
+    gain0: float = 1.0
+    gain_exponent: float = 0.8
+    flatness: float = 0.2
+    n_pilot_steps: int = 200
+
+    def __post_init__(self) -> None:
+        b = torch.as_tensor(self.betas)
+        if b.ndim != 1 or b.numel() < 2:
+            raise ValueError("betas must be a 1-D tensor with at least 2 levels")
+        if not bool((b[1:] > b[:-1]).all()) or not bool(b[0] > 0):
+            raise ValueError("betas must be positive and strictly increasing (hottest first)")
+        if abs(float(b[-1]) - 1.0) > 1e-12:
+            raise ValueError(f"betas[-1] must be 1 (the target), got {float(b[-1])}")
+        self.betas = b
+        if self.n_local_steps < 1:
+            raise ValueError(f"n_local_steps must be >= 1, got {self.n_local_steps}")
+        if self.weights is None:
+            self.weights = "sams" if self.log_weights is None else "given"
+        if self.weights not in _WEIGHT_MODES:
+            raise ValueError(f"weights must be one of {_WEIGHT_MODES}, got {self.weights!r}")
+        if self.weights == "given" and self.log_weights is None:
+            raise ValueError("weights='given' needs log_weights (e.g. -log Z_l), or pick 'sams'")
+        if self.log_weights is not None:
+            self.log_weights = torch.as_tensor(self.log_weights)
+            if self.log_weights.shape != b.shape:
+                raise ValueError(f"log_weights must have shape {tuple(b.shape)}")
+        if not self.gain0 > 0:
+            raise ValueError(f"gain0 must be positive, got {self.gain0}")
+        if not 0.5 < self.gain_exponent <= 1:
+            raise ValueError(f"gain_exponent must lie in (0.5, 1], got {self.gain_exponent}")
+        if not 0 < self.flatness < 1:
+            raise ValueError(f"flatness must lie in (0, 1), got {self.flatness}")
+        if self.n_pilot_steps < 2:
+            raise ValueError(f"n_pilot_steps must be >= 2, got {self.n_pilot_steps}")
+
+    @property
+    def n_levels(self) -> int:
+        return int(self.betas.numel())
+
+
+@dataclass
+class TemperingResult:
+    """Trace of a tempering run (``T`` recorded iterations, ``B`` chains or replicas).
+
+    Attributes
+    ----------
+    x : Tensor, shape (T, B, d)
+        States; for ST chain ``b`` sits at level ``levels[t, b]``; for PT ``x[:, l]`` is
+        the replica currently at level ``l``.
+    log_prob : Tensor, shape (T, B)
+        Untempered ``log_prob(x)``.
+    levels : Tensor, shape (T, B), long
+        ST: level of each chain. PT: level of each *replica* (for round trips).
+    log_weights : Tensor, shape (T, L)
+        ST weights ``g`` after each iteration (constant unless adapted).
+    local_acceptance : Tensor, shape (L,)
+        Local-kernel acceptance per level.
+    level_acceptance : Tensor, shape (L-1,)
+        Acceptance of moves (ST) or swaps (PT) between levels ``l`` and ``l+1``.
+    wall_time : float
+        Seconds spent in the run.
+    """
+
+    x: Tensor
+    log_prob: Tensor
+    levels: Tensor
+    log_weights: Tensor
+    local_acceptance: Tensor
+    level_acceptance: Tensor
+    wall_time: float
+
+    def log_z_estimate(self) -> Tensor:
+        """Final :math:`\\log Z_l - \\log Z_{L-1}` implied by the weights, shape (L,)."""
+        g = self.log_weights[-1]
+        return -(g - g[-1])
+
+
+def park_pande_weights(betas: Tensor, mean_log_prob: Tensor) -> Tensor:
+    """Park-Pande weights by trapezoidal thermodynamic integration.
+
+    Since :math:`d\\log Z_\\beta/d\\beta = \\langle\\log p\\rangle_\\beta`,
+
+    .. math:: \\log Z_{l+1} - \\log Z_l \\approx (\\beta_{l+1}-\\beta_l)
+              \\tfrac12(\\langle\\log p\\rangle_l + \\langle\\log p\\rangle_{l+1}),
+
+    and ``g = -log Z`` with ``g[-1] = 0``.
+
+    Parameters
+    ----------
+    betas : Tensor, shape (L,)
+    mean_log_prob : Tensor, shape (L,)
+        :math:`\\langle\\log p\\rangle` at each level.
+
+    Returns
+    -------
+    Tensor, shape (L,)
+    """
+    if betas.shape != mean_log_prob.shape or betas.ndim != 1:
+        raise ValueError("betas and mean_log_prob must be 1-D tensors of the same shape")
+    inc = (betas[1:] - betas[:-1]) * 0.5 * (mean_log_prob[1:] + mean_log_prob[:-1])
+    log_z = torch.cat([torch.zeros(1, dtype=inc.dtype), torch.cumsum(inc, 0)])
+    return -(log_z - log_z[-1])
+
+
+class _Base:
+    def __init__(self, log_prob: LogProb, config: TemperingConfig) -> None:
+        if not callable(log_prob):
+            raise TypeError("log_prob must be a callable (B, d) -> (B,)")
+        self.log_prob = log_prob
+        self.config = config
+
+    def _local(self, x, lp, beta, gen, acc, cnt, lev):
+        cfg = self.config
+        h = cfg.kernel.step_size / (beta.sqrt() if cfg.scale_step_with_beta else 1.0)
+        h = torch.as_tensor(h, dtype=x.dtype).expand(x.shape[0])
+        for _ in range(cfg.n_local_steps):
+            s = cfg.kernel.step(x, self.log_prob, beta, generator=gen, step_size=h, lp=lp)
+            x, lp = s.x, s.log_prob
+            acc.index_add_(0, lev, s.accepted.to(acc.dtype))
+            cnt.index_add_(0, lev, torch.ones_like(acc[lev]))
+        return x, lp
+
+    @staticmethod
+    def _check(x0: Tensor, n_iterations: int) -> None:
+        if x0.ndim != 2:
+            raise ValueError(f"x0 must have shape (B, d), got {tuple(x0.shape)}")
+        if n_iterations < 1:
+            raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+
+
+class SimulatedTempering(_Base):
+    """Simulated tempering over ``B`` independent chains sharing one set of weights.
+
+    Examples
+    --------
+    >>> cfg = TemperingConfig(geometric_ladder(0.01, 6), weights="sams")  # doctest: +SKIP
+    >>> res = SimulatedTempering(log_prob, cfg).run(x0, 2000, seed=0)    # doctest: +SKIP
+    """
+
+    def pilot_weights(self, x0: Tensor, gen: torch.Generator) -> Tensor:
+        """Park-Pande weights from ``n_pilot_steps`` local steps at every level."""
+        cfg = self.config
+        betas = cfg.betas.to(x0.dtype)
+        means = []
+        for beta in betas:
+            x, lp = x0.clone(), self.log_prob(x0)
+            bt = beta.expand(x.shape[0])
+            lev = torch.zeros(x.shape[0], dtype=torch.long)
+            vals = []
+            for t in range(cfg.n_pilot_steps):
+                x, lp = self._local(x, lp, bt, gen, torch.zeros(1), torch.zeros(1), lev)
+                if t >= cfg.n_pilot_steps // 2:
+                    vals.append(lp)
+            means.append(torch.stack(vals).mean())
+        return park_pande_weights(betas, torch.stack(means))
+
+    def run(
+        self,
+        x0: Tensor,
+        n_iterations: int,
+        *,
+        levels0: Tensor | None = None,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        thin: int = 1,
+        progress: bool | None = None,
+    ) -> TemperingResult:
+        """Run ``n_iterations`` of (local steps, level move, weight update).
+
+        Parameters
+        ----------
+        x0 : Tensor, shape (B, d)
+        n_iterations : int
+        levels0 : Tensor, shape (B,), long, optional
+            Starting levels (default: the target level ``L-1``).
+        seed, generator
+            Randomness; ``generator`` wins over ``seed``.
+        thin : int
+            Record every ``thin``-th iteration.
+        progress : bool, optional
+            tqdm bar; ``None`` shows it only on a terminal.
+        """
+        self._check(x0, n_iterations)
+        if thin < 1:
+            raise ValueError(f"thin must be >= 1, got {thin}")
+        cfg = self.config
+        L, B = cfg.n_levels, x0.shape[0]
+        gen = generator or torch.Generator().manual_seed(0 if seed is None else seed)
+        betas = cfg.betas.to(x0.dtype)
+        t0 = time.perf_counter()
+        if cfg.weights == "park-pande":
+            g = self.pilot_weights(x0, gen)
+        elif cfg.log_weights is not None:
+            g = cfg.log_weights.to(x0.dtype).clone()
+        else:
+            g = torch.zeros(L, dtype=x0.dtype)
+        lev = torch.full((B,), L - 1, dtype=torch.long) if levels0 is None else levels0.clone()
+        if lev.shape != (B,) or int(lev.min()) < 0 or int(lev.max()) >= L:
+            raise ValueError(f"levels0 must have shape ({B},) with values in [0, {L - 1}]")
+        x, lp = x0.detach().clone(), self.log_prob(x0).detach()
+        acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
+        lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
+        adapt = cfg.weights in ("sams", "wang-landau")
+        stage, t_stage, gamma = 0, 0, cfg.gain0
+        hist = torch.zeros(L, dtype=x.dtype)
+        rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": [], "g": []}
+        for t in tqdm(
+            range(1, n_iterations + 1),
+            disable=None if progress is None else not progress,
+            desc="simulated tempering",
+            leave=False,
+        ):
+            x, lp = self._local(x, lp, betas[lev], gen, acc, cnt, lev)
+            # level move to a random neighbour; out-of-range proposals are rejected
+            step = torch.randint(0, 2, (B,), generator=gen) * 2 - 1
+            new = lev + step
+            valid = (new >= 0) & (new < L)
+            new_c = new.clamp(0, L - 1)
+            log_a = (betas[new_c] - betas[lev]) * lp + g[new_c] - g[lev]
+            ok = valid & (torch.rand(B, generator=gen, dtype=x.dtype).log() < log_a)
+            pair = torch.minimum(lev, new_c)[valid]
+            lacc.index_add_(0, pair, ok[valid].to(x.dtype))
+            lcnt.index_add_(0, pair, torch.ones_like(pair, dtype=x.dtype))
+            lev = torch.where(ok, new_c, lev)
+            if adapt:
+                # Rao-Blackwellised level probabilities p(l | x) for every chain
+                p = torch.softmax(g[None, :] + betas[None, :] * lp[:, None], dim=1).mean(0)
+                hist += p
+                if cfg.weights == "sams":
+                    pi_min = 1.0 / L
+                    if stage == 0:
+                        gamma = cfg.gain0 * min(pi_min, t**-cfg.gain_exponent)
+                    else:
+                        gamma = cfg.gain0 * min(
+                            pi_min, 1.0 / (t - t_stage + t_stage**cfg.gain_exponent)
+                        )
+                elif stage == 1:
+                    gamma = cfg.gain0 / t
+                g = g - gamma * p * L
+                g = g - g[-1]
+                if stage == 0 and float(hist.min()) >= (1 - cfg.flatness) * float(hist.sum()) / L:
+                    if cfg.weights == "sams":
+                        stage, t_stage = 1, t
+                    else:
+                        gamma *= 0.5
+                        hist.zero_()
+                        if gamma < cfg.gain0 / t:
+                            stage = 1
+            if t % thin == 0:
+                rec["x"].append(x)
+                rec["lp"].append(lp)
+                rec["lev"].append(lev)
+                rec["g"].append(g)
+        return TemperingResult(
+            x=torch.stack(rec["x"]),
+            log_prob=torch.stack(rec["lp"]),
+            levels=torch.stack(rec["lev"]),
+            log_weights=torch.stack(rec["g"]),
+            local_acceptance=acc / cnt.clamp(min=1),
+            level_acceptance=lacc / lcnt.clamp(min=1),
+            wall_time=time.perf_counter() - t0,
+        )
+
+
+class ParallelTempering(_Base):
+    """Replica exchange between neighbouring levels, ``L`` replicas per independent system.
+
+    Swaps alternate between even and odd neighbour pairs (deterministic even-odd scheme);
+    a swap of levels ``l, l+1`` is accepted with
+    :math:`\\min\\{1, \\exp((\\beta_{l+1}-\\beta_l)(\\log p(x_l) - \\log p(x_{l+1})))\\}`.
+    """
+
+    def run(
+        self,
+        x0: Tensor,
+        n_iterations: int,
+        *,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        thin: int = 1,
+        progress: bool | None = None,
+    ) -> TemperingResult:
+        """Run PT on ``M`` independent systems of ``L`` replicas.
+
+        Parameters
+        ----------
+        x0 : Tensor, shape (M, d)
+            One start per system; replicas of a system start at the same point.
+
+        Returns
+        -------
+        TemperingResult
+            ``x`` has shape ``(T, M * L, d)`` laid out system-major (``index = m * L + l``
+            is the replica at level ``l`` of system ``m``); ``levels`` gives each replica's
+            level, in the same layout keyed by replica id.
+        """
+        self._check(x0, n_iterations)
+        if thin < 1:
+            raise ValueError(f"thin must be >= 1, got {thin}")
+        cfg = self.config
+        L, M = cfg.n_levels, x0.shape[0]
+        gen = generator or torch.Generator().manual_seed(0 if seed is None else seed)
+        betas = cfg.betas.to(x0.dtype)
+        t0 = time.perf_counter()
+        x = x0.detach().repeat_interleave(L, dim=0)  # (M*L, d)
+        lp = self.log_prob(x).detach()
+        lev_of_pos = torch.arange(L).repeat(M)
+        beta_pos = betas[lev_of_pos]
+        replica = torch.arange(M * L)  # replica id at each position
+        acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
+        lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
+        rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": []}
+        for t in tqdm(
+            range(1, n_iterations + 1),
+            disable=None if progress is None else not progress,
+            desc="parallel tempering",
+            leave=False,
+        ):
+            x, lp = self._local(x, lp, beta_pos, gen, acc, cnt, lev_of_pos)
+            lo = torch.arange(t % 2, L - 1, 2)
+            if lo.numel():
+                i = (torch.arange(M)[:, None] * L + lo[None, :]).reshape(-1)
+                j = i + 1
+                log_a = (beta_pos[j] - beta_pos[i]) * (lp[i] - lp[j])
+                ok = torch.rand(i.numel(), generator=gen, dtype=x.dtype).log() < log_a
+                lacc.index_add_(0, lev_of_pos[i], ok.to(x.dtype))
+                lcnt.index_add_(0, lev_of_pos[i], torch.ones_like(ok, dtype=x.dtype))
+                si, sj = i[ok], j[ok]
+                perm = torch.arange(M * L)
+                perm[si], perm[sj] = sj, si
+                x, lp, replica = x[perm], lp[perm], replica[perm]
+            if t % thin == 0:
+                lev_of_rep = torch.empty_like(replica)
+                lev_of_rep[replica] = lev_of_pos
+                rec["x"].append(x)
+                rec["lp"].append(lp)
+                rec["lev"].append(lev_of_rep)
+        T = len(rec["x"])
+        return TemperingResult(
+            x=torch.stack(rec["x"]),
+            log_prob=torch.stack(rec["lp"]),
+            levels=torch.stack(rec["lev"]),
+            log_weights=torch.zeros(T, L, dtype=x.dtype),
+            local_acceptance=acc / cnt.clamp(min=1),
+            level_acceptance=lacc / lcnt.clamp(min=1),
+            wall_time=time.perf_counter() - t0,
+        )
