@@ -7,6 +7,16 @@ Gaussian mixture, retrained on its own (soft or hard) pseudo-labels. :func:`solv
 same model at finite ``N``, :func:`optimize_sd` tunes the stages' ridge and temperature.
 """
 
+from .empirical import (
+    EmpiricalSDConfig,
+    EmpiricalSDResult,
+    LinearProbe,
+    Standardizer,
+    breast_cancer_demo,
+    fit_self_distillation,
+    inject_label_noise,
+    train_probe_stages,
+)
 from .limits import hebbian_error, hebbian_error_noiseless
 from .model import LOSSES, SelfDistillationModel, classification_error
 from .multistage import MultiStageResult, pseudo_labels, solve_multistage
@@ -20,17 +30,24 @@ from .stage0 import StageResult, solve_stage0
 __all__ = [
     "LOSSES",
     "ConvergenceError",
+    "EmpiricalSDConfig",
+    "EmpiricalSDResult",
+    "LinearProbe",
     "MultiStageResult",
     "OptimalSD",
     "SelfDistillationModel",
     "SimulationResult",
     "SolverConfig",
     "StageResult",
+    "Standardizer",
+    "breast_cancer_demo",
     "classification_error",
+    "fit_self_distillation",
     "gauss_hermite",
     "gaussian_points",
     "hebbian_error",
     "hebbian_error_noiseless",
+    "inject_label_noise",
     "loss_derivative",
     "optimize_sd",
     "prox_bce",
@@ -42,6 +59,7 @@ __all__ = [
     "solve_prox",
     "solve_stage0",
     "sweep_alpha",
+    "train_probe_stages",
     "train_stage",
     "train_stages",
 ]
