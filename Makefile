@@ -32,7 +32,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 test: lint
-	$(PY) -m pytest -n 2 --durations=10
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --durations=10
 	$(MAKE) docs
 
 docs: setup

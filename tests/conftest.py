@@ -11,8 +11,15 @@ import torch
 
 # Under pytest-xdist every worker gets one core: torch's intra-op threads would otherwise
 # oversubscribe the CPUs and stall (10x slower on a 2-core machine).
+# The same holds for numpy/scipy's BLAS thread pools.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
 
 FLOAT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10}
 
