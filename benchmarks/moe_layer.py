@@ -79,7 +79,7 @@ from _common import (
 )
 from torch import nn
 
-from sci_moe.moe import MoE
+from sci_moe.moe import MoE, to_transformers
 from sci_moe.testing import reference_moe_forward
 
 BENCHMARK = "moe_layer"
@@ -146,8 +146,13 @@ class DenseSwiGLU(nn.Module):
         return self.down(F.silu(gate) * up) * mass.to(x.dtype)
 
 
-def mixtral_block(moe: MoE, case: Case) -> nn.Module:
-    """transformers' eager ``MixtralSparseMoeBlock`` holding a copy of ``moe``'s weights."""
+def mixtral_block(moe: MoE, case, implementation: str = "eager") -> nn.Module:
+    """transformers' ``MixtralSparseMoeBlock`` holding a copy of ``moe``'s weights.
+
+    ``implementation`` is transformers' ``_experts_implementation`` (``"eager"`` or
+    ``"grouped_mm"``); weights are written with :func:`sci_moe.moe.to_transformers`,
+    the block takes ``moe``'s device and dtype.
+    """
     from transformers import MixtralConfig
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
@@ -159,13 +164,10 @@ def mixtral_block(moe: MoE, case: Case) -> nn.Module:
         hidden_act="silu",
         router_jitter_noise=0.0,
     )
-    config._experts_implementation = "eager"
-    block = MixtralSparseMoeBlock(config).to(case.dtype)
-    with torch.no_grad():
-        block.gate.weight.copy_(moe.router.weight)
-        block.experts.gate_up_proj.copy_(moe.experts.gate_up)
-        block.experts.down_proj.copy_(moe.experts.down)
-    return block
+    config._experts_implementation = implementation
+    ref = moe.experts.gate_up
+    block = MixtralSparseMoeBlock(config).to(ref.device, ref.dtype)
+    return to_transformers(moe, block)
 
 
 class Step:
@@ -503,28 +505,6 @@ def gpu_gemm(case: GpuCase, moe: MoE, x: torch.Tensor, repeats: int) -> list[dic
     return out
 
 
-def _hf_grouped_mm_block(moe: MoE, case: GpuCase) -> nn.Module:
-    """transformers' ``MixtralSparseMoeBlock`` (grouped_mm experts) with ``moe``'s weights."""
-    from transformers import MixtralConfig
-    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
-
-    config = MixtralConfig(
-        hidden_size=case.d,
-        intermediate_size=case.ffn,
-        num_local_experts=case.E,
-        num_experts_per_tok=case.k,
-        hidden_act="silu",
-        router_jitter_noise=0.0,
-    )
-    config._experts_implementation = "grouped_mm"
-    block = MixtralSparseMoeBlock(config).to("cuda", torch.bfloat16)
-    with torch.no_grad():
-        block.gate.weight.copy_(moe.router.weight)
-        block.experts.gate_up_proj.copy_(moe.experts.gate_up)
-        block.experts.down_proj.copy_(moe.experts.down)
-    return block
-
-
 def _fused_forward(moe: MoE, x: torch.Tensor) -> torch.Tensor:
     """The layer's routed experts with gather and combine fused into the kernels."""
     from sci_moe.moe.kernels import scatter_grouped_linear
@@ -562,7 +542,7 @@ def gpu_layer(case: GpuCase, seed: int, repeats: int) -> tuple[dict, dict]:
         G_DENSE: Step(dense, _leaf(x), g),
     }
     try:
-        block = _hf_grouped_mm_block(moe, case)
+        block = mixtral_block(moe, case, "grouped_mm")
         shape = (1, case.T, case.d)
         contestants[G_HF] = Step(
             block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d)
