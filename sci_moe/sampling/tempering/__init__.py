@@ -1,6 +1,8 @@
 """Simulated and parallel tempering over batched chains, with ladders and diagnostics.
 
 - :mod:`.kernels` -- batched RWMH and MALA on tempered log-densities.
+- :mod:`.langevin` -- Langevin BAOAB dynamics at temperature ``1/beta`` (velocities
+  rescaled or resampled at level changes), and adapters from MD energies.
 - :mod:`.ladder` -- geometric and acceptance-adapted inverse-temperature ladders.
 - :mod:`.tempering` -- :class:`SimulatedTempering` (given, Park-Pande, SAMS, Wang-Landau
   weights) and the :class:`ParallelTempering` baseline.
@@ -19,6 +21,7 @@ from .diagnostics import (
 )
 from .kernels import MALA, RWMH, KernelStep, sample
 from .ladder import adaptive_ladder, geometric_ladder
+from .langevin import BAOAB, energy_log_prob
 from .tempering import (
     ParallelTempering,
     SimulatedTempering,
@@ -28,6 +31,7 @@ from .tempering import (
 )
 
 __all__ = [
+    "BAOAB",
     "MALA",
     "RWMH",
     "KernelStep",
@@ -39,6 +43,7 @@ __all__ = [
     "adaptive_ladder",
     "autocorrelation",
     "effective_sample_size",
+    "energy_log_prob",
     "ess_per_second",
     "geometric_ladder",
     "integrated_autocorr_time",

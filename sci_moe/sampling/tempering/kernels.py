@@ -15,10 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from .langevin import BAOAB
 
 __all__ = ["MALA", "RWMH", "KernelStep", "LogProb", "as_batch", "sample"]
 
@@ -37,11 +41,17 @@ class KernelStep:
         Untempered ``log_prob(x)`` at the new states.
     accepted : Tensor, shape (B,), bool
         Whether each chain's proposal was accepted.
+    velocities : Tensor, shape (B, d), optional
+        Velocities after the step (dynamics kernels such as :class:`~.langevin.BAOAB`).
+    grad : Tensor, shape (B, d), optional
+        Gradient of the untempered ``log_prob`` at ``x`` (cached by gradient kernels).
     """
 
     x: Tensor
     log_prob: Tensor
     accepted: Tensor
+    velocities: Tensor | None = None
+    grad: Tensor | None = None
 
 
 def as_batch(value: float | Tensor, batch: int, like: Tensor) -> Tensor:
@@ -73,6 +83,8 @@ class RWMH:
     """
 
     step_size: float = 1.0
+
+    uses_velocities: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if not (self.step_size > 0 and math.isfinite(self.step_size)):
@@ -161,7 +173,7 @@ class MALA(RWMH):
 
 
 def sample(
-    kernel: RWMH,
+    kernel: RWMH | BAOAB,
     log_prob: LogProb,
     x0: Tensor,
     n_steps: int,
@@ -172,6 +184,9 @@ def sample(
     progress: bool | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run ``n_steps`` of a kernel on all chains (the plain, untempered baseline).
+
+    ``kernel`` is :class:`RWMH`, :class:`MALA` or :class:`~.langevin.BAOAB` (plain
+    Langevin dynamics at temperature ``1/beta``; its acceptance is reported as 1).
 
     Returns
     -------
@@ -188,10 +203,18 @@ def sample(
     lp = log_prob(x).detach()
     out = torch.empty((n_steps, *x.shape), dtype=x.dtype)
     acc = torch.zeros(x.shape[0], dtype=x.dtype)
+    dynamics = bool(getattr(kernel, "uses_velocities", False))
+    v = g = None
+    if dynamics:
+        v = kernel.init_velocities(x, beta, generator)
     for t in tqdm(
         range(n_steps), disable=None if progress is None else not progress, desc="mcmc", leave=False
     ):
-        s = kernel.step(x, log_prob, beta, generator=generator, lp=lp)
+        if dynamics:
+            s = kernel.step(x, log_prob, beta, generator=generator, lp=lp, velocities=v, grad=g)
+            v, g = s.velocities, s.grad
+        else:
+            s = kernel.step(x, log_prob, beta, generator=generator, lp=lp)
         x, lp = s.x, s.log_prob
         acc += s.accepted
         out[t] = x

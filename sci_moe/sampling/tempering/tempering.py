@@ -22,6 +22,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .kernels import RWMH, LogProb
+from .langevin import BAOAB
 
 __all__ = [
     "ParallelTempering",
@@ -42,12 +43,16 @@ class TemperingConfig:
     ----------
     betas : Tensor, shape (L,)
         Increasing inverse temperatures with ``betas[-1] == 1`` (see :mod:`.ladder`).
-    kernel : RWMH or MALA
-        Local kernel; its ``step_size`` is the scale at ``beta = 1``.
+    kernel : RWMH, MALA or BAOAB
+        Local kernel; its ``step_size`` is the scale at ``beta = 1``. With
+        :class:`~.langevin.BAOAB` (Langevin dynamics at temperature ``1/beta``) each chain
+        carries velocities, handled at level moves / swaps as the kernel's ``velocities``
+        option says.
     n_local_steps : int
         Local kernel steps between level moves (swaps for PT).
     scale_step_with_beta : bool
         Use step ``step_size / sqrt(beta_l)`` at level ``l`` (natural for power tempering).
+        Ignored by BAOAB, whose timestep stability limit does not depend on temperature.
     weights : {"given", "park-pande", "sams", "wang-landau"}, optional
         How ST level weights ``g`` are obtained (ignored by PT). Default: ``"given"`` when
         ``log_weights`` is passed, else ``"sams"``.
@@ -65,7 +70,7 @@ class TemperingConfig:
     """
 
     betas: Tensor
-    kernel: RWMH = field(default_factory=RWMH)
+    kernel: RWMH | BAOAB = field(default_factory=RWMH)
     n_local_steps: int = 1
     scale_step_with_beta: bool = True
     weights: str | None = None
@@ -181,12 +186,31 @@ class _Base:
         self.log_prob = log_prob
         self.config = config
 
-    def _local(self, x, lp, beta, gen, acc, cnt, lev):
-        cfg = self.config
-        h = cfg.kernel.step_size / (beta.sqrt() if cfg.scale_step_with_beta else 1.0)
+    @property
+    def _dynamics(self) -> bool:
+        return bool(getattr(self.config.kernel, "uses_velocities", False))
+
+    def _local(self, x, lp, beta, gen, acc, cnt, lev, aux):
+        # aux carries a dynamics kernel's velocities "v" and cached gradient "g"
+        cfg, k = self.config, self.config.kernel
+        scale = cfg.scale_step_with_beta and not self._dynamics
+        h = k.step_size / (beta.sqrt() if scale else 1.0)
         h = torch.as_tensor(h, dtype=x.dtype).expand(x.shape[0])
         for _ in range(cfg.n_local_steps):
-            s = cfg.kernel.step(x, self.log_prob, beta, generator=gen, step_size=h, lp=lp)
+            if self._dynamics:
+                s = k.step(
+                    x,
+                    self.log_prob,
+                    beta,
+                    generator=gen,
+                    step_size=h,
+                    lp=lp,
+                    velocities=aux.get("v"),
+                    grad=aux.get("g"),
+                )
+                aux["v"], aux["g"] = s.velocities, s.grad
+            else:
+                s = k.step(x, self.log_prob, beta, generator=gen, step_size=h, lp=lp)
             x, lp = s.x, s.log_prob
             acc.index_add_(0, lev, s.accepted.to(acc.dtype))
             cnt.index_add_(0, lev, torch.ones_like(acc[lev]))
@@ -218,9 +242,9 @@ class SimulatedTempering(_Base):
             x, lp = x0.clone(), self.log_prob(x0)
             bt = beta.expand(x.shape[0])
             lev = torch.zeros(x.shape[0], dtype=torch.long)
-            vals = []
+            vals, aux = [], {}
             for t in range(cfg.n_pilot_steps):
-                x, lp = self._local(x, lp, bt, gen, torch.zeros(1), torch.zeros(1), lev)
+                x, lp = self._local(x, lp, bt, gen, torch.zeros(1), torch.zeros(1), lev, aux)
                 if t >= cfg.n_pilot_steps // 2:
                     vals.append(lp)
             means.append(torch.stack(vals).mean())
@@ -270,6 +294,7 @@ class SimulatedTempering(_Base):
         if lev.shape != (B,) or int(lev.min()) < 0 or int(lev.max()) >= L:
             raise ValueError(f"levels0 must have shape ({B},) with values in [0, {L - 1}]")
         x, lp = x0.detach().clone(), self.log_prob(x0).detach()
+        aux = {"v": cfg.kernel.init_velocities(x, betas[lev], gen)} if self._dynamics else {}
         acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
         lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
         adapt = cfg.weights in ("sams", "wang-landau")
@@ -282,7 +307,7 @@ class SimulatedTempering(_Base):
             desc="simulated tempering",
             leave=False,
         ):
-            x, lp = self._local(x, lp, betas[lev], gen, acc, cnt, lev)
+            x, lp = self._local(x, lp, betas[lev], gen, acc, cnt, lev, aux)
             # level move to a random neighbour; out-of-range proposals are rejected
             step = torch.randint(0, 2, (B,), generator=gen) * 2 - 1
             new = lev + step
@@ -293,6 +318,8 @@ class SimulatedTempering(_Base):
             pair = torch.minimum(lev, new_c)[valid]
             lacc.index_add_(0, pair, ok[valid].to(x.dtype))
             lcnt.index_add_(0, pair, torch.ones_like(pair, dtype=x.dtype))
+            if self._dynamics:
+                aux["v"] = cfg.kernel.change_level(aux["v"], betas[lev], betas[new_c], ok, gen)
             lev = torch.where(ok, new_c, lev)
             if adapt:
                 # Rao-Blackwellised level probabilities p(l | x) for every chain
@@ -379,6 +406,7 @@ class ParallelTempering(_Base):
         lev_of_pos = torch.arange(L).repeat(M)
         beta_pos = betas[lev_of_pos]
         replica = torch.arange(M * L)  # replica id at each position
+        aux = {"v": cfg.kernel.init_velocities(x, beta_pos, gen)} if self._dynamics else {}
         acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
         lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
         rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": []}
@@ -388,7 +416,7 @@ class ParallelTempering(_Base):
             desc="parallel tempering",
             leave=False,
         ):
-            x, lp = self._local(x, lp, beta_pos, gen, acc, cnt, lev_of_pos)
+            x, lp = self._local(x, lp, beta_pos, gen, acc, cnt, lev_of_pos, aux)
             lo = torch.arange(t % 2, L - 1, 2)
             if lo.numel():
                 i = (torch.arange(M)[:, None] * L + lo[None, :]).reshape(-1)
@@ -401,6 +429,11 @@ class ParallelTempering(_Base):
                 perm = torch.arange(M * L)
                 perm[si], perm[sj] = sj, si
                 x, lp, replica = x[perm], lp[perm], replica[perm]
+                if self._dynamics:  # velocities travel with their replica to its new level
+                    moved = perm != torch.arange(M * L)
+                    v = aux["v"][perm]
+                    aux["v"] = cfg.kernel.change_level(v, beta_pos[perm], beta_pos, moved, gen)
+                    aux["g"] = aux["g"][perm]
             if t % thin == 0:
                 lev_of_rep = torch.empty_like(replica)
                 lev_of_rep[replica] = lev_of_pos
