@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from rdkit import Chem, RDLogger, rdBase
 from rdkit.Chem import AllChem, rdDistGeom, rdMolAlign
+from rdkit.Chem.EnumerateStereoisomers import EnumerateStereoisomers, StereoEnumerationOptions
 
 from .graph import EnsembleGraph, boltzmann_weights
 
@@ -44,7 +45,7 @@ __all__ = [
 
 #: kcal/mol -> kJ/mol.
 KCAL_TO_KJ = 4.184
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _FORCE_FIELDS = ("mmff94", "mmff94s")
 
 
@@ -73,6 +74,11 @@ class ConformerConfig:
         MMFF optimisation iterations per conformer.
     max_matches : int
         Symmetry matches tried per RMSD (``GetBestRMS(maxMatches=...)``).
+    assign_stereo : bool
+        Give unspecified stereocentres and double bonds a definite configuration (the
+        first embeddable of RDKit's ``EnumerateStereoisomers`` order) so the ensemble
+        holds one stereoisomer, not a mixture of mirror images; the result is
+        :attr:`ConformerEnsemble.stereo_smiles`.
     """
 
     num_attempts: int = 30
@@ -84,6 +90,7 @@ class ConformerConfig:
     force_field: str = "mmff94"
     max_iters: int = 2000
     max_matches: int = 10000
+    assign_stereo: bool = True
 
     def __post_init__(self) -> None:
         if self.num_attempts < 1:
@@ -124,6 +131,8 @@ class ConformerEnsemble:
         Temperature of :attr:`weights`.
     min_energy_kj : float
         Absolute force-field energy of the lowest conformer (kJ/mol).
+    stereo_smiles : str
+        Canonical isomeric SMILES of the embedded stereoisomer.
     """
 
     name: str
@@ -133,6 +142,7 @@ class ConformerEnsemble:
     converged: np.ndarray
     temperature_k: float = 298.15
     min_energy_kj: float = 0.0
+    stereo_smiles: str = ""
 
     @property
     def num_confs(self) -> int:
@@ -275,11 +285,23 @@ def _prune(
     return kept
 
 
+def _stereo_candidates(mol: Chem.Mol, assign: bool, limit: int = 4) -> list[Chem.Mol]:
+    if not assign:
+        return [mol]
+    opts = StereoEnumerationOptions(onlyUnassigned=True, unique=True, maxIsomers=0)
+    out = []
+    for iso in EnumerateStereoisomers(Chem.RemoveHs(mol), options=opts):
+        out.append(Chem.AddHs(iso))
+        if len(out) >= limit:
+            break
+    return out or [mol]
+
+
 def _embed(item, cfg: ConformerConfig) -> dict:
     """Embed, optimise, prune; returns plain data (picklable) or raises _Failure."""
-    mol = _parse(item)
-    if not AllChem.MMFFHasAllMoleculeParams(mol):
-        elements = sorted({a.GetSymbol() for a in mol.GetAtoms()})
+    parsed = _parse(item)
+    if not AllChem.MMFFHasAllMoleculeParams(parsed):
+        elements = sorted({a.GetSymbol() for a in parsed.GetAtoms()})
         raise _Failure(
             "forcefield",
             f"no {cfg.force_field.upper()} parameters for this molecule (elements {elements})",
@@ -288,10 +310,15 @@ def _embed(item, cfg: ConformerConfig) -> dict:
     p.randomSeed = int(cfg.seed)
     p.pruneRmsThresh = float(cfg.prune_rms) if cfg.prune_rms > 0 else -1.0
     p.numThreads = 1
-    cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
-    if not cids:
-        p.useRandomCoords = True
+    cids: list[int] = []
+    for mol in _stereo_candidates(parsed, cfg.assign_stereo):
+        p.useRandomCoords = False
         cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
+        if not cids:
+            p.useRandomCoords = True
+            cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
+        if cids:
+            break
     if not cids:
         raise _Failure("embed", f"ETKDGv3 embedded 0 of {cfg.num_attempts} attempts")
     res = AllChem.MMFFOptimizeMoleculeConfs(
@@ -343,6 +370,7 @@ def _build(name: str, smiles: str, data: dict, temperature_k: float) -> Conforme
         converged=np.asarray(data["converged"], dtype=bool),
         temperature_k=temperature_k,
         min_energy_kj=float(e.min()),
+        stereo_smiles=Chem.MolToSmiles(Chem.RemoveHs(mol)),
     )
 
 

@@ -124,3 +124,18 @@ def test_to_graph_with_other_energies():
     g = ens.to_graph(y=[1.0], energies_kj=e, heavy_only=True)
     assert g.num_atoms == 5 and g.num_confs == ens.num_confs
     np.testing.assert_allclose(g.conf_weight.numpy(), boltzmann_weights(e, 298.15), rtol=1e-6)
+
+
+def test_unspecified_stereocentre_gets_one_configuration():
+    ens = embed_ensemble("CC(O)CCC", ConformerConfig(num_attempts=10, max_confs=5, seed=3))
+    assert "@" in ens.stereo_smiles and "@" not in ens.smiles
+    tags = set()
+    for conf in ens.mol.GetConformers():
+        m = Chem.Mol(ens.mol)
+        Chem.AssignStereochemistryFrom3D(m, confId=conf.GetId())
+        tags.add(Chem.MolToSmiles(Chem.RemoveHs(m)))
+    assert tags == {ens.stereo_smiles}  # no mirror-image conformers
+    mixed = embed_ensemble(
+        "CC(O)CCC", ConformerConfig(num_attempts=10, max_confs=5, seed=3, assign_stereo=False)
+    )
+    assert "@" not in mixed.stereo_smiles
