@@ -1,0 +1,314 @@
+"""Stochastic integrators in torch for many independent walkers at once.
+
+:class:`LangevinBAOAB` (Leimkuhler & Matthews, Appl. Math. Res. Express 2013, 34) samples
+the Boltzmann distribution :math:`\\propto e^{-E(x)/k_BT}` with a configurational bias of
+order :math:`\\Delta t^2` that is very small in practice; :class:`OverdampedEulerMaruyama`
+is the Brownian (overdamped Langevin) limit. Units are OpenMM's: nm, ps, amu, kJ/mol, K
+(``kB = 0.00831446261815324`` kJ/mol/K). Toy potentials in reduced units pass ``kT``
+directly. All randomness comes from the ``torch.Generator`` passed in, so checkpointing
+the generator state (``generator.get_state()``) with an :class:`MDState` gives exact resume.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from .forces import ForceProvider
+
+__all__ = [
+    "KB_KJ_PER_MOL_K",
+    "LangevinBAOAB",
+    "MDState",
+    "OverdampedEulerMaruyama",
+    "kinetic_energy",
+    "temperature",
+]
+
+KB_KJ_PER_MOL_K = 0.00831446261815324
+"""Boltzmann constant in kJ/mol/K (OpenMM's value)."""
+
+
+@dataclass
+class MDState:
+    """State of ``W`` walkers.
+
+    Attributes
+    ----------
+    positions : Tensor, shape (W, N, D)
+        nm.
+    velocities : Tensor, shape (W, N, D)
+        nm/ps (zeros for overdamped dynamics).
+    forces : Tensor, shape (W, N, D)
+        kJ/mol/nm at ``positions``.
+    energy : Tensor, shape (W,)
+        Potential energy, kJ/mol, at ``positions``.
+    step : int
+        Integration steps taken.
+    """
+
+    positions: Tensor
+    velocities: Tensor
+    forces: Tensor
+    energy: Tensor
+    step: int = 0
+
+    def state_dict(self) -> dict:
+        """Plain dict of tensors and ints (loadable with ``torch.load(weights_only=True)``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_state_dict(cls, d: dict) -> MDState:
+        """Inverse of :meth:`state_dict`."""
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+    def clone(self) -> MDState:
+        """Deep copy."""
+        return MDState(
+            self.positions.clone(),
+            self.velocities.clone(),
+            self.forces.clone(),
+            self.energy.clone(),
+            self.step,
+        )
+
+
+def kinetic_energy(velocities: Tensor, masses: Tensor) -> Tensor:
+    """Kinetic energy per walker, kJ/mol, shape ``(W,)``; velocities nm/ps, masses amu."""
+    m = masses.to(velocities.dtype).to(velocities.device)
+    return 0.5 * (m[None, :, None] * velocities**2).sum((1, 2))
+
+
+def temperature(velocities: Tensor, masses: Tensor, n_constraints: int = 0) -> Tensor:
+    """Instantaneous temperature per walker, K: :math:`2 E_{kin} / (n_{dof} k_B)`.
+
+    ``n_dof = N * D - n_constraints`` (no centre-of-mass removal in these integrators).
+    """
+    n_dof = velocities.shape[1] * velocities.shape[2] - n_constraints
+    return 2 * kinetic_energy(velocities, masses) / (n_dof * KB_KJ_PER_MOL_K)
+
+
+def _positive(name: str, value: float) -> float:
+    v = float(value)
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return v
+
+
+class _Integrator:
+    """Shared parameter handling: timestep, temperature or kT, friction."""
+
+    def __init__(
+        self,
+        timestep_ps: float,
+        temperature_k: float | Tensor = 300.0,
+        friction_per_ps: float = 1.0,
+        kT: float | Tensor | None = None,
+    ) -> None:
+        self.timestep_ps = _positive("timestep_ps", timestep_ps)
+        self.friction_per_ps = _positive("friction_per_ps", friction_per_ps)
+        if kT is None:
+            t = torch.as_tensor(temperature_k, dtype=torch.float64)
+            if not bool((t > 0).all()) or not bool(torch.isfinite(t).all()) or t.ndim > 1:
+                raise ValueError(
+                    f"temperature_k must be a positive float or a (W,) tensor, got {temperature_k}"
+                )
+            self._kT = t * KB_KJ_PER_MOL_K
+        else:
+            t = torch.as_tensor(kT, dtype=torch.float64)
+            if not bool((t > 0).all()) or not bool(torch.isfinite(t).all()) or t.ndim > 1:
+                raise ValueError(f"kT must be a positive energy or a (W,) tensor, got {kT}")
+            self._kT = t
+
+    @property
+    def kT(self) -> Tensor:
+        """Thermal energy (kJ/mol or reduced units), scalar or per walker ``(W,)``."""
+        return self._kT
+
+    @property
+    def temperature_k(self) -> Tensor:
+        """Temperature in K (``kT / kB``)."""
+        return self._kT / KB_KJ_PER_MOL_K
+
+    def _kT_like(self, x: Tensor) -> Tensor:
+        kt = self._kT.to(device=x.device, dtype=x.dtype)
+        if kt.ndim == 1:
+            if kt.shape[0] != x.shape[0]:
+                raise ValueError(f"{kt.shape[0]} per-walker temperatures for {x.shape[0]} walkers")
+            return kt[:, None, None]
+        return kt
+
+    @staticmethod
+    def _check_provider(provider: ForceProvider) -> None:
+        if getattr(provider, "n_constraints", 0):
+            raise ValueError(
+                "the torch integrators do not apply constraints; build the OpenMM system with "
+                "constraints=None (or use OpenMM's own integrators for constrained systems)"
+            )
+
+    @staticmethod
+    def _check_steps(n_steps: int) -> int:
+        if int(n_steps) != n_steps or n_steps < 0:
+            raise ValueError(f"n_steps must be a non-negative integer, got {n_steps}")
+        return int(n_steps)
+
+    def _noise(self, like: Tensor, generator: torch.Generator | None) -> Tensor:
+        return torch.randn(like.shape, dtype=like.dtype, device=like.device, generator=generator)
+
+
+class LangevinBAOAB(_Integrator):
+    """Langevin dynamics with the BAOAB splitting (Leimkuhler & Matthews 2013).
+
+    One step of length :math:`h`:
+
+    .. math::
+
+        v &\\leftarrow v + \\tfrac{h}{2} F(x)/m \\quad (B) \\\\
+        x &\\leftarrow x + \\tfrac{h}{2} v \\quad (A) \\\\
+        v &\\leftarrow c\\,v + \\sqrt{(1 - c^2) k_BT/m}\\,\\xi,\\quad c = e^{-\\gamma h}
+            \\quad (O) \\\\
+        x &\\leftarrow x + \\tfrac{h}{2} v \\quad (A) \\\\
+        v &\\leftarrow v + \\tfrac{h}{2} F(x)/m \\quad (B)
+
+    with one force evaluation per step (the last B's forces are reused by the next step).
+
+    Parameters
+    ----------
+    timestep_ps : float
+        ``h`` in ps (reduced time units for toys).
+    temperature_k : float or Tensor of shape (W,)
+        K; per-walker temperatures are allowed (e.g. for tempering).
+    friction_per_ps : float
+        :math:`\\gamma`, 1/ps.
+    kT : float or Tensor of shape (W,), optional
+        Thermal energy in the potential's units; overrides ``temperature_k`` (toy potentials).
+    """
+
+    def init_state(
+        self,
+        provider: ForceProvider,
+        positions: Tensor,
+        generator: torch.Generator | None = None,
+        velocities: Tensor | None = None,
+    ) -> MDState:
+        """Evaluate forces at ``positions`` and draw Maxwell-Boltzmann velocities.
+
+        Parameters
+        ----------
+        provider : ForceProvider
+        positions : Tensor, shape (W, N, D)
+        generator : torch.Generator, optional
+            Source of the velocities (on ``positions``' device).
+        velocities : Tensor, shape (W, N, D), optional
+            Given instead of drawn.
+
+        Returns
+        -------
+        MDState
+        """
+        self._check_provider(provider)
+        provider.check(positions)
+        energy, forces = provider.energy_and_forces(positions)
+        if velocities is None:
+            m = provider.masses.to(positions.device, positions.dtype)[None, :, None]
+            velocities = self._noise(positions, generator) * torch.sqrt(
+                self._kT_like(positions) / m
+            )
+        elif velocities.shape != positions.shape:
+            raise ValueError(
+                f"velocities must have the positions' shape {tuple(positions.shape)}, "
+                f"got {tuple(velocities.shape)}"
+            )
+        return MDState(positions.clone(), velocities.clone(), forces, energy, 0)
+
+    def step(
+        self,
+        state: MDState,
+        provider: ForceProvider,
+        generator: torch.Generator | None = None,
+        n_steps: int = 1,
+    ) -> MDState:
+        """Advance every walker by ``n_steps`` BAOAB steps.
+
+        Parameters
+        ----------
+        state : MDState
+            Not modified.
+        provider : ForceProvider
+        generator : torch.Generator, optional
+        n_steps : int
+
+        Returns
+        -------
+        MDState
+            The new state (``step`` increased by ``n_steps``).
+        """
+        n_steps = self._check_steps(n_steps)
+        self._check_provider(provider)
+        x, v, f, e = state.positions, state.velocities, state.forces, state.energy
+        h = self.timestep_ps
+        inv_m = 1.0 / provider.masses.to(x.device, x.dtype)[None, :, None]
+        c = math.exp(-self.friction_per_ps * h)
+        noise_scale = torch.sqrt((1 - c * c) * self._kT_like(x) * inv_m)
+        for _ in range(n_steps):
+            v = v + (0.5 * h) * f * inv_m
+            x = x + (0.5 * h) * v
+            v = c * v + noise_scale * self._noise(v, generator)
+            x = x + (0.5 * h) * v
+            e, f = provider.energy_and_forces(x)
+            v = v + (0.5 * h) * f * inv_m
+        return MDState(x, v, f, e, state.step + n_steps)
+
+
+class OverdampedEulerMaruyama(_Integrator):
+    """Overdamped (Brownian) Langevin dynamics, Euler-Maruyama discretisation.
+
+    .. math::
+
+        x \\leftarrow x + \\frac{F(x)}{m\\gamma} h + \\sqrt{\\frac{2 k_BT h}{m\\gamma}}\\,\\xi
+
+    Stationary distribution :math:`\\propto e^{-E/k_BT}` up to :math:`O(h)` bias.
+    Velocities in the state stay zero.
+
+    Parameters
+    ----------
+    timestep_ps, temperature_k, friction_per_ps, kT
+        As :class:`LangevinBAOAB`.
+    """
+
+    def init_state(
+        self,
+        provider: ForceProvider,
+        positions: Tensor,
+        generator: torch.Generator | None = None,
+    ) -> MDState:
+        """Evaluate forces at ``positions`` (velocities are zeros; ``generator`` is unused)."""
+        self._check_provider(provider)
+        provider.check(positions)
+        energy, forces = provider.energy_and_forces(positions)
+        return MDState(positions.clone(), torch.zeros_like(positions), forces, energy, 0)
+
+    def step(
+        self,
+        state: MDState,
+        provider: ForceProvider,
+        generator: torch.Generator | None = None,
+        n_steps: int = 1,
+    ) -> MDState:
+        """Advance every walker by ``n_steps`` Euler-Maruyama steps (see :class:`LangevinBAOAB`)."""
+        n_steps = self._check_steps(n_steps)
+        self._check_provider(provider)
+        x, f, e = state.positions, state.forces, state.energy
+        h = self.timestep_ps
+        mobility = 1.0 / (
+            provider.masses.to(x.device, x.dtype)[None, :, None] * self.friction_per_ps
+        )
+        drift = h * mobility
+        noise_scale = torch.sqrt(2 * self._kT_like(x) * h * mobility)
+        for _ in range(n_steps):
+            x = x + drift * f + noise_scale * self._noise(x, generator)
+            e, f = provider.energy_and_forces(x)
+        return MDState(x, state.velocities, f, e, state.step + n_steps)

@@ -1,0 +1,121 @@
+"""Force providers: learned-model forces == -grad E, OpenMM forces == OpenMM, input checks."""
+
+import numpy as np
+import openmm
+import openmm.unit as u
+import pytest
+import torch
+
+from sci_moe.data.alanine_dipeptide import build_system
+from sci_moe.sampling.md import (
+    LangevinBAOAB,
+    ModelForces,
+    MuellerBrown,
+    OpenMMForces,
+    PotentialForces,
+)
+
+
+class PairEnergy(torch.nn.Module):
+    """Small invariant energy: an MLP of all pairwise distances, summed."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(1, 16), torch.nn.SiLU(), torch.nn.Linear(16, 1)
+        )
+
+    def forward(self, x):
+        d = torch.cdist(x, x)
+        iu = torch.triu_indices(x.shape[1], x.shape[1], 1)
+        r = d[:, iu[0], iu[1]]
+        return self.mlp(r[..., None]).squeeze(-1).sum(-1)
+
+
+def test_model_forces_are_minus_grad_energy():
+    model = PairEnergy().double()
+    prov = ModelForces(model, masses=np.ones(5))
+    x = torch.randn(4, 5, 3, dtype=torch.float64)
+    e, f = prov.energy_and_forces(x)
+    assert e.shape == (4,) and f.shape == (4, 5, 3) and not e.requires_grad
+    torch.testing.assert_close(e, model(x))
+    # central finite differences, every coordinate of walker 2
+    eps = 1e-6
+    fd = torch.zeros(5, 3, dtype=torch.float64)
+    for i in range(5):
+        for d in range(3):
+            dx = torch.zeros_like(x)
+            dx[2, i, d] = eps
+            fd[i, d] = -(model(x + dx)[2] - model(x - dx)[2]) / (2 * eps)
+    torch.testing.assert_close(f[2], fd, rtol=1e-6, atol=1e-7)
+    # walkers are independent: batched forces equal one-walker-at-a-time forces
+    for w in range(4):
+        torch.testing.assert_close(prov.energy_and_forces(x[w : w + 1])[1][0], f[w])
+
+
+def test_model_forces_check_inputs():
+    prov = ModelForces(PairEnergy(), masses=np.ones(5))
+    with pytest.raises(ValueError, match="NaN"):
+        prov.energy_and_forces(torch.full((1, 5, 3), float("nan")))
+    with pytest.raises(ValueError):
+        prov.energy_and_forces(torch.zeros(1, 4, 3))
+    with pytest.raises(ValueError):
+        ModelForces(PairEnergy(), masses=[1.0, -1.0])
+
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return x.sum((1, 2))[:, None]
+
+    with pytest.raises(ValueError, match="shape"):
+        ModelForces(Bad(), masses=np.ones(5)).energy_and_forces(torch.zeros(2, 5, 3))
+
+
+def test_potential_forces_masses():
+    prov = PotentialForces(MuellerBrown(n_particles=2))
+    assert torch.equal(prov.masses, torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        PotentialForces(MuellerBrown(), masses=[1.0, 2.0])
+    with pytest.raises(TypeError):
+        PotentialForces(lambda x: x)
+
+
+@pytest.mark.parametrize("solvent", [None, "obc"])
+def test_openmm_forces_match_openmm(solvent):
+    _, system, pos = build_system("amber99sbildn", implicit_solvent=solvent)
+    prov = OpenMMForces(system, platform="Reference")
+    rng = np.random.default_rng(0)
+    walkers = pos[None] + 0.005 * rng.standard_normal((3, 22, 3))
+    e, f = prov.energy_and_forces(torch.tensor(walkers))
+    ctx = openmm.Context(
+        system, openmm.VerletIntegrator(0.001), openmm.Platform.getPlatformByName("Reference")
+    )
+    for w in range(3):
+        ctx.setPositions(walkers[w])
+        st = ctx.getState(getEnergy=True, getForces=True)
+        e_ref = st.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
+        f_ref = st.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)
+        assert abs(float(e[w]) - e_ref) < 1e-8 * max(1, abs(e_ref))
+        np.testing.assert_allclose(f[w].numpy(), f_ref, rtol=1e-10, atol=1e-8)
+    # forces are -dE/dx: directional finite difference
+    d = rng.standard_normal((1, 22, 3))
+    d /= np.linalg.norm(d)
+    h = 1e-5
+    ep, _ = prov.energy_and_forces(torch.tensor(walkers[:1] + h * d))
+    em, _ = prov.energy_and_forces(torch.tensor(walkers[:1] - h * d))
+    fd = -(float(ep[0]) - float(em[0])) / (2 * h)
+    assert abs(fd - float((f[0].numpy() * d[0]).sum())) < 1e-3 * (1 + abs(fd))
+    assert np.isclose(float(prov.masses.sum()), 144.17, atol=0.05)  # amu
+
+
+def test_openmm_forces_errors():
+    _, system, pos = build_system("amber99sbildn", implicit_solvent=None, constraints="hbonds")
+    prov = OpenMMForces(system, platform="Reference")
+    assert prov.n_constraints == 12
+    with pytest.raises(ValueError, match="constraints"):
+        LangevinBAOAB(0.001).init_state(prov, torch.tensor(pos[None]))
+    with pytest.raises(ValueError, match="platform"):
+        OpenMMForces(system, platform="NoSuchPlatform")
+    with pytest.raises(ValueError):
+        prov.energy_and_forces(torch.zeros(1, 21, 3, dtype=torch.float64))
+    with pytest.raises(TypeError):
+        OpenMMForces("not a system")
