@@ -1,3 +1,142 @@
-"""SPiCE: equivariant geometric Mixture-of-Experts over conformer ensembles."""
+"""SPiCE: equivariant geometric Mixture-of-Experts over conformer ensembles.
 
-__all__: list[str] = []
+Data (conformer ensembles from SMILES, featurisation, ensemble graphs and batches) and
+models (PaiNN backbone, geometric MoE, hierarchical ensemble encoder, SPiCE, baselines,
+training API). Positions are in nm and energies in kJ/mol at every public boundary.
+"""
+
+from .backbone import (
+    BesselBasis,
+    EquivariantLayerNorm,
+    PaiNNBlock,
+    PaiNNMessage,
+    PaiNNUpdate,
+    cosine_cutoff,
+    edge_geometry,
+    scatter_sum,
+    vectors_to_irreps,
+)
+from .baselines import GNN2D, MODEL_NAMES, BaselineConfig, ConformerBaseline, build_model
+from .conformers import (
+    KCAL_TO_KJ,
+    ConformerConfig,
+    ConformerEnsemble,
+    EnsembleReport,
+    embed_ensemble,
+    ensemble_cache_key,
+    generate_ensembles,
+)
+from .ensemble import (
+    CrossConformerIntegration,
+    EnsembleEncoder,
+    EnsembleEncoderConfig,
+    pack_by_group,
+    scatter_mean,
+)
+from .features import (
+    ATOM_FEATURE_DIM,
+    ATOM_FEATURE_NAMES,
+    BOND_FEATURE_DIM,
+    BOND_FEATURE_NAMES,
+    ELEMENTS,
+    atom_features,
+    bond_features,
+    bond_index,
+)
+from .geometric_moe import (
+    GeometricMoE,
+    GeometricMoEConfig,
+    GeometricMoEInfo,
+    GramFeatures,
+    VectorExperts,
+    dense_routing,
+)
+from .graph import (
+    ANGSTROM_TO_NM,
+    EnsembleBatch,
+    EnsembleDataset,
+    EnsembleGraph,
+    boltzmann_weights,
+    collate_ensembles,
+    radius_graph_per_conformer,
+)
+from .model import (
+    EnsembleRegressor,
+    ModelOutput,
+    SPiCE,
+    SPiCEConfig,
+    moe_load,
+    segment_softmax,
+)
+from .train import (
+    CHECKPOINT_NAME,
+    RESULTS_NAME,
+    TrainConfig,
+    evaluate,
+    fit,
+    load_checkpoint,
+    split_indices,
+)
+
+__all__ = [
+    "ANGSTROM_TO_NM",
+    "ATOM_FEATURE_DIM",
+    "ATOM_FEATURE_NAMES",
+    "BOND_FEATURE_DIM",
+    "BOND_FEATURE_NAMES",
+    "CHECKPOINT_NAME",
+    "ELEMENTS",
+    "GNN2D",
+    "KCAL_TO_KJ",
+    "MODEL_NAMES",
+    "RESULTS_NAME",
+    "BaselineConfig",
+    "BesselBasis",
+    "ConformerBaseline",
+    "ConformerConfig",
+    "ConformerEnsemble",
+    "CrossConformerIntegration",
+    "EnsembleBatch",
+    "EnsembleDataset",
+    "EnsembleEncoder",
+    "EnsembleEncoderConfig",
+    "EnsembleGraph",
+    "EnsembleRegressor",
+    "EnsembleReport",
+    "EquivariantLayerNorm",
+    "GeometricMoE",
+    "GeometricMoEConfig",
+    "GeometricMoEInfo",
+    "GramFeatures",
+    "ModelOutput",
+    "PaiNNBlock",
+    "PaiNNMessage",
+    "PaiNNUpdate",
+    "SPiCE",
+    "SPiCEConfig",
+    "TrainConfig",
+    "VectorExperts",
+    "atom_features",
+    "boltzmann_weights",
+    "bond_features",
+    "bond_index",
+    "build_model",
+    "collate_ensembles",
+    "cosine_cutoff",
+    "dense_routing",
+    "edge_geometry",
+    "embed_ensemble",
+    "ensemble_cache_key",
+    "evaluate",
+    "fit",
+    "generate_ensembles",
+    "load_checkpoint",
+    "moe_load",
+    "pack_by_group",
+    "radius_graph_per_conformer",
+    "scatter_mean",
+    "scatter_sum",
+    "segment_softmax",
+    "split_indices",
+    "vectors_to_irreps",
+]

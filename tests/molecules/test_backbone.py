@@ -1,0 +1,103 @@
+"""PaiNN backbone: equivariance per conformer, cutoff smoothness, input checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from e3nn.util.test import assert_equivariant
+
+from sci_moe.molecules.backbone import (
+    BesselBasis,
+    EquivariantLayerNorm,
+    PaiNNBlock,
+    cosine_cutoff,
+    scatter_sum,
+    vectors_to_irreps,
+)
+from sci_moe.molecules.graph import radius_graph_per_conformer
+
+F = 8
+
+
+def _graph(n=7):
+    pos = torch.randn(n, 3) * 0.2
+    conf = torch.tensor([0] * 4 + [1] * (n - 4))
+    return pos, radius_graph_per_conformer(pos, conf, 0.5)
+
+
+def _from_irreps(x):
+    return x.reshape(x.shape[0], F, 3).transpose(1, 2)
+
+
+def test_painn_block_equivariant(float_dtype):
+    pos, ei = _graph()
+    block = PaiNNBlock(F, num_rbf=6, cutoff=0.5).to(float_dtype)
+    h = torch.randn(pos.shape[0], F)
+    v = torch.randn(pos.shape[0], 3, F)
+
+    def f(h, v, pos):
+        h2, v2 = block(h, _from_irreps(v), pos, ei)
+        return h2, vectors_to_irreps(v2)
+
+    assert_equivariant(
+        f,
+        args_in=[h, vectors_to_irreps(v), pos],
+        irreps_in=[f"{F}x0e", f"{F}x1o", "cartesian_points"],
+        irreps_out=[f"{F}x0e", f"{F}x1o"],
+    )
+
+
+def test_conformers_transform_independently():
+    # Rotate/reflect/translate only conformer 1: conformer 0 outputs are untouched and
+    # conformer 1's vectors rotate with it, its scalars stay.
+    torch.set_default_dtype(torch.float64)
+    try:
+        pos, ei = _graph()
+        block = PaiNNBlock(F, num_rbf=6, cutoff=0.5)
+        h = torch.randn(pos.shape[0], F)
+        v = torch.zeros(pos.shape[0], 3, F)
+        q, _ = torch.linalg.qr(torch.randn(3, 3))
+        q = -q if torch.det(q) > 0 else q  # include a reflection
+        pos2 = pos.clone()
+        pos2[4:] = pos[4:] @ q.T + torch.randn(3)
+        h1, v1 = block(h, v, pos, ei)
+        h2, v2 = block(h, v, pos2, ei)
+        torch.testing.assert_close(h1, h2)
+        torch.testing.assert_close(v1[:4], v2[:4])
+        torch.testing.assert_close(torch.einsum("ij,pjf->pif", q, v1[4:]), v2[4:])
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_no_message_across_conformers():
+    pos, ei = _graph()
+    assert (torch.tensor([0] * 4 + [1] * 3)[ei]).diff(dim=0).abs().sum() == 0
+    block = PaiNNBlock(F, num_rbf=6, cutoff=0.5)
+    h = torch.randn(pos.shape[0], F, requires_grad=True)
+    out, _ = block(h, torch.zeros(pos.shape[0], 3, F), pos, ei)
+    (g,) = torch.autograd.grad(out[:4].sum(), h)
+    assert torch.all(g[4:] == 0)
+
+
+def test_radial_basis_and_cutoff():
+    r = torch.linspace(0.05, 0.6, 20)
+    fc = cosine_cutoff(r, 0.5)
+    assert torch.all(fc[r >= 0.5] == 0) and torch.all(fc[r < 0.5] > 0)
+    assert BesselBasis(4, 0.5)(r).shape == (20, 4)
+    with pytest.raises(ValueError, match="cutoff"):
+        BesselBasis(4, 0.0)
+    with pytest.raises(ValueError, match="hidden"):
+        PaiNNBlock(0)
+
+
+def test_equivariant_layer_norm_and_scatter():
+    ln = EquivariantLayerNorm(F)
+    v = torch.randn(5, 3, F)
+    q, _ = torch.linalg.qr(torch.randn(3, 3))
+    torch.testing.assert_close(
+        ln(torch.einsum("ij,pjf->pif", q, v)), torch.einsum("ij,pjf->pif", q, ln(v))
+    )
+    out = ln(v)
+    torch.testing.assert_close(out.square().sum(1).mean(-1), torch.ones(5), atol=1e-4, rtol=0)
+    s = scatter_sum(torch.ones(4, 2), torch.tensor([0, 2, 2, 0]), 3)
+    assert s.tolist() == [[2, 2], [0, 0], [2, 2]]

@@ -1,0 +1,179 @@
+"""SPiCE model: joint symmetry (per-conformer E(3), conformer and atom order), batching,
+readouts, upcycling from a dense model, input errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from e3nn.util.test import assert_equivariant
+
+from sci_moe.molecules.backbone import vectors_to_irreps
+from sci_moe.molecules.graph import EnsembleGraph, collate_ensembles
+from sci_moe.molecules.model import SPiCE, SPiCEConfig, segment_softmax
+
+FA, FB = 5, 3
+
+
+def random_graph(n: int, c: int, seed: int, n_targets: int = 2) -> EnsembleGraph:
+    """A random chain molecule with ``c`` conformers (positions in nm)."""
+    g = torch.Generator().manual_seed(seed)
+    pos = torch.cumsum(torch.randn(c, n, 3, generator=g) * 0.1, dim=1)
+    bi = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    bi = torch.cat([bi, bi.flip(0)], dim=1)
+    e = torch.rand(c, generator=g) * 5
+    return EnsembleGraph(
+        z=torch.randint(1, 10, (n,), generator=g),
+        atom_attr=torch.randn(n, FA, generator=g),
+        bond_index=bi,
+        bond_attr=torch.randn(bi.shape[1], FB, generator=g),
+        pos=pos,
+        conf_energy=e - e.min(),
+        conf_weight=torch.softmax(-e, 0),
+        y=torch.randn(n_targets, generator=g),
+        name=f"mol{seed}",
+    )
+
+
+def small_model(**kw) -> SPiCE:
+    cfg = dict(
+        n_targets=2,
+        atom_dim=FA,
+        bond_dim=FB,
+        hidden=16,
+        num_layers=2,
+        num_rbf=6,
+        num_experts=4,
+        top_k=2,
+        cutoff_nm=0.35,
+    )
+    cfg.update(kw)
+    return SPiCE(SPiCEConfig(**cfg))
+
+
+def _random_o3(g):
+    q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
+    return -q if torch.rand(1, generator=g) < 0.5 else q
+
+
+@pytest.fixture
+def f64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize("readout", ["mean", "boltzmann", "learned"])
+def test_invariant_to_per_conformer_e3_and_orders(f64, readout):
+    model = small_model(readout=readout).eval()
+    mol = random_graph(9, 4, seed=1)
+    ref = model(collate_ensembles([mol])).pred
+    g = torch.Generator().manual_seed(5)
+    # independent rotation + reflection + translation of every conformer
+    pos = torch.stack([p @ _random_o3(g).T + torch.randn(3, generator=g) for p in mol.pos])
+    # permutation of conformers and of atoms
+    cperm = torch.randperm(4, generator=g)
+    aperm = torch.randperm(9, generator=g)
+    inv = torch.argsort(aperm)
+    moved = EnsembleGraph(
+        z=mol.z[aperm],
+        atom_attr=mol.atom_attr[aperm],
+        bond_index=inv[mol.bond_index],
+        bond_attr=mol.bond_attr,
+        pos=pos[cperm][:, aperm],
+        conf_energy=mol.conf_energy[cperm],
+        conf_weight=mol.conf_weight[cperm],
+        y=mol.y,
+    )
+    out = model(collate_ensembles([moved])).pred
+    torch.testing.assert_close(out, ref, atol=1e-9, rtol=1e-9)
+
+
+def test_invariance_check_catches_a_broken_model(f64):
+    # Test the tester: leaking raw coordinates into the readout must break invariance.
+    model = small_model().eval()
+    mol = random_graph(9, 3, seed=2)
+    b = collate_ensembles([mol])
+    moved = collate_ensembles([EnsembleGraph(**{**mol.to_dict(), "pos": mol.pos + 0.3})])
+    assert torch.allclose(model(b).pred, model(moved).pred)
+    h_hook = model.encoder.register_forward_hook(
+        lambda m, args, out: (out[0] + 10 * args[2][:, :1], *out[1:])
+    )
+    try:
+        assert not torch.allclose(model(b).pred, model(moved).pred)
+    finally:
+        h_hook.remove()
+
+
+def test_vector_features_equivariant_per_conformer(f64):
+    model = small_model().eval()
+    mol = random_graph(8, 1, seed=3)
+    b = collate_ensembles([mol])
+
+    def f(pos):
+        b.pos = pos
+        h, v, _, _ = model.encode(b)
+        return h, vectors_to_irreps(v)
+
+    assert_equivariant(
+        f, args_in=[b.pos.clone()], irreps_in=["cartesian_points"], irreps_out=["16x0e", "16x1o"]
+    )
+
+
+def test_batch_equals_one_at_a_time():
+    model = small_model(readout="learned").eval()
+    mols = [random_graph(n, c, seed=s) for s, (n, c) in enumerate([(7, 3), (10, 1), (6, 5)])]
+    together = model(collate_ensembles(mols)).pred
+    alone = torch.cat([model(collate_ensembles([m])).pred for m in mols])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_loss_masks_missing_targets_and_trains():
+    model = small_model()
+    mols = [random_graph(8, 2, seed=s) for s in range(4)]
+    b = collate_ensembles(mols)
+    model.set_target_stats(b.y)
+    b.y[0, 1] = float("nan")
+    loss, out = model.loss(b)
+    assert torch.isfinite(loss) and out.pred.shape == (4, 2)
+    loss.backward()
+    assert all(p.grad is not None for n, p in model.named_parameters() if "experts" in n)
+    assert len(out.moe) == 2 and out.aux_loss > 0
+
+
+def test_from_dense_upcycles_exactly():
+    dense = small_model(use_moe=False).eval()
+    moe = SPiCE.from_dense(dense).eval()
+    b = collate_ensembles([random_graph(8, 3, seed=4), random_graph(6, 2, seed=5)])
+    # every expert is a copy of the dense one and routing weights sum to one
+    torch.testing.assert_close(moe(b).pred, dense(b).pred, atol=1e-5, rtol=1e-5)
+    assert moe.num_parameters() > dense.num_parameters()
+    up = small_model(upcycle=True).eval()
+    assert up.is_dense
+    up.upcycle_()
+    assert not up.is_dense
+
+
+def test_segment_softmax():
+    s = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    w = segment_softmax(s, torch.tensor([0, 0, 1, 1]), 2)
+    torch.testing.assert_close(w[:2].sum(), torch.tensor(1.0))
+    torch.testing.assert_close(w[2:].sum(), torch.tensor(1.0))
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="readout"):
+        SPiCEConfig(readout="max")
+    with pytest.raises(ValueError, match="cutoff_nm"):
+        SPiCEConfig(cutoff_nm=0)
+    with pytest.raises(ValueError, match="upcycle"):
+        SPiCEConfig(use_moe=False, upcycle=True)
+    model = small_model()
+    with pytest.raises(TypeError, match="EnsembleBatch"):
+        model({"z": 1})
+    b = collate_ensembles([random_graph(5, 2, seed=0, n_targets=3)])
+    with pytest.raises(ValueError, match="n_targets"):
+        model.loss(b)
+    b.z[0] = 500
+    with pytest.raises(ValueError, match="num_atom_types"):
+        model(b)
