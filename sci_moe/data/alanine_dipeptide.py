@@ -304,7 +304,7 @@ def generate_reference(
     constraints: str | None = "hbonds",
     equilibration_steps: int = 5000,
     checkpoint_every: int = 1000,
-    platform: str = "CPU",
+    platform: str = "Reference",
     threads: int = 1,
     stop_after_frames: int | None = None,
     max_wall_s: float | None = None,
@@ -317,8 +317,10 @@ def generate_reference(
     Every ``checkpoint_every`` frames the frames so far and the OpenMM checkpoint (positions,
     velocities, RNG state) are written atomically to ``<out_path>.ckpt.npz``; calling again
     with the same arguments resumes from it and gives exactly the frames of an uninterrupted
-    run (the CPU platform runs with ``DeterministicForces`` and ``Threads=threads``). The
-    checkpoint is removed once ``out_path`` is complete.
+    run (the default Reference platform is deterministic, and for 22 atoms about four times
+    faster than the CPU platform; the CPU platform runs with ``DeterministicForces`` and
+    ``Threads=threads``). ``n_frames`` may change between calls (extend or shorten a run from
+    its checkpoint). The checkpoint is removed once ``out_path`` is complete.
 
     The ScoreMD data set (bgmol ``AImplicitUnconstrained``) used no constraints and a 1 fs
     step; the default here constrains X-H bonds (``constraints="hbonds"``) to allow 2 fs.
@@ -349,7 +351,7 @@ def generate_reference(
     checkpoint_every : int
         Frames between checkpoints.
     platform : str
-        OpenMM platform (``"CPU"`` or ``"Reference"``).
+        OpenMM platform (``"Reference"`` or ``"CPU"``).
     threads : int
         CPU platform threads.
     stop_after_frames, max_wall_s : optional
@@ -415,17 +417,16 @@ def generate_reference(
     ckpt = _checkpoint_path(out_path)
     if ckpt.exists():
         with np.load(ckpt) as c:
-            if json.loads(str(c["config"])) != config:
+            old = json.loads(str(c["config"]))
+            if {**old, "n_frames": n_frames} != config:
                 raise ValueError(
                     f"checkpoint {ckpt} was written with other settings; pass the same "
                     "arguments to resume, or delete it to start over"
                 )
-            start = int(c["frames_done"])
-            positions[:start], forces[:start], energies[:start] = (
-                c["positions"],
-                c["forces"],
-                c["energies"],
-            )
+            start = min(int(c["frames_done"]), n_frames)
+            positions[:start] = c["positions"][:start]
+            forces[:start] = c["forces"][:start]
+            energies[:start] = c["energies"][:start]
             ctx.loadCheckpoint(c["openmm_checkpoint"].tobytes())
     else:
         ctx.setPositions(pos0)

@@ -96,3 +96,15 @@ def test_generate_reference_bad_input(tmp_path):
         ad.generate_reference(tmp_path / "x.npz", 0, 2)
     with pytest.raises(ValueError, match="seed"):
         ad.generate_reference(tmp_path / "x.npz", 2, 2, seed=-1)
+
+
+def test_generate_reference_extend_and_shorten(tmp_path):
+    """n_frames may change between calls: frames are those of one long run."""
+    kw = {"equilibration_steps": 10, "checkpoint_every": 2, "progress": False}
+    full = np.load(ad.generate_reference(tmp_path / "full.npz", 5, 4, **kw))
+    ad.generate_reference(tmp_path / "p.npz", 9, 4, stop_after_frames=4, **kw)
+    short = np.load(ad.generate_reference(tmp_path / "p.npz", 3, 4, **kw))
+    np.testing.assert_array_equal(short["positions"], full["positions"][:3])
+    ad.generate_reference(tmp_path / "q.npz", 3, 4, stop_after_frames=2, **kw)
+    longer = np.load(ad.generate_reference(tmp_path / "q.npz", 5, 4, **kw))
+    np.testing.assert_array_equal(longer["positions"], full["positions"])

@@ -13,6 +13,7 @@ from .integrators import (
     kinetic_energy,
     temperature,
 )
+from .openmm_bridge import ModelComputation, model_force, model_simulation, model_system
 from .potentials import (
     DoubleWell,
     GaussianMixturePotential,
@@ -29,6 +30,7 @@ __all__ = [
     "GaussianMixturePotential",
     "LangevinBAOAB",
     "MDState",
+    "ModelComputation",
     "ModelForces",
     "MuellerBrown",
     "OpenMMForces",
@@ -38,5 +40,8 @@ __all__ = [
     "autograd_energy_and_forces",
     "check_positions",
     "kinetic_energy",
+    "model_force",
+    "model_simulation",
+    "model_system",
     "temperature",
 ]
