@@ -75,6 +75,8 @@ from .train import (
     evaluate,
     fit,
     load_checkpoint,
+    load_model,
+    save_model,
     split_indices,
 )
 
@@ -131,9 +133,11 @@ __all__ = [
     "fit",
     "generate_ensembles",
     "load_checkpoint",
+    "load_model",
     "moe_load",
     "pack_by_group",
     "radius_graph_per_conformer",
+    "save_model",
     "scatter_mean",
     "scatter_sum",
     "segment_softmax",

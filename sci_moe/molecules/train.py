@@ -40,6 +40,8 @@ __all__ = [
     "evaluate",
     "fit",
     "load_checkpoint",
+    "load_model",
+    "save_model",
     "split_indices",
 ]
 
@@ -258,6 +260,57 @@ def load_checkpoint(path: str | Path) -> dict:
     states), ``history``, ``model_config``, ``train_config`` (dicts), ``train_time_s``.
     """
     return torch.load(Path(path), map_location="cpu", weights_only=True)
+
+
+def save_model(model: EnsembleRegressor, path: str | Path, **metadata: str) -> None:
+    """Write weights + config as ``safetensors`` (atomically).
+
+    The metadata key ``"sci_moe"`` holds ``{"kind": "molecule-model", "class": ...,
+    "config": {...}}`` as JSON; extra string ``metadata`` is stored beside it.
+    Read it back with :func:`load_model`.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    info = {"kind": "molecule-model", **_config_dict(model)}
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    save_file(state, str(tmp), metadata={"sci_moe": json.dumps(info), **metadata})
+    os.replace(tmp, path)
+
+
+def load_model(path: str | Path) -> EnsembleRegressor:
+    """Rebuild a model written by :func:`save_model` (eval mode)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from .baselines import GNN2D, BaselineConfig, ConformerBaseline
+    from .model import SPiCE, SPiCEConfig
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no model file at {path}")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    if "sci_moe" not in meta:
+        raise ValueError(f"{path} was not written by sci_moe.molecules.save_model")
+    info = json.loads(meta["sci_moe"])
+    if info.get("kind") != "molecule-model":
+        raise ValueError(f"{path} holds a {info.get('kind')!r}, not a molecule model")
+    cls_name = info.pop("class")
+    info.pop("kind")
+    classes = {
+        "SPiCE": (SPiCE, SPiCEConfig),
+        "ConformerBaseline": (ConformerBaseline, BaselineConfig),
+        "GNN2D": (GNN2D, BaselineConfig),
+    }
+    if cls_name not in classes:
+        raise ValueError(f"{path}: unknown model class {cls_name!r}")
+    cls, cfg_cls = classes[cls_name]
+    model = cls(cfg_cls(**info))
+    model.load_state_dict(load_file(str(path)))
+    return model.eval()
 
 
 def _config_dict(model) -> dict:

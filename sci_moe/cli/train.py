@@ -1,0 +1,245 @@
+"""``sci-moe train spice``: train SPiCE (or a baseline) on a conformer-ensemble data set.
+
+The data set is one built by :mod:`sci_moe.data.molecule_set` (a directory holding
+``molecule_set.npz``). Options come from a YAML/JSON config file with the sections
+``model`` (``name`` plus :class:`~sci_moe.molecules.SPiCEConfig` or
+:class:`~sci_moe.molecules.BaselineConfig` fields), ``train``
+(:class:`~sci_moe.molecules.TrainConfig` fields) and ``data`` (``path``, ``targets``,
+``heavy_only``, ``split_seed``); flags given on the command line override the file. The
+resolved config is written to ``OUT/config.yaml``; the run writes ``OUT/checkpoint.pt``
+(every epoch, atomic; ``--resume`` continues it exactly), ``OUT/results.json`` (test MAE
+at the best validation epoch) and ``OUT/model.safetensors`` (best weights).
+
+Examples
+--------
+.. code-block:: console
+
+    $ python -m sci_moe.data.molecule_set --out data/mols
+    $ sci-moe train spice --data data/mols --out runs/spice --epochs 100 --seed 0
+    $ sci-moe train spice --config spice.yaml --out runs/spice --resume
+    $ sci-moe train spice --data data/mols --out runs/gnn --model gnn2d
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
+
+__all__ = ["add_parser", "resolve_config", "run_spice"]
+
+# flag name -> (section, key)
+_MODEL_FLAGS = (
+    "hidden",
+    "num_layers",
+    "num_experts",
+    "top_k",
+    "cutoff_nm",
+    "max_neighbors",
+    "readout",
+    "noise_std",
+    "z_loss_coef",
+    "load_balance_coef",
+)
+_TRAIN_FLAGS = (
+    "epochs",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "schedule",
+    "warmup_epochs",
+    "patience",
+    "upcycle_epochs",
+    "seed",
+)
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``train`` (with the ``spice`` subcommand) to the ``sci-moe`` subparsers ``sub``."""
+    train = sub.add_parser("train", help="train a model (spice: conformer-ensemble SPiCE)")
+    tsub = train.add_subparsers(dest="train_command")
+    add_spice_parser(tsub)
+    train.set_defaults(func=lambda args: (train.print_help(), 0)[1])
+    return train
+
+
+def add_spice_parser(tsub) -> argparse.ArgumentParser:
+    """Add the ``spice`` subcommand to the subparsers of ``sci-moe train``."""
+    p = tsub.add_parser(
+        "spice",
+        help="SPiCE or a baseline on conformer ensembles",
+        description=(
+            "Train SPiCE (equivariant geometric MoE over conformer ensembles) or a "
+            "baseline with a molecule-level 70/10/20 split, early stopping on the "
+            "validation MAE and the test MAE at the best validation epoch."
+        ),
+    )
+    p.add_argument("--config", type=Path, help="YAML/JSON file with model/train/data sections")
+    p.add_argument("--data", type=Path, help="molecule-set directory (molecule_set.npz)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument(
+        "--model",
+        help="spice (default), spice_dense, single_conformer, deepsets, mean_ensemble, gnn2d",
+    )
+    p.add_argument("--targets", help="comma-separated target names (default: all)")
+    p.add_argument(
+        "--heavy-only", action=argparse.BooleanOptionalAction, default=None, help="drop hydrogens"
+    )
+    p.add_argument("--split-seed", type=int, help="seed of the 70/10/20 split (default 123)")
+    p.add_argument("--hidden", type=int, help="channels F")
+    p.add_argument("--num-layers", type=int, help="SPiCE / backbone blocks")
+    p.add_argument("--num-experts", type=int, help="experts per geometric MoE path")
+    p.add_argument("--top-k", type=int, help="experts per token")
+    p.add_argument("--cutoff-nm", type=float, help="radius-graph cutoff in nm")
+    p.add_argument("--max-neighbors", type=int, help="neighbours per atom at most")
+    p.add_argument("--readout", help="mean, boltzmann or learned (SPiCE)")
+    p.add_argument("--noise-std", type=float, help="router logit noise (training only)")
+    p.add_argument("--z-loss-coef", type=float, help="router z-loss weight")
+    p.add_argument("--load-balance-coef", type=float, help="load-balance loss weight")
+    p.add_argument("--epochs", type=int, help="maximum epochs")
+    p.add_argument("--batch-size", type=int, help="molecules per step")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--weight-decay", type=float, help="AdamW weight decay")
+    p.add_argument("--schedule", help="cosine, linear or constant")
+    p.add_argument("--warmup-epochs", type=float, help="linear warm-up epochs")
+    p.add_argument("--patience", type=int, help="early-stopping patience (epochs; 0 = off)")
+    p.add_argument(
+        "--upcycle-epochs",
+        type=int,
+        help="train one dense expert this many epochs, then copy it into every expert",
+    )
+    p.add_argument("--seed", type=int, help="training seed (data order, router noise)")
+    p.add_argument("--resume", action="store_true", help="continue OUT/checkpoint.pt")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_spice)
+    return p
+
+
+def _read_config(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    if not path.exists():
+        raise ValueError(f"config file {path} does not exist")
+    text = path.read_text()
+    if path.suffix == ".json":
+        cfg = json.loads(text)
+    else:
+        import yaml
+
+        cfg = yaml.safe_load(text) or {}
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path} must hold a mapping with model/train/data sections")
+    unknown = set(cfg) - {"model", "train", "data"}
+    if unknown:
+        raise ValueError(f"{path}: unknown sections {sorted(unknown)}; use model, train, data")
+    return {k: dict(v or {}) for k, v in cfg.items()}
+
+
+def resolve_config(args: argparse.Namespace) -> dict:
+    """Merge the config file and the flags into ``{"model", "train", "data"}`` dicts."""
+    from ..molecules import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
+
+    cfg = _read_config(args.config)
+    model = cfg.get("model", {})
+    train = cfg.get("train", {})
+    data = cfg.get("data", {})
+    for name in _MODEL_FLAGS:
+        if getattr(args, name) is not None:
+            model[name] = getattr(args, name)
+    for name in _TRAIN_FLAGS:
+        if getattr(args, name) is not None:
+            train[name] = getattr(args, name)
+    if args.model is not None:
+        model["name"] = args.model
+    model.setdefault("name", "spice")
+    if model["name"] not in MODEL_NAMES:
+        raise ValueError(f"unknown model {model['name']!r}; choose one of {MODEL_NAMES}")
+    if args.data is not None:
+        data["path"] = str(args.data)
+    if args.targets is not None:
+        data["targets"] = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if args.heavy_only is not None:
+        data["heavy_only"] = args.heavy_only
+    if args.split_seed is not None:
+        data["split_seed"] = args.split_seed
+    if args.no_progress:
+        train["progress"] = False
+    if "path" not in data:
+        raise ValueError("no data set: give --data DIR or data.path in the config file")
+    data.setdefault("targets", None)
+    data.setdefault("heavy_only", False)
+    data.setdefault("split_seed", 123)
+    unknown_data = set(data) - {"path", "targets", "heavy_only", "split_seed"}
+    if unknown_data:
+        raise ValueError(f"unknown data options {sorted(unknown_data)}")
+    valid = {f.name for f in fields(SPiCEConfig)} | {f.name for f in fields(BaselineConfig)}
+    bad = set(model) - valid - {"name"}
+    if bad:
+        raise ValueError(f"unknown model options {sorted(bad)}")
+    bad = set(train) - {f.name for f in fields(TrainConfig)}
+    if bad:
+        raise ValueError(f"unknown train options {sorted(bad)}")
+    TrainConfig(**train)  # validate early, before loading data
+    return {"model": model, "train": train, "data": data}
+
+
+def run_spice(args: argparse.Namespace) -> int:
+    """Run ``sci-moe train spice``; returns the exit code."""
+    import torch
+    import yaml
+
+    from ..data.molecule_set import MoleculeSet
+    from ..molecules import (
+        ATOM_FEATURE_DIM,
+        BOND_FEATURE_DIM,
+        TrainConfig,
+        build_model,
+        fit,
+        save_model,
+    )
+
+    cfg = resolve_config(args)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "config.yaml"
+    if args.resume and saved.exists():
+        previous = yaml.safe_load(saved.read_text())
+        if previous != cfg:
+            raise ValueError(
+                f"--resume with a different config than {saved}; use the same options "
+                "or a new --out"
+            )
+    saved.write_text(yaml.safe_dump(cfg, sort_keys=True))
+
+    data = cfg["data"]
+    ms = MoleculeSet.load(data["path"])
+    targets = data["targets"] or list(ms.target_names)
+    graphs = ms.graphs(heavy_only=bool(data["heavy_only"]), targets=targets)
+    tr, va, te = ms.split(seed=int(data["split_seed"]))
+    model_opts = {k: v for k, v in cfg["model"].items() if k != "name"}
+    model_opts.update(n_targets=len(targets), atom_dim=ATOM_FEATURE_DIM, bond_dim=BOND_FEATURE_DIM)
+    tcfg = TrainConfig(**cfg["train"])
+    torch.manual_seed(tcfg.seed)
+    model = build_model(cfg["model"]["name"], **model_opts)
+    print(
+        f"{cfg['model']['name']}: {model.num_parameters():,} parameters; "
+        f"{len(tr)}/{len(va)}/{len(te)} molecules (train/val/test); targets {targets}",
+        flush=True,
+    )
+    res = fit(
+        model,
+        [graphs[i] for i in tr],
+        [graphs[i] for i in va],
+        [graphs[i] for i in te],
+        tcfg,
+        out_dir=out,
+        resume=args.resume,
+        target_names=targets,
+    )
+    save_model(model, out / "model.safetensors")
+    print(f"best epoch {res['best_epoch']} of {res['epochs_run']}; test MAE at best validation:")
+    for name, v in res["test_mae"].items():
+        print(f"  {name:16s} {v:.4g}")
+    print(f"results: {out / 'results.json'}")
+    return 0
