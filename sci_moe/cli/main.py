@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from . import cap as _cap
+from . import md as _md
 
 __all__ = ["main"]
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.set_defaults(func=_demo)
     _cap.add_parser(sub)
+    _md.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,411 @@
+"""``sci-moe md``: run molecular dynamics and analyse the results.
+
+Examples
+--------
+.. code-block:: console
+
+    $ sci-moe md run                                  # alanine dipeptide, default settings
+    $ sci-moe md run --system alanine-dipeptide --forcefield amber14 --implicit-solvent obc2 \\
+          --timestep-fs 2 --temperature-k 300 --friction-per-ps 1 --time-ns 0.1 --seed 1 \\
+          --out ala_run
+    $ sci-moe md run --config md.toml --steps 200000 --max-hours 2 --out ala_run
+    $ sci-moe md run --out ala_run --resume           # continue a killed or time-limited run
+    $ sci-moe md run --system protein.pdb --forcefield charmm36 --out protein_run
+    $ sci-moe md run --model my_model.safetensors --walkers 16 --out learned_run
+    $ sci-moe md run --system muller-brown --walkers 64 --steps 20000 --out mb_run
+    $ sci-moe md analyse ala_run                      # Ramachandran PNG + JS divergence
+
+Exit codes: 0 success (also when ``--max-hours`` stopped the run after a checkpoint),
+1 the dynamics became unstable (message names the step and the cause), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "analyse", "run"]
+
+# Flags that take a value from the config file unless given (argparse default None).
+_VALUE_FLAGS = {
+    "system": str,
+    "model": str,
+    "forcefield": str,
+    "implicit_solvent": str,
+    "constraints": str,
+    "engine": str,
+    "integrator": str,
+    "timestep_fs": float,
+    "temperature_k": float,
+    "friction_per_ps": float,
+    "kt": float,
+    "steps": int,
+    "time_ns": float,
+    "walkers": int,
+    "seed": int,
+    "report_interval": int,
+    "checkpoint_interval": int,
+    "trajectory_format": str,
+    "max_hours": float,
+    "energy_jump_kj_mol": float,
+    "platform": str,
+}
+# Settings a resumed run may change; everything else must match the checkpoint.
+_RESUMABLE = {"steps", "time_ns", "max_hours", "platform"}
+# Files `sci-moe md run` writes (removed by --overwrite; nothing else in --out is touched).
+_OUTPUTS = (
+    "config.yaml",
+    "topology.pdb",
+    "log.csv",
+    "checkpoint.pt",
+    "checkpoint_prev.pt",
+    "failure.json",
+    "analysis.json",
+    "ramachandran.png",
+    "density.png",
+    "traces.png",
+)
+
+_HELP = {
+    "system": "built-in system (alanine-dipeptide, muller-brown, double-well) or a .pdb file",
+    "model": "learned energy model (.safetensors of kind energy-diffusion); 'default' = the "
+    "shipped alanine-dipeptide model",
+    "forcefield": "amber99sbildn (default), amber14, amber99sb, charmm36",
+    "implicit_solvent": "obc (default), obc2, gbn2 or none",
+    "constraints": "none (default), hbonds, allbonds, hangles (OpenMM engine only)",
+    "engine": "auto (default: OpenMM for force fields, torch for models/toys), openmm, torch",
+    "integrator": "langevin (BAOAB / LangevinMiddle, default) or overdamped (torch)",
+    "timestep_fs": "timestep in fs (default 1; toy systems: reduced units x 1e-3)",
+    "temperature_k": "temperature in K (default 300)",
+    "friction_per_ps": "Langevin friction in 1/ps (default 1)",
+    "kt": "thermal energy of toy systems, reduced units (default per system)",
+    "steps": "number of steps (default 10000)",
+    "time_ns": "simulated time in ns instead of --steps",
+    "walkers": "independent walkers simulated together (torch engine; default 1)",
+    "seed": "random seed (default 0)",
+    "report_interval": "steps between trajectory frames and log rows (default 500)",
+    "checkpoint_interval": "steps between checkpoints (default 5000)",
+    "trajectory_format": "dcd (default), xtc or h5 (needs PyTables)",
+    "max_hours": "wall-clock limit: stop cleanly after a checkpoint",
+    "energy_jump_kj_mol": "stop when the energy jumps by more than this between checks "
+    "(default 1e4)",
+    "platform": "OpenMM platform (default CPU)",
+}
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``md`` subcommand (``run``, ``analyse``) to the ``sci-moe`` subparsers."""
+    p = sub.add_parser(
+        "md",
+        help="molecular dynamics: run (OpenMM or learned forces) and analyse",
+        description="Molecular dynamics with OpenMM force fields, learned energy models or "
+        "analytic potentials: checkpoints, exact resume, CSV logs, DCD/XTC trajectories.",
+    )
+    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+    msub = p.add_subparsers(dest="md_command")
+
+    r = msub.add_parser(
+        "run",
+        help="run a simulation (no arguments: alanine dipeptide)",
+        description="Run MD. Settings come from defaults < --config file < flags; the "
+        "resolved configuration is written to OUT/config.yaml.",
+    )
+    r.add_argument("--config", help="TOML or YAML file with the settings (keys as the flags)")
+    for name, typ in _VALUE_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        r.add_argument(flag, type=typ, default=None, help=_HELP[name])
+    r.add_argument(
+        "--deterministic",
+        action="store_true",
+        default=None,
+        help="bitwise reproducible forces (torch deterministic algorithms, OpenMM "
+        "DeterministicForces)",
+    )
+    r.add_argument("--no-minimize", action="store_true", help="skip energy minimisation")
+    r.add_argument("--out", default="md_out", help="output folder (default md_out)")
+    r.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    r.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of a previous run in OUT"
+    )
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=run)
+
+    a = msub.add_parser(
+        "analyse",
+        aliases=["analyze"],
+        help="Ramachandran/free-energy and trace plots, JS divergence vs a reference",
+        description="Analyse a `sci-moe md run` folder: free-energy PNG (phi/psi for alanine "
+        "dipeptide, coordinates for toy systems), energy and temperature traces, and the "
+        "Jensen-Shannon divergence against a reference (default: the shipped alanine "
+        "dipeptide reference; exact Boltzmann density for toy systems). Writes analysis.json.",
+    )
+    a.add_argument("run_dir", help="the --out folder of `sci-moe md run`")
+    a.add_argument(
+        "--reference",
+        help="reference: .npz (histogram, phi_psi or positions) or a trajectory with the "
+        "run's topology",
+    )
+    a.add_argument("--bins", type=int, default=64, help="histogram bins per axis (default 64)")
+    a.add_argument("--burn-in-ps", type=float, default=0.0, help="drop frames before this time")
+    a.add_argument("--json", metavar="PATH", help="also write the results here")
+    a.set_defaults(func=analyse)
+    return p
+
+
+def _overrides(args) -> dict:
+    out = {name: getattr(args, name) for name in _VALUE_FLAGS}
+    if args.deterministic:
+        out["deterministic"] = True
+    if args.no_minimize:
+        out["minimize"] = False
+    return out
+
+
+def _resolve(args):
+    from ..sampling.md.config import MDConfig, load_config_file, resolve_config
+    from ..sampling.md.systems import default_model_path
+
+    out = Path(args.out)
+    overrides = _overrides(args)
+    notes = []
+    if args.resume:
+        if args.overwrite:
+            raise ValueError("--resume and --overwrite exclude each other")
+        if args.config:
+            raise ValueError("--resume reads OUT/config.yaml; do not pass --config")
+        if not (out / "checkpoint.pt").is_file() or not (out / "config.yaml").is_file():
+            raise ValueError(
+                f"{out} holds no checkpoint.pt/config.yaml to resume from; start a new run "
+                "without --resume"
+            )
+        base = load_config_file(out / "config.yaml")
+        base.pop("extra", None)
+        saved = MDConfig(**base)
+        cfg = resolve_config(None, overrides, base)
+        changed = [
+            k
+            for k, v in cfg.to_dict().items()
+            if k not in _RESUMABLE | {"extra"} and getattr(saved, k) != v
+        ]
+        if changed:
+            raise ValueError(
+                f"cannot change {', '.join(sorted(changed))} when resuming (only "
+                f"{', '.join(sorted(_RESUMABLE))}); start a new run in another --out"
+            )
+        return cfg, notes
+    file_keys = set(load_config_file(args.config)) if args.config else set()
+    chosen = (
+        overrides["system"] is not None
+        or overrides["model"] is not None
+        or {"system", "model"} & file_keys
+    )
+    if not chosen:
+        model = default_model_path()
+        if model is not None:
+            overrides["model"] = str(model)
+            notes.append(
+                f"no system given: simulating alanine dipeptide with the shipped learned "
+                f"model {model.name}"
+            )
+        else:
+            notes.append(
+                "no system given: simulating alanine dipeptide with amber99sbildn + OBC "
+                "implicit solvent (no learned model is shipped in this installation)"
+            )
+    if overrides["model"] == "default":
+        model = default_model_path()
+        if model is None:
+            raise ValueError("--model default: no learned model is shipped in this installation")
+        overrides["model"] = str(model)
+    return resolve_config(args.config, overrides), notes
+
+
+def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    if resume or not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    if any(out.iterdir()) and not overwrite:
+        raise ValueError(
+            f"--out {out} is not empty; pass --resume to continue that run, --overwrite to "
+            "replace its outputs, or choose another folder"
+        )
+
+
+def _clear_outputs(out: Path) -> None:
+    for name in _OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+    for p in out.glob("trajectory*"):
+        if p.is_file():
+            p.unlink()
+
+
+def _write_topology(system, path: Path) -> None:
+    import numpy as np
+    from openmm.app import PDBFile
+
+    if system.pdb_path is not None:
+        shutil.copyfile(system.pdb_path, path)
+        return
+    pos = np.zeros((len(system.positions), 3))
+    pos[:, : system.positions.shape[1]] = system.positions
+    with open(path, "w", encoding="utf-8") as fh:
+        PDBFile.writeFile(system.topology, pos * 10.0 / 10.0, fh)
+
+
+def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
+    import torch
+
+    from ..sampling.md.reporters import (
+        CheckpointReporter,
+        LogReporter,
+        ProgressReporter,
+        TrajectoryReporter,
+    )
+    from ..sampling.md.simulation import OpenMMSimulation, Simulation
+
+    reporters = [
+        TrajectoryReporter(
+            out / f"trajectory.{cfg.trajectory_format}", cfg.report_interval, system.topology
+        ),
+        LogReporter(out / "log.csv", cfg.report_interval),
+        CheckpointReporter(out / "checkpoint.pt", cfg.checkpoint_interval),
+    ]
+    if progress:
+        reporters.append(ProgressReporter(total_steps, desc="md", file=sys.stderr))
+    meta = {"config": cfg.to_dict(), "engine": engine, "system": system.name}
+    if engine == "openmm":
+        return OpenMMSimulation(
+            system.system,
+            system.positions,
+            reporters,
+            topology=system.topology,
+            timestep_ps=cfg.timestep_ps,
+            temperature_k=cfg.temperature_k,
+            friction_per_ps=cfg.friction_per_ps,
+            seed=cfg.seed,
+            platform=cfg.platform,
+            deterministic=cfg.deterministic,
+            minimize=cfg.minimize,
+            energy_jump_kj_mol=cfg.energy_jump_kj_mol,
+            metadata=meta,
+        )
+    from ..sampling.md.integrators import LangevinBAOAB, OverdampedEulerMaruyama
+
+    cls = LangevinBAOAB if cfg.integrator == "langevin" else OverdampedEulerMaruyama
+    integrator = cls(cfg.timestep_ps, cfg.temperature_k, cfg.friction_per_ps, kT=system.kT)
+    dtype = torch.float64
+    model = getattr(system.provider, "model", None)
+    if isinstance(model, torch.nn.Module):
+        params = list(model.parameters())
+        dtype = params[0].dtype if params else torch.float64
+    x0 = torch.as_tensor(system.positions, dtype=dtype)
+    x0 = x0[None].repeat(cfg.walkers, 1, 1)
+    sim = Simulation(
+        system.provider,
+        integrator,
+        x0,
+        reporters,
+        seed=cfg.seed,
+        topology=system.topology,
+        energy_jump_kj_mol=cfg.energy_jump_kj_mol,
+        metadata=meta,
+    )
+    return sim
+
+
+def run(args: argparse.Namespace) -> int:
+    """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
+    from ..sampling.md.config import write_config
+    from ..sampling.md.simulation import SimulationFailure
+    from ..sampling.md.systems import build_md_system
+
+    out = Path(args.out)
+    cfg, notes = _resolve(args)
+    _check_out(out, args.resume, args.overwrite)
+    system, engine = build_md_system(cfg)  # all input errors surface before any write
+    for note in notes:
+        print(note)
+    if cfg.deterministic:
+        import torch
+
+        torch.use_deterministic_algorithms(True)
+    total = cfg.n_steps
+    if args.overwrite and out.is_dir():
+        _clear_outputs(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sim = _build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
+    if args.resume:
+        state = sim.load_checkpoint(out / "checkpoint.pt")
+        saved = state.get("metadata", {}).get("config", {})
+        mismatch = [
+            k
+            for k, v in cfg.to_dict().items()
+            if k not in _RESUMABLE | {"extra"} and saved.get(k, v) != v
+        ]
+        if mismatch:
+            raise ValueError(
+                f"OUT/config.yaml and the checkpoint disagree on {', '.join(mismatch)}"
+            )
+        print(f"resuming {out} from step {sim.current_step} of {total}")
+    else:
+        _write_topology(system, out / "topology.pdb")
+    write_config(
+        cfg,
+        out / "config.yaml",
+        {"engine": engine, "system_description": system.name, "total_steps": total},
+    )
+    print(
+        f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
+        f"{cfg.timestep_fs:g} fs -> {out}"
+    )
+    remaining = max(0, total - sim.current_step)
+    try:
+        result = sim.run(remaining, max_hours=cfg.max_hours)
+    except SimulationFailure as err:
+        report = {
+            "step": err.step,
+            "cause": err.cause,
+            "walker": err.walker,
+            "checkpoint_step": err.checkpoint_step,
+            "message": str(err),
+        }
+        (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
+        print(f"sci-moe md run: error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        sim.close()
+    if result.status == "time-limit":
+        print(
+            f"stopped by --max-hours at step {result.final_step} of {total} (checkpoint "
+            f"written); continue with: sci-moe md run --out {out} --resume"
+        )
+    else:
+        print(
+            f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
+            f"ns/day); trajectory, log.csv and checkpoint.pt in {out}"
+        )
+    return 0
+
+
+def analyse(args: argparse.Namespace) -> int:
+    """``sci-moe md analyse``; raises ``ValueError`` on bad input (exit code 2)."""
+    from ..sampling.md.analysis import analyse_run
+
+    res = analyse_run(args.run_dir, args.reference, bins=args.bins, burn_in_ps=args.burn_in_ps)
+    print(f"frames analysed: {res['frames']}")
+    if res["js_divergence"] is not None:
+        print(f"reference: {res['reference']}")
+        print(f"JS divergence: {res['js_divergence']:.4f} nats (PMF error {res['pmf_error']:.3f})")
+    else:
+        print("no reference histogram: JS divergence not computed (pass --reference FILE)")
+    for key in ("free_energy_png", "traces_png"):
+        if key in res:
+            print(f"wrote {Path(args.run_dir) / res[key]}")
+    print(f"wrote {Path(args.run_dir) / 'analysis.json'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+    return 0

@@ -1,0 +1,305 @@
+"""Run configuration for ``sci-moe md run``: one validated dataclass, TOML/YAML files, overrides.
+
+A configuration file holds the same keys as :class:`MDConfig` (``-`` and ``_`` are both
+accepted; keys may sit at the top level or under a ``[md]`` table), for example
+``md.toml``::
+
+    system = "alanine-dipeptide"
+    forcefield = "amber99sbildn"
+    implicit_solvent = "obc"
+    timestep_fs = 2.0
+    temperature_k = 300.0
+    friction_per_ps = 1.0
+    time_ns = 0.1
+    report_interval = 500
+    checkpoint_interval = 5000
+    seed = 1
+
+Command-line flags override the file; the resolved configuration is written next to the
+outputs as ``config.yaml`` (loadable again with ``--config``), as torchmd writes
+``input.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENGINES",
+    "INTEGRATORS",
+    "TOY_SYSTEMS",
+    "TRAJECTORY_FORMATS",
+    "MDConfig",
+    "load_config_file",
+    "resolve_config",
+    "write_config",
+]
+
+#: Analytic systems (reduced units) and their defaults: kT, masses, timestep, friction.
+TOY_SYSTEMS = {
+    # ScoreMD's Muller-Brown protocol (Plainer et al. 2025): kT 23, mass 0.5, dt 5e-3, gamma 1.
+    "muller-brown": {"kt": 23.0, "mass": 0.5, "timestep_fs": 5.0, "friction_per_ps": 1.0},
+    "double-well": {"kt": 1.0, "mass": 1.0, "timestep_fs": 10.0, "friction_per_ps": 1.0},
+}
+ENGINES = ("auto", "openmm", "torch")
+INTEGRATORS = ("langevin", "overdamped")
+TRAJECTORY_FORMATS = ("dcd", "xtc", "h5")
+
+
+@dataclass
+class MDConfig:
+    """Everything ``sci-moe md run`` needs; validated on construction.
+
+    Attributes
+    ----------
+    system : str
+        A built-in system (``"alanine-dipeptide"``, ``"muller-brown"``, ``"double-well"``)
+        or the path of a PDB file (with :attr:`forcefield`).
+    model : str or None
+        A learned energy model (safetensors, kind ``"energy-diffusion"``); its forces
+        replace the force field. ``"default"`` means the model shipped with the package.
+    forcefield : str
+        ``"amber99sbildn"``, ``"amber14"``, ``"amber99sb"`` or ``"charmm36"`` (PDB input).
+    implicit_solvent : str or None
+        ``"obc"``, ``"obc2"``, ``"gbn2"`` or ``None`` (vacuum).
+    constraints : str or None
+        OpenMM constraints (``"hbonds"``...; only with the OpenMM engine).
+    engine : str
+        ``"openmm"`` (OpenMM's LangevinMiddleIntegrator; force-field systems only),
+        ``"torch"`` (this package's integrators, many walkers) or ``"auto"`` (OpenMM for
+        force fields, torch for models and toy systems).
+    integrator : str
+        ``"langevin"`` (BAOAB in torch, LangevinMiddle in OpenMM) or ``"overdamped"``.
+    timestep_fs, temperature_k, friction_per_ps : float
+        Integrator parameters (fs, K, 1/ps); the timestep defaults to 1 fs (toy systems:
+        their own default). Toy systems are in reduced units: their time unit is read as
+        ps (so ``timestep_fs = 5`` is 5e-3) and :attr:`kt` replaces the temperature.
+    kt : float or None
+        Thermal energy of toy systems (reduced units; default per system).
+    steps, time_ns : int or float or None
+        Run length: steps, or simulated ns (converted with the timestep); one of them.
+    walkers : int
+        Independent copies simulated together (torch engine).
+    seed : int
+    deterministic : bool
+        Bitwise reproducible forces (``torch.use_deterministic_algorithms``, OpenMM
+        ``DeterministicForces``).
+    report_interval : int
+        Steps between trajectory frames and log rows.
+    checkpoint_interval : int
+        Steps between checkpoints.
+    trajectory_format : str
+        ``"dcd"``, ``"xtc"`` or ``"h5"`` (needs PyTables).
+    max_hours : float or None
+        Wall-clock limit; the run stops cleanly after a checkpoint.
+    energy_jump_kj_mol : float or None
+        Stop when the potential energy changes by more than this between two checks.
+    minimize : bool
+        Minimise before the run (OpenMM engine, fresh starts).
+    platform : str
+        OpenMM platform.
+    """
+
+    system: str = "alanine-dipeptide"
+    model: str | None = None
+    forcefield: str = "amber99sbildn"
+    implicit_solvent: str | None = "obc"
+    constraints: str | None = None
+    engine: str = "auto"
+    integrator: str = "langevin"
+    timestep_fs: float | None = None
+    temperature_k: float = 300.0
+    friction_per_ps: float = 1.0
+    kt: float | None = None
+    steps: int | None = None
+    time_ns: float | None = None
+    walkers: int = 1
+    seed: int = 0
+    deterministic: bool = False
+    report_interval: int = 500
+    checkpoint_interval: int = 5000
+    trajectory_format: str = "dcd"
+    max_hours: float | None = None
+    energy_jump_kj_mol: float | None = 1.0e4
+    minimize: bool = True
+    platform: str = "CPU"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("model", "implicit_solvent", "constraints"):
+            v = getattr(self, name)
+            if isinstance(v, str) and v.strip().lower() in ("", "none", "null", "vacuum"):
+                setattr(self, name, None)
+
+        def positive(name, integer=False, allow_none=False):
+            v = getattr(self, name)
+            if v is None and allow_none:
+                return
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if ok and integer:
+                ok = float(v).is_integer()
+            if not ok or not math.isfinite(v) or v <= 0:
+                kind = "a positive integer" if integer else "a positive number"
+                raise ValueError(f"{name} must be {kind}, got {v!r}")
+            if integer:
+                setattr(self, name, int(v))
+
+        if self.is_toy:
+            spec = TOY_SYSTEMS[self.system]
+            if self.timestep_fs is None:
+                self.timestep_fs = spec["timestep_fs"]
+            if self.kt is None:
+                self.kt = spec["kt"]
+        elif self.timestep_fs is None:
+            self.timestep_fs = 1.0
+        for name in ("timestep_fs", "temperature_k"):
+            positive(name)
+        if not isinstance(self.friction_per_ps, (int, float)) or not self.friction_per_ps > 0:
+            raise ValueError(f"friction_per_ps must be positive, got {self.friction_per_ps!r}")
+        for name in ("walkers", "report_interval", "checkpoint_interval"):
+            positive(name, integer=True)
+        positive("steps", integer=True, allow_none=True)
+        for name in ("time_ns", "kt", "max_hours", "energy_jump_kj_mol"):
+            positive(name, allow_none=True)
+        if self.steps is not None and self.time_ns is not None:
+            raise ValueError("give either steps or time_ns, not both")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        for name, options in (
+            ("engine", ENGINES),
+            ("integrator", INTEGRATORS),
+            ("trajectory_format", TRAJECTORY_FORMATS),
+        ):
+            if getattr(self, name) not in options:
+                raise ValueError(f"{name} must be one of {options}, got {getattr(self, name)!r}")
+        if not isinstance(self.system, str) or not self.system:
+            raise ValueError("system must be a built-in name or a PDB file path")
+        if self.integrator == "overdamped" and self.engine == "openmm":
+            raise ValueError("the overdamped integrator runs on the torch engine (--engine torch)")
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def is_toy(self) -> bool:
+        """Whether :attr:`system` is an analytic toy system (reduced units)."""
+        return self.system in TOY_SYSTEMS
+
+    @property
+    def timestep_ps(self) -> float:
+        """Timestep in ps (reduced time units for toy systems)."""
+        return self.timestep_fs * 1e-3
+
+    @property
+    def n_steps(self) -> int:
+        """Total steps of the run (from :attr:`steps` or :attr:`time_ns`; default 10 000)."""
+        if self.steps is not None:
+            return self.steps
+        if self.time_ns is not None:
+            return max(1, round(self.time_ns * 1e6 / self.timestep_fs))
+        return 10_000
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (``None`` values kept), the inverse of ``MDConfig(**d)``."""
+        return dataclasses.asdict(self)
+
+
+_KEYS = {f.name for f in dataclasses.fields(MDConfig)}
+
+
+def _normalise(d: dict[str, Any], source: str) -> dict[str, Any]:
+    out = {}
+    for key, value in d.items():
+        k = str(key).replace("-", "_").lower()
+        if k not in _KEYS:
+            raise ValueError(
+                f"unknown key {key!r} in {source}; valid keys: {', '.join(sorted(_KEYS))}"
+            )
+        out[k] = value
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) run configuration.
+
+    Returns
+    -------
+    dict
+        Keys of :class:`MDConfig` (normalised to ``snake_case``), unvalidated.
+
+    Raises
+    ------
+    ValueError
+        Missing file, unknown suffix, syntax error or unknown key.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"config file {path} must end in .toml, .yaml or .yml")
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+    except Exception as err:  # tomllib.TOMLDecodeError, yaml.YAMLError
+        raise ValueError(f"cannot parse {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a table of settings, got {type(data).__name__}")
+    if set(data) == {"md"} and isinstance(data["md"], dict):
+        data = data["md"]
+    return _normalise(data, str(path))
+
+
+def resolve_config(
+    file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    base: dict[str, Any] | None = None,
+) -> MDConfig:
+    """Defaults < ``base`` < config ``file`` < ``overrides`` (``None`` values are skipped).
+
+    ``steps`` and ``time_ns`` replace each other: setting one at a later level clears the
+    other.
+    """
+    merged: dict[str, Any] = {}
+    for layer, source in ((base, "base"), (None, "file"), (overrides, "flags")):
+        if source == "file":
+            layer = load_config_file(file) if file is not None else None
+        if not layer:
+            continue
+        layer = _normalise({k: v for k, v in layer.items() if v is not None}, source)
+        if "steps" in layer:
+            merged.pop("time_ns", None)
+        if "time_ns" in layer:
+            merged.pop("steps", None)
+        merged.update(layer)
+    return MDConfig(**merged)
+
+
+def write_config(cfg: MDConfig, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """Write the resolved configuration as YAML (atomically), with ``extra`` merged into
+    its ``extra`` entry (e.g. the engine chosen, the total steps)."""
+    import os
+
+    import yaml
+
+    path = Path(path)
+    data = cfg.to_dict()
+    if extra:
+        data["extra"] = {**data.get("extra", {}), **extra}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(
+        "# sci-moe md run: resolved configuration (reuse with --config)\n"
+        + yaml.safe_dump(data, sort_keys=False),
+        encoding="utf-8",
+    )
+    os.replace(tmp, path)
+    return path

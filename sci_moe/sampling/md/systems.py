@@ -1,0 +1,369 @@
+"""What ``sci-moe md run`` simulates: built-in systems, PDB files + force fields, learned models.
+
+:func:`build_md_system` turns an :class:`~sci_moe.sampling.md.config.MDConfig` into an
+:class:`MDSystem` (topology, initial positions, masses, and either an ``openmm.System`` for
+OpenMM's integrator or a :class:`~sci_moe.sampling.md.forces.ForceProvider` for the torch
+integrators). Every bad input raises ``ValueError`` with a message that says what to do.
+
+Learned models are safetensors files whose metadata (a JSON string under the key
+``"sci_moe"``) says ``{"kind": "energy-diffusion", ...}``; only weights are read, nothing is
+ever unpickled. Loading goes through ``sci_moe.sampling.diffusion.load_energy_model``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import TOY_SYSTEMS, MDConfig
+
+__all__ = [
+    "BUILTIN_SYSTEMS",
+    "FORCEFIELDS",
+    "MODEL_KIND",
+    "MDSystem",
+    "build_md_system",
+    "check_model_file",
+    "default_model_path",
+    "load_pdb",
+    "resolve_engine",
+]
+
+#: Built-in system names.
+BUILTIN_SYSTEMS = ("alanine-dipeptide", *TOY_SYSTEMS)
+#: Force fields for PDB input: OpenMM's XML files.
+FORCEFIELDS = {
+    "amber99sbildn": ["amber99sbildn.xml"],
+    "amber99sb": ["amber99sb.xml"],
+    "amber14": ["amber14-all.xml"],
+    "charmm36": ["charmm36.xml"],
+}
+_IMPLICIT = {"obc": "implicit/obc1.xml", "obc2": "implicit/obc2.xml", "gbn2": "implicit/gbn2.xml"}
+#: The ``kind`` a learned model file must declare.
+MODEL_KIND = "energy-diffusion"
+_FILES = Path(__file__).resolve().parents[2] / "data" / "files"
+
+
+@dataclass
+class MDSystem:
+    """A system ready to simulate.
+
+    Attributes
+    ----------
+    name : str
+        Human-readable description (printed and stored in the resolved config).
+    positions : ndarray, shape (N, D)
+        Initial positions, nm (reduced units for toys).
+    masses : ndarray, shape (N,)
+        amu.
+    topology : openmm.app.Topology
+        For trajectory headers (a dummy one for toys).
+    system : openmm.System or None
+        For the OpenMM engine and :class:`~sci_moe.sampling.md.forces.OpenMMForces`.
+    provider : ForceProvider or None
+        For the torch engine (set by :func:`build_md_system` when the engine is torch).
+    kT : float or None
+        Thermal energy in the potential's units for toy systems (``None``: use the
+        temperature).
+    pdb_path : Path or None
+        The structure the run starts from (copied next to the outputs as ``topology.pdb``).
+    model_info : dict or None
+        Metadata of a learned model.
+    """
+
+    name: str
+    positions: np.ndarray
+    masses: np.ndarray
+    topology: Any
+    system: Any = None
+    provider: Any = None
+    kT: float | None = None
+    pdb_path: Path | None = None
+    model_info: dict | None = None
+
+
+def default_model_path() -> Path | None:
+    """The learned alanine-dipeptide model shipped in ``sci_moe/data/files`` (or ``None``)."""
+    if not _FILES.is_dir():
+        return None
+    for path in sorted(_FILES.glob("alanine*.safetensors")):
+        try:
+            check_model_file(path)
+        except ValueError:
+            continue
+        return path
+    return None
+
+
+def check_model_file(path: str | Path) -> dict[str, Any]:
+    """Validate a learned model file without loading its weights.
+
+    Returns
+    -------
+    dict
+        The ``"sci_moe"`` metadata (``kind``, ``config``, ...).
+
+    Raises
+    ------
+    ValueError
+        Missing file, not safetensors (pickles are refused), or the wrong kind.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"model file {path} does not exist")
+    if path.suffix.lower() != ".safetensors":
+        raise ValueError(
+            f"{path.name}: learned models must be .safetensors weight files; pickled "
+            "checkpoints (.pt, .pth, .pkl) are never loaded because unpickling can run code"
+        )
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+    except Exception as err:
+        raise ValueError(f"{path.name} is not a valid safetensors file: {err}") from None
+    if "sci_moe" not in meta:
+        raise ValueError(
+            f"{path.name} has no 'sci_moe' metadata: it was not written by "
+            "sci_moe.sampling.diffusion.save_energy_model"
+        )
+    try:
+        info = json.loads(meta["sci_moe"])
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path.name}: the 'sci_moe' metadata is not JSON ({err})") from None
+    kind = info.get("kind") if isinstance(info, dict) else None
+    if kind != MODEL_KIND:
+        raise ValueError(
+            f"{path.name} is a model of kind {kind!r}; `sci-moe md run --model` needs an "
+            f"{MODEL_KIND!r} model (an energy model of positions)"
+        )
+    return info
+
+
+def load_pdb(path: str | Path):
+    """Read a PDB file with OpenMM; malformed files raise ``ValueError``.
+
+    Returns
+    -------
+    topology : openmm.app.Topology
+    positions : ndarray, shape (N, 3)
+        nm.
+    """
+    from openmm import app, unit
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"PDB file {path} does not exist")
+    try:
+        pdb = app.PDBFile(str(path))
+        pos = np.asarray(pdb.getPositions(asNumpy=True).value_in_unit(unit.nanometer))
+    except Exception as err:
+        raise ValueError(f"cannot read PDB file {path}: {type(err).__name__}: {err}") from None
+    n = pdb.topology.getNumAtoms()
+    if n == 0 or pos.shape != (n, 3) or not np.isfinite(pos).all():
+        raise ValueError(f"PDB file {path} holds no usable atoms/coordinates")
+    return pdb.topology, pos
+
+
+def _pdb_system(cfg: MDConfig):
+    from openmm import app
+
+    topology, pos = load_pdb(cfg.system)
+    if cfg.forcefield not in FORCEFIELDS:
+        raise ValueError(
+            f"unknown forcefield {cfg.forcefield!r}; choose one of {list(FORCEFIELDS)}"
+        )
+    files = list(FORCEFIELDS[cfg.forcefield])
+    if cfg.implicit_solvent is not None:
+        if cfg.implicit_solvent not in _IMPLICIT:
+            raise ValueError(
+                f"unknown implicit_solvent {cfg.implicit_solvent!r}; choose one of "
+                f"{list(_IMPLICIT)} or none"
+            )
+        files.append(_IMPLICIT[cfg.implicit_solvent])
+    cons = {None: None, "hbonds": app.HBonds, "allbonds": app.AllBonds, "hangles": app.HAngles}
+    if cfg.constraints not in cons:
+        raise ValueError(f"unknown constraints {cfg.constraints!r}; choose one of {list(cons)}")
+    ff = app.ForceField(*files)
+    try:
+        system = ff.createSystem(
+            topology, nonbondedMethod=app.NoCutoff, constraints=cons[cfg.constraints]
+        )
+    except ValueError as err:
+        raise ValueError(
+            f"force field {cfg.forcefield} cannot parameterise {cfg.system}: {err}. Check that "
+            "the residues are standard, that hydrogens are present (e.g. add them with "
+            "openmm.app.Modeller.addHydrogens or pdbfixer) and that the force field covers "
+            "every residue"
+        ) from None
+    return topology, system, pos
+
+
+def _masses(system) -> np.ndarray:
+    from openmm import unit
+
+    return np.array(
+        [
+            system.getParticleMass(i).value_in_unit(unit.dalton)
+            for i in range(system.getNumParticles())
+        ]
+    )
+
+
+def _toy(cfg: MDConfig) -> MDSystem:
+    import torch
+
+    from .forces import PotentialForces
+    from .potentials import DoubleWell, MuellerBrown
+    from .reporters import dummy_topology
+
+    spec = TOY_SYSTEMS[cfg.system]
+    if cfg.system == "muller-brown":
+        potential, start = MuellerBrown(), [[-0.558, 1.442]]
+    else:
+        potential, start = DoubleWell(dim=1), [[-1.0]]
+    masses = np.full(1, spec["mass"])
+    return MDSystem(
+        name=f"{cfg.system} (analytic, reduced units, kT={cfg.kt or spec['kt']:g})",
+        positions=np.asarray(start, dtype=np.float64),
+        masses=masses,
+        topology=dummy_topology(1),
+        provider=PotentialForces(potential, torch.as_tensor(masses)),
+        kT=float(cfg.kt or spec["kt"]),
+    )
+
+
+def resolve_engine(cfg: MDConfig) -> str:
+    """``"openmm"`` or ``"torch"`` for ``cfg`` (``auto``: OpenMM for force fields)."""
+    if cfg.engine != "auto":
+        engine = cfg.engine
+    elif cfg.is_toy or cfg.model is not None or cfg.walkers > 1 or cfg.integrator == "overdamped":
+        engine = "torch"
+    else:
+        engine = "openmm"
+    if engine == "openmm":
+        if cfg.is_toy:
+            raise ValueError(f"{cfg.system} is an analytic system: use --engine torch")
+        if cfg.walkers != 1:
+            raise ValueError("the OpenMM engine runs one walker; use --engine torch for more")
+    elif cfg.constraints is not None:
+        raise ValueError(
+            "the torch integrators do not apply constraints: drop --constraints or use "
+            "--engine openmm"
+        )
+    return engine
+
+
+def build_md_system(cfg: MDConfig) -> tuple[MDSystem, str]:
+    """Build the system of ``cfg``.
+
+    Returns
+    -------
+    MDSystem
+    engine : str
+        ``"openmm"`` or ``"torch"``; for torch, ``MDSystem.provider`` is set.
+    """
+    engine = resolve_engine(cfg)
+    if cfg.is_toy:
+        out = _toy(cfg)
+        if cfg.model is not None:  # a learned model of the toy (e.g. ScoreMD's Muller-Brown)
+            _attach_model(cfg, out, engine)
+        return out, engine
+    if cfg.system == "alanine-dipeptide":
+        from ...data.alanine_dipeptide import alanine_dipeptide_pdb, build_system
+
+        topology, system, pos = build_system(cfg.forcefield, cfg.implicit_solvent, cfg.constraints)
+        pdb_path = alanine_dipeptide_pdb()
+        solvent = cfg.implicit_solvent or "vacuum"
+        name = f"alanine dipeptide, {cfg.forcefield} + {solvent}"
+    elif cfg.system.lower().endswith(".pdb") or Path(cfg.system).is_file():
+        if not cfg.system.lower().endswith(".pdb"):
+            raise ValueError(f"{cfg.system}: only .pdb structure files are supported")
+        topology, system, pos = _pdb_system(cfg)
+        pdb_path = Path(cfg.system)
+        name = f"{Path(cfg.system).name}, {cfg.forcefield} + {cfg.implicit_solvent or 'vacuum'}"
+    else:
+        raise ValueError(
+            f"unknown system {cfg.system!r}: use one of {', '.join(BUILTIN_SYSTEMS)} or a .pdb file"
+        )
+    out = MDSystem(name, pos, _masses(system), topology, system=system, pdb_path=pdb_path)
+    if cfg.model is not None:
+        _attach_model(cfg, out, engine)
+    elif engine == "torch":
+        from .forces import OpenMMForces
+
+        props = None
+        if cfg.deterministic and cfg.platform == "CPU":
+            props = {"DeterministicForces": "true", "Threads": "1"}
+        elif cfg.deterministic and cfg.platform in ("CUDA", "OpenCL", "HIP"):
+            props = {"DeterministicForces": "true"}
+        out.provider = OpenMMForces(system, platform=cfg.platform, properties=props)
+    return out, engine
+
+
+def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
+    import torch
+
+    from .forces import ModelForces
+
+    info = check_model_file(cfg.model)
+    try:
+        from ..diffusion import load_energy_model
+    except ImportError:
+        raise ValueError(
+            "learned models need sci_moe.sampling.diffusion.load_energy_model, which this "
+            "installation does not provide; run with a force field instead (no --model)"
+        ) from None
+    try:
+        model, masses, atom_names, pdb = load_energy_model(cfg.model)
+    except ValueError:
+        raise
+    except Exception as err:  # corrupt weights, shape mismatch
+        raise ValueError(f"cannot load model {cfg.model}: {type(err).__name__}: {err}") from None
+    if pdb is not None and not cfg.is_toy:
+        out.topology, out.positions = load_pdb(pdb)
+        out.pdb_path = Path(pdb)
+        out.masses = _topology_masses(out.topology)
+    indices = (info.get("config") or {}).get("atom_indices")
+    if indices is not None and not cfg.is_toy:
+        import mdtraj
+
+        idx = [int(i) for i in indices]
+        out.positions = out.positions[idx]
+        out.masses = out.masses[idx]
+        out.topology = mdtraj.Topology.from_openmm(out.topology).subset(idx).to_openmm()
+        out.pdb_path = None
+    if masses is not None:
+        masses = np.asarray(torch.as_tensor(masses, dtype=torch.float64))
+        if masses.shape != out.masses.shape:
+            raise ValueError(
+                f"model {Path(cfg.model).name} is for {masses.shape[0]} particles but "
+                f"{cfg.system} has {len(out.positions)}"
+            )
+        out.masses = masses
+    model.eval()
+    out.model_info = {**info, "atom_names": list(atom_names or [])}
+    out.name = f"{out.name.split(',')[0].split(' (')[0]}, learned model {Path(cfg.model).name}"
+    if engine == "openmm":
+        if out.positions.shape[1] != 3:
+            raise ValueError("the OpenMM engine needs 3-D positions; use --engine torch")
+        from .openmm_bridge import model_system
+
+        out.system = model_system(model, out.masses)
+    else:
+        dim = out.positions.shape[1]
+        out.provider = ModelForces(model, torch.as_tensor(out.masses), dim=dim)
+
+
+def _topology_masses(topology) -> np.ndarray:
+    masses = []
+    for atom in topology.atoms():
+        if atom.element is None:
+            raise ValueError(f"atom {atom.name} of the model's PDB has no element (mass)")
+        masses.append(atom.element.mass._value)
+    return np.asarray(masses, dtype=np.float64)
