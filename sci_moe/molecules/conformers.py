@@ -41,6 +41,7 @@ __all__ = [
     "embed_ensemble",
     "ensemble_cache_key",
     "generate_ensembles",
+    "parallel_map",
 ]
 
 #: kcal/mol -> kJ/mol.
@@ -214,6 +215,7 @@ class EnsembleReport:
     failures: list[dict] = field(default_factory=list)
     n_confs: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     config: dict = field(default_factory=dict)
 
     @property
@@ -473,17 +475,102 @@ def _cache_store(cache_dir: Path, key: str, result) -> None:
 
 def _worker(item, cfg: ConformerConfig):
     """Process-pool entry point: never raises for bad molecules."""
+    t0 = time.process_time()
     try:
-        return _embed(item, cfg)
+        out = _embed(item, cfg)
     except _Failure as err:
-        return {"failed": True, "stage": err.stage, "reason": err.reason}
+        out = {"failed": True, "stage": err.stage, "reason": err.reason}
     except Exception as err:  # RDKit errors on odd input
-        return {"failed": True, "stage": "embed", "reason": f"{type(err).__name__}: {err}"}
+        out = {"failed": True, "stage": "embed", "reason": f"{type(err).__name__}: {err}"}
+    out["cpu_s"] = time.process_time() - t0
+    return out
 
 
 def _init_worker() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     RDLogger.DisableLog("rdApp.*")
+
+
+def _context(method: str, fn):
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        # import the worker's module once in the server, not in every worker
+        ctx.set_forkserver_preload([fn.__module__])
+    return ctx
+
+
+def parallel_map(
+    fn,
+    jobs: Sequence[tuple],
+    n_jobs: int = 1,
+    progress: bool = False,
+    desc: str = "",
+    on_result=None,
+    mp_context: str = "forkserver",
+) -> list:
+    """``[fn(*job) for job in jobs]`` over ``n_jobs`` one-thread worker processes.
+
+    ``fn`` must be a picklable top-level function that returns a dict and reports bad
+    input as ``{"failed": True, "reason": ...}`` rather than raising; an exception or a
+    dead worker is turned into such a dict, so finished results are never lost.
+    ``on_result(index, result)`` is called in this process as each job finishes (in
+    completion order), e.g. to cache it. Workers start with ``OMP_NUM_THREADS=1``.
+
+    The default start method ``"forkserver"`` imports ``fn``'s module once in a clean
+    server process and forks every worker from it: cheap start-up, and no OpenMP thread
+    pool inherited from this process (``tblite`` and torch share ``libgomp``, which is not
+    fork-safe once its threads exist). ``"spawn"`` is the slow, equally safe option.
+    """
+    if n_jobs < 1:
+        raise ValueError(f"n_jobs must be >= 1, got {n_jobs}")
+    jobs = [tuple(j) for j in jobs]
+    results: list = [None] * len(jobs)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc=desc or getattr(fn, "__name__", ""), unit="mol")
+
+    def done(i, res):
+        results[i] = res
+        if on_result is not None:
+            on_result(i, res)
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if n_jobs == 1 or len(jobs) <= 1:
+            for i, j in enumerate(jobs):
+                try:
+                    res = fn(*j)
+                except Exception as err:
+                    res = {"failed": True, "reason": f"{type(err).__name__}: {err}"}
+                done(i, res)
+        else:
+            ctx = _context(mp_context, fn)
+            old = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the workers at start-up
+            try:
+                pool = cf.ProcessPoolExecutor(
+                    max_workers=min(n_jobs, len(jobs)), mp_context=ctx, initializer=_init_worker
+                )
+            finally:
+                if old is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = old
+            with pool:
+                futs = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
+                for fut in cf.as_completed(futs):
+                    try:
+                        res = fut.result()
+                    except Exception as err:  # a worker died (BrokenProcessPool) or raised
+                        res = {"failed": True, "reason": f"worker: {type(err).__name__}: {err}"}
+                    done(futs[fut], res)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
 
 
 def generate_ensembles(
@@ -494,7 +581,7 @@ def generate_ensembles(
     cache_dir: str | Path | None = None,
     report_path: str | Path | None = None,
     progress: bool = False,
-    mp_context: str = "spawn",
+    mp_context: str = "forkserver",
 ) -> tuple[list[ConformerEnsemble], EnsembleReport]:
     """Conformer ensembles of many molecules, in parallel, cached, with a failure report.
 
@@ -515,7 +602,7 @@ def generate_ensembles(
     progress : bool
         Show a tqdm progress bar.
     mp_context : str
-        Multiprocessing start method of the workers ("spawn" is safe with OpenMP).
+        Start method of the workers (see :func:`parallel_map`).
 
     Returns
     -------
@@ -560,39 +647,29 @@ def generate_ensembles(
         bar = tqdm(total=len(items), initial=n_cached, desc="conformers", unit="mol")
 
     def done(i, res):
+        if res.get("failed") and "stage" not in res:  # the worker process itself failed
+            res = {"failed": True, "stage": "worker", "reason": res["reason"]}
         results[i] = res
-        if cache and not (res.get("stage") == "worker"):
+        if cache and res.get("stage") != "worker":
             _cache_store(cache, keys[i], res)
         if bar is not None:
             bar.update(1)
 
-    if n_jobs == 1 or len(todo) <= 1:
-        for i in todo:
-            done(i, _worker(items[i], cfg))
-    else:
-        ctx = mp.get_context(mp_context)
-        payload = {
-            i: (Chem.Mol(items[i]) if isinstance(items[i], Chem.Mol) else items[i]) for i in todo
-        }
-        with cf.ProcessPoolExecutor(
-            max_workers=min(n_jobs, len(todo)), mp_context=ctx, initializer=_init_worker
-        ) as pool:
-            futs = {pool.submit(_worker, payload[i], cfg): i for i in todo}
-            for fut in cf.as_completed(futs):
-                i = futs[fut]
-                try:
-                    res = fut.result()
-                except Exception as err:  # BrokenProcessPool: a worker died
-                    res = {
-                        "failed": True,
-                        "stage": "worker",
-                        "reason": f"{type(err).__name__}: {err}",
-                    }
-                done(i, res)
+    payload = [
+        ((Chem.Mol(items[i]) if isinstance(items[i], Chem.Mol) else items[i]), cfg) for i in todo
+    ]
+    parallel_map(
+        _worker,
+        payload,
+        n_jobs=n_jobs,
+        on_result=lambda j, res: done(todo[j], res),
+        mp_context=mp_context,
+    )
     if bar is not None:
         bar.close()
 
     report = EnsembleReport(n_input=len(items), n_cached=n_cached, config=asdict(cfg))
+    report.cpu_seconds = float(sum(float(results[i].get("cpu_s", 0.0)) for i in todo))
     ensembles = []
     for i, res in enumerate(results):
         smi = _input_smiles(items[i]) if not res.get("stage") == "parse" else str(items[i])
