@@ -7,6 +7,8 @@
 - :mod:`.tempering` -- :class:`SimulatedTempering` (given, Park-Pande, SAMS, Wang-Landau
   weights) and the :class:`ParallelTempering` baseline.
 - :mod:`.diagnostics` -- level histograms, round trips, Sokal IAT, ESS (per second).
+- :mod:`.openmm` -- simulated tempering of OpenMM systems through OpenMM's
+  ``ExpandedEnsembleSampler`` (our ladders, weights, velocity rule and diagnostics).
 """
 
 from .diagnostics import (
@@ -22,7 +24,9 @@ from .diagnostics import (
 from .kernels import MALA, RWMH, KernelStep, sample
 from .ladder import adaptive_ladder, geometric_ladder
 from .langevin import BAOAB, energy_log_prob
+from .openmm import OpenMMSimulatedTempering, OpenMMTemperingConfig, OpenMMTemperingResult
 from .tempering import (
+    OnlineWeights,
     ParallelTempering,
     SimulatedTempering,
     TemperingConfig,
@@ -35,6 +39,10 @@ __all__ = [
     "MALA",
     "RWMH",
     "KernelStep",
+    "OnlineWeights",
+    "OpenMMSimulatedTempering",
+    "OpenMMTemperingConfig",
+    "OpenMMTemperingResult",
     "ParallelTempering",
     "SimulatedTempering",
     "TemperingConfig",

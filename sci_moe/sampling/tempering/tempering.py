@@ -25,6 +25,7 @@ from .kernels import RWMH, LogProb
 from .langevin import BAOAB
 
 __all__ = [
+    "OnlineWeights",
     "ParallelTempering",
     "SimulatedTempering",
     "TemperingConfig",
@@ -179,6 +180,64 @@ def park_pande_weights(betas: Tensor, mean_log_prob: Tensor) -> Tensor:
     return -(log_z - log_z[-1])
 
 
+class OnlineWeights:
+    """SAMS / Wang-Landau adaptation of the level weights ``g`` (one update per iteration).
+
+    With Rao-Blackwellised level probabilities :math:`\\bar p_l` (averaged over chains),
+    :math:`g \\leftarrow g - \\gamma_t L \\bar p` and ``g[-1] = 0``. SAMS (Tan 2017): stage 0
+    gain :math:`\\gamma_0\\min(1/L, t^{-\\beta_0})` until the accumulated histogram of
+    :math:`\\bar p` is flat, then :math:`\\gamma_0\\min(1/L, (t - t_0 + t_0^{\\beta_0})^{-1})`.
+    Wang-Landau: gain :math:`\\gamma_0`, halved (histogram reset) each time it is flat, and
+    :math:`\\gamma_0/t` once that is larger. Shared by :class:`SimulatedTempering` and the
+    OpenMM bridge (:mod:`.openmm`).
+
+    Parameters
+    ----------
+    mode : {"sams", "wang-landau"}
+    n_levels : int
+    gain0, gain_exponent, flatness : float
+        As in :class:`TemperingConfig`.
+    """
+
+    def __init__(
+        self, mode: str, n_levels: int, gain0: float, gain_exponent: float, flatness: float
+    ) -> None:
+        if mode not in ("sams", "wang-landau"):
+            raise ValueError(f"mode must be 'sams' or 'wang-landau', got {mode!r}")
+        self.mode, self.n_levels = mode, n_levels
+        self.gain0, self.gain_exponent, self.flatness = gain0, gain_exponent, flatness
+        self.stage, self.t_stage, self.gamma = 0, 0, gain0
+        self.hist: Tensor | None = None
+
+    def update(self, g: Tensor, p: Tensor, t: int) -> Tensor:
+        """New weights after iteration ``t >= 1`` with level probabilities ``p`` (shape (L,))."""
+        L = self.n_levels
+        if self.hist is None:
+            self.hist = torch.zeros(L, dtype=p.dtype)
+        self.hist += p
+        if self.mode == "sams":
+            pi_min = 1.0 / L
+            if self.stage == 0:
+                self.gamma = self.gain0 * min(pi_min, t**-self.gain_exponent)
+            else:
+                ts = self.t_stage
+                self.gamma = self.gain0 * min(pi_min, 1.0 / (t - ts + ts**self.gain_exponent))
+        elif self.stage == 1:
+            self.gamma = self.gain0 / t
+        g = g - self.gamma * p * L
+        g = g - g[-1]
+        hist = self.hist
+        if self.stage == 0 and float(hist.min()) >= (1 - self.flatness) * float(hist.sum()) / L:
+            if self.mode == "sams":
+                self.stage, self.t_stage = 1, t
+            else:
+                self.gamma *= 0.5
+                hist.zero_()
+                if self.gamma < self.gain0 / t:
+                    self.stage = 1
+        return g
+
+
 class _Base:
     def __init__(self, log_prob: LogProb, config: TemperingConfig) -> None:
         if not callable(log_prob):
@@ -298,8 +357,8 @@ class SimulatedTempering(_Base):
         acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
         lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
         adapt = cfg.weights in ("sams", "wang-landau")
-        stage, t_stage, gamma = 0, 0, cfg.gain0
-        hist = torch.zeros(L, dtype=x.dtype)
+        if adapt:
+            online = OnlineWeights(cfg.weights, L, cfg.gain0, cfg.gain_exponent, cfg.flatness)
         rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": [], "g": []}
         for t in tqdm(
             range(1, n_iterations + 1),
@@ -324,27 +383,7 @@ class SimulatedTempering(_Base):
             if adapt:
                 # Rao-Blackwellised level probabilities p(l | x) for every chain
                 p = torch.softmax(g[None, :] + betas[None, :] * lp[:, None], dim=1).mean(0)
-                hist += p
-                if cfg.weights == "sams":
-                    pi_min = 1.0 / L
-                    if stage == 0:
-                        gamma = cfg.gain0 * min(pi_min, t**-cfg.gain_exponent)
-                    else:
-                        gamma = cfg.gain0 * min(
-                            pi_min, 1.0 / (t - t_stage + t_stage**cfg.gain_exponent)
-                        )
-                elif stage == 1:
-                    gamma = cfg.gain0 / t
-                g = g - gamma * p * L
-                g = g - g[-1]
-                if stage == 0 and float(hist.min()) >= (1 - cfg.flatness) * float(hist.sum()) / L:
-                    if cfg.weights == "sams":
-                        stage, t_stage = 1, t
-                    else:
-                        gamma *= 0.5
-                        hist.zero_()
-                        if gamma < cfg.gain0 / t:
-                            stage = 1
+                g = online.update(g, p, t)
             if t % thin == 0:
                 rec["x"].append(x)
                 rec["lp"].append(lp)

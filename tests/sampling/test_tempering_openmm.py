@@ -1,0 +1,163 @@
+"""Simulated tempering of OpenMM systems through ``ExpandedEnsembleSampler``.
+
+A particle in a 3-D harmonic well has exact answers: configurational
+:math:`Z_T \\propto T^{3/2}` (so :math:`g_l = -\\tfrac32\\log T_l` flattens the levels) and
+:math:`\\langle U\\rangle_T = \\tfrac32 k_BT` (the check of OpenMM's own
+``TestExpandedEnsembleSampler``). Alanine dipeptide (md-engine's ``build_system``) runs
+a few hundred steps end to end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openmm
+import openmm.app as app
+import openmm.unit as u
+import pytest
+
+from sci_moe.sampling.tempering.openmm import (
+    MOLAR_GAS_CONSTANT,
+    OpenMMSimulatedTempering,
+    OpenMMTemperingConfig,
+)
+
+TEMPS = np.geomspace(600.0, 300.0, 4)  # hottest first
+EXACT_G = -1.5 * np.log(TEMPS / TEMPS[-1])
+
+
+def harmonic_system(k=100.0):
+    system = openmm.System()
+    system.addParticle(12.0)
+    f = openmm.CustomExternalForce("0.5*k*(x*x+y*y+z*z)")
+    f.addGlobalParameter("k", k)
+    f.addParticle(0, [])
+    system.addForce(f)
+    top = app.Topology()
+    res = top.addResidue("X", top.addChain())
+    top.addAtom("C", app.element.carbon, res)
+    return top, system, np.array([[0.1, 0.0, 0.0]])
+
+
+def run_harmonic(n_iter=1500, **kw):
+    top, system, pos = harmonic_system()
+    kw = {"temperatures_k": TEMPS, "steps_per_iteration": 10, "seed": 1, **kw}
+    cfg = OpenMMTemperingConfig(record_positions=0, **kw)
+    st = OpenMMSimulatedTempering.from_system(
+        top, system, pos, cfg, timestep_ps=0.01, friction_per_ps=6.0, platform="Reference"
+    )
+    return st, st.run(n_iter, progress=False)
+
+
+def check_equilibrium(res, burn=300, tol_hist=0.06):
+    lv, e = res.sampled_levels[burn:], res.energies[burn:]
+    L = TEMPS.size
+    s = res.summary(burn_in=burn)
+    assert np.all(np.abs(s["level_histogram"] - 1 / L) < tol_hist), s["level_histogram"]
+    assert s["round_trips"] >= 10
+    for l, T in enumerate(TEMPS):
+        ratio = e[lv == l].mean() / (1.5 * MOLAR_GAS_CONSTANT * T)
+        assert 0.7 < ratio < 1.3, (l, ratio)  # the tolerance of OpenMM's own test
+    return s
+
+
+@pytest.mark.parametrize(("move", "velocities"), [("gibbs", "rescale"), ("neighbour", "resample")])
+def test_exact_weights_give_flat_levels_and_boltzmann_energies(move, velocities):
+    kw = {"weights": "given", "log_weights": EXACT_G, "move": move, "velocities": velocities}
+    _, res = run_harmonic(n_iter=3000, **kw)
+    s = check_equilibrium(res)
+    assert np.allclose(res.log_weights, res.log_weights[0])  # given weights never change
+    assert np.allclose(s["log_z_estimate"], -EXACT_G)
+    assert np.all((s["level_acceptance"] > 0.5) & (s["level_acceptance"] <= 1))
+    assert res.levels.shape == res.energies.shape == (3000,)
+    # each move starts where the previous one ended
+    assert np.array_equal(res.sampled_levels[1:], res.levels[:-1])
+    assert res.sampled_levels[0] == TEMPS.size - 1  # starts at the target temperature
+
+
+@pytest.mark.parametrize("mode", ["sams", "openmm"])
+def test_adapted_weights_learn_log_partition_differences(mode):
+    _, res = run_harmonic(n_iter=2500, weights=mode)
+    assert np.abs(res.log_z_estimate() - (-EXACT_G)).max() < 0.25, res.log_z_estimate()
+    check_equilibrium(res, burn=1000, tol_hist=0.08)
+
+
+def test_seeded_runs_are_reproducible_and_continue():
+    a_st, a = run_harmonic(n_iter=200, weights="sams", seed=3)
+    _, b = run_harmonic(n_iter=200, weights="sams", seed=3)
+    _, c = run_harmonic(n_iter=200, weights="sams", seed=4)
+    assert np.array_equal(a.levels, b.levels) and np.array_equal(a.energies, b.energies)
+    assert not np.array_equal(a.energies, c.energies)
+    g_end = a_st.log_weights
+    assert np.allclose(g_end, a.log_weights[-1])
+    more = a_st.run(50, progress=False)  # continues: weights, gain schedule and level
+    assert more.sampled_levels[0] == a.levels[-1]
+    step = np.abs(more.log_weights[0] - g_end).max()
+    assert 0 < step <= TEMPS.size * 201**-0.8  # SAMS gain at iteration 201, not 1
+
+
+def test_alanine_dipeptide_short_run():
+    from sci_moe.data.alanine_dipeptide import build_system, phi_psi
+
+    top, system, pos = build_system(constraints="hbonds")
+    cfg = OpenMMTemperingConfig(
+        min_temperature_k=300.0,
+        max_temperature_k=500.0,
+        n_temperatures=4,
+        steps_per_iteration=20,
+        weights="park-pande",
+        n_pilot_steps=100,
+        record_positions=2,
+        seed=0,
+    )
+    st = OpenMMSimulatedTempering.from_system(top, system, pos, cfg, platform="Reference")
+    res = st.run(20, progress=False)  # 400 MD steps after the pilot runs
+    assert res.positions.shape == (10, 22, 3)
+    assert np.array_equal(res.position_iterations, np.arange(0, 20, 2))
+    angles = phi_psi(res.positions)
+    assert angles.shape == (10, 2) and np.isfinite(angles).all()
+    assert np.all(np.isfinite(res.energies)) and np.all(res.energies < 0)  # kJ/mol, folded
+    # Park-Pande: d log Z / d beta = <log p>_beta = -<E>/kT0 > 0 for these negative energies
+    assert np.all(np.diff(res.log_z_estimate()) > 0)
+    assert set(np.unique(res.sampled_levels)) <= set(range(4))
+    s = res.summary()
+    assert s["level_histogram"].sum() == pytest.approx(1.0)
+    mask = res.target_frames()
+    if mask.any():
+        m, _ = res.target_mean((angles[:, 0] < 0).astype(float))
+        assert 0.0 <= m <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"temperatures_k": [300.0, 400.0]}, "decreasing"),
+        ({"temperatures_k": [300.0]}, "at least 2"),
+        ({"min_temperature_k": 400.0, "max_temperature_k": 300.0}, "min_temperature_k"),
+        ({"weights": "given"}, "needs log_weights"),
+        ({"weights": "openmm", "move": "neighbour"}, "gibbs"),
+        ({"log_weights": [0.0, 1.0]}, "one per level"),
+        ({"move": "jump"}, "move"),
+        ({"velocities": "keep"}, "velocities"),
+        ({"steps_per_iteration": 0}, "steps_per_iteration"),
+        ({"n_temperatures": 1}, "n_temperatures"),
+    ],
+)
+def test_bad_configs_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        OpenMMTemperingConfig(**kwargs)
+
+
+def test_config_ladder_matches_openmm_geometric_spacing():
+    cfg = OpenMMTemperingConfig(min_temperature_k=300, max_temperature_k=450, n_temperatures=5)
+    # OpenMM's SimulatedTempering: T_k = T_min (T_max/T_min)^(k/(n-1)), coldest first
+    ref = [300 * (450 / 300) ** (k / 4) for k in range(5)]
+    assert np.allclose(cfg.temperatures[::-1], ref)
+    assert cfg.betas[-1] == 1.0 and np.all(np.diff(cfg.betas) > 0)
+
+
+def test_integrator_without_temperature_raises():
+    top, system, pos = harmonic_system()
+    sim = app.Simulation(top, system, openmm.VerletIntegrator(0.001 * u.picoseconds))
+    sim.context.setPositions(pos * u.nanometer)
+    with pytest.raises(ValueError, match="setTemperature"):
+        OpenMMSimulatedTempering(sim, OpenMMTemperingConfig(temperatures_k=TEMPS, weights="sams"))
