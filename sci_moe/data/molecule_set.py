@@ -27,6 +27,7 @@ the full set::
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import io
 import json
@@ -73,6 +74,44 @@ REPORT_FILE = "report.json"
 CHECKSUM_FILE = "checksums.sha256"
 
 
+@functools.lru_cache(maxsize=1)
+def _nci_table() -> tuple[tuple, ...]:
+    """(name, smiles, heavy atoms, rotatable bonds, elements, usable) of every NCI entry."""
+    from rdkit import Chem, RDConfig, RDLogger
+    from rdkit.Chem import rdMolDescriptors
+
+    path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
+    if not path.exists():
+        raise ValueError(f"RDKit's NCI file is missing ({path}); reinstall rdkit")
+    rows = []
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) < 2:
+                continue
+            smi, ident = parts[0], parts[1]
+            mol = Chem.MolFromSmiles(smi)
+            if mol is None:
+                continue
+            usable = len(Chem.GetMolFrags(mol)) == 1 and not any(
+                a.GetFormalCharge() or a.GetNumRadicalElectrons() for a in mol.GetAtoms()
+            )
+            rows.append(
+                (
+                    f"NCI-{ident}",
+                    smi,
+                    mol.GetNumHeavyAtoms(),
+                    rdMolDescriptors.CalcNumRotatableBonds(mol),
+                    frozenset(a.GetSymbol() for a in mol.GetAtoms()),
+                    usable,
+                )
+            )
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+    return tuple(rows)
+
+
 def nci_pool(
     min_rotatable: int = 4,
     max_rotatable: int = 8,
@@ -84,42 +123,22 @@ def nci_pool(
 
     Keeps neutral single-fragment molecules with no radicals, only ``elements``, and the
     given ranges of rotatable bonds (``rdMolDescriptors.CalcNumRotatableBonds``) and heavy
-    atoms.
+    atoms (910 molecules with the defaults and RDKit 2026.09).
 
     Returns
     -------
     list of (name, smiles)
         ``name`` is ``"NCI-<id>"`` from the file; file order.
     """
-    from rdkit import Chem, RDConfig, RDLogger
-    from rdkit.Chem import rdMolDescriptors
-
-    path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
-    if not path.exists():
-        raise ValueError(f"RDKit's NCI file is missing ({path}); reinstall rdkit")
-    allowed = set(elements)
-    out = []
-    RDLogger.DisableLog("rdApp.*")
-    try:
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            smi, ident = parts[0], parts[1]
-            mol = Chem.MolFromSmiles(smi)
-            if mol is None or len(Chem.GetMolFrags(mol)) != 1:
-                continue
-            if any(a.GetFormalCharge() or a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
-                continue
-            if any(a.GetSymbol() not in allowed for a in mol.GetAtoms()):
-                continue
-            heavy = mol.GetNumHeavyAtoms()
-            rot = rdMolDescriptors.CalcNumRotatableBonds(mol)
-            if min_heavy <= heavy <= max_heavy and min_rotatable <= rot <= max_rotatable:
-                out.append((f"NCI-{ident}", smi))
-    finally:
-        RDLogger.EnableLog("rdApp.*")
-    return out
+    allowed = frozenset(elements)
+    return [
+        (name, smi)
+        for name, smi, heavy, rot, elems, usable in _nci_table()
+        if usable
+        and elems <= allowed
+        and min_heavy <= heavy <= max_heavy
+        and min_rotatable <= rot <= max_rotatable
+    ]
 
 
 @dataclass
@@ -771,6 +790,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="temperature_k",
         help="temperature of the Boltzmann averages (default 298.15)",
     )
+    p.add_argument(
+        "--smiles",
+        metavar="FILE",
+        help="your own candidates instead of the NCI pool: one 'SMILES name' per line",
+    )
     p.add_argument("--cache", default=None, help="cache directory (default OUT/cache)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -783,8 +807,25 @@ def run_from_args(args: argparse.Namespace) -> int:
         temperature_k=args.temperature_k,
         conformers=ConformerConfig(num_attempts=20, max_confs=args.max_confs),
     )
+    molecules = None
+    if args.smiles:
+        path = Path(args.smiles)
+        if not path.is_file():
+            raise ValueError(f"--smiles file {args.smiles!r} does not exist")
+        molecules = []
+        for k, line in enumerate(path.read_text().splitlines()):
+            parts = line.split()
+            if parts and not parts[0].startswith("#"):
+                molecules.append((parts[1] if len(parts) > 1 else f"line{k + 1}", parts[0]))
+        if not molecules:
+            raise ValueError(f"--smiles file {args.smiles!r} holds no SMILES")
     ms = build_molecule_set(
-        args.out, cfg, n_jobs=args.jobs, cache_dir=args.cache, progress=not args.no_progress
+        args.out,
+        cfg,
+        n_jobs=args.jobs,
+        cache_dir=args.cache,
+        progress=not args.no_progress,
+        molecules=molecules,
     )
     report = json.loads((Path(args.out) / REPORT_FILE).read_text())
     print(

@@ -306,3 +306,22 @@ def test_bad_paths(tmp_path):
     _zip(tmp_path / "Drugs.zip", {"other.txt": "x"})
     with pytest.raises(ValueError, match=r"Drugs\.csv not found"):
         load_drugs(tmp_path / "Drugs.zip")
+
+
+def test_cli_data_marcel(tmp_path, capsys):
+    import argparse
+    import json
+
+    from sci_moe.cli import data as data_cli
+
+    parser = argparse.ArgumentParser(prog="sci-moe")
+    data_cli.add_parser(parser.add_subparsers(dest="command"))
+    blob, _ = _kraken_pickle()
+    path = _zip(tmp_path / "Kraken.zip", {"Kraken.pickle": blob})
+    args = parser.parse_args(
+        ["data", "marcel", str(path), "--dataset", "kraken", "--json", str(tmp_path / "s.json")]
+    )
+    assert args.func(args) == 0
+    assert "Kraken: 1 molecules" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["conformers"] == {"mol": 3} and summary["targets"][0] == "sterimol_B5"
