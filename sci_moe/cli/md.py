@@ -319,8 +319,6 @@ def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress
 
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
-    from ..sampling.md.config import write_config
-    from ..sampling.md.simulation import SimulationFailure
     from ..sampling.md.systems import build_md_system
 
     out = Path(args.out)
@@ -329,17 +327,26 @@ def run(args: argparse.Namespace) -> int:
     system, engine = build_md_system(cfg)  # all input errors surface before any write
     for note in notes:
         print(note)
-    if cfg.deterministic:
-        import torch
+    import torch
 
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    if cfg.deterministic:
         torch.use_deterministic_algorithms(True)
+    try:
+        return _run_built(args, cfg, system, engine, out)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+
+
+def _run_built(args, cfg, system, engine, out: Path) -> int:
+    from ..sampling.md.checkpoint import load_checkpoint
+    from ..sampling.md.config import write_config
+    from ..sampling.md.simulation import SimulationFailure
+
     total = cfg.n_steps
-    if args.overwrite and out.is_dir():
-        _clear_outputs(out)
-    out.mkdir(parents=True, exist_ok=True)
-    sim = _build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
-    if args.resume:
-        state = sim.load_checkpoint(out / "checkpoint.pt")
+    state = None
+    if args.resume:  # check the checkpoint before any file is touched
+        state = load_checkpoint(out / "checkpoint.pt")
         saved = state.get("metadata", {}).get("config", {})
         mismatch = [
             k
@@ -350,6 +357,12 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"OUT/config.yaml and the checkpoint disagree on {', '.join(mismatch)}"
             )
+    if args.overwrite and out.is_dir():
+        _clear_outputs(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sim = _build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
+    if state is not None:
+        sim.load_checkpoint(state)
         print(f"resuming {out} from step {sim.current_step} of {total}")
     else:
         _write_topology(system, out / "topology.pdb")

@@ -276,12 +276,11 @@ def _load_config(run_dir: Path) -> dict[str, Any]:
 
 
 def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    # A bare Figure: no pyplot state, no backend switch in the caller's session.
+    fig = Figure(figsize=(7, 5))
+    axes = fig.subplots(2, 1, sharex=True)
     t = log["time_ps"]
     axes[0].plot(t, log["potential_energy_kj_mol"], lw=0.8)
     axes[0].set_ylabel("potential energy (kJ/mol)")
@@ -293,17 +292,14 @@ def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
     axes[1].set_xlabel("time (ps)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _plot_surface(p, edges, kT, path: Path, labels, title, ref=None) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     panels = [("this run", p)] + ([("reference", ref)] if ref is not None else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
+    fig = Figure(figsize=(5.2 * len(panels), 4.4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, (name, hist) in zip(axes[0], panels, strict=True):
         if hist.ndim == 1:
             centres = 0.5 * (edges[0][1:] + edges[0][:-1])
@@ -320,7 +316,6 @@ def _plot_surface(p, edges, kT, path: Path, labels, title, ref=None) -> None:
         ax.set_title(f"{title}: {name}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def analyse_run(

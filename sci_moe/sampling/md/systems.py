@@ -354,7 +354,9 @@ def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
             raise ValueError("the OpenMM engine needs 3-D positions; use --engine torch")
         from .openmm_bridge import model_system
 
-        out.system = model_system(model, out.masses)
+        params = list(model.parameters())
+        dtype = params[0].dtype if params else torch.float64
+        out.system = model_system(model, out.masses, dtype=dtype)
     else:
         dim = out.positions.shape[1]
         out.provider = ModelForces(model, torch.as_tensor(out.masses), dim=dim)
