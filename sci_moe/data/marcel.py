@@ -8,26 +8,21 @@ a :class:`MarcelDataset` of :class:`MarcelSample` whose parts are
 :class:`~sci_moe.molecules.graph.EnsembleGraph` objects (positions in nm, energies in
 kJ/mol):
 
-=========  ====================================================  ====================
-dataset    files and layout                                      parts / targets
-=========  ====================================================  ====================
-Drugs-75K  ``Drugs.sdf`` (one record per conformer: ``_Name``,   one; ``ip, ea, chi``
-           ``ID``, ``smiles``, ``energy``, ...) + ``Drugs.csv``  (eV), ``energy``
-           (``name`` + Boltzmann-averaged ``energy, ip, ea,
-           chi``); the ``max_confs`` lowest-energy conformers
-Kraken     ``Kraken.pickle``: ``{id: (smiles, boltz_avg_props,  one; ``sterimol_B5,
-           {conf_id: (molblock, boltz_weight, conf_props)})}``;  _L, _burB5, _burL``
-           top ``max_confs`` by Boltzmann weight; read with a    (Angstrom)
-           **restricted unpickler** (plain containers only)
-BDE        ``BDE.txt`` (two-space separated ``Name``,            ``substrate``,
-           ``BindingEnergy``) + ``substrates.sdf`` and           ``ligand``;
-           ``ligands.sdf`` (props ``Name``, ``Index``;           ``BindingEnergy``
-           hydrogens removed as in MARCEL)
-EE         ``EE.sdf`` (``id, energy, smiles, substrate_id,       ``config_0`` (pro-R),
-           ligand_id, config_id``) + ``EE.csv`` (``MergeID``,    ``config_1`` (pro-S);
-           ``de``); sample ``substrate_id + '_' + ligand_id``;   ``de`` (%)
-           one excluded id; per configuration sorted by energy
-=========  ====================================================  ====================
+- **Drugs-75K**: ``Drugs.sdf`` (one record per conformer; props ``_Name`` = molecule,
+  ``ID``, ``smiles``, ``energy``, ``ip``, ``ea``, ``chi``, ...) and ``Drugs.csv``
+  (``name`` and the Boltzmann-averaged ``energy, ip, ea, chi``); the ``max_confs``
+  lowest-energy conformers are kept. One part; targets ``ip, ea, chi`` (eV).
+- **Kraken**: ``Kraken.pickle`` = ``{ligand_id: (smiles, boltz_avg_properties,
+  {conf_id: (molblock, boltz_weight, conformer_properties)})}``, read with a
+  **restricted unpickler** (plain data only); the ``max_confs`` conformers of largest
+  Boltzmann weight. One part; targets ``sterimol_B5, _L, _burB5, _burL`` (Angstrom).
+- **BDE**: ``BDE.txt`` (two-space separated ``Name``, ``BindingEnergy``) with
+  ``substrates.sdf`` and ``ligands.sdf`` (props ``Name``, ``Index``; hydrogens removed as
+  in MARCEL). Parts ``substrate`` and ``ligand``; target ``BindingEnergy``.
+- **EE**: ``EE.sdf`` (props ``id, energy, smiles, substrate_id, ligand_id, config_id``)
+  and ``EE.csv`` (``MergeID``, ``de``); sample key ``substrate_id + '_' + ligand_id``,
+  one excluded sample, conformers sorted by energy within each configuration. Parts
+  ``config_0`` (pro-R) and ``config_1`` (pro-S); target ``de`` (%).
 
 Energy units in the files are not all documented: Drugs conformer ``energy`` is taken as
 eV (``energy_unit`` to change), EE's as kJ/mol; Kraken gives Boltzmann weights (turned
