@@ -318,18 +318,18 @@ class MoleculeSet:
     def num_confs(self, i: int) -> int:
         return int(self.conf_ptr[i + 1] - self.conf_ptr[i])
 
+    @property
+    def point_ptr(self) -> np.ndarray:
+        """Offsets of each molecule's points (conformer-atoms) in :attr:`positions_nm`."""
+        sizes = np.diff(self.conf_ptr) * np.diff(self.atom_ptr)
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
     def conformer_positions(self, i: int) -> np.ndarray:
         """Positions of molecule ``i``, shape (C_i, N_i, 3), nm."""
         n = int(self.atom_ptr[i + 1] - self.atom_ptr[i])
-        c0, c1 = int(self.conf_ptr[i]), int(self.conf_ptr[i + 1])
-        p0 = int(
-            sum(
-                (self.conf_ptr[k + 1] - self.conf_ptr[k])
-                * (self.atom_ptr[k + 1] - self.atom_ptr[k])
-                for k in range(i)
-            )
-        )
-        return self.positions_nm[p0 : p0 + (c1 - c0) * n].reshape(c1 - c0, n, 3)
+        c = int(self.conf_ptr[i + 1] - self.conf_ptr[i])
+        p0 = int(self.point_ptr[i])
+        return self.positions_nm[p0 : p0 + c * n].reshape(c, n, 3)
 
     def conformer_weights(self, i: int) -> np.ndarray:
         """Boltzmann weights of molecule ``i`` from the GFN2 energies, shape (C_i,)."""
