@@ -123,7 +123,7 @@ print(f"max change after moving one conformer: {(model(batch).pred - before).abs
 train, val, test = graphs[:16], graphs[16:19], graphs[19:]
 result = fit(
     model, train, val, test,
-    TrainConfig(epochs=25, batch_size=4, lr=3e-3, warmup_epochs=1, patience=10, progress=False),
+    TrainConfig(epochs=30, batch_size=4, lr=3e-3, warmup_epochs=1, patience=10, progress=False),
     target_names=["rg_nm"],
 )  # fmt: skip
 mean_mae = np.abs(y_all[19:] - y_all[:16].mean()).mean()
@@ -157,7 +157,7 @@ new = embed_ensemble("CCOCCCO", cfg, name="3-ethoxypropanol")
 rg_new = radius_of_gyration(new.atomic_numbers, new.positions_nm)
 out = model(collate_ensembles([new.to_graph()]))
 print(
-    f"heptanol: predicted <Rg> = {out.pred.item():.3f} nm, reference {new.weights @ rg_new:.3f} nm"
+    f"{new.name}: predicted <Rg> {out.pred.item():.3f} nm, reference {new.weights @ rg_new:.3f} nm"
 )
 for i, info in enumerate(out.moe):
     s = info.scalar_routing.load / info.scalar_routing.load.sum()
