@@ -248,18 +248,23 @@ class LangevinBAOAB(_Integrator):
         """
         n_steps = self._check_steps(n_steps)
         self._check_provider(provider)
-        x, v, f, e = state.positions, state.velocities, state.forces, state.energy
+        # Work on private copies, updated in place (fewer allocations per step).
+        x, v = state.positions.clone(), state.velocities.clone()
+        f, e = state.forces, state.energy
         h = self.timestep_ps
+        half = 0.5 * h
         inv_m = 1.0 / provider.masses.to(x.device, x.dtype)[None, :, None]
+        kick = half * inv_m
         c = math.exp(-self.friction_per_ps * h)
         noise_scale = torch.sqrt((1 - c * c) * self._kT_like(x) * inv_m)
+        noise = torch.empty_like(v)
         for _ in range(n_steps):
-            v = v + (0.5 * h) * f * inv_m
-            x = x + (0.5 * h) * v
-            v = c * v + noise_scale * self._noise(v, generator)
-            x = x + (0.5 * h) * v
+            v.addcmul_(f, kick)  # B
+            x.add_(v, alpha=half)  # A
+            v.mul_(c).addcmul_(noise.normal_(generator=generator), noise_scale)  # O
+            x.add_(v, alpha=half)  # A
             e, f = provider.energy_and_forces(x)
-            v = v + (0.5 * h) * f * inv_m
+            v.addcmul_(f, kick)  # B
         return MDState(x, v, f, e, state.step + n_steps)
 
 
@@ -301,14 +306,15 @@ class OverdampedEulerMaruyama(_Integrator):
         """Advance every walker by ``n_steps`` Euler-Maruyama steps (see :class:`LangevinBAOAB`)."""
         n_steps = self._check_steps(n_steps)
         self._check_provider(provider)
-        x, f, e = state.positions, state.forces, state.energy
+        x, f, e = state.positions.clone(), state.forces, state.energy
         h = self.timestep_ps
         mobility = 1.0 / (
             provider.masses.to(x.device, x.dtype)[None, :, None] * self.friction_per_ps
         )
         drift = h * mobility
         noise_scale = torch.sqrt(2 * self._kT_like(x) * h * mobility)
+        noise = torch.empty_like(x)
         for _ in range(n_steps):
-            x = x + drift * f + noise_scale * self._noise(x, generator)
+            x.addcmul_(f, drift).addcmul_(noise.normal_(generator=generator), noise_scale)
             e, f = provider.energy_and_forces(x)
         return MDState(x, state.velocities, f, e, state.step + n_steps)
