@@ -46,6 +46,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..molecules.graph import KB_KJ_PER_MOL_K, EnsembleDataset, EnsembleGraph
+from .molecule_set import _marcel_shuffle
 
 __all__ = [
     "EE_EXCLUDED",
@@ -170,9 +171,7 @@ class MarcelDataset:
         self, seed: int = 123, fractions: tuple[float, float, float] = (0.7, 0.1, 0.2)
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """MARCEL split: ``sklearn.utils.shuffle(range(M), random_state=seed)``, 70/10/20."""
-        from sklearn.utils import shuffle
-
-        idx = np.asarray(shuffle(np.arange(len(self)), random_state=seed))
+        idx = _marcel_shuffle(len(self), seed)
         n_train = round(fractions[0] * len(self))
         n_val = round(fractions[1] * len(self))
         return idx[:n_train], idx[n_train : n_train + n_val], idx[n_train + n_val :]

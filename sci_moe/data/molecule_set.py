@@ -230,6 +230,13 @@ def geometric_labels(
     return rg, sasa
 
 
+def _marcel_shuffle(n: int, seed: int) -> np.ndarray:
+    """``sklearn.utils.shuffle(np.arange(n), random_state=seed)`` without importing sklearn."""
+    idx = np.arange(n)
+    np.random.RandomState(seed).shuffle(idx)  # the legacy stream sklearn uses
+    return idx
+
+
 def _label_job(numbers, positions_nm, charge, uhf, xtb_cfg, sasa_density) -> dict:
     """Worker: GFN2-xTB and geometric labels of one ensemble."""
     t0 = time.process_time()
@@ -412,13 +419,11 @@ class MoleculeSet:
         ``sklearn.utils.shuffle(range(M), random_state=seed)``, then the first 70 %, the
         next 10 % and the rest.
         """
-        from sklearn.utils import shuffle
-
         if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
             raise ValueError(
                 f"fractions must be three non-negative numbers summing to 1, got {fractions}"
             )
-        idx = np.asarray(shuffle(np.arange(len(self)), random_state=seed))
+        idx = _marcel_shuffle(len(self), seed)
         n_train = round(fractions[0] * len(self))
         n_val = round(fractions[1] * len(self))
         return idx[:n_train], idx[n_train : n_train + n_val], idx[n_train + n_val :]

@@ -325,3 +325,12 @@ def test_cli_data_marcel(tmp_path, capsys):
     assert "Kraken: 1 molecules" in capsys.readouterr().out
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["conformers"] == {"mol": 3} and summary["targets"][0] == "sterimol_B5"
+
+
+def test_split_is_marcels(drugs_zip):
+    from sklearn.utils import shuffle
+
+    ds = load_drugs(drugs_zip[0])
+    tr, va, te = ds.split(seed=123, fractions=(0.5, 0.0, 0.5))
+    idx = shuffle(range(2), random_state=123)
+    assert [*tr, *va, *te] == list(idx)
