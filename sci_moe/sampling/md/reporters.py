@@ -10,8 +10,8 @@ which checkpoints store, and :meth:`Reporter.restore` which truncates the file b
 point on ``--resume``, so that the resumed trajectory equals an uninterrupted run frame for
 frame, with no frame lost or duplicated.
 
-Reporters
----------
+The reporters:
+
 :class:`TrajectoryReporter`
     DCD or XTC (OpenMM's writers, readable by mdtraj/VMD/PyMOL), HDF5 via mdtraj when
     PyTables is installed; one file per walker.

@@ -71,10 +71,10 @@ class SimulationFailure(RuntimeError):
         )
         where = "" if walker is None else f" (walker {walker})"
         kept = (
-            f"the last good checkpoint (step {checkpoint_step}) and the frames written so far "
+            f"The last good checkpoint (step {checkpoint_step}) and the frames written so far "
             "are kept; --resume restarts from that checkpoint"
             if checkpoint_step is not None
-            else "no checkpoint was written in this run; the frames written so far are kept"
+            else "No checkpoint was written in this run; the frames written so far are kept"
         )
         super().__init__(
             f"MD stopped at step {step}: {cause}{where}. {kept}. A smaller timestep "
