@@ -523,6 +523,9 @@ def parallel_map(
     server process and forks every worker from it: cheap start-up, and no OpenMP thread
     pool inherited from this process (``tblite`` and torch share ``libgomp``, which is not
     fork-safe once its threads exist). ``"spawn"`` is the slow, equally safe option.
+    As with any spawn/forkserver pool, a *script* that calls this with ``n_jobs > 1``
+    must keep its top-level work under ``if __name__ == "__main__":`` (workers import the
+    main script); otherwise the workers fail and every job is reported as failed.
     """
     if n_jobs < 1:
         raise ValueError(f"n_jobs must be >= 1, got {n_jobs}")
