@@ -34,7 +34,12 @@ __all__ = [
     "build_system",
     "dihedrals",
     "generate_reference",
+    "js_divergence_counts",
+    "load_reference",
+    "make_reference_histogram",
     "phi_psi",
+    "phi_psi_histogram",
+    "reference_histogram",
 ]
 
 PHI_ATOMS = (4, 6, 8, 14)
@@ -491,3 +496,164 @@ def generate_reference(
     )
     ckpt.unlink(missing_ok=True)
     return out_path
+
+
+_ATOM_SETS = {"all": tuple(range(22)), "heavy": HEAVY_ATOMS, "backbone": BACKBONE_ATOMS}
+
+
+def load_reference(path: str | Path, atoms: str = "all") -> dict:
+    """Load a :func:`generate_reference` file, optionally coarse-grained to a subset of atoms.
+
+    Parameters
+    ----------
+    path : str or Path
+    atoms : {"all", "heavy", "backbone"}
+        All 22 atoms, the 10 heavy atoms (:data:`HEAVY_ATOMS`) or the 5 backbone beads of
+        ScoreMD (:data:`BACKBONE_ATOMS`); positions, forces, masses and names are sliced
+        (beads keep their atom's real mass, as in ScoreMD).
+
+    Returns
+    -------
+    dict
+        ``positions`` (F, n, 3) nm, ``forces`` (F, n, 3) kJ/mol/nm, ``energies`` (F,) kJ/mol
+        (of the full system), ``masses`` (n,) amu, ``atom_names`` (n,), ``atom_indices`` (n,),
+        ``phi_psi`` (F, 2) rad (from the full structure when available), and the scalars
+        and ``config`` (a dict) of the file.
+    """
+    if atoms not in _ATOM_SETS:
+        raise ValueError(f"atoms must be one of {sorted(_ATOM_SETS)}, got {atoms!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found; create it with generate_reference(...)")
+    idx = np.array(_ATOM_SETS[atoms])
+    with np.load(path) as f:
+        d = {k: f[k] for k in f.files}
+    out = {k: (v.item() if v.ndim == 0 and k != "config" else v) for k, v in d.items()}
+    out["config"] = json.loads(str(d["config"]))
+    out["phi_psi"] = phi_psi(d["positions"]) if d["positions"].shape[1] == 22 else None
+    for key in ("positions", "forces"):
+        out[key] = d[key][:, idx]
+    out["masses"], out["atom_names"] = d["masses"][idx], d["atom_names"][idx]
+    out["atom_indices"] = idx
+    return out
+
+
+def phi_psi_histogram(angles: np.ndarray, bins: int = 64) -> np.ndarray:
+    """2-D histogram counts of (phi, psi) on ``bins x bins`` equal bins over [-pi, pi]^2.
+
+    Parameters
+    ----------
+    angles : array-like, shape (F, 2)
+        Radians.
+    bins : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (bins, bins), int64
+        ``counts[i, j]``: phi in bin i, psi in bin j.
+    """
+    a = np.asarray(angles, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] != 2:
+        raise ValueError(f"angles must have shape (F, 2), got {a.shape}")
+    if bins < 2:
+        raise ValueError(f"bins must be >= 2, got {bins}")
+    edges = np.linspace(-np.pi, np.pi, bins + 1)
+    counts, _, _ = np.histogram2d(a[:, 0], a[:, 1], [edges, edges])
+    return counts.astype(np.int64)
+
+
+def js_divergence_counts(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen-Shannon divergence (nats) between two histograms given as counts or weights.
+
+    .. math:: JS(P, Q) = \\tfrac12 KL(P \\| M) + \\tfrac12 KL(Q \\| M), \\quad M = (P + Q)/2
+
+    equal to ``scipy.spatial.distance.jensenshannon(P, Q) ** 2`` (the ScoreMD metric);
+    between 0 and ``log 2``.
+    """
+    p = np.asarray(p, dtype=np.float64).ravel()
+    q = np.asarray(q, dtype=np.float64).ravel()
+    if p.shape != q.shape or (p < 0).any() or (q < 0).any() or p.sum() <= 0 or q.sum() <= 0:
+        raise ValueError(
+            "p and q must be non-negative histograms of the same shape, each non-empty"
+        )
+    p, q = p / p.sum(), q / q.sum()
+    m = 0.5 * (p + q)
+
+    def kl(a: np.ndarray) -> float:
+        nz = a > 0
+        return float(np.sum(a[nz] * np.log(a[nz] / m[nz])))
+
+    return 0.5 * kl(p) + 0.5 * kl(q)
+
+
+def make_reference_histogram(
+    reference_path: str | Path, out_path: str | Path, bins: int = 64
+) -> dict:
+    """Histogram a :func:`generate_reference` run's (phi, psi) for shipping, with convergence data.
+
+    Writes ``out_path`` (``.npz``, atomically) with ``counts`` (bins, bins) int64, ``edges``
+    (bins + 1,) rad, ``counts_first_half`` / ``counts_second_half``, and ``metadata`` (JSON:
+    the run's config, frames, simulated ns, the JS divergence between the two halves and the
+    fraction of frames with phi > 0 in each half).
+
+    Returns
+    -------
+    dict
+        The metadata.
+    """
+    ref = load_reference(reference_path)
+    ang = ref["phi_psi"]
+    n = len(ang)
+    if n < 2:
+        raise ValueError("the reference needs at least 2 frames")
+    first, second = ang[: n // 2], ang[n // 2 :]
+    h1, h2 = phi_psi_histogram(first, bins), phi_psi_histogram(second, bins)
+    meta = {
+        "source": "sci_moe.data.alanine_dipeptide.generate_reference",
+        "config": ref["config"],
+        "n_frames": int(n),
+        "simulated_ns": float(ref["time_ps"][-1] * 1e-3),
+        "frame_interval_ps": float(ref["interval_steps"] * ref["timestep_fs"] * 1e-3),
+        "bins": int(bins),
+        "js_first_vs_second_half": js_divergence_counts(h1, h2),
+        "phi_positive_fraction": float((ang[:, 0] > 0).mean()),
+        "phi_positive_fraction_halves": [
+            float((first[:, 0] > 0).mean()),
+            float((second[:, 0] > 0).mean()),
+        ],
+    }
+    out_path = Path(out_path)
+    _atomic_savez(
+        out_path,
+        counts=h1 + h2,
+        counts_first_half=h1,
+        counts_second_half=h2,
+        edges=np.linspace(-np.pi, np.pi, bins + 1),
+        metadata=np.array(json.dumps(meta)),
+    )
+    return meta
+
+
+def reference_histogram(name: str = "amber99sbildn_obc_300K") -> dict:
+    """The shipped (phi, psi) reference histogram.
+
+    Parameters
+    ----------
+    name : str
+        ``sci_moe/data/files/alanine_dipeptide_reference_<name>.npz``.
+
+    Returns
+    -------
+    dict
+        ``counts`` (64, 64) int64 (phi along axis 0), ``edges`` (65,) rad,
+        ``counts_first_half``, ``counts_second_half`` and ``metadata`` (dict: force field,
+        temperature, simulated ns, convergence between halves).
+    """
+    path = _FILES / f"alanine_dipeptide_reference_{name}.npz"
+    if not path.is_file():
+        avail = sorted(p.stem for p in _FILES.glob("alanine_dipeptide_reference_*.npz"))
+        raise ValueError(f"no shipped reference histogram {name!r}; available: {avail}")
+    with np.load(path) as f:
+        out = {k: f[k] for k in f.files if k != "metadata"}
+        out["metadata"] = json.loads(str(f["metadata"]))
+    return out

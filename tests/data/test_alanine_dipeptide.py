@@ -108,3 +108,54 @@ def test_generate_reference_extend_and_shorten(tmp_path):
     ad.generate_reference(tmp_path / "q.npz", 3, 4, stop_after_frames=2, **kw)
     longer = np.load(ad.generate_reference(tmp_path / "q.npz", 5, 4, **kw))
     np.testing.assert_array_equal(longer["positions"], full["positions"])
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ref") / "ref.npz"
+    return ad.generate_reference(path, 8, 10, equilibration_steps=10, progress=False)
+
+
+@pytest.mark.parametrize("atoms,n", [("all", 22), ("heavy", 10), ("backbone", 5)])
+def test_load_reference_coarse_grained(tiny_reference, atoms, n):
+    ref = ad.load_reference(tiny_reference, atoms)
+    assert ref["positions"].shape == (8, n, 3) and ref["forces"].shape == (8, n, 3)
+    assert ref["masses"].shape == (n,) and ref["energies"].shape == (8,)
+    assert ref["phi_psi"].shape == (8, 2) and ref["config"]["n_frames"] == 8
+    if atoms == "backbone":
+        np.testing.assert_allclose(
+            ref["phi_psi"], ad.dihedrals(ref["positions"], [[0, 1, 2, 3], [1, 2, 3, 4]])
+        )
+        assert [str(a) for a in ref["atom_names"]] == ["ACE:C", "ALA:N", "ALA:CA", "ALA:C", "NME:N"]
+    with pytest.raises(ValueError, match="atoms"):
+        ad.load_reference(tiny_reference, "side-chain")
+
+
+def test_js_divergence_counts_matches_scipy():
+    from scipy.spatial.distance import jensenshannon
+
+    rng = np.random.default_rng(0)
+    p, q = rng.integers(0, 20, (8, 8)), rng.integers(0, 20, (8, 8))
+    p[0, 0] = 0
+    assert np.isclose(ad.js_divergence_counts(p, q), jensenshannon(p.ravel(), q.ravel()) ** 2)
+    assert ad.js_divergence_counts(p, 3 * p) == pytest.approx(0.0, abs=1e-15)
+    assert np.isclose(ad.js_divergence_counts([1, 0], [0, 1]), np.log(2))
+    with pytest.raises(ValueError):
+        ad.js_divergence_counts([1, 2], [1, 2, 3])
+
+
+def test_histogram_and_shipping(tiny_reference, tmp_path):
+    ang = ad.load_reference(tiny_reference)["phi_psi"]
+    h = ad.phi_psi_histogram(ang, bins=16)
+    assert h.shape == (16, 16) and h.sum() == 8
+    i, j = (np.floor((ang[0] + np.pi) / (2 * np.pi / 16))).astype(int)
+    assert h[i, j] >= 1
+    meta = ad.make_reference_histogram(tiny_reference, tmp_path / "h.npz", bins=16)
+    with np.load(tmp_path / "h.npz") as f:
+        assert f["counts"].sum() == 8 and f["edges"].shape == (17,)
+        assert (f["counts_first_half"] + f["counts_second_half"] == f["counts"]).all()
+    assert meta["n_frames"] == 8 and 0 <= meta["js_first_vs_second_half"] <= np.log(2)
+    with pytest.raises(ValueError):
+        ad.phi_psi_histogram(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="available"):
+        ad.reference_histogram("no-such-reference")
