@@ -555,24 +555,27 @@ def parallel_map(
         else:
             ctx = _context(mp_context, fn)
             old = os.environ.get("OMP_NUM_THREADS")
-            os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the workers at start-up
+            # inherited by the forkserver / workers, which start lazily on submit
+            os.environ["OMP_NUM_THREADS"] = "1"
             try:
-                pool = cf.ProcessPoolExecutor(
+                with cf.ProcessPoolExecutor(
                     max_workers=min(n_jobs, len(jobs)), mp_context=ctx, initializer=_init_worker
-                )
+                ) as pool:
+                    futs = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
+                    for fut in cf.as_completed(futs):
+                        try:
+                            res = fut.result()
+                        except Exception as err:  # a worker died (BrokenProcessPool) or raised
+                            res = {
+                                "failed": True,
+                                "reason": f"worker: {type(err).__name__}: {err}",
+                            }
+                        done(futs[fut], res)
             finally:
                 if old is None:
                     os.environ.pop("OMP_NUM_THREADS", None)
                 else:
                     os.environ["OMP_NUM_THREADS"] = old
-            with pool:
-                futs = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
-                for fut in cf.as_completed(futs):
-                    try:
-                        res = fut.result()
-                    except Exception as err:  # a worker died (BrokenProcessPool) or raised
-                        res = {"failed": True, "reason": f"worker: {type(err).__name__}: {err}"}
-                    done(futs[fut], res)
     finally:
         if bar is not None:
             bar.close()

@@ -121,3 +121,22 @@ def test_parallel_map_keeps_finished_results():
     assert sorted(seen) == [0, 1, 2]
     assert out[2]["failed"] and "worker" in out[2]["reason"]
     assert all(o == {"x": i + 1} or o.get("failed") for i, o in enumerate(out))
+
+
+def _omp_env(x):
+    return {"omp": os.environ.get("OMP_NUM_THREADS"), "x": x}
+
+
+@pytest.mark.slow
+def test_default_forkserver_pool(monkeypatch):
+    """The real path: forkserver workers, one OpenMP thread, same numbers as in-process."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    out = parallel_map(_omp_env, [(1,), (2,)], n_jobs=2)
+    assert [o["omp"] for o in out] == ["1", "1"] and [o["x"] for o in out] == [1, 2]
+    assert "OMP_NUM_THREADS" not in os.environ  # restored afterwards
+    mols = [(WATER_Z, WATER[None], 0, 0), (WATER_Z, (WATER + 0.01)[None] * 1.02, 0, 0)]
+    par = xtb_ensemble_labels(mols, n_jobs=2)
+    ser = xtb_ensemble_labels(mols, n_jobs=1)
+    for a, b in zip(par, ser, strict=True):
+        np.testing.assert_allclose(a["energy_kj"], b["energy_kj"], rtol=0, atol=1e-8)
+        np.testing.assert_allclose(a["dipole_debye"], b["dipole_debye"], atol=1e-8)
