@@ -33,12 +33,34 @@ ESS of the indicator (Sokal IAT on the pooled series; ST: ``p (1 - p) / se^2`` f
 :func:`masked_mean`) and ESS per second of wall time. Rows carry ``ratio`` against RWMH:
 error_RWMH / error and ESS/s / ESS/s_RWMH (> 1: tempering better).
 
-Not run here: the Muller-Brown potential and the alanine-dipeptide (OpenMM) parts of
-issue 8.
+Part 3, **Muller-Brown** (md-engine's :class:`~sci_moe.sampling.md.potentials.MuellerBrown`,
+standard parameters) at ``kT = 10`` (barrier out of the deepest minimum A ~ 10.6 kT), as
+the log-density ``-E/kT`` (:func:`energy_log_prob`). Observable: the populations of the
+three nearest-minimum (Voronoi) states A, B, C, exact by grid quadrature. 64 chains,
+half started in A and half in B; every local kernel (RWMH step 0.06, MALA step 0.03,
+Langevin BAOAB with timestep 0.02 and friction 10, unit mass) alone vs inside simulated
+tempering (8 geometric levels from ``beta = 0.06``, i.e. up to kT = 167, SAMS weights),
+the same number of iterations (one local step + one level move per iteration), the first
+fifth discarded. Reported: populations, max |error|, the standard error of P(B), the
+state changes per chain seen at the target level, round trips, ESS/s of the B indicator,
+and ratios ST / plain for the same kernel.
+
+Part 4, **alanine dipeptide** (md-engine's ``build_system``: amber99sbildn + OBC,
+H-bond constraints; LangevinMiddle 1/ps, 2 fs, OpenMM Reference platform): plain MD at
+300 K vs OpenMM simulated tempering (:class:`OpenMMSimulatedTempering`, 10 geometric
+temperatures 300-800 K, SAMS weights, Gibbs level moves every 50 steps, velocities
+rescaled) for the same number of MD steps. Frames every 50 steps (0.1 ps); macrostates
+from (phi, psi): beta/C7eq (phi < 0, psi outside (-120, 50) deg), alpha_R, alpha_L/C7ax
+(phi > 0); ST uses the frames at 300 K only. Reported: populations with standard errors
+(Sokal IAT), phi transitions between the cores (-180, -30) and (30, 130) deg at 300 K (and
+for ST at any level), temperature round trips, ESS/s of the alpha_L indicator, and the
+running P(alpha_L) vs simulated time.
 
 Run: ``python benchmarks/tempering.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
-[--threads N]``. ``--quick``: D in (2, 4, 8) and 10000 iterations (about 20 s on two
-cores); full: D in (2, 4, 6, 8, 10, 12) and 50000 iterations (about 70 s).
+[--threads N]``. ``--quick``: D in (2, 4, 8), 10000 iterations, Muller-Brown 3000
+iterations, alanine 0.1 ns per sampler (about 1.5 min on one core); full: D in
+(2, 4, 6, 8, 10, 12), 50000 iterations, Muller-Brown 20000 iterations, alanine 5 ns per
+sampler (about 10 min on one core).
 """
 
 from __future__ import annotations
@@ -58,6 +80,7 @@ from sci_moe.sampling.tempering import (
     TemperingConfig,
     effective_sample_size,
     masked_mean,
+    round_trips,
     sample,
 )
 from sci_moe.sampling.tempering import geometric_ladder as torch_ladder
@@ -329,6 +352,361 @@ def plot_sampling(results: dict[int, dict], path: Path) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------------- part 3: Muller-Brown
+
+MB_KT = 10.0  # target temperature (energy units of the potential); barrier A->C ~ 10.6 kT
+MB_MINIMA = np.array([(-0.558, 1.442), (0.623, 0.028), (-0.050, 0.467)])
+MB_STATES = ("A", "B", "C")
+MB_LEVELS, MB_BETA_MIN = 8, 0.06  # hottest level kT = 10 / 0.06 = 167 > barrier 106
+MB_CHAINS = 64
+MB_BURN_IN = 5  # the first 1/5 of every run is discarded (ST: SAMS weights still adapting)
+
+
+def mb_state(xy: np.ndarray) -> np.ndarray:
+    """Nearest-minimum (Voronoi) state 0/1/2 = A/B/C of points ``(..., 2)``."""
+    d = ((xy[..., None, :] - MB_MINIMA) ** 2).sum(-1)
+    return d.argmin(-1)
+
+
+def mb_exact_populations(mb) -> np.ndarray:
+    """Boltzmann populations of the three Voronoi states at ``MB_KT`` by grid quadrature."""
+    xs, ys = np.linspace(-2.2, 1.6, 1521), np.linspace(-1.0, 2.8, 1521)
+    X, Y = np.meshgrid(xs, ys, indexing="ij")
+    pts = np.stack([X.ravel(), Y.ravel()], 1)
+    with torch.no_grad():
+        e = mb(torch.tensor(pts)[:, None, :]).numpy()
+    w = np.exp(-(e - e.min()) / MB_KT)
+    lab = mb_state(pts)
+    return np.array([w[lab == k].sum() for k in range(3)]) / w.sum()
+
+
+def run_muller_brown(n_iter: int, seed: int) -> dict:
+    from sci_moe.sampling.md.potentials import MuellerBrown
+    from sci_moe.sampling.tempering import BAOAB, MALA, energy_log_prob
+
+    mb = MuellerBrown()
+    exact = mb_exact_populations(mb)
+    log_prob = energy_log_prob(mb, MB_KT, (1, 2))
+    gen = torch.Generator().manual_seed(seed)
+    # half of the chains start in A, half in B (the metastable second minimum)
+    x0 = torch.tensor(MB_MINIMA[torch.arange(MB_CHAINS).numpy() % 2], dtype=torch.float64)
+    x0 = x0 + 0.01 * torch.randn(MB_CHAINS, 2, generator=gen, dtype=torch.float64)
+    betas = torch_ladder(MB_BETA_MIN, MB_LEVELS, dtype=torch.float64)
+    kernels = {
+        "RWMH": RWMH(step_size=0.06),
+        "MALA": MALA(step_size=0.03),
+        "BAOAB": BAOAB(step_size=0.02, friction=10.0),
+    }
+    out = {"exact": exact.tolist(), "kT": MB_KT, "L": MB_LEVELS, "beta_min": MB_BETA_MIN}
+    for name, k in kernels.items():
+        t0 = time.perf_counter()
+        xs, _ = sample(k, log_prob, x0, n_iter, seed=seed, progress=False)
+        wall = time.perf_counter() - t0
+        burn = n_iter // MB_BURN_IN
+        lab = mb_state(xs[burn:].numpy())
+        out[name] = _mb_summary(lab, np.ones(lab.shape, bool), exact, wall)
+        cfg = TemperingConfig(betas, kernel=k, weights="sams")
+        res = SimulatedTempering(log_prob, cfg).run(x0, n_iter, seed=seed + 1, progress=False)
+        lab = mb_state(res.x[burn:].numpy())
+        top = (res.levels[burn:] == MB_LEVELS - 1).numpy()
+        r = _mb_summary(lab, top, exact, res.wall_time)
+        r["round_trips"] = int(round_trips(res.levels, MB_LEVELS).sum())
+        r["target_level_fraction"] = float(top.mean())
+        r["level_acceptance_min"] = float(res.level_acceptance.min())
+        out[f"ST+{name}"] = r
+    return out
+
+
+def _mb_summary(lab: np.ndarray, mask: np.ndarray, exact: np.ndarray, wall: float) -> dict:
+    pops, ses = [], []
+    for k in range(3):
+        m, se = masked_mean((lab == k).astype(float), mask)
+        pops.append(m)
+        ses.append(se)
+    err = np.abs(np.array(pops) - exact)
+    # ESS of the B indicator (the minority state the chains must find and leave)
+    p = pops[1]
+    ess = p * (1 - p) / ses[1] ** 2 if ses[1] > 0 else float("nan")
+    # state changes per chain in its sequence of target-level samples
+    jumps = np.mean([np.count_nonzero(np.diff(lab[mask[:, b], b])) for b in range(lab.shape[1])])
+    return {
+        "populations": pops,
+        "stderr": ses,
+        "max_error": float(err.max()),
+        "error_B": float(err[1]),
+        "ess_B": float(ess),
+        "wall_s": float(wall),
+        "ess_per_s": float(ess / wall),
+        "state_changes_per_chain": float(jumps),
+    }
+
+
+def report_muller_brown(out: dict, n_iter: int, rows: list[Row]) -> None:
+    exact = out["exact"]
+    table = []
+    for name in ("RWMH", "MALA", "BAOAB"):
+        base = out[name]
+        for who in (name, f"ST+{name}"):
+            r = out[who]
+            e_ratio = base["max_error"] / r["max_error"] if who != name else None
+            s_ratio = r["ess_per_s"] / base["ess_per_s"] if who != name else None
+            pops = "/".join(f"{v:.4f}" for v in r["populations"])
+            table.append(
+                [
+                    who,
+                    pops,
+                    r["max_error"],
+                    r["stderr"][1],
+                    r["error_B"] / r["stderr"][1] if r["stderr"][1] > 0 else None,
+                    r["state_changes_per_chain"],
+                    r.get("round_trips"),
+                    r["wall_s"],
+                    r["ess_per_s"],
+                    e_ratio,
+                    s_ratio,
+                ]
+            )
+            case = f"muller-brown kT={MB_KT:g} {who}"
+            vs = None if who == name else f"muller-brown kT={MB_KT:g} {name}"
+            rows.append(Row(case, "max_population_error", r["max_error"], "1", vs, e_ratio))
+            rows.append(Row(case, "population_B", r["populations"][1], "1"))
+            rows.append(Row(case, "population_B_stderr", r["stderr"][1], "1"))
+            rows.append(Row(case, "ess_per_s_B", r["ess_per_s"], "1/s", vs, s_ratio))
+            rows.append(Row(case, "wall_time", r["wall_s"], "s"))
+            if "round_trips" in r:
+                rows.append(Row(case, "round_trips", r["round_trips"], "1"))
+    rows.append(Row(f"muller-brown kT={MB_KT:g} exact", "population_B", exact[1], "1"))
+    print_table(
+        [
+            "sampler",
+            "P(A)/P(B)/P(C)",
+            "max|err|",
+            "se(B)",
+            "err/se",
+            "changes",
+            "trips",
+            "wall s",
+            "ESS/s",
+            "x err",
+            "x ESS/s",
+        ],
+        table,
+        title=f"Muller-Brown at kT={MB_KT:g}: Voronoi-state populations (exact "
+        + "/".join(f"{v:.4f}" for v in exact)
+        + f" by quadrature), {MB_CHAINS} chains x {n_iter} iterations, half started in A "
+        f"and half in B; ST: L={MB_LEVELS}, beta_min={MB_BETA_MIN}, SAMS weights; "
+        "x = ST vs the same kernel without tempering",
+    )
+
+
+# ----------------------------------------------------------- part 4: alanine dipeptide
+
+ALA_T0, ALA_TMAX, ALA_LEVELS = 300.0, 800.0, 10
+ALA_STEPS_PER_FRAME = 50  # 0.1 ps at 2 fs: frames of plain MD, ST iterations
+ALA_STEPS = 2_500_000  # 5 ns per sampler (full run)
+
+
+def ala_states(pp: np.ndarray) -> np.ndarray:
+    """Macrostates from (phi, psi) radians: 0 = beta/C7eq/PII (phi < 0, psi outside
+    (-120, 50) deg), 1 = alpha_R (phi < 0, -120 < psi < 50 deg), 2 = alpha_L/C7ax (phi > 0).
+    """
+    phi, psi = np.degrees(pp[..., 0]), np.degrees(pp[..., 1])
+    out = np.where((psi > -120) & (psi < 50), 1, 0)
+    return np.where(phi > 0, 2, out)
+
+
+def _core_transitions(phi_deg: np.ndarray) -> int:
+    """phi < 0 <-> phi > 0 transitions between cores (-180, -30) and (30, 130) deg."""
+    n, side = 0, 0
+    for v in phi_deg:
+        s = -1 if v < -30 else (1 if 30 < v < 130 else 0)
+        if s != 0:
+            if side != 0 and s != side:
+                n += 1
+            side = s
+    return n
+
+
+def run_alanine(n_steps: int, seed: int) -> dict:
+    import openmm
+    import openmm.app as app
+    import openmm.unit as u
+
+    from sci_moe.data.alanine_dipeptide import build_system, phi_psi
+    from sci_moe.sampling.tempering.openmm import OpenMMSimulatedTempering, OpenMMTemperingConfig
+
+    top, system, pos = build_system(constraints="hbonds")
+    n_frames = n_steps // ALA_STEPS_PER_FRAME
+    out = {"n_steps": n_steps, "timestep_fs": 2.0, "frame_ps": ALA_STEPS_PER_FRAME * 0.002}
+
+    # plain MD at 300 K: LangevinMiddle, 1/ps, 2 fs, H-bond constraints, Reference platform
+    integ = openmm.LangevinMiddleIntegrator(ALA_T0 * u.kelvin, 1 / u.picosecond, 0.002)
+    integ.setRandomNumberSeed(seed + 1)
+    sim = app.Simulation(top, system, integ, openmm.Platform.getPlatformByName("Reference"))
+    sim.context.setPositions(pos * u.nanometer)
+    sim.minimizeEnergy()
+    sim.context.setVelocitiesToTemperature(ALA_T0 * u.kelvin, seed + 1)
+    frames = np.empty((n_frames, 22, 3), np.float32)
+    t0 = time.perf_counter()
+    for i in range(n_frames):
+        integ.step(ALA_STEPS_PER_FRAME)
+        st = sim.context.getState(positions=True)
+        frames[i] = st.getPositions(asNumpy=True).value_in_unit(u.nanometer)
+    wall = time.perf_counter() - t0
+    pp = phi_psi(frames)
+    lab = ala_states(pp)
+    out["MD"] = _ala_summary(lab, np.ones(n_frames, bool), pp, wall)
+
+    cfg = OpenMMTemperingConfig(
+        min_temperature_k=ALA_T0,
+        max_temperature_k=ALA_TMAX,
+        n_temperatures=ALA_LEVELS,
+        steps_per_iteration=ALA_STEPS_PER_FRAME,
+        weights="sams",
+        seed=seed,
+    )
+    stt = OpenMMSimulatedTempering.from_system(top, system, pos, cfg, platform="Reference")
+    res = stt.run(n_frames, progress=False)
+    pp = phi_psi(res.positions)
+    lab = ala_states(pp)
+    s = _ala_summary(lab, res.target_frames(), pp, res.wall_time)
+    summ = res.summary()
+    s["round_trips"] = summ["round_trips"]
+    s["level_histogram"] = summ["level_histogram"].tolist()
+    s["level_acceptance"] = summ["level_acceptance"].tolist()
+    s["target_fraction"] = summ["target_fraction"]
+    s["temperatures_k"] = res.temperatures_k.tolist()
+    s["log_z_estimate"] = summ["log_z_estimate"].tolist()
+    s["transitions_all_levels"] = _core_transitions(np.degrees(pp[:, 0]))
+    out["ST"] = s
+    return out
+
+
+def _ala_summary(lab: np.ndarray, mask: np.ndarray, pp: np.ndarray, wall: float) -> dict:
+    pops, ses = [], []
+    for k in range(3):
+        m, se = masked_mean((lab == k).astype(float)[:, None], mask[:, None])
+        pops.append(m)
+        ses.append(se)
+    p = pops[2]
+    ess = p * (1 - p) / ses[2] ** 2 if ses[2] > 0 else float("nan")
+    phi_t = np.degrees(pp[mask, 0])
+    # running estimate of P(alpha_L) at the target temperature vs simulated time
+    ind = (lab == 2).astype(float)
+    cum = np.cumsum(ind * mask) / np.maximum(np.cumsum(mask), 1)
+    checkpoints = np.unique(np.linspace(0, lab.size - 1, 21).astype(int))
+    return {
+        "populations": pops,
+        "stderr": ses,
+        "ess_alphaL": float(ess),
+        "wall_s": float(wall),
+        "ess_per_s": float(ess / wall) if np.isfinite(ess) else 0.0,
+        "transitions_target": _core_transitions(phi_t),
+        "running_alphaL": [[int(c + 1), float(cum[c])] for c in checkpoints],
+    }
+
+
+def report_alanine(out: dict, rows: list[Row]) -> None:
+    ns = out["n_steps"] * 2e-6
+    table = []
+    base = out["MD"]
+    for who in ("MD", "ST"):
+        r = out[who]
+        s_ratio = r["ess_per_s"] / base["ess_per_s"] if who == "ST" and base["ess_per_s"] else None
+        table.append(
+            [
+                who,
+                "/".join(f"{v:.4f}" for v in r["populations"]),
+                "/".join(f"{v:.4f}" for v in r["stderr"]),
+                r["transitions_target"],
+                r.get("transitions_all_levels"),
+                r.get("round_trips"),
+                r["wall_s"],
+                r["ess_per_s"],
+                s_ratio,
+            ]
+        )
+        case = f"alanine-dipeptide 300K {who}"
+        vs = "alanine-dipeptide 300K MD" if who == "ST" else None
+        for k, name in enumerate(("beta", "alphaR", "alphaL")):
+            rows.append(Row(case, f"population_{name}", r["populations"][k], "1"))
+            rows.append(Row(case, f"population_{name}_stderr", r["stderr"][k], "1"))
+        rows.append(Row(case, "phi_transitions_300K", r["transitions_target"], "1"))
+        rows.append(Row(case, "ess_per_s_alphaL", r["ess_per_s"], "1/s", vs, s_ratio))
+        rows.append(Row(case, "wall_time", r["wall_s"], "s"))
+        if who == "ST":
+            rows.append(Row(case, "round_trips", r["round_trips"], "1"))
+            rows.append(Row(case, "phi_transitions_all_levels", r["transitions_all_levels"], "1"))
+            rows.append(Row(case, "target_level_fraction", r["target_fraction"], "1"))
+    print_table(
+        [
+            "sampler",
+            "P(beta)/P(aR)/P(aL)",
+            "stderr",
+            "phi trans 300K",
+            "phi trans all",
+            "trips",
+            "wall s",
+            "ESS/s aL",
+            "x ESS/s",
+        ],
+        table,
+        title=f"alanine dipeptide (amber99sbildn + OBC, H-bond constraints, 2 fs), {ns:g} ns "
+        f"per sampler: plain MD at {ALA_T0:g} K vs OpenMM simulated tempering "
+        f"{ALA_T0:g}-{ALA_TMAX:g} K ({ALA_LEVELS} levels, SAMS, Gibbs moves every "
+        f"{ALA_STEPS_PER_FRAME} steps); populations at {ALA_T0:g} K",
+    )
+    st = out["ST"]
+    print(
+        "  ST level histogram "
+        + " ".join(f"{v:.3f}" for v in st["level_histogram"])
+        + "; min level acceptance "
+        + f"{min(st['level_acceptance']):.2f}"
+    )
+    print("  running P(alpha_L) at 300 K (frames -> estimate):")
+    for who in ("MD", "ST"):
+        pts = out[who]["running_alphaL"]
+        print(f"    {who}: " + ", ".join(f"{n}:{v:.3f}" for n, v in pts[:: max(1, len(pts) // 6)]))
+
+
+def plot_extra(mb: dict, ala: dict | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ncol = 2 if ala is not None else 1
+    fig, axes = plt.subplots(1, ncol, figsize=(5 * ncol, 3.8), squeeze=False)
+    ax = axes[0, 0]
+    names = ("RWMH", "ST+RWMH", "MALA", "ST+MALA", "BAOAB", "ST+BAOAB")
+    ax.bar(
+        range(len(names)),
+        [mb[n]["populations"][1] for n in names],
+        yerr=[mb[n]["stderr"][1] for n in names],
+        color=["C0", "C1"] * 3,
+    )
+    ax.axhline(mb["exact"][1], color="k", ls="--", label="exact")
+    ax.set_xticks(range(len(names)), names, rotation=30)
+    ax.set_yscale("log")
+    ax.set_ylabel("P(state B)")
+    ax.set_title(f"Muller-Brown, kT={MB_KT:g}")
+    ax.legend(fontsize=8)
+    if ala is not None:
+        ax = axes[0, 1]
+        frame_ns = ala["frame_ps"] / 1000
+        for who, c in (("MD", "C0"), ("ST", "C1")):
+            pts = np.array(ala[who]["running_alphaL"])
+            ax.plot(pts[:, 0] * frame_ns, pts[:, 1], "o-", color=c, label=who)
+        ax.set_xlabel("simulated time per sampler (ns)")
+        ax.set_ylabel("running P(alpha_L) at 300 K")
+        ax.set_title("alanine dipeptide")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 # ------------------------------------------------------------------------------- main
 
 
@@ -347,14 +725,17 @@ def main(argv: list[str] | None = None) -> int:
         n_iterations=n_iter,
         n_chains=N_CHAINS,
         budget="fixed number of log-density evaluations",
+        muller_brown={"kT": MB_KT, "levels": MB_LEVELS, "beta_min": MB_BETA_MIN},
+        alanine={
+            "temperatures_k": [ALA_T0, ALA_TMAX],
+            "levels": ALA_LEVELS,
+            "steps": 50_000 if args.quick else ALA_STEPS,
+            "platform": "Reference",
+        },
     )
     print(
         f"tempering: torch {machine['torch']}, {machine['cpu']}, "
         f"{torch.get_num_threads()} threads, seed {args.seed}, git {machine['git']}"
-    )
-    print(
-        "note: the Muller-Brown and alanine-dipeptide (OpenMM) parts of issue 8 are not "
-        "run by this script"
     )
     other = OtherLoad()
     rows: list[Row] = []
@@ -364,10 +745,19 @@ def main(argv: list[str] | None = None) -> int:
     print()
     samp = {d: run_sampling(d, n_iter, args.seed) for d in (2, 10)}
     report_sampling(samp, n_iter, rows)
+    print()
+    mb_iter = 3000 if args.quick else 20000
+    mb = run_muller_brown(mb_iter, args.seed)
+    report_muller_brown(mb, mb_iter, rows)
+    print()
+    ala_steps = 50_000 if args.quick else ALA_STEPS
+    ala = run_alanine(ala_steps, args.seed)
+    report_alanine(ala, rows)
 
     if args.plots is not None:
         plot_gaps(gaps, args.plots / "tempering_gaps.png")
         plot_sampling(samp, args.plots / "tempering_sampling.png")
+        plot_extra(mb, ala, args.plots / "tempering_mb_alanine.png")
         print(f"plots in {args.plots}")
     load = other.report()
     machine["contention"] = load
