@@ -1,0 +1,121 @@
+"""Training loop: loss goes down, exact resume, NaN retry, stage-wise expert training."""
+
+import pytest
+import torch
+
+from sci_moe.sampling.diffusion import (
+    VPSDE,
+    MLPEnergy,
+    MLPScore,
+    Stage,
+    TimeMixture,
+    TrainConfig,
+    train,
+)
+from sci_moe.sampling.diffusion.train import CHECKPOINT_NAME
+
+
+def _data(n=256):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(n, 1, 2, generator=g) * 0.3 + torch.tensor([1.0, -1.0])).float()
+
+
+def _cfg(epochs=2, fp=1e-3, **kw):
+    return TrainConfig(
+        stages=[Stage(epochs, (1e-3, 1.0), 0.3, fp, lr=3e-3)], batch_size=64, progress=False, **kw
+    )
+
+
+def test_loss_decreases():
+    torch.manual_seed(0)
+    net = MLPEnergy((1, 2), (32, 32))
+    out = train(
+        net,
+        _data(1024),
+        VPSDE(),
+        TrainConfig(
+            stages=[Stage(6, (1e-3, 1.0), None, 0.0, lr=3e-3)],
+            batch_size=128,
+            ema_decay=0.0,
+            progress=False,
+        ),
+    )
+    h = out["history"]
+    assert out["done"] and len(h) == 6
+    assert h[-1]["dsm"] < 0.85 * h[0]["dsm"]
+
+
+def test_exact_resume(tmp_path):
+    torch.manual_seed(0)
+    a = MLPEnergy((1, 2), (16,))
+    b = MLPEnergy((1, 2), (16,))
+    b.load_state_dict(a.state_dict())
+    full = train(a, _data(), VPSDE(), _cfg(3), out_dir=tmp_path / "a")
+    part = train(b, _data(), VPSDE(), _cfg(3), out_dir=tmp_path / "b", max_epochs=1)
+    assert not part["done"] and len(part["history"]) == 1
+    c = MLPEnergy((1, 2), (16,))  # fresh weights: everything must come from the checkpoint
+    rest = train(c, _data(), VPSDE(), _cfg(3), out_dir=tmp_path / "b", resume=True)
+    assert rest["done"]
+    for k, v in a.state_dict().items():
+        torch.testing.assert_close(c.state_dict()[k], v, rtol=0, atol=0)
+    assert [h["loss"] for h in rest["history"]] == [h["loss"] for h in full["history"]]
+    assert (tmp_path / "b" / CHECKPOINT_NAME).exists()
+    assert not list((tmp_path / "b").glob("*.tmp"))
+
+
+class _Flaky(MLPEnergy):
+    """Returns NaN energies for the first ``fail`` forward calls."""
+
+    def __init__(self, fail):
+        super().__init__((1, 2), (8,))
+        self.fail = fail
+
+    def forward(self, x, t):
+        e = super().forward(x, t)
+        if self.fail > 0:
+            self.fail -= 1
+            return e * float("nan")
+        return e
+
+
+def test_nan_retry():
+    net = _Flaky(fail=3)
+    out = train(net, _data(64), VPSDE(), _cfg(1))
+    assert out["history"][0]["retries"] >= 1
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    with pytest.raises(RuntimeError, match="non-finite"):
+        train(_Flaky(fail=10**9), _data(64), VPSDE(), _cfg(1, max_retries=2))
+
+
+def test_stagewise_mixture_training_freezes_other_experts():
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+    moe = TimeMixture(
+        [MLPScore((1, 2), (8,), t_range=ranges[0]), MLPEnergy((1, 2), (8,), t_range=ranges[1])],
+        ranges,
+    )
+    before = {k: v.clone() for k, v in moe.state_dict().items()}
+    cfg = TrainConfig(
+        stages=[Stage(1, ranges[1], 0.03, 1e-3, expert=1)], batch_size=64, progress=False
+    )
+    train(moe, _data(128), VPSDE(), cfg)
+    after = moe.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("experts.0"))
+    assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("experts.1"))
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="mid"):
+        Stage(1, (0.0, 0.5), mid=0.7)
+    with pytest.raises(ValueError, match="t_range"):
+        Stage(1, (0.5, 0.2))
+    with pytest.raises(ValueError, match="NaN"):
+        train(MLPEnergy((1, 2), (4,)), torch.full((4, 1, 2), float("nan")), VPSDE(), _cfg(1))
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+    moe = TimeMixture([MLPScore((1, 2), (8,)), MLPEnergy((1, 2), (8,))], ranges)
+    with pytest.raises(ValueError, match="energy network"):
+        train(
+            moe,
+            _data(8),
+            VPSDE(),
+            TrainConfig(stages=[Stage(1, ranges[0], None, 1.0, expert=0)], progress=False),
+        )
