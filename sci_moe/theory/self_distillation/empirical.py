@@ -42,7 +42,9 @@ __all__ = [
     "Standardizer",
     "breast_cancer_demo",
     "fit_self_distillation",
+    "grouped_split",
     "inject_label_noise",
+    "probe_sd_experiment",
     "train_probe_stages",
 ]
 
@@ -337,6 +339,57 @@ def _stratified_split(y: np.ndarray, val_fraction: float, seed: int):
     return np.setdiff1d(np.arange(len(y)), val), val
 
 
+def grouped_split(y, groups, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Split rows so that no group (e.g. the document a sentence comes from) straddles the parts.
+
+    Groups are drawn in a seeded random order into the held-out part until it holds at least
+    ``fraction`` of the rows of each label (a group counts for the label of its majority).
+
+    Parameters
+    ----------
+    y : array_like, shape (M,)
+        Labels in {0, 1}.
+    groups : array_like, shape (M,)
+        Group id of every row (any hashable numbers).
+    fraction : float
+        Held-out fraction, in (0, 1).
+    seed : int
+
+    Returns
+    -------
+    keep, held_out : ndarray of int
+        Sorted row indices of the two parts; both contain both labels.
+    """
+    y = _as_labels(y, len(y) if np.ndim(y) == 1 else -1)
+    groups = np.asarray(groups)
+    if groups.shape != y.shape:
+        raise ValueError(f"groups must have shape {y.shape} (one id per row), got {groups.shape}")
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    ids, inverse = np.unique(groups, return_inverse=True)
+    majority = np.array([np.mean(y[inverse == g]) >= 0.5 for g in range(len(ids))])
+    rng = np.random.default_rng(seed)
+    held = np.zeros(len(ids), dtype=bool)
+    for label in (False, True):
+        cand = rng.permutation(np.flatnonzero(majority == label))
+        target = fraction * np.sum(np.isin(inverse, cand))
+        count = 0
+        for g in cand:
+            if count >= target:
+                break
+            held[g] = True
+            count += np.sum(inverse == g)
+    out = held[inverse]
+    keep, held_out = np.flatnonzero(~out), np.flatnonzero(out)
+    for name, idx in (("kept", keep), ("held-out", held_out)):
+        if len(np.unique(y[idx])) < 2:
+            raise ValueError(
+                f"the {name} part of the grouped split has one label only; supply more groups "
+                "or change the fraction"
+            )
+    return keep, held_out
+
+
 def _val_key(probe: LinearProbe, X: np.ndarray, y: np.ndarray, loss: str) -> tuple[float, float]:
     """Validation error, ties broken by the validation loss."""
     u = probe.decision_function(X)
@@ -353,6 +406,7 @@ def fit_self_distillation(
     config: EmpiricalSDConfig | None = None,
     X_test=None,
     y_test=None,
+    groups=None,
 ) -> EmpiricalSDResult:
     r"""Tune and train ``0..n_stages`` self-distillation stages of a linear probe.
 
@@ -361,7 +415,8 @@ def fit_self_distillation(
     :math:`\lambda_0` minimises the validation error (ties: validation loss), then with stages
     ``0..t-1`` fixed, stage ``t``'s :math:`(\lambda_t, \beta_{t-1})` does the same over the
     grid; ``tuning="joint"`` minimises the last stage's validation error over all stages' grids.
-    ``X_test, y_test`` are only scored, after tuning.
+    ``X_test, y_test`` are only scored, after tuning. With ``groups`` the validation split
+    keeps every group on one side (:func:`grouped_split`), e.g. all sentences of one document.
 
     Parameters
     ----------
@@ -372,6 +427,8 @@ def fit_self_distillation(
     config : EmpiricalSDConfig, optional
     X_test : ndarray or torch.Tensor, shape (M_test, N), optional
     y_test : array_like, shape (M_test,), optional
+    groups : array_like, shape (M,), optional
+        Group id of every row, for a grouped validation split.
 
     Returns
     -------
@@ -389,7 +446,10 @@ def fit_self_distillation(
         y_test = _as_labels(y_test, X_test.shape[0], "y_test")
         if X_test.shape[1] != X.shape[1]:
             raise ValueError(f"X_test has {X_test.shape[1]} features, X has {X.shape[1]}")
-    tr, va = _stratified_split(y, config.val_fraction, config.seed)
+    if groups is None:
+        tr, va = _stratified_split(y, config.val_fraction, config.seed)
+    else:
+        tr, va = grouped_split(y, groups, config.val_fraction, config.seed)
     scaler = Standardizer.fit(X[tr])
     Xtr, Xva, ytr, yva = scaler.transform(X[tr]), scaler.transform(X[va]), y[tr], y[va]
     lam_grid = [10.0**v for v in config.log10_lambdas]
@@ -446,6 +506,67 @@ def fit_self_distillation(
     )
 
 
+def probe_sd_experiment(
+    X,
+    y,
+    theta: float,
+    seeds: Sequence[int] = range(5),
+    config: EmpiricalSDConfig | None = None,
+    test_fraction: float = 0.3,
+    groups=None,
+) -> tuple[np.ndarray, list[EmpiricalSDResult]]:
+    """Label-noise self-distillation experiment on fixed features, repeated over seeds.
+
+    For each seed: a held-out test part with **clean** labels (stratified by label, or by
+    group when ``groups`` is given, seed ``10_000 + seed``), label noise ``theta`` injected
+    into the rest (:func:`inject_label_noise`, seed ``seed``), stages tuned on a validation
+    split of the rest (``config`` with ``seed`` replaced; grouped too when ``groups`` is
+    given), then the clean test error of every stage.
+
+    Parameters
+    ----------
+    X : ndarray or torch.Tensor, shape (M, N)
+        Features, e.g. of a frozen pretrained model.
+    y : array_like, shape (M,)
+        Clean labels in {0, 1}.
+    theta : float
+        Fraction of training labels flipped per class, in [0, 0.5).
+    seeds : sequence of int
+    config : EmpiricalSDConfig, optional
+    test_fraction : float
+    groups : array_like, shape (M,), optional
+        Group ids (e.g. source document), kept on one side of every split.
+
+    Returns
+    -------
+    errors : ndarray, shape (len(seeds), n_stages + 1)
+        Clean test errors of stages ``0..n_stages``.
+    results : list of EmpiricalSDResult
+    """
+    import dataclasses
+
+    config = EmpiricalSDConfig() if config is None else config
+    X = _as_features(X)
+    y = _as_labels(y, X.shape[0])
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed")
+    rows, results = [], []
+    for seed in seeds:
+        if groups is None:
+            rest, test = _stratified_split(y, test_fraction, 10_000 + seed)
+            g_rest = None
+        else:
+            rest, test = grouped_split(y, groups, test_fraction, 10_000 + seed)
+            g_rest = np.asarray(groups)[rest]
+        y_noisy = inject_label_noise(y[rest], theta, seed)
+        cfg = dataclasses.replace(config, seed=int(seed))
+        res = fit_self_distillation(X[rest], y_noisy, cfg, X[test], y[test], groups=g_rest)
+        rows.append(res.test_errors)
+        results.append(res)
+    return np.array(rows), results
+
+
 def breast_cancer_demo(
     theta: float = 0.3,
     seeds: Sequence[int] = range(5),
@@ -456,9 +577,8 @@ def breast_cancer_demo(
 ) -> np.ndarray:
     """Self-distillation on scikit-learn's breast-cancer features (offline, real data).
 
-    A stand-in for features of a pretrained model: for each seed, a stratified test split
-    (clean labels), label noise ``theta`` injected into the rest, tuning on a validation split of
-    the rest, then per-stage clean test errors.
+    :func:`probe_sd_experiment` on the 30 tabular features (for pretrained-network features
+    see :mod:`.features`).
 
     Returns
     -------
@@ -468,15 +588,8 @@ def breast_cancer_demo(
     from sklearn.datasets import load_breast_cancer
 
     X, y = load_breast_cancer(return_X_y=True)
-    y = y.astype(float)
-    rows = []
-    for seed in seeds:
-        rest, test = _stratified_split(y, test_fraction, 10_000 + seed)
-        y_noisy = inject_label_noise(y[rest], theta, seed)
-        config = EmpiricalSDConfig(n_stages=n_stages, labels=labels, seed=seed, tuning=tuning)
-        res = fit_self_distillation(X[rest], y_noisy, config, X[test], y[test])
-        rows.append(res.test_errors)
-    return np.array(rows)
+    config = EmpiricalSDConfig(n_stages=n_stages, labels=labels, tuning=tuning)
+    return probe_sd_experiment(X, y.astype(float), theta, seeds, config, test_fraction)[0]
 
 
 if __name__ == "__main__":  # pragma: no cover
