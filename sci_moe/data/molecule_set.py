@@ -159,7 +159,7 @@ class MoleculeSetConfig:
         GFN2-xTB settings.
     sasa_density : float
         Area per surface point of the SASA (A^2; smaller = more accurate, slower). The
-        default 0.1 differs from 0.01 by 0.17 % on average (max 0.9 %, 84 conformers of
+        default 0.1 differs from 0.01 by 0.17 % on average (max 0.9 %, 80 conformers of
         10 molecules of the small set) at a third of the cost.
     min_rotatable, max_rotatable, min_heavy, max_heavy : int
         Filters of :func:`nci_pool`.
