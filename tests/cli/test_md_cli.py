@@ -44,10 +44,10 @@ def test_toy_run_writes_outputs_and_analyses(tmp_path, capsys):
     assert cfg["system"] == "double-well" and cfg["timestep_fs"] == 10.0 and cfg["kt"] == 1.0
     assert cfg["seed"] == 3 and cfg["walkers"] == 2 and cfg["extra"]["engine"] == "torch"
     assert len((out / "log.csv").read_text().splitlines()) == 21
-    code, cap = _run(["analyse", str(out), "--bins", "20"], capsys)
+    code, cap = _run(["analyse", str(out), "--bins", "20", "--burn-in-ps", "1.0"], capsys)
     assert code == 0, cap.err
     res = json.loads((out / "analysis.json").read_text())
-    assert res["frames"] == 40 and 0 <= res["js_divergence"] <= np.log(2)
+    assert res["frames"] == 2 * (20 - 9) and 0 <= res["js_divergence"] <= np.log(2)
     assert "JS divergence" in cap.out
     assert (out / "density.png").stat().st_size > 0 and (out / "traces.png").stat().st_size > 0
 
@@ -309,3 +309,16 @@ def test_learned_model_run(tmp_path, capsys):
     assert code == 0, cap.err
     assert "learned model mb.safetensors" in cap.out
     assert len(list(out.glob("trajectory_w*.dcd"))) == 4
+
+
+def test_max_hours_then_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, cap = _run([*TOY, "--steps", "50", "--max-hours", "1e-12", "--out", str(out)], capsys)
+    assert code == 0 and "stopped by --max-hours at step 1 " in cap.out
+    # The limit is stored with the run and applies to every invocation: override it.
+    code, cap = _run(
+        ["run", "--out", str(out), "--resume", "--max-hours", "100", "--no-progress"], capsys
+    )
+    assert code == 0 and "from step 1 of 50" in cap.out
+    rows = (out / "log.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [10, 20, 30, 40, 50]

@@ -196,10 +196,37 @@ def read_log(path) -> dict[str, np.ndarray]:
     return {n: data[:, i] for i, n in enumerate(names)}
 
 
-def shipped_reference() -> Path | None:
-    """The alanine-dipeptide reference shipped in ``sci_moe/data/files`` (or ``None``)."""
-    files = sorted(_FILES.glob("alanine_dipeptide_reference*.npz")) if _FILES.is_dir() else []
-    return files[-1] if files else None
+def shipped_reference(
+    forcefield: str = "amber99sbildn", implicit_solvent: str | None = "obc", temperature_k=300
+) -> Path | None:
+    """The alanine-dipeptide phi/psi reference shipped in ``sci_moe/data/files``.
+
+    Prefers ``alanine_dipeptide_reference_<forcefield>_<solvent>_<T>K.npz`` (solvent
+    ``vacuum`` for ``None``), else any shipped reference, else ``None``.
+    """
+    if not _FILES.is_dir():
+        return None
+    name = f"{forcefield}_{implicit_solvent or 'vacuum'}_{round(float(temperature_k))}K"
+    exact = _FILES / f"alanine_dipeptide_reference_{name}.npz"
+    if exact.is_file():
+        return exact
+    files = sorted(_FILES.glob("alanine_dipeptide_reference*.npz"))
+    return files[0] if files else None
+
+
+def _rebin(counts: np.ndarray, bins: int, name: str) -> np.ndarray:
+    b = counts.shape[0]
+    if counts.shape != (b, b):
+        raise ValueError(f"{name}: the reference histogram must be square, got {counts.shape}")
+    if b == bins:
+        return counts
+    if b % bins:
+        raise ValueError(
+            f"{name} has {b} x {b} bins, which cannot be merged into {bins} x {bins}; "
+            f"use --bins {b} or a divisor of it"
+        )
+    f = b // bins
+    return counts.reshape(bins, f, bins, f).sum((1, 3))
 
 
 def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray, str]:
@@ -208,9 +235,10 @@ def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray
     Parameters
     ----------
     path : str or Path
-        ``.npz`` with ``histogram`` (bins x bins), ``phi_psi`` (F, 2) radians or
-        ``positions`` (F, 22, 3) nm; or a trajectory (``.dcd``, ``.xtc``, ``.h5``) read
-        with ``topology`` (a PDB path).
+        ``.npz`` with ``counts`` or ``histogram`` (B x B over :math:`[-\\pi, \\pi]^2`,
+        phi along axis 0; merged into ``bins`` when ``bins`` divides B), ``phi_psi``
+        (F, 2) radians or ``positions`` (F, 22, 3) nm; or a trajectory (``.dcd``,
+        ``.xtc``, ``.h5``) read with ``topology`` (a PDB path).
 
     Returns
     -------
@@ -224,11 +252,10 @@ def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray
         raise ValueError(f"reference {path} does not exist")
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as z:
-            if "histogram" in z:
-                p = np.asarray(z["histogram"], dtype=np.float64)
-                if p.shape != (bins, bins):
-                    raise ValueError(f"reference histogram is {p.shape}, expected ({bins}, {bins})")
-                return _normalise(p), f"{path.name} (histogram)"
+            for key in ("counts", "histogram"):
+                if key in z:
+                    p = _rebin(np.asarray(z[key], dtype=np.float64), bins, path.name)
+                    return _normalise(p), f"{path.name} ({key})"
             if "phi_psi" in z:
                 angles = z["phi_psi"]
             elif "positions" in z:
@@ -374,7 +401,8 @@ def analyse_run(
     x = load_run_positions(run_dir)
     walkers = max(1, len(list(run_dir.glob("trajectory_w*"))))
     per_walker = len(x) // walkers
-    skip = min(per_walker, math.ceil(burn_in_ps / (dt_ps * interval) - 1e-9))
+    # Frame k (k = 1, 2, ...) is at time k * interval * dt: drop those before burn_in_ps.
+    skip = min(per_walker, max(0, math.ceil(burn_in_ps / (dt_ps * interval) - 1e-9) - 1))
     keep = np.concatenate(
         [np.arange(w * per_walker + skip, (w + 1) * per_walker) for w in range(walkers)]
     )
@@ -401,7 +429,13 @@ def analyse_run(
         kT = _KB * float(cfg.get("temperature_k", 300.0))
         p, edges = angle_histogram(phi_psi(x), bins)
         labels, png, title = ("phi (rad)", "psi (rad)"), "ramachandran.png", "alanine dipeptide"
-        ref_path = reference if reference is not None else shipped_reference()
+        ref_path = reference
+        if ref_path is None:
+            ref_path = shipped_reference(
+                cfg.get("forcefield", "amber99sbildn"),
+                cfg.get("implicit_solvent"),
+                cfg.get("temperature_k", 300.0),
+            )
         p_ref = None
         if ref_path is not None:
             p_ref, result["reference"] = reference_histogram(

@@ -109,8 +109,13 @@ def test_read_log_and_reference_npz(tmp_path):
     np.savez(tmp_path / "h.npz", histogram=hist)
     p, _ = reference_histogram(tmp_path / "h.npz", bins=4)
     assert p.sum() == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="expected"):
-        reference_histogram(tmp_path / "h.npz", bins=8)
+    with pytest.raises(ValueError, match="cannot be merged"):
+        reference_histogram(tmp_path / "h.npz", bins=3)
+    counts = np.arange(16.0).reshape(4, 4)
+    np.savez(tmp_path / "c.npz", counts=counts, metadata=np.array('{"a": 1}'))
+    p, desc = reference_histogram(tmp_path / "c.npz", bins=2)  # 4 x 4 merged into 2 x 2
+    np.testing.assert_allclose(p, np.array([[10, 18], [42, 50]]) / 120)
+    assert "counts" in desc
     np.savez(tmp_path / "a.npz", phi_psi=np.zeros((5, 2)))
     p, desc = reference_histogram(tmp_path / "a.npz", bins=4)
     assert p[2, 2] == 1.0 and "5 frames" in desc
@@ -118,3 +123,42 @@ def test_read_log_and_reference_npz(tmp_path):
     with pytest.raises(ValueError, match="none of"):
         reference_histogram(tmp_path / "x.npz", bins=4)
     json.dumps({"ok": float(p.sum())})
+
+
+def test_langevin_walkers_match_exact_boltzmann_histogram():
+    """End to end: Simulation + reporter samples vs the exact density (and the test can fail:
+    the density at the wrong temperature is much further away)."""
+    import torch
+
+    from sci_moe.sampling.md import DoubleWell, LangevinBAOAB, PotentialForces
+    from sci_moe.sampling.md.reporters import Reporter
+    from sci_moe.sampling.md.simulation import Simulation
+
+    class Keep(Reporter):
+        include = frozenset({"positions"})
+
+        def __init__(self, interval):
+            super().__init__(interval)
+            self.frames = []
+
+        def report(self, simulation, snapshot):
+            self.frames.append(snapshot.positions[:, 0, 0].copy())
+
+    pot = DoubleWell(dim=1, barrier=1.0)
+    keep = Keep(10)
+    x0 = torch.linspace(-1.5, 1.5, 128, dtype=torch.float64).view(128, 1, 1)
+    sim = Simulation(
+        PotentialForces(pot), LangevinBAOAB(0.02, kT=1.0, friction_per_ps=2.0), x0, [keep], seed=0
+    )
+    sim.run(1500)
+    x = np.concatenate(keep.frames[20:])[:, None]
+    p, edges = histogram(x, 24, [(-2.4, 2.4)])
+
+    def energy(g, kT=1.0):
+        return pot(torch.as_tensor(g)[:, None, :]).numpy()
+
+    exact = boltzmann_histogram(energy, 1.0, edges)
+    wrong = boltzmann_histogram(energy, 2.0, edges)
+    js = js_divergence(exact, p)
+    assert js < 0.004
+    assert js_divergence(wrong, p) > 5 * js

@@ -252,3 +252,13 @@ def test_openmm_engine_resume_is_exact(tmp_path):
     assert _log(tmp_path / "run") == _log(tmp_path / "full")
     temps = [float(r.split(",")[3]) for r in _log(tmp_path / "full")[1:]]
     assert all(50 < t < 700 for t in temps)
+
+
+def test_openmm_engine_explosion_is_caught():
+    from sci_moe.data.alanine_dipeptide import build_system
+
+    _, system, pos = build_system(implicit_solvent=None)
+    sim = OpenMMSimulation(system, pos, timestep_ps=0.05, minimize=False, seed=0)
+    with pytest.raises(SimulationFailure, match="MD stopped at step") as info:
+        sim.run(2000)
+    assert info.value.step <= 2000 and info.value.checkpoint_step is None
