@@ -250,10 +250,12 @@ def _write_topology(system, path: Path) -> None:
     if system.pdb_path is not None:
         shutil.copyfile(system.pdb_path, path)
         return
+    from openmm import unit
+
     pos = np.zeros((len(system.positions), 3))
     pos[:, : system.positions.shape[1]] = system.positions
     with open(path, "w", encoding="utf-8") as fh:
-        PDBFile.writeFile(system.topology, pos * 10.0 / 10.0, fh)
+        PDBFile.writeFile(system.topology, pos * unit.nanometer, fh)
 
 
 def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
@@ -369,7 +371,13 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
     write_config(
         cfg,
         out / "config.yaml",
-        {"engine": engine, "system_description": system.name, "total_steps": total},
+        {
+            "engine": engine,
+            "system_description": system.name,
+            "total_steps": total,
+            # Coarse-grained models: which atoms of the system the particles are.
+            "atom_indices": ((system.model_info or {}).get("config") or {}).get("atom_indices"),
+        },
     )
     print(
         f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "

@@ -322,3 +322,37 @@ def test_max_hours_then_resume(tmp_path, capsys):
     assert code == 0 and "from step 1 of 50" in cap.out
     rows = (out / "log.csv").read_text().splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == [10, 20, 30, 40, 50]
+
+
+def test_coarse_grained_model_run_and_analysis(tmp_path, capsys):
+    """A model of the 5 backbone atoms (like the shipped one): subset topology, phi/psi."""
+    diffusion = pytest.importorskip("sci_moe.sampling.diffusion")
+    if not hasattr(diffusion, "save_energy_model"):
+        pytest.skip("no save_energy_model")
+    import torch
+
+    from sci_moe.data.alanine_dipeptide import BACKBONE_ATOMS
+    from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
+
+    torch.manual_seed(0)
+    path = save_energy_model(
+        MLPEnergy((5, 3), hidden=(8,)), tmp_path / "cg.safetensors", sde=VPSDE(), kT=2.494,
+        masses=[12.0, 14.0, 12.0, 12.0, 14.0], atom_indices=BACKBONE_ATOMS,
+    )  # fmt: skip
+    out = tmp_path / "run"
+    code, cap = _run(
+        ["run", "--model", str(path), "--steps", "30", "--report-interval", "10",
+         "--no-progress", "--out", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, cap.err
+    import mdtraj
+
+    traj = mdtraj.load(str(out / "trajectory.dcd"), top=str(out / "topology.pdb"))
+    assert traj.n_atoms == 5 and traj.n_frames == 3
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, phi_psi=np.zeros((10, 2)))
+    code, cap = _run(["analyse", str(out), "--reference", str(ref)], capsys)
+    assert code == 0, cap.err
+    res = json.loads((out / "analysis.json").read_text())
+    assert res["frames"] == 3 and res["js_divergence"] > 0

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "alanine_phi_psi",
     "analyse_run",
     "angle_histogram",
     "boltzmann_histogram",
@@ -229,7 +230,9 @@ def _rebin(counts: np.ndarray, bins: int, name: str) -> np.ndarray:
     return counts.reshape(bins, f, bins, f).sum((1, 3))
 
 
-def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray, str]:
+def reference_histogram(
+    path, bins: int = 64, topology=None, atom_indices=None
+) -> tuple[np.ndarray, str]:
     """phi/psi histogram of an alanine-dipeptide reference.
 
     Parameters
@@ -240,12 +243,14 @@ def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray
         (F, 2) radians or ``positions`` (F, 22, 3) nm; or a trajectory (``.dcd``,
         ``.xtc``, ``.h5``) read with ``topology`` (a PDB path).
 
+    atom_indices : sequence of int, optional
+        For coarse-grained positions/trajectories (see :func:`alanine_phi_psi`).
+
     Returns
     -------
     p : ndarray, shape (bins, bins)
     description : str
     """
-    from ...data.alanine_dipeptide import phi_psi
 
     path = Path(path)
     if not path.is_file():
@@ -259,7 +264,8 @@ def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray
             if "phi_psi" in z:
                 angles = z["phi_psi"]
             elif "positions" in z:
-                angles = phi_psi(z["positions"])
+                pos = z["positions"]
+                angles = alanine_phi_psi(pos, atom_indices if pos.shape[1] != 22 else None)
             else:
                 raise ValueError(
                     f"{path.name} holds none of 'histogram', 'phi_psi', 'positions': {list(z)}"
@@ -273,7 +279,8 @@ def reference_histogram(path, bins: int = 64, topology=None) -> tuple[np.ndarray
         traj = mdtraj.load(str(path), top=str(topology))
     except Exception as err:
         raise ValueError(f"cannot read reference trajectory {path}: {err}") from None
-    return angle_histogram(phi_psi(traj.xyz), bins)[0], f"{path.name} ({traj.n_frames} frames)"
+    angles = alanine_phi_psi(traj.xyz, atom_indices if traj.n_atoms != 22 else None)
+    return angle_histogram(angles, bins)[0], f"{path.name} ({traj.n_frames} frames)"
 
 
 def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
@@ -291,6 +298,37 @@ def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
     if not files or not top.is_file():
         raise ValueError(f"{run_dir} holds no trajectory*.dcd/xtc/h5 with topology.pdb")
     return np.concatenate([mdtraj.load(str(f), top=str(top)).xyz for f in files]).astype(np.float64)
+
+
+def alanine_phi_psi(positions, atom_indices=None) -> np.ndarray:
+    """(phi, psi) of alanine dipeptide frames, radians, shape (F, 2).
+
+    Parameters
+    ----------
+    positions : array_like, shape (F, N, 3)
+        All 22 atoms, or a coarse-grained subset (e.g. the 5 backbone atoms of a
+        learned model) given by ``atom_indices`` into the 22-atom structure.
+    atom_indices : sequence of int, optional
+        Which of the 22 atoms the ``N`` particles are (must include the 5 backbone atoms).
+    """
+    from ...data.alanine_dipeptide import PHI_ATOMS, PSI_ATOMS, dihedrals, phi_psi
+
+    x = np.asarray(positions, dtype=np.float64)
+    if atom_indices is None:
+        if x.shape[1] != 22:
+            raise ValueError(
+                f"the Ramachandran analysis is for alanine dipeptide (22 atoms); this run has "
+                f"{x.shape[1]} particles and no atom_indices"
+            )
+        return phi_psi(x)
+    where = {int(a): i for i, a in enumerate(atom_indices)}
+    if len(where) != x.shape[1] or not set(PHI_ATOMS + PSI_ATOMS) <= set(where):
+        raise ValueError(
+            f"atom_indices {list(atom_indices)} must list the {x.shape[1]} particles and "
+            f"include the backbone atoms {sorted(set(PHI_ATOMS + PSI_ATOMS))}"
+        )
+    quads = [[where[a] for a in PHI_ATOMS], [where[a] for a in PSI_ATOMS]]
+    return dihedrals(x, quads)
 
 
 def _load_config(run_dir: Path) -> dict[str, Any]:
@@ -419,15 +457,9 @@ def analyse_run(
         result["reference"] = f"exact Boltzmann density at kT={kT:g}"
         title = cfg["system"]
     else:
-        if x.shape[1] != 22:
-            raise ValueError(
-                f"the Ramachandran analysis is for alanine dipeptide (22 atoms); this run has "
-                f"{x.shape[1]}"
-            )
-        from ...data.alanine_dipeptide import phi_psi
-
+        atom_indices = (cfg.get("extra") or {}).get("atom_indices")
         kT = _KB * float(cfg.get("temperature_k", 300.0))
-        p, edges = angle_histogram(phi_psi(x), bins)
+        p, edges = angle_histogram(alanine_phi_psi(x, atom_indices), bins)
         labels, png, title = ("phi (rad)", "psi (rad)"), "ramachandran.png", "alanine dipeptide"
         ref_path = reference
         if ref_path is None:
@@ -439,7 +471,7 @@ def analyse_run(
         p_ref = None
         if ref_path is not None:
             p_ref, result["reference"] = reference_histogram(
-                ref_path, bins, topology=run_dir / "topology.pdb"
+                ref_path, bins, topology=run_dir / "topology.pdb", atom_indices=atom_indices
             )
     if p_ref is not None:
         result["js_divergence"] = js_divergence(p_ref, p)

@@ -162,3 +162,26 @@ def test_langevin_walkers_match_exact_boltzmann_histogram():
     js = js_divergence(exact, p)
     assert js < 0.004
     assert js_divergence(wrong, p) > 5 * js
+
+
+def test_alanine_phi_psi_of_a_coarse_grained_subset():
+    from sci_moe.data.alanine_dipeptide import (
+        BACKBONE_ATOMS,
+        alanine_dipeptide_pdb,
+        phi_psi,
+    )
+    from sci_moe.sampling.md.analysis import alanine_phi_psi
+    from sci_moe.sampling.md.systems import load_pdb
+
+    _, pos = load_pdb(alanine_dipeptide_pdb())
+    rng = np.random.default_rng(0)
+    frames = pos[None] + 0.01 * rng.normal(size=(4, 22, 3))
+    full = phi_psi(frames)
+    np.testing.assert_allclose(alanine_phi_psi(frames), full)
+    np.testing.assert_allclose(
+        alanine_phi_psi(frames[:, list(BACKBONE_ATOMS)], BACKBONE_ATOMS), full
+    )
+    with pytest.raises(ValueError, match="backbone"):
+        alanine_phi_psi(frames[:, :5], [0, 1, 2, 3, 4])
+    with pytest.raises(ValueError, match="22 atoms"):
+        alanine_phi_psi(frames[:, :5])
