@@ -68,8 +68,8 @@ def warm_start(prev, n_stages: int, hard: bool) -> list[float] | None:
 
 def run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds):
     alphas = [0.5, 2.0] if quick else [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
-    maxiter = 30 if quick else 80
-    n_scan = 4 if quick else 6
+    maxiter = 30 if quick else 50
+    n_scan = 4 if quick else 5
     table, diff_table = [], []
     for loss in ("bce", "mse"):
         base = SelfDistillationModel(
@@ -88,6 +88,7 @@ def run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds):
                     n_stages,
                     hard_labels=hard,
                     x0=warm_start(prev, n_stages, hard),
+                    log10_beta_bounds=(-1.0, 3.0),
                     config=config_opt,
                     maxiter=maxiter,
                     n_scan=n_scan,
@@ -193,8 +194,8 @@ def run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds):
 def run_bias(args, rows, quick, config_opt, config_final, n_features, seeds):
     alphas = [0.5, 4.0] if quick else [0.5, 1.0, 2.0, 4.0]
     rho = 0.3
-    maxiter = 30 if quick else 60
-    n_scan = 4 if quick else 6
+    maxiter = 30 if quick else 40
+    n_scan = 4 if quick else 5
     table = []
     for loss in ("bce", "mse"):
         for label, n_stages, hard in [("0-SD", 1, False), ("1-SD hard", 2, True)]:
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup(args)
     quick = args.quick
-    n_features, seeds = (400, range(4)) if quick else (1000, range(10))
+    n_features, seeds = (400, range(4)) if quick else (1000, range(8))
     seeds = [args.seed + s for s in seeds]
     # optimisation on cheaper integration; reported numbers re-solved at the default one
     config_opt = SolverConfig(
