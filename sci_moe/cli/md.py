@@ -16,7 +16,8 @@ Examples
     $ sci-moe md analyse ala_run                      # Ramachandran PNG + JS divergence
 
 Exit codes: 0 success (also when ``--max-hours`` stopped the run after a checkpoint),
-1 the dynamics became unstable (message names the step and the cause), 2 bad input.
+1 the dynamics became unstable (message names the step and the cause), 2 bad input,
+130 interrupted (Ctrl-C; resume from the last checkpoint).
 """
 
 from __future__ import annotations
@@ -386,6 +387,16 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
     remaining = max(0, total - sim.current_step)
     try:
         result = sim.run(remaining, max_hours=cfg.max_hours)
+    except KeyboardInterrupt:
+        # The step in flight may be half done: keep the last checkpoint, write nothing.
+        last = sim.last_checkpoint_step
+        where = f"step {last}" if last is not None else "the start"
+        print(
+            f"sci-moe md run: interrupted at step {sim.current_step}; continue from the last "
+            f"checkpoint ({where}) with: sci-moe md run --out {out} --resume",
+            file=sys.stderr,
+        )
+        return 130
     except SimulationFailure as err:
         report = {
             "step": err.step,

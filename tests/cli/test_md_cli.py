@@ -356,3 +356,15 @@ def test_coarse_grained_model_run_and_analysis(tmp_path, capsys):
     assert code == 0, cap.err
     res = json.loads((out / "analysis.json").read_text())
     assert res["frames"] == 3 and res["js_divergence"] > 0
+
+
+def test_pdb_input_with_force_field(tmp_path, capsys):
+    from sci_moe.data.alanine_dipeptide import alanine_dipeptide_pdb
+
+    out = tmp_path / "run"
+    argv = ["run", "--system", str(alanine_dipeptide_pdb()), "--forcefield", "amber14"]
+    argv += ["--implicit-solvent", "obc2", "--steps", "20", "--report-interval", "10"]
+    code, cap = _run([*argv, "--no-progress", "--out", str(out)], capsys)
+    assert code == 0, cap.err
+    assert "alanine-dipeptide.pdb, amber14 + obc2: openmm engine" in cap.out
+    assert len((out / "log.csv").read_text().splitlines()) == 3

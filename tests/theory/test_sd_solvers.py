@@ -95,6 +95,28 @@ def test_non_convergence_raises_with_residual(loss):
         solve_multistage(model, [0.1, 0.1], [1.0], config)
 
 
+def test_optimizer_reports_convergence_failures():
+    """Failed saddle points are counted, never used silently; all failing raises."""
+    model = SelfDistillationModel(alpha=2.0, theta=0.1, rho=0.4, loss="mse")
+    with pytest.raises(ConvergenceError, match="did not converge"):
+        optimize_sd(model, 1, config=SolverConfig(max_iter=3))
+    # mixed: a max_iter that fails at small lambda (slow) but converges at large lambda
+    config = SolverConfig(max_iter=60)
+    bad = [lam for lam in (1e-3, 1e-2) if _fails(model, lam, config)]
+    assert bad, "expected slow convergence at small lambda"
+    opt = optimize_sd(model, 1, config=config, log10_lambda_bounds=(-3.0, 4.0))
+    assert 0 < opt.n_failed < opt.n_evaluations
+    assert opt.result.stages[0].residual < config.tol
+
+
+def _fails(model, lam, config):
+    try:
+        solve_stage0(model, lam, config)
+    except ConvergenceError:
+        return True
+    return False
+
+
 def test_monte_carlo_is_deterministic():
     model = SelfDistillationModel(alpha=1.0, theta=0.2, loss="bce", learn_bias=False)
     config = SolverConfig(integration="monte_carlo", n_samples=2000, seed=3)

@@ -42,8 +42,21 @@ __all__ = [
 #: Analytic systems (reduced units) and their defaults: kT, masses, timestep, friction.
 TOY_SYSTEMS = {
     # ScoreMD's Muller-Brown protocol (Plainer et al. 2025): kT 23, mass 0.5, dt 5e-3, gamma 1.
-    "muller-brown": {"kt": 23.0, "mass": 0.5, "timestep_fs": 5.0, "friction_per_ps": 1.0},
-    "double-well": {"kt": 1.0, "mass": 1.0, "timestep_fs": 10.0, "friction_per_ps": 1.0},
+    # Overdamped steps move by h F / (m gamma): Muller-Brown's stiff wells need h ~ 1e-4.
+    "muller-brown": {
+        "kt": 23.0,
+        "mass": 0.5,
+        "timestep_fs": 5.0,
+        "overdamped_timestep_fs": 0.1,
+        "friction_per_ps": 1.0,
+    },
+    "double-well": {
+        "kt": 1.0,
+        "mass": 1.0,
+        "timestep_fs": 10.0,
+        "overdamped_timestep_fs": 10.0,
+        "friction_per_ps": 1.0,
+    },
 }
 ENGINES = ("auto", "openmm", "torch")
 INTEGRATORS = ("langevin", "overdamped")
@@ -151,7 +164,8 @@ class MDConfig:
         if self.is_toy:
             spec = TOY_SYSTEMS[self.system]
             if self.timestep_fs is None:
-                self.timestep_fs = spec["timestep_fs"]
+                key = "overdamped_timestep_fs" if self.integrator == "overdamped" else "timestep_fs"
+                self.timestep_fs = spec[key]
             if self.kt is None:
                 self.kt = spec["kt"]
         elif self.timestep_fs is None:

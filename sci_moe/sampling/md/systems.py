@@ -194,9 +194,10 @@ def _pdb_system(cfg: MDConfig):
         system = ff.createSystem(
             topology, nonbondedMethod=app.NoCutoff, constraints=cons[cfg.constraints]
         )
-    except ValueError as err:
+    except Exception as err:  # ValueError (no template), Exception (ambiguous templates)
         raise ValueError(
-            f"force field {cfg.forcefield} cannot parameterise {cfg.system}: {err}. Check that "
+            f"force field {cfg.forcefield} cannot parameterise {cfg.system}: "
+            f"{str(err).rstrip('.')}. Check that "
             "the residues are standard, that hydrogens are present (e.g. add them with "
             "openmm.app.Modeller.addHydrogens or pdbfixer) and that the force field covers "
             "every residue"
