@@ -363,8 +363,11 @@ class TrajectoryReporter(Reporter):
     def restore(self, state: dict[str, Any] | None) -> None:
         self.close()
         if not state or state["frames"] == 0:
-            for p in walker_paths(self.path, len(state["walkers"]) if state else 1):
-                p.unlink(missing_ok=True)
+            # No frame at the checkpoint: remove whatever a crashed run wrote after it.
+            stale = [self.path, *self.path.parent.glob(f"{self.path.stem}_w[0-9][0-9][0-9]*")]
+            for p in stale:
+                if p.suffix == self.path.suffix:
+                    p.unlink(missing_ok=True)
             self.frames, self.first_step = 0, None
             return
         self.walkers = list(state["walkers"])

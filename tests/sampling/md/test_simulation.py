@@ -262,3 +262,20 @@ def test_openmm_engine_explosion_is_caught():
     with pytest.raises(SimulationFailure, match="MD stopped at step") as info:
         sim.run(2000)
     assert info.value.step <= 2000 and info.value.checkpoint_step is None
+
+
+def test_resume_from_checkpoint_before_the_first_frame(tmp_path):
+    full = _mb_sim(tmp_path / "full", ckpt=7)
+    full.run(30)
+    full.close()
+    run = _mb_sim(tmp_path / "run", ckpt=7)
+    run.reporters.insert(0, Crash(12))  # checkpoint at 7 (no frame yet), frame at 10, crash
+    with pytest.raises(KeyboardInterrupt):
+        run.run(30)
+    assert load_checkpoint(tmp_path / "run" / "ckpt.pt")["step"] == 7
+    resumed = _mb_sim(tmp_path / "run", ckpt=7)
+    resumed.load_checkpoint(tmp_path / "run" / "ckpt.pt")
+    resumed.run(23)
+    resumed.close()
+    np.testing.assert_array_equal(_frames(tmp_path / "run"), _frames(tmp_path / "full"))
+    assert _log(tmp_path / "run") == _log(tmp_path / "full")
