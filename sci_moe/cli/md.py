@@ -53,9 +53,10 @@ _VALUE_FLAGS = {
     "max_hours": float,
     "energy_jump_kj_mol": float,
     "platform": str,
+    "device": str,
 }
 # Settings a resumed run may change; everything else must match the checkpoint.
-_RESUMABLE = {"steps", "time_ns", "max_hours", "platform"}
+_RESUMABLE = {"steps", "time_ns", "max_hours", "platform", "device"}
 # Files `sci-moe md run` writes (removed by --overwrite; nothing else in --out is touched).
 _OUTPUTS = (
     "config.yaml",
@@ -94,6 +95,7 @@ _HELP = {
     "energy_jump_kj_mol": "stop when the energy jumps by more than this between checks "
     "(default 1e4)",
     "platform": "OpenMM platform (default CPU)",
+    "device": "torch device of the torch engine: cpu (default) or cuda[:N]",
 }
 
 
@@ -301,11 +303,13 @@ def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress
     cls = LangevinBAOAB if cfg.integrator == "langevin" else OverdampedEulerMaruyama
     integrator = cls(cfg.timestep_ps, cfg.temperature_k, cfg.friction_per_ps, kT=system.kT)
     dtype = torch.float64
+    device = torch.device(cfg.device)
     model = getattr(system.provider, "model", None)
     if isinstance(model, torch.nn.Module):
+        model.to(device)
         params = list(model.parameters())
         dtype = params[0].dtype if params else torch.float64
-    x0 = torch.as_tensor(system.positions, dtype=dtype)
+    x0 = torch.as_tensor(system.positions, dtype=dtype, device=device)
     x0 = x0[None].repeat(cfg.walkers, 1, 1)
     sim = Simulation(
         system.provider,
@@ -327,10 +331,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     cfg, notes = _resolve(args)
     _check_out(out, args.resume, args.overwrite)
+    import torch
+
+    if cfg.device != "cpu" and not torch.cuda.is_available():
+        raise ValueError(f"--device {cfg.device}: CUDA is not available; use --device cpu")
     system, engine = build_md_system(cfg)  # all input errors surface before any write
     for note in notes:
         print(note)
-    import torch
 
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     if cfg.deterministic:

@@ -182,6 +182,7 @@ def _bad_model_files(tmp_path):
         "resume-nothing",
         "bad-config-key",
         "toy-on-openmm",
+        "bad-device",
     ],
 )
 def test_bad_input_exit_2_nothing_written(tmp_path, capsys, case):
@@ -194,6 +195,7 @@ def test_bad_input_exit_2_nothing_written(tmp_path, capsys, case):
         "missing-pdb": (["--system", str(tmp_path / "nope.pdb")], "does not exist"),
         "resume-nothing": (["--resume"], "no checkpoint.pt"),
         "toy-on-openmm": (["--system", "muller-brown", "--engine", "openmm"], "analytic"),
+        "bad-device": (["--device", "tpu"], "device must be"),
     }
     if case == "malformed-pdb":
         bad = tmp_path / "bad.pdb"

@@ -114,7 +114,10 @@ class MDConfig:
     minimize : bool
         Minimise before the run (OpenMM engine, fresh starts).
     platform : str
-        OpenMM platform.
+        OpenMM platform (OpenMM engine, and OpenMM force fields on the torch engine).
+    device : str
+        Torch device of the torch engine (``"cpu"``, ``"cuda"``, ``"cuda:1"``): positions,
+        learned models and the random generator live there.
     """
 
     system: str = "alanine-dipeptide"
@@ -140,6 +143,7 @@ class MDConfig:
     energy_jump_kj_mol: float | None = 1.0e4
     minimize: bool = True
     platform: str = "CPU"
+    device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -192,6 +196,10 @@ class MDConfig:
                 raise ValueError(f"{name} must be one of {options}, got {getattr(self, name)!r}")
         if not isinstance(self.system, str) or not self.system:
             raise ValueError("system must be a built-in name or a PDB file path")
+        if not isinstance(self.device, str) or not (
+            self.device == "cpu" or self.device.split(":")[0] == "cuda"
+        ):
+            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         if self.integrator == "overdamped" and self.engine == "openmm":
             raise ValueError("the overdamped integrator runs on the torch engine (--engine torch)")
 
