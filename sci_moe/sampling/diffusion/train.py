@@ -81,7 +81,8 @@ class TrainConfig:
     stages : list of Stage
     batch_size : int
     ema_decay : float
-        EMA factor (ScoreMD 0.995); 0 disables the EMA.
+        EMA factor (ScoreMD 0.995), with the warm-up ``min(decay, (1 + k)/(10 + k))`` at
+        step ``k`` of a stage; 0 disables the EMA.
     ema_reset : bool
         Copy the EMA into the model at the end of every epoch (ScoreMD; slows learning
         when epochs have few steps) instead of only at the end of each stage.
@@ -377,8 +378,11 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
             g["lr"] = lr
         opt.step()
         if cfg.ema_decay > 0:
+            # warm-up (as tf.train.ExponentialMovingAverage with num_updates): without it a
+            # short stage's EMA would still hold a large share of the initial weights
+            decay = min(cfg.ema_decay, (1 + k) / (10 + k))
             with torch.no_grad():
-                torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - cfg.ema_decay)
+                torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
         sums["loss"] += float(loss.detach())
         sums["dsm"] += float(l_dsm.detach())
         sums["fp"] += float(l_fp.detach())

@@ -1,0 +1,480 @@
+"""Energy-based diffusion with and without the Fokker-Planck regulariser (ScoreMD).
+
+Reproduces, at CPU scale, the central claim of Plainer et al. (NeurIPS 2025, arXiv
+2506.17139): a diffusion model with an energy-parameterised score gives good i.i.d. samples,
+but Langevin dynamics with its forces at t -> 0 is much worse unless the Fokker-Planck (FP)
+residual is regularised; with FP (and/or a time mixture whose small-t expert is the force
+field) simulation and i.i.d. metrics agree.
+
+Mueller-Brown (kT = 23, ScoreMD's data recipe), four variants x seeds:
+
+* ``plain``: one MLP energy (3 x 92, SiLU) on t in [1e-5, 1], DSM only (mid 0.5);
+* ``fp``: the same with the two-probe FP term, weight 5e-4;
+* ``moe``: time mixture (score MLPs on [0.6, 1] and [0.099, 0.6], energy MLP on
+  [1e-5, 0.099]) trained high t first, DSM only;
+* ``both``: the mixture with FP (5e-4) on the small-t energy expert.
+
+Metrics against an independent reference run (ScoreMD's definitions, see
+:mod:`sci_moe.sampling.diffusion.metrics`): JS divergence (100 x 100 bins on the box) and
+PMF error (64 bins, (kT)^2, no root) of i.i.d. samples (reverse SDE, Euler-Maruyama) and of
+Langevin dynamics with the learned forces; the FP residual sqrt(E r^2)/D at small t;
+training time. ``floor`` compares the training data itself with the reference.
+
+Alanine dipeptide (``--aldp MODEL.safetensors``): phi/psi JS and PMF of i.i.d. samples and
+Langevin MD with the shipped model against the reference data, and bond-length
+Wasserstein distances.
+
+Run: ``python benchmarks/energy_diffusion.py --json benchmarks/results/energy_diffusion.json``
+(``--quick`` for a reduced run).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import _common
+import numpy as np
+import torch
+
+from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
+from sci_moe.sampling.diffusion import (
+    VPSDE,
+    EnergyAtTime,
+    MLPEnergy,
+    MLPScore,
+    Stage,
+    TimeMixture,
+    TrainConfig,
+    fp_error_curve,
+    js_divergence,
+    pmf_error,
+    reverse_sde_sample,
+    train,
+)
+from sci_moe.sampling.md.forces import ModelForces
+from sci_moe.sampling.md.integrators import LangevinBAOAB
+
+VARIANTS = ("plain", "fp", "moe", "both")
+MB_KT, MB_MASS, MB_DT, MB_STRIDE = 23.0, 0.5, 5e-3, 50
+MOE_RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
+FP_TS = (1e-3, 1e-2, 5e-2)
+
+
+def build_mb_model(variant: str) -> torch.nn.Module:
+    if variant in ("plain", "fp"):
+        return MLPEnergy((1, 2), (92, 92, 92), t_range=(0.0, 1.0))
+    return TimeMixture(
+        [
+            MLPScore((1, 2), (54, 54), t_range=MOE_RANGES[0]),
+            MLPScore((1, 2), (64, 64), t_range=MOE_RANGES[1]),
+            MLPEnergy((1, 2), (64, 64, 64), t_range=MOE_RANGES[2]),
+        ],
+        MOE_RANGES,
+    )
+
+
+def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e-3) -> list[Stage]:
+    if variant in ("plain", "fp"):
+        fp = fp_weight if variant == "fp" else 0.0
+        return [Stage(epochs, (1e-5, 1.0), 0.5, fp, lr=lr)]
+    # ScoreMD's Mueller-Brown MoE: 30/30/120 of 180 epochs, mids 0.8, 0.35, 0.05
+    e_hi = max(1, epochs // 6)
+    e_lo = max(1, epochs - 2 * e_hi)
+    fp = fp_weight if variant == "both" else 0.0
+    return [
+        Stage(e_hi, MOE_RANGES[0], 0.8, 0.0, expert=0, lr=lr),
+        Stage(e_hi, MOE_RANGES[1], 0.35, 0.0, expert=1, lr=lr),
+        Stage(e_lo, MOE_RANGES[2], 0.05, fp, expert=2, lr=lr),
+    ]
+
+
+def langevin_with_model(energy, starts, masses, kT, dt, friction, n_frames, stride, seed):
+    """Langevin (BAOAB) with learned forces from ``starts`` (W, N, D); frames (F*W, N, D)."""
+    gen = torch.Generator().manual_seed(seed)
+    provider = ModelForces(energy, masses, dim=starts.shape[-1], check_inputs=False)
+    integ = LangevinBAOAB(dt, friction_per_ps=friction, kT=kT)
+    state = integ.init_state(provider, starts, gen)
+    frames = []
+    for _ in range(n_frames):
+        state = integ.step(state, provider, gen, n_steps=stride)
+        frames.append(state.positions.detach().clone())
+        if not torch.isfinite(state.positions).all():
+            break
+    return torch.cat(frames)
+
+
+def mb_case(variant, seed, data, ref, args):
+    torch.manual_seed(seed)
+    model = build_mb_model(variant)
+    sde = VPSDE()
+    # EMA kept aside and copied in at the end of each stage: ScoreMD's per-epoch reset
+    # stalls learning with the short epochs of a CPU-sized run.
+    cfg = TrainConfig(
+        stages=mb_stages(variant, args.epochs),
+        batch_size=args.batch,
+        max_batches_per_epoch=args.batches_per_epoch,
+        seed=seed,
+        progress=False,
+        ema_reset=False,
+    )
+    t0 = time.perf_counter()
+    out = train(model, data, sde, cfg)
+    t_train = time.perf_counter() - t0
+    model.eval()
+    gen = torch.Generator().manual_seed(10_000 + seed)
+    x_iid = reverse_sde_sample(
+        model.score,
+        sde,
+        (args.n_iid, 1, 2),
+        n_steps=args.sde_steps,
+        generator=gen,
+        dtype=torch.float32,
+    )
+    iid = x_iid[:, 0].numpy()
+    energy = EnergyAtTime(model, kT=MB_KT, scale=1.0, t_eval=1e-5)
+    idx = torch.randint(len(data), (args.walkers,), generator=gen)
+    md = langevin_with_model(
+        energy,
+        data[idx],
+        torch.tensor([MB_MASS]),
+        MB_KT,
+        MB_DT,
+        1.0,
+        args.md_frames,
+        MB_STRIDE,
+        20_000 + seed,
+    )[:, 0].numpy()
+    fp = fp_error_curve(model.energy, sde, data, FP_TS, n_per_t=512, generator=gen)
+    box = MULLER_BROWN_BOX
+    return {
+        "iid_js": js_divergence(ref, iid, 100, box),
+        "iid_pmf": pmf_error(ref, iid, 64, box),
+        "md_js": js_divergence(ref, md, 100, box),
+        "md_pmf": pmf_error(ref, md, 64, box),
+        "iid_nan": float(1 - np.isfinite(iid).all(1).mean()),
+        "md_outside": float(
+            1
+            - (
+                (md[:, 0] > box[0][0])
+                & (md[:, 0] < box[0][1])
+                & (md[:, 1] > box[1][0])
+                & (md[:, 1] < box[1][1])
+            ).mean()
+        ),
+        **{f"fp_t{t:g}": float(v) for t, v in zip(FP_TS, fp, strict=True)},
+        "train_s": t_train,
+        "final_loss": out["history"][-1]["dsm"],
+        "_iid": iid,
+        "_md": md,
+    }
+
+
+UNITS = {
+    "iid_js": "nats",
+    "md_js": "nats",
+    "iid_pmf": "kT^2",
+    "md_pmf": "kT^2",
+    "train_s": "s",
+    "iid_nan": "fraction",
+    "md_outside": "fraction",
+}
+
+
+def run_mb(args, rows, table):
+    n = args.n_data
+    print(f"Mueller-Brown data: 2 x {n} samples (train seed 1, reference seed 2) ...", flush=True)
+    data = muller_brown_samples(n, n_walkers=100, seed=1, progress=False)
+    data = torch.tensor(data, dtype=torch.float32).view(-1, 1, 2)
+    ref = muller_brown_samples(n, n_walkers=100, seed=2, progress=False)
+    box = MULLER_BROWN_BOX
+    floor = {
+        "js": js_divergence(ref, data[:, 0].numpy(), 100, box),
+        "pmf": pmf_error(ref, data[:, 0].numpy(), 64, box),
+    }
+    rows.append(_common.Row("mb/floor", "js", floor["js"], "nats"))
+    rows.append(_common.Row("mb/floor", "pmf", floor["pmf"], "kT^2"))
+    table.append(
+        [f"mb/floor ({args.n_iid} train vs ref)", floor["js"], None, floor["pmf"], None, None, None]
+    )
+    results = {}
+    for variant in args.variants:
+        per = []
+        for s in range(args.seeds):
+            seed = args.seed + s
+            r = mb_case(variant, seed, data, ref, args)
+            per.append(r)
+            print(
+                f"  {variant} seed {seed}: iid JS {r['iid_js']:.4f} MD JS {r['md_js']:.4f} "
+                f"iid PMF {r['iid_pmf']:.3f} MD PMF {r['md_pmf']:.3f} "
+                f"fp(1e-3) {r['fp_t0.001']:.3g} train {r['train_s']:.0f} s",
+                flush=True,
+            )
+        results[variant] = per
+    for variant, per in results.items():
+        keys = [k for k in per[0] if not k.startswith("_")]
+        mean = {k: float(np.mean([p[k] for p in per])) for k in keys}
+        std = {k: float(np.std([p[k] for p in per])) for k in keys}
+        for k in keys:
+            vs, ratio = None, None
+            if (
+                variant != "plain"
+                and "plain" in results
+                and k in ("md_js", "md_pmf", "iid_js", "iid_pmf")
+            ):
+                base = float(np.mean([p[k] for p in results["plain"]]))
+                vs, ratio = "mb/plain", base / mean[k] if mean[k] > 0 else None
+            rows.append(_common.Row(f"mb/{variant}", k, mean[k], UNITS.get(k, "-"), vs, ratio))
+            rows.append(_common.Row(f"mb/{variant}", k + "_std", std[k], UNITS.get(k, "-")))
+            for i, p in enumerate(per):
+                rows.append(
+                    _common.Row(
+                        f"mb/{variant}/seed{args.seed + i}", k, float(p[k]), UNITS.get(k, "-")
+                    )
+                )
+        table.append(
+            [
+                f"mb/{variant}",
+                mean["iid_js"],
+                mean["md_js"],
+                mean["iid_pmf"],
+                mean["md_pmf"],
+                mean["fp_t0.001"],
+                mean["train_s"],
+            ]
+        )
+    if args.plots:
+        plot_mb(results, ref, Path(args.plots))
+    return results
+
+
+def _hist2d(ax, xy, box, title):
+    h, _, _ = np.histogram2d(xy[:, 0], xy[:, 1], bins=80, range=box, density=True)
+    f = -np.log(np.where(h > 0, h, np.nan))
+    ax.imshow(
+        (f - np.nanmin(f)).T,
+        origin="lower",
+        extent=[*box[0], *box[1]],
+        aspect="auto",
+        vmax=8,
+        cmap="viridis",
+    )
+    ax.set_title(title, fontsize=9)
+
+
+def plot_mb(results, ref, out: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    vs = list(results)
+    fig, axes = plt.subplots(2, len(vs) + 1, figsize=(3 * (len(vs) + 1), 5.6))
+    box = MULLER_BROWN_BOX
+    _hist2d(axes[0, 0], ref, box, "reference")
+    axes[1, 0].axis("off")
+    for j, v in enumerate(vs):
+        r = results[v][0]
+        _hist2d(axes[0, j + 1], r["_iid"], box, f"{v}: iid (JS {r['iid_js']:.3f})")
+        _hist2d(axes[1, j + 1], r["_md"], box, f"{v}: MD (JS {r['md_js']:.3f})")
+    fig.suptitle("Mueller-Brown free energy -log p (kT), first seed")
+    fig.tight_layout()
+    fig.savefig(out / "energy_diffusion_mb.png", dpi=90)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ alanine dipeptide
+
+ALDP_BEADS = (4, 6, 8, 14, 16)  # C(ACE), N, CA, C, N(NME)
+ALDP_QUADS = [(0, 1, 2, 3), (1, 2, 3, 4)]  # phi, psi on the beads
+ALDP_BONDS = [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def load_aldp_reference(path: str) -> np.ndarray:
+    """Bead positions (F, 5, 3) nm from the reference .npz (or its running checkpoint)."""
+    p = Path(path)
+    if not p.exists():
+        p = p.with_name(p.name + ".ckpt.npz")
+    if not p.exists():
+        raise SystemExit(f"no alanine reference at {path}")
+    with np.load(p) as f:
+        n = int(f["frames_done"]) if "frames_done" in f else len(f["positions"])
+        return f["positions"][:n][:, list(ALDP_BEADS)].astype(np.float64)
+
+
+def run_aldp(args, rows, table):
+    from sci_moe.data.alanine_dipeptide import dihedrals
+    from sci_moe.sampling.diffusion import bond_wasserstein, load_diffusion_model
+    from sci_moe.sampling.diffusion.io import load_energy_model
+
+    ref = load_aldp_reference(args.aldp_reference)
+    ref_pp = dihedrals(ref, ALDP_QUADS)
+    print(f"alanine reference: {len(ref)} frames", flush=True)
+    half = len(ref) // 2
+    floor_js = js_divergence(ref_pp[:half], ref_pp[half:], 64)
+    rows.append(_common.Row("aldp/floor (half vs half)", "js", floor_js, "nats"))
+    rows.append(
+        _common.Row(
+            "aldp/floor (half vs half)", "pmf", pmf_error(ref_pp[:half], ref_pp[half:], 64), "kT^2"
+        )
+    )
+    table.append(["aldp/floor (1st vs 2nd half)", floor_js, None, rows[-1].value, None, None, None])
+    results = {}
+    for spec in args.aldp.split(","):
+        name, path = spec.split("=") if "=" in spec else (Path(spec).stem, spec)
+        model, sde, cfg = load_diffusion_model(path)
+        nf = cfg["scale"]
+        gen = torch.Generator().manual_seed(args.seed)
+        t0 = time.perf_counter()
+        x = reverse_sde_sample(
+            model.score, sde, (args.aldp_iid, 5, 3), n_steps=args.sde_steps, generator=gen
+        )
+        ok = torch.isfinite(x).flatten(1).all(1)
+        iid = (x[ok] / nf).double().numpy()
+        t_iid = time.perf_counter() - t0
+        energy, masses, _, _ = load_energy_model(path)
+        starts = torch.tensor(
+            ref[torch.randint(len(ref), (args.aldp_walkers,), generator=gen).numpy()],
+            dtype=torch.float32,
+        )
+        t0 = time.perf_counter()
+        md = langevin_with_model(
+            energy,
+            starts,
+            masses,
+            cfg["kT"],
+            0.002,
+            1.0,
+            args.aldp_frames,
+            args.aldp_stride,
+            args.seed + 1,
+        )
+        t_md = time.perf_counter() - t0
+        md = md.double().numpy()
+        md = md[np.isfinite(md).all((1, 2))]
+        pp_iid = dihedrals(iid, ALDP_QUADS) if len(iid) else np.zeros((0, 2))
+        pp_md = dihedrals(md, ALDP_QUADS) if len(md) else np.zeros((0, 2))
+        nan = float("nan")
+        r = {
+            "iid_js": js_divergence(ref_pp, pp_iid, 64) if len(iid) else nan,
+            "iid_pmf": pmf_error(ref_pp, pp_iid, 64) if len(iid) else nan,
+            "md_js": js_divergence(ref_pp, pp_md, 64) if len(md) else nan,
+            "md_pmf": pmf_error(ref_pp, pp_md, 64) if len(md) else nan,
+            "iid_nan": float(1 - ok.double().mean()),
+            "iid_bond_w1_mean": float(bond_wasserstein(ref, iid, ALDP_BONDS).mean())
+            if len(iid)
+            else nan,
+            "md_bond_w1_mean": float(bond_wasserstein(ref, md, ALDP_BONDS).mean())
+            if len(md)
+            else nan,
+            "iid_s": t_iid,
+            "md_s": t_md,
+            "md_ns": args.aldp_walkers * args.aldp_frames * args.aldp_stride * 2e-6,
+            "train_s": float(cfg.get("extra", {}).get("train_seconds", float("nan"))),
+            "_iid": pp_iid,
+            "_md": pp_md,
+        }
+        results[name] = r
+        units = {
+            **UNITS,
+            "iid_bond_w1_mean": "nm",
+            "md_bond_w1_mean": "nm",
+            "iid_s": "s",
+            "md_s": "s",
+            "md_ns": "ns",
+        }
+        for k, v in r.items():
+            if not k.startswith("_"):
+                rows.append(_common.Row(f"aldp/{name}", k, float(v), units.get(k, "-")))
+        table.append(
+            [f"aldp/{name}", r["iid_js"], r["md_js"], r["iid_pmf"], r["md_pmf"], None, r["train_s"]]
+        )
+        print(
+            f"  aldp {name}: iid JS {r['iid_js']:.4f} MD JS {r['md_js']:.4f} "
+            f"iid PMF {r['iid_pmf']:.3f} MD PMF {r['md_pmf']:.3f}",
+            flush=True,
+        )
+    if args.plots:
+        plot_aldp(results, ref_pp, Path(args.plots))
+    return results
+
+
+def plot_aldp(results, ref_pp, out: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    box = ((-math.pi, math.pi), (-math.pi, math.pi))
+    names = list(results)
+    fig, axes = plt.subplots(len(names), 3, figsize=(9, 3 * len(names)), squeeze=False)
+    for i, n in enumerate(names):
+        r = results[n]
+        _hist2d(axes[i, 0], ref_pp, box, "reference")
+        _hist2d(axes[i, 1], r["_iid"], box, f"{n}: iid (JS {r['iid_js']:.3f})")
+        _hist2d(axes[i, 2], r["_md"], box, f"{n}: MD (JS {r['md_js']:.3f})")
+        for ax in axes[i]:
+            ax.set_xlabel("phi")
+            ax.set_ylabel("psi")
+    fig.suptitle("Alanine dipeptide (5 beads) Ramachandran free energy (kT)")
+    fig.tight_layout()
+    fig.savefig(out / "energy_diffusion_aldp.png", dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = _common.base_parser(__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--plots", default="docs/results/img", help="folder for PNGs ('' for none)")
+    p.add_argument(
+        "--aldp", default=None, help="alanine model files to evaluate, NAME=PATH[,NAME=PATH...]"
+    )
+    p.add_argument("--skip-mb", action="store_true", help="only the alanine part")
+    p.add_argument("--aldp-reference", default="/work/data/alanine_reference.npz")
+    args = p.parse_args()
+    args.variants = [v for v in args.variants.split(",") if v]
+    bad = set(args.variants) - set(VARIANTS)
+    if bad:
+        raise SystemExit(f"unknown variants {bad}; choose from {VARIANTS}")
+    policy = _common.setup(args)
+    if args.quick:
+        args.n_data, args.epochs, args.batch, args.batches_per_epoch = 20_000, 4, 256, 100
+        args.n_iid, args.sde_steps, args.walkers, args.md_frames = 4000, 200, 100, 40
+        args.aldp_iid, args.aldp_walkers, args.aldp_frames, args.aldp_stride = 1000, 50, 50, 50
+    else:
+        args.n_data, args.epochs, args.batch, args.batches_per_epoch = 50_000, 15, 256, 100
+        args.n_iid, args.sde_steps, args.walkers, args.md_frames = 10_000, 500, 200, 50
+        args.aldp_iid, args.aldp_walkers, args.aldp_frames, args.aldp_stride = 10_000, 100, 500, 50
+    rows: list[_common.Row] = []
+    table: list[list] = []
+    t0 = time.perf_counter()
+    if not args.skip_mb:
+        run_mb(args, rows, table)
+    if args.aldp:
+        run_aldp(args, rows, table)
+    _common.print_table(
+        ["case", "iid JS", "MD JS", "iid PMF", "MD PMF", "FP r(1e-3)", "train s"],
+        table,
+        title=f"Energy diffusion; Mueller-Brown: {args.seeds} seeds (means)",
+    )
+    machine = _common.machine_info(
+        seed=args.seed,
+        quick=args.quick,
+        malloc=policy,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch=args.batch,
+        batches_per_epoch=args.batches_per_epoch,
+        n_data=args.n_data,
+        wall_s=time.perf_counter() - t0,
+    )
+    if args.json:
+        _common.write_json(args.json, "energy_diffusion", machine, rows)
+
+
+if __name__ == "__main__":
+    main()
