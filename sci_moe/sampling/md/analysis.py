@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 _FILES = Path(__file__).resolve().parents[2] / "data" / "files"
-_KB = 0.00831446261815324
 
 
 def _normalise(p) -> np.ndarray:
@@ -359,23 +358,29 @@ def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def _plot_surface(p, edges, kT, path: Path, labels, title, ref=None) -> None:
+def _plot_surface(p, edges, path: Path, labels, title, ref=None) -> None:
+    """Free energies in units of kT; both panels share the colour scale of this run."""
     from matplotlib.figure import Figure
 
     panels = [("this run", p)] + ([("reference", ref)] if ref is not None else [])
     fig = Figure(figsize=(5.2 * len(panels), 4.4))
     axes = fig.subplots(1, len(panels), squeeze=False)
+    f_run = free_energy(p)
+    vmax = float(min(f_run[np.isfinite(f_run)].max(), 15.0)) or 1.0
     for ax, (name, hist) in zip(axes[0], panels, strict=True):
+        f = free_energy(hist)
         if hist.ndim == 1:
             centres = 0.5 * (edges[0][1:] + edges[0][:-1])
-            ax.plot(centres, free_energy(hist, kT))
+            ax.plot(centres, np.where(np.isfinite(f), f, np.nan))
+            ax.set_ylim(0, 1.05 * vmax)
             ax.set_xlabel(labels[0])
-            ax.set_ylabel("free energy")
+            ax.set_ylabel("free energy (kT)")
         else:
-            f = free_energy(hist, kT)
             f = np.where(np.isfinite(f), f, np.nan)
-            mesh = ax.pcolormesh(edges[0], edges[1], f.T, cmap="viridis", shading="flat")
-            fig.colorbar(mesh, ax=ax, label="free energy")
+            mesh = ax.pcolormesh(
+                edges[0], edges[1], f.T, cmap="viridis", shading="flat", vmin=0, vmax=vmax
+            )
+            fig.colorbar(mesh, ax=ax, label="free energy (kT)")
             ax.set_xlabel(labels[0])
             ax.set_ylabel(labels[1])
         ax.set_title(f"{title}: {name}")
@@ -458,7 +463,6 @@ def analyse_run(
         title = cfg["system"]
     else:
         atom_indices = (cfg.get("extra") or {}).get("atom_indices")
-        kT = _KB * float(cfg.get("temperature_k", 300.0))
         p, edges = angle_histogram(alanine_phi_psi(x, atom_indices), bins)
         labels, png, title = ("phi (rad)", "psi (rad)"), "ramachandran.png", "alanine dipeptide"
         ref_path = reference
@@ -476,7 +480,7 @@ def analyse_run(
     if p_ref is not None:
         result["js_divergence"] = js_divergence(p_ref, p)
         result["pmf_error"] = pmf_error(p_ref, p)
-    _plot_surface(p, edges, kT, out_dir / png, labels, title, ref=p_ref)
+    _plot_surface(p, edges, out_dir / png, labels, title, ref=p_ref)
     result["free_energy_png"] = png
     tmp = out_dir / ".analysis.json.tmp"
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

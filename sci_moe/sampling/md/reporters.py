@@ -241,7 +241,6 @@ class _HDF5Writer:
     def __init__(self, path: Path, topology, dt_ps: float, first_step: int, interval: int):
         import mdtraj
 
-        self._dt = dt_ps * interval
         self._time = first_step * dt_ps
         self._step = dt_ps * interval
         append = path.exists() and path.stat().st_size > 0
@@ -394,8 +393,10 @@ class LogReporter(Reporter):
 
     Columns: ``step``, ``time_ps``, ``potential_energy_kj_mol``, ``temperature_k``,
     ``speed_ns_per_day``. With several walkers, energy and temperature are walker means.
-    Temperature is empty for overdamped dynamics (no velocities). Speed is simulated time
-    per wall-clock day since the start of the current :meth:`Simulation.run` call.
+    Temperature is empty for overdamped dynamics (no velocities); for toy potentials in
+    reduced units it is :math:`2K/(n_\\mathrm{dof} k_B)` with the energy unit read as
+    kJ/mol. Speed is simulated time (per walker) per wall-clock day since the start of the
+    current ``run`` call.
     Every row is flushed.
     """
 
