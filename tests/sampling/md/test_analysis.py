@@ -185,3 +185,16 @@ def test_alanine_phi_psi_of_a_coarse_grained_subset():
         alanine_phi_psi(frames[:, :5], [0, 1, 2, 3, 4])
     with pytest.raises(ValueError, match="22 atoms"):
         alanine_phi_psi(frames[:, :5])
+
+
+def test_shipped_reference_prefers_the_matching_force_field(tmp_path, monkeypatch):
+    from sci_moe.sampling.md import analysis
+
+    monkeypatch.setattr(analysis, "_FILES", tmp_path)
+    assert analysis.shipped_reference() is None
+    for name in ("amber14_obc2_300K", "amber99sbildn_obc_300K"):
+        np.savez(tmp_path / f"alanine_dipeptide_reference_{name}.npz", counts=np.ones((4, 4)))
+    assert analysis.shipped_reference().name.endswith("amber99sbildn_obc_300K.npz")
+    assert analysis.shipped_reference("amber14", "obc2", 300.0).name.endswith("obc2_300K.npz")
+    # No exact match: any shipped reference rather than none.
+    assert analysis.shipped_reference("charmm36", None, 350) is not None
