@@ -32,7 +32,7 @@ GRID = [
     # the benchmark's Delta = 0.5, theta = 0.3: soft BCE, hard MSE, learned bias under imbalance
     ("bce", 2.0, 0.3, 0.5, False, (10.0, 300.0), (3.0,), 0.5),
     ("mse", 0.5, 0.3, 0.5, False, (300.0, 300.0, 300.0), (np.inf, np.inf), 0.5),
-    ("bce", 4.0, 0.3, 0.3, True, (1.0, 1.0), (np.inf,), 0.5),
+    ("mse", 2.0, 0.3, 0.3, True, (1.0, 1.0), (np.inf,), 0.5),
 ]
 GRID = [g if len(g) == 8 else (*g, 1.0) for g in GRID]
 
