@@ -195,3 +195,10 @@ try:
     unstable.run(200)
 except SimulationFailure as err:
     print(err)
+
+# %%
+# The run folders of this tutorial were temporary:
+
+import shutil
+
+shutil.rmtree(work)
