@@ -17,7 +17,8 @@ Examples
 
 Exit codes: 0 success (also when ``--max-hours`` stopped the run after a checkpoint),
 1 the dynamics became unstable (message names the step and the cause), 2 bad input,
-130 interrupted (Ctrl-C; resume from the last checkpoint).
+130/143 stopped by Ctrl-C/SIGTERM: the run stops after the current step and writes a
+checkpoint (a second signal aborts at once, keeping the previous checkpoint).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -392,6 +394,25 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
         f"{cfg.timestep_fs:g} fs -> {out}"
     )
     remaining = max(0, total - sim.current_step)
+    received: list[int] = []
+
+    def stop(signum, frame):
+        if received:  # a second signal aborts at once
+            raise KeyboardInterrupt
+        received.append(signum)
+        sim.stop_requested = True
+        print(
+            f"\nsci-moe md run: {signal.Signals(signum).name}: stopping after the current step "
+            "with a checkpoint (send it again to abort)",
+            file=sys.stderr,
+        )
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, stop)
+        except ValueError:  # not the main thread: keep the default handlers
+            pass
     try:
         result = sim.run(remaining, max_hours=cfg.max_hours)
     except KeyboardInterrupt:
@@ -417,6 +438,14 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
         return 1
     finally:
         sim.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if result.status == "stopped":
+        print(
+            f"stopped by {signal.Signals(received[0]).name} at step {result.final_step} of "
+            f"{total} (checkpoint written); continue with: sci-moe md run --out {out} --resume"
+        )
+        return 128 + received[0]
     if result.status == "time-limit":
         print(
             f"stopped by --max-hours at step {result.final_step} of {total} (checkpoint "

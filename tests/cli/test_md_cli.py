@@ -370,3 +370,33 @@ def test_pdb_input_with_force_field(tmp_path, capsys):
     assert code == 0, cap.err
     assert "alanine-dipeptide.pdb, amber14 + obc2: openmm engine" in cap.out
     assert len((out / "log.csv").read_text().splitlines()) == 3
+
+
+def test_sigterm_stops_cleanly_with_checkpoint(tmp_path, capsys, monkeypatch):
+    from sci_moe.sampling.md import reporters
+
+    original = reporters.LogReporter.report
+
+    def report(self, simulation, snapshot):
+        original(self, simulation, snapshot)
+        if snapshot.step == 30:
+            os.kill(os.getpid(), signal.SIGTERM)  # as a batch scheduler does at its limit
+
+    monkeypatch.setattr(reporters.LogReporter, "report", report)
+    out, full = tmp_path / "run", tmp_path / "full"
+    args = [*TOY, "--steps", "60", "--checkpoint-interval", "1000", "--seed", "2"]
+    before = signal.getsignal(signal.SIGTERM)
+    code, cap = _run([*args, "--out", str(out)], capsys)
+    assert code == 128 + signal.SIGTERM and "stopped by SIGTERM at step 30" in cap.out
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+    monkeypatch.setattr(reporters.LogReporter, "report", original)
+    code, cap = _run(["run", "--out", str(out), "--resume", "--no-progress"], capsys)
+    assert code == 0 and "from step 30" in cap.out
+    assert _run([*args, "--out", str(full)])[0] == 0
+    import mdtraj
+
+    a, b = (
+        mdtraj.load(str(d / "trajectory.dcd"), top=str(d / "topology.pdb")) for d in (out, full)
+    )
+    assert a.n_frames == 6
+    np.testing.assert_array_equal(a.xyz, b.xyz)

@@ -89,7 +89,9 @@ class RunResult:
     Attributes
     ----------
     status : str
-        ``"completed"`` or ``"time-limit"`` (stopped by ``max_hours`` after a checkpoint).
+        ``"completed"``, ``"time-limit"`` (stopped by ``max_hours``) or ``"stopped"``
+        (:attr:`Simulation.stop_requested` was set, e.g. by SIGTERM); the last two after a
+        checkpoint.
     steps : int
         Steps taken in this call.
     final_step : int
@@ -133,6 +135,9 @@ class _RunLoop:
         self.run_start_wall = time.perf_counter()
         self.last_checkpoint_step: int | None = None
         self._last_checked_energy: np.ndarray | None = None
+        #: Set (e.g. from a signal handler) to stop :meth:`run` cleanly after the current
+        #: chunk of steps, with a checkpoint; :meth:`run` then returns ``status="stopped"``.
+        self.stop_requested = False
 
     # -- engine hooks --------------------------------------------------------------
     def _advance(self, n: int) -> None:  # pragma: no cover - abstract
@@ -263,6 +268,9 @@ class _RunLoop:
                         r.report(self, snap)
                     for r in due:
                         pending[r] = ask(r)
+                if self.stop_requested:
+                    status = "stopped"
+                    break
                 if deadline is not None and time.perf_counter() > deadline:
                     status = "time-limit"
                     break
