@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from . import cap as _cap
+from . import data as _data
 from . import md as _md
+from . import train as _train
 
 __all__ = ["main"]
 
@@ -34,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     _cap.add_parser(sub)
     _md.add_parser(sub)
+    _train.add_parser(sub)
+    _data.add_parser(sub)
     return parser
 
 
