@@ -14,8 +14,9 @@ Two engines behind one API (:meth:`run`, :meth:`save_checkpoint`, :meth:`load_ch
 
 The loop follows OpenMM's ``Simulation._simulate``: ask every reporter how many steps until
 its next report, step exactly that far (in chunks of at most ``check_interval`` steps,
-checking after each chunk that positions and energies are finite and that the potential
-energy did not jump by more than ``energy_jump_kj_mol``), build one
+checking after each chunk that the potential energy is finite and did not jump by more
+than ``energy_jump_kj_mol``; a failed check inspects positions, velocities and energies to
+name the cause, and stops the run with :class:`SimulationFailure`), build one
 :class:`~sci_moe.sampling.md.reporters.Snapshot` with the union of the requested fields and
 hand it to the due reporters, checkpoint reporters last.
 """
