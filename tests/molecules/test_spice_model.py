@@ -120,6 +120,28 @@ def test_vector_features_equivariant_per_conformer(f64):
     )
 
 
+def test_each_conformers_vectors_rotate_with_its_own_rotation(f64):
+    # Independent O(3) + translation per conformer: scalars unchanged, vectors of
+    # conformer c rotated by R_c (never mixed across conformers).
+    model = small_model().eval()
+    mol = random_graph(7, 3, seed=6)
+    b = collate_ensembles([mol])
+    h, v, t, _ = model.encode(b)
+    g = torch.Generator().manual_seed(9)
+    rots = [_random_o3(g) for _ in range(3)]
+    moved = [
+        p @ r.T + torch.randn(3, generator=g, dtype=p.dtype)
+        for p, r in zip(mol.pos, rots, strict=True)
+    ]
+    b.pos = torch.cat(moved)
+    h2, v2, t2, _ = model.encode(b)
+    torch.testing.assert_close(h2, h)
+    torch.testing.assert_close(t2, t)
+    for c, r in enumerate(rots):
+        sel = b.point_to_conf == c
+        torch.testing.assert_close(v2[sel], torch.einsum("ij,pjf->pif", r, v[sel]))
+
+
 def test_batch_equals_one_at_a_time():
     model = small_model(readout="learned").eval()
     mols = [random_graph(n, c, seed=s) for s, (n, c) in enumerate([(7, 3), (10, 1), (6, 5)])]
