@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 from rdkit import Chem, RDLogger, rdBase
 from rdkit.Chem import AllChem, rdDistGeom, rdMolAlign
-from rdkit.Chem.EnumerateStereoisomers import EnumerateStereoisomers, StereoEnumerationOptions
 
 from .graph import EnsembleGraph, boltzmann_weights
 
@@ -46,7 +45,7 @@ __all__ = [
 
 #: kcal/mol -> kJ/mol.
 KCAL_TO_KJ = 4.184
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 _FORCE_FIELDS = ("mmff94", "mmff94s")
 
 
@@ -76,9 +75,9 @@ class ConformerConfig:
     max_matches : int
         Symmetry matches tried per RMSD (``GetBestRMS(maxMatches=...)``).
     assign_stereo : bool
-        Give unspecified stereocentres and double bonds a definite configuration (the
-        first embeddable of RDKit's ``EnumerateStereoisomers`` order) so the ensemble
-        holds one stereoisomer, not a mixture of mirror images; the result is
+        Give unspecified stereocentres and double bonds a definite configuration (that of
+        one seeded ETKDG embedding, so always a feasible one) so the ensemble holds one
+        stereoisomer, not a mixture of mirror images; the result is
         :attr:`ConformerEnsemble.stereo_smiles`.
     """
 
@@ -287,16 +286,27 @@ def _prune(
     return kept
 
 
-def _stereo_candidates(mol: Chem.Mol, assign: bool, limit: int = 4) -> list[Chem.Mol]:
-    if not assign:
-        return [mol]
-    opts = StereoEnumerationOptions(onlyUnassigned=True, unique=True, maxIsomers=0)
-    out = []
-    for iso in EnumerateStereoisomers(Chem.RemoveHs(mol), options=opts):
-        out.append(Chem.AddHs(iso))
-        if len(out) >= limit:
-            break
-    return out or [mol]
+def _has_unspecified_stereo(mol: Chem.Mol) -> bool:
+    return any(
+        si.specified == Chem.StereoSpecified.Unspecified
+        for si in Chem.FindPotentialStereo(Chem.RemoveHs(mol))
+    )
+
+
+def _assign_stereo_from_3d(mol: Chem.Mol, params) -> Chem.Mol:
+    """Fix unspecified stereo elements to those of one seeded embedding.
+
+    Enumerating stereoisomers can produce impossible ones (e.g. bridgeheads of
+    bicyclo[2.2.2]octanes), on which ETKDG spends minutes and fails; a free embedding is
+    always feasible, and its 3-D stereo is then imposed on the whole ensemble.
+    """
+    probe = Chem.Mol(mol)
+    cid = rdDistGeom.EmbedMolecule(probe, params)
+    if cid < 0:
+        return mol
+    Chem.AssignStereochemistryFrom3D(probe, confId=cid)
+    probe.RemoveAllConformers()
+    return probe
 
 
 def _embed(item, cfg: ConformerConfig) -> dict:
@@ -312,15 +322,13 @@ def _embed(item, cfg: ConformerConfig) -> dict:
     p.randomSeed = int(cfg.seed)
     p.pruneRmsThresh = float(cfg.prune_rms) if cfg.prune_rms > 0 else -1.0
     p.numThreads = 1
-    cids: list[int] = []
-    for mol in _stereo_candidates(parsed, cfg.assign_stereo):
-        p.useRandomCoords = False
+    mol = parsed
+    if cfg.assign_stereo and _has_unspecified_stereo(parsed):
+        mol = _assign_stereo_from_3d(parsed, p)
+    cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
+    if not cids:
+        p.useRandomCoords = True
         cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
-        if not cids:
-            p.useRandomCoords = True
-            cids = list(rdDistGeom.EmbedMultipleConfs(mol, numConfs=cfg.num_attempts, params=p))
-        if cids:
-            break
     if not cids:
         raise _Failure("embed", f"ETKDGv3 embedded 0 of {cfg.num_attempts} attempts")
     res = AllChem.MMFFOptimizeMoleculeConfs(

@@ -139,3 +139,11 @@ def test_unspecified_stereocentre_gets_one_configuration():
         "CC(O)CCC", ConformerConfig(num_attempts=10, max_confs=5, seed=3, assign_stereo=False)
     )
     assert "@" not in mixed.stereo_smiles
+
+
+def test_constrained_stereo_gets_a_feasible_configuration():
+    # bridgeheads of a bicyclo[2.2.2]octane look like free stereocentres; enumerating them
+    # yields impossible isomers (ETKDG then spends minutes and fails); 3-D assignment works
+    smi = "CCOC(=O)[CH]1C2CCC(CC2)[CH]1C(=O)OCC"
+    ens = embed_ensemble(smi, ConformerConfig(num_attempts=3, max_confs=2, seed=1))
+    assert ens.num_confs >= 1 and ens.stereo_smiles.count("@") == 4
