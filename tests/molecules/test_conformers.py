@@ -146,4 +146,4 @@ def test_constrained_stereo_gets_a_feasible_configuration():
     # yields impossible isomers (ETKDG then spends minutes and fails); 3-D assignment works
     smi = "CCOC(=O)[CH]1C2CCC(CC2)[CH]1C(=O)OCC"
     ens = embed_ensemble(smi, ConformerConfig(num_attempts=3, max_confs=2, seed=1))
-    assert ens.num_confs >= 1 and ens.stereo_smiles.count("@") == 4
+    assert ens.num_confs >= 1 and ens.stereo_smiles.count("[C@") == 4
