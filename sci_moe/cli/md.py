@@ -266,13 +266,14 @@ def _write_topology(system, path: Path) -> None:
 def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
     import torch
 
+    from ..sampling.md.openmm_engine import OpenMMSimulation
     from ..sampling.md.reporters import (
         CheckpointReporter,
         LogReporter,
         ProgressReporter,
         TrajectoryReporter,
     )
-    from ..sampling.md.simulation import OpenMMSimulation, Simulation
+    from ..sampling.md.simulation import Simulation
 
     reporters = [
         TrajectoryReporter(

@@ -16,17 +16,14 @@ from sci_moe.sampling.md import (
     PotentialForces,
 )
 from sci_moe.sampling.md.checkpoint import load_checkpoint
+from sci_moe.sampling.md.openmm_engine import OpenMMSimulation
 from sci_moe.sampling.md.reporters import (
     CheckpointReporter,
     LogReporter,
     Reporter,
     TrajectoryReporter,
 )
-from sci_moe.sampling.md.simulation import (
-    OpenMMSimulation,
-    Simulation,
-    SimulationFailure,
-)
+from sci_moe.sampling.md.simulation import Simulation, SimulationFailure
 
 
 def _mb_sim(out, seed=1, walkers=3, integrator=None, ckpt=30, every=10, **kw):
