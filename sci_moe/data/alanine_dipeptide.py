@@ -173,11 +173,13 @@ def build_system(
     Parameters
     ----------
     forcefield : {"amber99sbildn", "amber14", "amber99sb"}
-        Protein force field shipped with OpenMM.
+        Protein force field shipped with OpenMM. (CHARMM: ``charmm36.xml`` cannot tell its
+        ACE-ALA-NME templates apart; ``charmm36_2024.xml`` works with the shipped PDB but
+        is slow to load (over a minute on a busy 2-core machine), so it is not offered here.)
     implicit_solvent : {"obc", "obc2", "gbn2", None}
         Implicit solvent: ``"obc"`` is OBC (amber99_obc.xml with amber99-family force fields,
-        implicit/obc1.xml with amber14), ``"obc2"`` / ``"gbn2"`` from ``implicit/``
-        (amber14 and amber99sbildn); ``None`` for vacuum.
+        implicit/obc1.xml with amber14), ``"obc2"`` / ``"gbn2"`` from ``implicit/``;
+        ``None`` for vacuum.
     constraints : {None, "hbonds", "allbonds", "hangles"}
         OpenMM constraints. The torch integrators need ``None``.
     cutoff_nm : float, optional
@@ -593,8 +595,9 @@ def make_reference_histogram(
 
     Writes ``out_path`` (``.npz``, atomically) with ``counts`` (bins, bins) int64, ``edges``
     (bins + 1,) rad, ``counts_first_half`` / ``counts_second_half``, and ``metadata`` (JSON:
-    the run's config, frames, simulated ns, the JS divergence between the two halves and the
-    fraction of frames with phi > 0 in each half).
+    the run's config, frames, simulated ns, the JS divergence between the first and second
+    half of the run, between even and odd frames (the finite-sample floor), the fraction of
+    frames with phi > 0 overall and per half, and the number of phi sign changes).
 
     Returns
     -------
@@ -616,6 +619,11 @@ def make_reference_histogram(
         "frame_interval_ps": float(ref["interval_steps"] * ref["timestep_fs"] * 1e-3),
         "bins": int(bins),
         "js_first_vs_second_half": js_divergence_counts(h1, h2),
+        # finite-sample floor: two interleaved halves see the same basins
+        "js_even_vs_odd_frames": js_divergence_counts(
+            phi_psi_histogram(ang[0::2], bins), phi_psi_histogram(ang[1::2], bins)
+        ),
+        "phi_positive_transitions": int(np.abs(np.diff((ang[:, 0] > 0).astype(int))).sum()),
         "phi_positive_fraction": float((ang[:, 0] > 0).mean()),
         "phi_positive_fraction_halves": [
             float((first[:, 0] > 0).mean()),
