@@ -400,3 +400,31 @@ def test_sigterm_stops_cleanly_with_checkpoint(tmp_path, capsys, monkeypatch):
     )
     assert a.n_frames == 6
     np.testing.assert_array_equal(a.xyz, b.xyz)
+
+
+def test_default_run_uses_the_shipped_model_when_present(tmp_path, capsys, monkeypatch):
+    diffusion = pytest.importorskip("sci_moe.sampling.diffusion")
+    if not hasattr(diffusion, "save_energy_model"):
+        pytest.skip("no save_energy_model")
+    import torch
+
+    from sci_moe.data.alanine_dipeptide import BACKBONE_ATOMS
+    from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
+    from sci_moe.sampling.md import systems
+
+    torch.manual_seed(0)
+    path = save_energy_model(
+        MLPEnergy((5, 3), hidden=(8,)), tmp_path / "alanine_energy_model.safetensors",
+        sde=VPSDE(), kT=2.494, masses=[12.0, 14.0, 12.0, 12.0, 14.0],
+        atom_indices=BACKBONE_ATOMS,
+    )  # fmt: skip
+    monkeypatch.setattr(systems, "default_model_path", lambda: path)
+    out = tmp_path / "run"
+    code, cap = _run(["run", "--steps", "10", "--no-progress", "--out", str(out)], capsys)
+    assert code == 0, cap.err
+    assert "with the shipped learned model alanine_energy_model.safetensors" in cap.out
+    assert "torch engine" in cap.out
+    import yaml
+
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert cfg["model"] == str(path) and cfg["extra"]["atom_indices"] == list(BACKBONE_ATOMS)
