@@ -67,6 +67,7 @@ _OUTPUTS = (
     "checkpoint.pt",
     "checkpoint_prev.pt",
     "failure.json",
+    "failure_state.pt",
     "analysis.json",
     "ramachandran.png",
     "density.png",
@@ -327,6 +328,23 @@ def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress
     return sim
 
 
+def _dump_failure_state(sim, path: Path) -> None:
+    """The state at the failing step, for debugging (like OpenMM's DebuggingReporter):
+    ``torch.load(path, weights_only=True)`` gives step, positions, velocities, energies."""
+    import torch
+
+    try:
+        snap = sim.snapshot()
+    except Exception:  # the engine itself may be unusable now
+        return
+    dump = {"step": snap.step}
+    for key in ("positions", "velocities", "potential_energy"):
+        value = getattr(snap, key)
+        if value is not None:
+            dump[key] = torch.as_tensor(value)
+    torch.save(dump, path)
+
+
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
     from ..sampling.md.systems import build_md_system
@@ -435,6 +453,7 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
             "message": str(err),
         }
         (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
+        _dump_failure_state(sim, out / "failure_state.pt")
         print(f"sci-moe md run: error: {err}", file=sys.stderr)
         return 1
     finally:

@@ -257,6 +257,11 @@ def test_instability_exit_1_with_failure_report(tmp_path, capsys):
     assert code == 1 and "MD stopped at step" in cap.err
     report = json.loads((out / "failure.json").read_text())
     assert report["step"] >= 1 and "jumped" in report["cause"]
+    import torch
+
+    state = torch.load(out / "failure_state.pt", weights_only=True)
+    assert state["step"] == report["step"] and state["positions"].shape == (1, 1, 1)
+    assert abs(float(state["potential_energy"][0])) > 50
 
 
 def test_default_run_is_alanine_dipeptide(tmp_path, capsys, monkeypatch):
