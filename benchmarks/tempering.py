@@ -588,9 +588,12 @@ def _ala_summary(lab: np.ndarray, mask: np.ndarray, pp: np.ndarray, wall: float)
         m, se = masked_mean((lab == k).astype(float)[:, None], mask[:, None])
         pops.append(m)
         ses.append(se)
-    p = pops[2]
-    ess = p * (1 - p) / ses[2] ** 2 if ses[2] > 0 else float("nan")
     phi_t = np.degrees(pp[mask, 0])
+    n_trans = _core_transitions(phi_t)
+    # the ESS of the alpha_L indicator means something only if the sampler went there
+    # and back at 300 K; otherwise its Sokal window measures wiggles inside one basin
+    p = pops[2]
+    ess = p * (1 - p) / ses[2] ** 2 if ses[2] > 0 and n_trans > 0 else None
     # running estimate of P(alpha_L) at the target temperature vs simulated time
     ind = (lab == 2).astype(float)
     cum = np.cumsum(ind * mask) / np.maximum(np.cumsum(mask), 1)
@@ -598,10 +601,10 @@ def _ala_summary(lab: np.ndarray, mask: np.ndarray, pp: np.ndarray, wall: float)
     return {
         "populations": pops,
         "stderr": ses,
-        "ess_alphaL": float(ess),
+        "ess_alphaL": ess,
         "wall_s": float(wall),
-        "ess_per_s": float(ess / wall) if np.isfinite(ess) else 0.0,
-        "transitions_target": _core_transitions(phi_t),
+        "ess_per_s": None if ess is None else float(ess / wall),
+        "transitions_target": n_trans,
         "running_alphaL": [[int(c + 1), float(cum[c])] for c in checkpoints],
     }
 
@@ -612,7 +615,12 @@ def report_alanine(out: dict, rows: list[Row]) -> None:
     base = out["MD"]
     for who in ("MD", "ST"):
         r = out[who]
-        s_ratio = r["ess_per_s"] / base["ess_per_s"] if who == "ST" and base["ess_per_s"] else None
+        s_ratio = None
+        if who == "ST" and base["ess_per_s"] and r["ess_per_s"]:
+            s_ratio = r["ess_per_s"] / base["ess_per_s"]
+        t_ratio = None
+        if who == "ST" and base["transitions_target"] > 0:
+            t_ratio = r["transitions_target"] / base["transitions_target"]
         table.append(
             [
                 who,
@@ -622,7 +630,7 @@ def report_alanine(out: dict, rows: list[Row]) -> None:
                 r.get("transitions_all_levels"),
                 r.get("round_trips"),
                 r["wall_s"],
-                r["ess_per_s"],
+                "not mixed" if r["ess_per_s"] is None else r["ess_per_s"],
                 s_ratio,
             ]
         )
@@ -631,12 +639,29 @@ def report_alanine(out: dict, rows: list[Row]) -> None:
         for k, name in enumerate(("beta", "alphaR", "alphaL")):
             rows.append(Row(case, f"population_{name}", r["populations"][k], "1"))
             rows.append(Row(case, f"population_{name}_stderr", r["stderr"][k], "1"))
-        rows.append(Row(case, "phi_transitions_300K", r["transitions_target"], "1"))
-        rows.append(Row(case, "ess_per_s_alphaL", r["ess_per_s"], "1/s", vs, s_ratio))
+        rows.append(
+            Row(
+                case,
+                "phi_transitions_300K_per_ns",
+                r["transitions_target"] / ns,
+                "1/ns",
+                vs,
+                t_ratio,
+            )
+        )
+        if r["ess_per_s"] is not None:  # only for a sampler that crossed at 300 K
+            rows.append(Row(case, "ess_per_s_alphaL", r["ess_per_s"], "1/s", vs, s_ratio))
         rows.append(Row(case, "wall_time", r["wall_s"], "s"))
         if who == "ST":
             rows.append(Row(case, "round_trips", r["round_trips"], "1"))
-            rows.append(Row(case, "phi_transitions_all_levels", r["transitions_all_levels"], "1"))
+            rows.append(
+                Row(
+                    case,
+                    "phi_transitions_all_levels_per_ns",
+                    r["transitions_all_levels"] / ns,
+                    "1/ns",
+                )
+            )
             rows.append(Row(case, "target_level_fraction", r["target_fraction"], "1"))
     print_table(
         [
@@ -654,7 +679,8 @@ def report_alanine(out: dict, rows: list[Row]) -> None:
         title=f"alanine dipeptide (amber99sbildn + OBC, H-bond constraints, 2 fs), {ns:g} ns "
         f"per sampler: plain MD at {ALA_T0:g} K vs OpenMM simulated tempering "
         f"{ALA_T0:g}-{ALA_TMAX:g} K ({ALA_LEVELS} levels, SAMS, Gibbs moves every "
-        f"{ALA_STEPS_PER_FRAME} steps); populations at {ALA_T0:g} K",
+        f"{ALA_STEPS_PER_FRAME} steps); populations at {ALA_T0:g} K; 'not mixed': no phi "
+        "transition at 300 K, so no ESS",
     )
     st = out["ST"]
     print(

@@ -480,9 +480,8 @@ class OpenMMSimulatedTempering:
                         new = prop
                         self._acc[lo] += 1
             if self._online is not None:
-                p_rb = torch.softmax(torch.tensor(logp), dim=0)
-                g = self._online.update(torch.tensor(self._g), p_rb, self._iteration)
-                self._g = g.numpy()
+                p_rb = np.exp(logp - logp.max())
+                self._g = self._online.update(self._g, p_rb / p_rb.sum(), self._iteration)
             sampler.currentStateIndex = new
             sampler._sampler.applyState(new)
             if new != prev:

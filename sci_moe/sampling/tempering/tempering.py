@@ -207,14 +207,15 @@ class OnlineWeights:
         self.mode, self.n_levels = mode, n_levels
         self.gain0, self.gain_exponent, self.flatness = gain0, gain_exponent, flatness
         self.stage, self.t_stage, self.gamma = 0, 0, gain0
-        self.hist: Tensor | None = None
+        self.hist = None
 
-    def update(self, g: Tensor, p: Tensor, t: int) -> Tensor:
-        """New weights after iteration ``t >= 1`` with level probabilities ``p`` (shape (L,))."""
+    def update(self, g, p, t: int):
+        """New weights after iteration ``t >= 1`` with level probabilities ``p`` (shape (L,)).
+
+        ``g`` and ``p`` are torch tensors or numpy arrays (the result has their type).
+        """
         L = self.n_levels
-        if self.hist is None:
-            self.hist = torch.zeros(L, dtype=p.dtype)
-        self.hist += p
+        self.hist = p * 1.0 if self.hist is None else self.hist + p
         if self.mode == "sams":
             pi_min = 1.0 / L
             if self.stage == 0:
@@ -232,7 +233,7 @@ class OnlineWeights:
                 self.stage, self.t_stage = 1, t
             else:
                 self.gamma *= 0.5
-                hist.zero_()
+                self.hist = hist * 0.0
                 if self.gamma < self.gain0 / t:
                     self.stage = 1
         return g
