@@ -89,7 +89,8 @@ class OpenMMTemperingConfig:
         gives a flat level histogram). Required for ``"given"``; starting point for
         ``"sams"``/``"wang-landau"``.
     velocities : {"rescale", "resample"}
-        Velocity update after a temperature change.
+        Velocity update after a temperature change. (With ``weights="openmm"`` and
+        ``"resample"``, OpenMM redraws the velocities with its own, unseeded generator.)
     gain0, gain_exponent, flatness : float
         Online adaptation settings, as in :class:`~.tempering.TemperingConfig`.
     n_pilot_steps : int
