@@ -103,15 +103,20 @@ def build_model(variant: str) -> torch.nn.Module:
     )
 
 
-def stages(variant: str, epochs: int, lr: float) -> list[Stage]:
+def stages(variant: str, epochs: int, lr: float, high=None, low=None) -> list[Stage]:
+    """ScoreMD's schedule: 10 / 20 / 70 % of the epochs per expert, high t first.
+
+    ``high = (e1, e2)`` and ``low`` override the epochs of the experts (0 skips one).
+    """
     if variant in ("plain", "fp"):
         return [Stage(epochs, (1e-5, 1.0), 0.3, 5e-4 if variant == "fp" else 0.0, lr=lr)]
-    e1, e2 = max(1, epochs // 10), max(1, epochs // 5)
+    e1, e2 = high if high is not None else (max(1, epochs // 10), max(1, epochs // 5))
+    e3 = low if low is not None else max(1, epochs - e1 - e2)
     fp = 1e-3 if variant == "both" else 0.0
     return [
         Stage(e1, RANGES[0], 0.8, 0.0, expert=0, lr=lr),
         Stage(e2, RANGES[1], 0.35, 0.0, expert=1, lr=lr),
-        Stage(max(1, epochs - e1 - e2), RANGES[2], 0.03, fp, expert=2, lr=lr),
+        Stage(e3, RANGES[2], 0.03, fp, expert=2, lr=lr),
     ]
 
 
@@ -127,6 +132,16 @@ def main() -> None:
     p.add_argument("--max-frames", type=int, default=None)
     p.add_argument("--work-dir", default=None, help="checkpoints (resumable)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", default=None, help="start from the weights of this model file")
+    p.add_argument(
+        "--high-epochs",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("E1", "E2"),
+        help="epochs of the two high-t experts (time mixtures)",
+    )
+    p.add_argument("--low-epochs", type=int, default=None, help="epochs of the small-t expert")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -137,8 +152,18 @@ def main() -> None:
     data = torch.tensor(cg * nf, dtype=torch.float32)
     print(f"{len(data)} frames from {ref['source']}; scale nf = {nf:.4f} /nm", flush=True)
     model = build_model(args.variant)
+    history_before = {}
+    if args.init:
+        from sci_moe.sampling.diffusion import load_diffusion_model
+
+        init, _, init_cfg = load_diffusion_model(args.init)
+        if abs(init_cfg["scale"] - nf) > 1e-6 * nf:
+            raise SystemExit(f"--init model has scale {init_cfg['scale']}, data give {nf}")
+        model.load_state_dict(init.state_dict())
+        history_before = init_cfg.get("extra", {})
+    sched = stages(args.variant, args.epochs, args.lr, args.high_epochs, args.low_epochs)
     cfg = TrainConfig(
-        stages=stages(args.variant, args.epochs, args.lr),
+        stages=sched,
         batch_size=args.batch,
         max_batches_per_epoch=args.batches_per_epoch,
         seed=args.seed,
@@ -167,12 +192,13 @@ def main() -> None:
             "data": ref["source"],
             "frames": len(data),
             "variant": args.variant,
-            "epochs": args.epochs,
+            "epochs": [st.epochs for st in sched],
+            "previous": history_before,
             "batches_per_epoch": args.batches_per_epoch,
             "batch": args.batch,
             "lr": args.lr,
             "seed": args.seed,
-            "train_seconds": seconds,
+            "train_seconds": seconds + float(history_before.get("train_seconds", 0.0)),
             "final_dsm": out["history"][-1]["dsm"],
             "script": "scripts/train_alanine_energy_model.py",
         },

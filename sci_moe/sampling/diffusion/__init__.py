@@ -13,7 +13,13 @@ energy nets), :mod:`.losses` (DSM, exact and two-probe FP residuals), :mod:`.tim
 :mod:`.train`, :mod:`.io` (model files for ``sci-moe md run --model``), :mod:`.metrics`.
 """
 
-from .io import EnergyAtTime, load_diffusion_model, load_energy_model, save_energy_model
+from .io import (
+    ALANINE_MODEL,
+    EnergyAtTime,
+    load_diffusion_model,
+    load_energy_model,
+    save_energy_model,
+)
 from .losses import dsm_loss, fp_loss, fp_residual_exact, fp_residual_probe, time_weight
 from .metrics import bond_wasserstein, fp_error_curve, js_divergence, pmf_error
 from .networks import (
@@ -32,6 +38,7 @@ from .time_moe import TimeMixture
 from .train import Stage, TrainConfig, random_rotations, train
 
 __all__ = [
+    "ALANINE_MODEL",
     "SDE",
     "VESDE",
     "VPSDE",

@@ -32,6 +32,7 @@ from .sde import SDE, VESDE, VPSDE
 from .time_moe import TimeMixture
 
 __all__ = [
+    "ALANINE_MODEL",
     "EnergyAtTime",
     "build_model",
     "load_diffusion_model",
@@ -41,6 +42,12 @@ __all__ = [
 ]
 
 KIND = "energy-diffusion"
+
+#: The shipped alanine-dipeptide model (5 backbone beads, amber99sbildn + OBC, 300 K), trained
+#: by ``scripts/train_alanine_energy_model.py``; load it with :func:`load_energy_model`.
+ALANINE_MODEL = (
+    Path(__file__).resolve().parents[2] / "data" / "files" / ("alanine_energy_model.safetensors")
+)
 _CLASSES = {c.__name__: c for c in (MLPEnergy, MLPScore, InvariantEnergyNet, InvariantMLPEnergy)}
 
 

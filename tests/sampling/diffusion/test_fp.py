@@ -8,6 +8,7 @@ from sci_moe.sampling.diffusion import (
     VESDE,
     VPSDE,
     MLPEnergy,
+    fp_error_curve,
     fp_loss,
     fp_residual_exact,
     fp_residual_probe,
@@ -113,3 +114,20 @@ def test_fp_loss_backprop_and_errors():
     assert any(g.abs().sum() > 0 for g in grads)
     with pytest.raises(ValueError, match="sigma"):
         fp_residual_probe(net, VPSDE(), x, t, sigma=0)
+
+
+def test_fp_error_curve():
+    torch.set_default_dtype(torch.float64)
+    try:
+        sde, mix = VPSDE(), two_mode_mixture_2d()
+        data = mix.sample(2000, torch.Generator().manual_seed(0)).view(-1, 1, 2)
+        gen = torch.Generator().manual_seed(1)
+        good = fp_error_curve(DiffusedMixtureEnergy(mix, sde), sde, data, [0.01, 0.1], 1000, gen)
+        bad = fp_error_curve(
+            DiffusedMixtureEnergy(mix, sde), sde, data, [0.01, 0.1], 1000, gen, dim_offset=1
+        )
+        expected = [0.5 * float(sde.beta(torch.tensor(t))) / 2 for t in (0.01, 0.1)]
+        assert (good < 0.3 * torch.tensor(expected).numpy()).all()
+        torch.testing.assert_close(torch.tensor(bad), torch.tensor(expected), rtol=0.25, atol=0)
+    finally:
+        torch.set_default_dtype(torch.float32)

@@ -6,6 +6,7 @@ from e3nn.util.test import assert_equivariant
 
 from sci_moe.sampling.diffusion import (
     InvariantEnergyNet,
+    InvariantMLPEnergy,
     MLPEnergy,
     MLPScore,
     energy_and_score,
@@ -98,3 +99,28 @@ def test_time_features():
     assert f.shape == (2, 4)
     torch.testing.assert_close(f[1], torch.tensor([-0.25, 0.0, 1.0, 1.0]), atol=1e-6, rtol=0)
     assert time_features(t, 0.1, 0.6).shape == (2, 7)
+
+
+def test_invariant_mlp_energy():
+    torch.set_default_dtype(torch.float64)
+    try:
+        net = InvariantMLPEnergy(5, (16, 16))
+        assert len(net.quads) == 5  # every quadruple of 5 particles
+        x, t = torch.randn(3, 5, 3), torch.rand(3)
+        R = random_rotations(3, torch.Generator().manual_seed(1))
+        torch.testing.assert_close(net(x @ R.transpose(-1, -2) + 1.5, t), net(x, t))
+        mirror = x * torch.tensor([1.0, -1.0, 1.0])
+        assert (net(mirror, t) - net(x, t)).abs().min() > 1e-8
+        assert_equivariant(
+            lambda p: net.score(p.view(3, 5, 3), t).reshape(3, 15),
+            args_in=[x.view(3, 15)],
+            irreps_in=["5x1e"],
+            irreps_out=["5x1e"],
+        )
+        xg = x.clone().requires_grad_(True)
+        assert torch.autograd.gradcheck(lambda y: net(y, t), (xg,))
+        with pytest.raises(ValueError, match="distinct"):
+            InvariantMLPEnergy(5, (8,), quads=[(0, 0, 1, 2)])
+        assert InvariantMLPEnergy(10, (8,)).q.shape == (7, 4)  # consecutive quads for N > 8
+    finally:
+        torch.set_default_dtype(torch.float32)
