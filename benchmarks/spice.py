@@ -247,6 +247,9 @@ def main() -> None:
             contention=contention,
             data=str(args.data),
             n_molecules=len(ms),
+            n_conformers=int(sum(g.num_confs for g in graphs)),
+            n_conformer_atoms=int(n_pts),
+            data_sha256=ms.content_sha256(),
             hydrogens=bool(args.with_h),
             seeds=args.seeds,
             epochs=epochs,
@@ -295,16 +298,17 @@ def plot(folder: Path, targets, units, parity, usage, runs, models, refs) -> Non
     plt.close(fig)
 
     if usage:
-        fig, axes = plt.subplots(1, 2, figsize=(8, 0.8 + 0.7 * len(usage)))
+        fig, axes = plt.subplots(1, 2, figsize=(9, 1.2 + 0.7 * len(usage)))
         for ax, path in zip(axes, ("scalar", "vector"), strict=True):
             mat = np.asarray([layer[path] for layer in usage])
             im = ax.imshow(mat, vmin=0, vmax=max(0.25, mat.max()), cmap="viridis", aspect="auto")
             ax.set_xlabel("expert")
             ax.set_ylabel("layer")
             ax.set_yticks(range(len(usage)))
-            ax.set_title(f"{path} path: share of assignments")
+            ax.set_title(f"{path} experts")
             for (i, j), v in np.ndenumerate(mat):
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+        fig.suptitle("share of test conformer-atoms per expert (seed 0)", y=1.08)
         fig.colorbar(im, ax=axes, shrink=0.8)
         fig.savefig(folder / "spice_expert_usage.png", dpi=120, bbox_inches="tight")
         plt.close(fig)
