@@ -11,6 +11,7 @@ Minimises :math:`\varepsilon_T(\lambda_1..\lambda_T, \beta_1..\beta_{T-1})` from
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ def optimize_sd(
     config: SolverConfig | None = None,
     maxiter: int = 200,
     n_scan: int = 8,
+    max_full_scan: int = 64,
 ) -> OptimalSD:
     r"""Minimise the final-stage error over the stages' ridge strengths and temperatures.
 
@@ -73,18 +75,25 @@ def optimize_sd(
         Search boxes for :math:`\log_{10}\lambda_t` and :math:`\log_{10}\beta_t`.
     x0 : sequence of float, optional
         Starting point ``[log10 lambda_1..T, log10 beta_1..T-1]``; by default the best point
-        of a coarse scan (``n_scan`` values of a common :math:`\log_{10}\lambda`, times
-        ``n_scan`` values of a common :math:`\log_{10}\beta` for soft labels). Ignored when
-        only one parameter is tuned.
+        of a coarse scan: the full ``n_scan``-per-axis grid when it has at most
+        ``max_full_scan`` points (e.g. hard-label 1-SD, two ridges), else ``n_scan`` values
+        of a common :math:`\log_{10}\lambda` times ``n_scan`` values of a common
+        :math:`\log_{10}\beta`. Ignored when only one parameter is tuned.
     config : SolverConfig, optional
     maxiter : int
         Optimiser iterations.
     n_scan : int
         Points per axis of the coarse scan (at least 15 for one parameter, where Brent then
         refines around the best scan point).
+    max_full_scan : int
+        Largest full scan grid; a diagonal scan only can miss a narrow basin (with a learned
+        bias under imbalance, 1-SD collapses to the majority class, ``eps = rho``, over most
+        of the ``(lambda_1, lambda_2)`` box).
     """
     if int(n_stages) != n_stages or n_stages < 1:
         raise ValueError(f"n_stages must be a positive integer, got {n_stages!r}")
+    if int(max_full_scan) != max_full_scan or max_full_scan < 0:
+        raise ValueError(f"max_full_scan must be an integer >= 0, got {max_full_scan!r}")
     if int(n_scan) != n_scan or n_scan < 2:
         raise ValueError(f"n_scan must be an integer >= 2, got {n_scan!r}")
     for name, (lo, hi) in (
@@ -137,6 +146,9 @@ def optimize_sd(
                 raise ValueError(
                     f"x0 must have {len(bounds)} entries (log10 lambdas, then log10 betas)"
                 )
+        elif n_scan ** len(bounds) <= max_full_scan:
+            cands = [np.array(p, dtype=float) for p in itertools.product(*axes)]
+            start = min(cands, key=objective)
         else:
             # scan the diagonal-in-lambda / each-beta grid: lambda_t equal, beta_t equal
             cands = [
