@@ -159,3 +159,20 @@ def test_histogram_and_shipping(tiny_reference, tmp_path):
         ad.phi_psi_histogram(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="available"):
         ad.reference_histogram("no-such-reference")
+
+
+def test_shipped_reference_histogram():
+    ref = ad.reference_histogram()
+    meta = ref["metadata"]
+    assert ref["counts"].shape == (64, 64) and ref["edges"].shape == (65,)
+    assert int(ref["counts"].sum()) == meta["n_frames"] > 10_000
+    assert (ref["counts_first_half"] + ref["counts_second_half"] == ref["counts"]).all()
+    assert meta["config"]["forcefield"] == "amber99sbildn"
+    assert meta["config"]["implicit_solvent"] == "obc"
+    assert meta["config"]["temperature_k"] == 300.0
+    # phi < 0 basins dominate (beta/PII and alpha_R), as for alanine dipeptide at 300 K
+    assert ref["counts"][:32].sum() > 0.95 * ref["counts"].sum()
+    assert np.isclose(
+        meta["js_first_vs_second_half"],
+        ad.js_divergence_counts(ref["counts_first_half"], ref["counts_second_half"]),
+    )
