@@ -40,6 +40,9 @@ def _as_masses(masses: Tensor | np.ndarray | list | None, n: int | None) -> Tens
 class ForceProvider(abc.ABC):
     """Energies and forces of ``W`` walkers at once.
 
+    The integrators update their position tensor in place between calls, so a provider
+    must not keep a reference to ``positions`` (copy what it wants to remember).
+
     Attributes
     ----------
     masses : Tensor, shape (N,)
