@@ -359,14 +359,22 @@ def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
 
 
 def _plot_surface(p, edges, path: Path, labels, title, ref=None) -> None:
-    """Free energies in units of kT; both panels share the colour scale of this run."""
+    """Free energies in units of kT on one colour scale for both panels.
+
+    The scale spans the larger finite range of the two panels, kept within 4-12 kT: a short
+    run's few counts alone would give a range of ~1 kT and saturate the reference panel.
+    """
     from matplotlib.figure import Figure
 
     panels = [("this run", p)] + ([("reference", ref)] if ref is not None else [])
     fig = Figure(figsize=(5.2 * len(panels), 4.4))
     axes = fig.subplots(1, len(panels), squeeze=False)
-    f_run = free_energy(p)
-    vmax = float(min(f_run[np.isfinite(f_run)].max(), 15.0)) or 1.0
+    ranges = []
+    for _, hist in panels:
+        f = free_energy(hist)
+        if np.isfinite(f).any():
+            ranges.append(float(f[np.isfinite(f)].max()))
+    vmax = float(np.clip(max(ranges, default=4.0), 4.0, 12.0))
     for ax, (name, hist) in zip(axes[0], panels, strict=True):
         f = free_energy(hist)
         if hist.ndim == 1:
