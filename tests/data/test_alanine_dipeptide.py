@@ -21,8 +21,16 @@ def test_pdb_matches_amber_templates():
     assert names[ad.PSI_ATOMS[-1]] == "N"
 
 
-@pytest.mark.parametrize("ff", ["amber99sbildn", "amber14", "amber99sb"])
-@pytest.mark.parametrize("solvent", [None, "obc", "gbn2"])
+@pytest.mark.parametrize(
+    "ff,solvent",
+    [
+        ("amber99sbildn", None),
+        ("amber99sbildn", "obc"),
+        ("amber99sbildn", "gbn2"),
+        ("amber14", "obc"),
+        ("amber99sb", "obc2"),
+    ],
+)
 def test_build_system(ff, solvent):
     _, system, pos = ad.build_system(ff, solvent)
     assert system.getNumParticles() == 22 and pos.shape == (22, 3)
