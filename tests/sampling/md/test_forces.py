@@ -119,3 +119,21 @@ def test_openmm_forces_errors():
         prov.energy_and_forces(torch.zeros(1, 21, 3, dtype=torch.float64))
     with pytest.raises(TypeError):
         OpenMMForces("not a system")
+
+
+def test_baoab_with_openmm_forces_thermalises_alanine():
+    """Units check end to end (amu, nm, ps, kJ/mol, K): the kinetic temperature is ~300 K."""
+    from sci_moe.sampling.md import temperature
+
+    _, system, pos = build_system("amber99sbildn", implicit_solvent=None)
+    prov = OpenMMForces(system, platform="Reference")
+    integ = LangevinBAOAB(0.001, temperature_k=300.0, friction_per_ps=20.0)
+    g = torch.Generator().manual_seed(0)
+    state = integ.init_state(prov, torch.tensor(pos)[None].repeat(4, 1, 1), g)
+    state = integ.step(state, prov, g, 150)
+    temps = []
+    for _ in range(30):
+        state = integ.step(state, prov, g, 10)
+        temps.append(temperature(state.velocities, prov.masses))
+    assert 270 < float(torch.stack(temps).mean()) < 330
+    assert np.isfinite(state.energy.numpy()).all()
