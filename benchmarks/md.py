@@ -11,8 +11,10 @@ Cases (alanine dipeptide, 22 atoms, 300 K, friction 1/ps, 2 fs):
   a 32-64-64-1 SiLU MLP per pair, summed (231 pairs; about the cost of a small invariant
   network; float32). Forces by autograd (:class:`~sci_moe.sampling.md.ModelForces`),
   integrated with :class:`~sci_moe.sampling.md.LangevinBAOAB` for ``W`` = 1, 16 and 256
-  walkers in one batch, no constraints. With ``--model FILE`` a saved sci-moe energy model
-  (``sci_moe.sampling.diffusion.load_energy_model``) replaces the stand-in.
+  walkers in one batch, no constraints. With ``--model FILE`` (or ``--model default``, the
+  shipped ``sci_moe.sampling.diffusion.ALANINE_MODEL``) a saved sci-moe energy model
+  (``load_energy_model``, float32) replaces the stand-in; coarse-grained models (10 heavy
+  atoms or 5 backbone beads) run on those atoms.
 * ``learned via OpenMM PythonForce``: the same model driving an OpenMM ``Simulation`` on the
   Reference platform through :func:`~sci_moe.sampling.md.model_simulation` (one walker).
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -47,7 +50,12 @@ from _common import (
     write_json,
 )
 
-from sci_moe.data.alanine_dipeptide import alanine_dipeptide_pdb, build_system
+from sci_moe.data.alanine_dipeptide import (
+    BACKBONE_ATOMS,
+    HEAVY_ATOMS,
+    alanine_dipeptide_pdb,
+    build_system,
+)
 from sci_moe.sampling.md import ForceProvider, LangevinBAOAB, ModelForces, model_simulation
 
 BENCHMARK = "md"
@@ -153,6 +161,17 @@ def time_integrator_only(masses, pos, walkers: int, n_steps: int, seed: int) -> 
     return min(t.times) / n_steps
 
 
+def _bead_topology(n: int):
+    """A one-residue topology of ``n`` carbon beads (for OpenMM reporters of CG models)."""
+    import openmm.app as app
+
+    top = app.Topology()
+    res = top.addResidue("CG", top.addChain())
+    for i in range(n):
+        top.addAtom(f"B{i}", app.Element.getBySymbol("C"), res)
+    return top
+
+
 def time_bridge(model, topology, masses, pos, n_steps: int) -> float:
     sim = model_simulation(
         model.double(), topology, masses, pos, timestep_fs=TIMESTEP_FS, platform="Reference"
@@ -164,7 +183,11 @@ def time_bridge(model, topology, masses, pos, n_steps: int) -> float:
 
 def main() -> None:
     p = base_parser(__doc__.split("\n", 1)[0])
-    p.add_argument("--model", default=None, help="a saved sci-moe energy model (safetensors)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="a saved sci-moe energy model (safetensors), or 'default' for the shipped one",
+    )
     args = p.parse_args()
     setup(args)
     threads = args.threads or torch.get_num_threads()
@@ -178,11 +201,22 @@ def main() -> None:
     pdb = app.PDBFile(str(alanine_dipeptide_pdb()))
     _, system, pos = build_system("amber99sbildn", None, None)
     masses = np.array([system.getParticleMass(i)._value for i in range(22)])
+    topology = pdb.topology
     if args.model:
-        from sci_moe.sampling.diffusion import load_energy_model
+        from sci_moe.sampling.diffusion import ALANINE_MODEL, load_energy_model
 
-        model = load_energy_model(args.model)[0].float()
-        model_name = f"model {args.model}"
+        path = ALANINE_MODEL if args.model == "default" else args.model
+        model, model_masses, _, _ = load_energy_model(path, dtype=torch.float32)
+        n = len(model_masses) if model_masses is not None else 22
+        subsets = {22: tuple(range(22)), len(HEAVY_ATOMS): HEAVY_ATOMS, 5: BACKBONE_ATOMS}
+        if n not in subsets:
+            raise SystemExit(f"{path}: a model of {n} particles is not an alanine dipeptide model")
+        idx = list(subsets[n])
+        pos, masses = pos[idx], masses[idx]
+        if model_masses is not None:
+            masses = model_masses.numpy()
+        topology = _bead_topology(n) if n != 22 else topology
+        model_name = f"model {Path(path).name} ({n} particles)"
     else:
         torch.manual_seed(args.seed)
         model = PairMLPEnergy()
@@ -239,7 +273,7 @@ def main() -> None:
             ]
         )
 
-    bridge_sps = time_bridge(model, pdb.topology, masses, pos, 200 if args.quick else 1000)
+    bridge_sps = time_bridge(model, topology, masses, pos, 200 if args.quick else 1000)
     case = "learned via OpenMM PythonForce"
     rows.append(Row(case, "steps/s", bridge_sps, "1/s"))
     rows.append(Row(case, "ns/day", ns_per_day(bridge_sps), "ns/day", base, bridge_sps / cpu))
@@ -269,7 +303,10 @@ def main() -> None:
             openmm_threads=threads,
             other_load=load,
             busy_warning=warn,
-            command="python benchmarks/md.py" + (" --quick" if args.quick else ""),
+            command="python benchmarks/md.py"
+            + (" --quick" if args.quick else "")
+            + (f" --model {args.model}" if args.model else "")
+            + f" --threads {threads}",
         )
         write_json(args.json, BENCHMARK, machine, rows)
         print(f"wrote {args.json}")
