@@ -1,9 +1,14 @@
-"""Samplers: simulated tempering, parallel tempering and local MCMC kernels.
+"""Sampling: energy-based diffusion, molecular dynamics and simulated tempering.
 
-See :mod:`sci_moe.sampling.tempering`.
+* :mod:`sci_moe.sampling.diffusion`: energy-parameterised diffusion models with the
+  Fokker-Planck regulariser, whose score at small diffusion time is a force field;
+* :mod:`sci_moe.sampling.md`: potentials, force providers (analytic, learned, OpenMM),
+  Langevin integrators, the run loop with reporters and checkpoints behind ``sci-moe md``;
+* :mod:`sci_moe.sampling.tempering`: simulated and parallel tempering with local MCMC
+  kernels, ladders, weight estimators and mixing diagnostics.
 """
 
-from . import tempering
+from . import diffusion, md, tempering
 from .tempering import (
     MALA,
     RWMH,
@@ -25,8 +30,10 @@ __all__ = [
     "TemperingConfig",
     "TemperingResult",
     "adaptive_ladder",
+    "diffusion",
     "geometric_ladder",
     "integrated_autocorr_time",
+    "md",
     "sample",
     "tempering",
 ]
