@@ -25,6 +25,7 @@ from .conformers import (
     embed_ensemble,
     ensemble_cache_key,
     generate_ensembles,
+    parallel_map,
 )
 from .ensemble import (
     CrossConformerIntegration,
@@ -136,6 +137,7 @@ __all__ = [
     "load_model",
     "moe_load",
     "pack_by_group",
+    "parallel_map",
     "radius_graph_per_conformer",
     "save_model",
     "scatter_mean",
