@@ -123,7 +123,8 @@ def nci_pool(
 
     Keeps neutral single-fragment molecules with no radicals, only ``elements``, and the
     given ranges of rotatable bonds (``rdMolDescriptors.CalcNumRotatableBonds``) and heavy
-    atoms (910 molecules with the defaults and RDKit 2026.09).
+    atoms (910 entries with the defaults and RDKit 2026.09; 18 of them repeat an earlier
+    molecule, which :func:`build_molecule_set` skips).
 
     Returns
     -------
@@ -230,6 +231,17 @@ def geometric_labels(
     rg = np.sqrt((m[None] * ((pos - com[:, None]) ** 2).sum(-1)).sum(1) / m.sum())
     sasa = np.array([SASA(numbers, p * 10.0, density=sasa_density).area for p in pos]) * 0.01
     return rg, sasa
+
+
+def _canonical(smiles: str) -> str | None:
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        mol = Chem.MolFromSmiles(smiles)
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+    return None if mol is None else Chem.MolToSmiles(mol)
 
 
 def _marcel_shuffle(n: int, seed: int) -> np.ndarray:
@@ -659,10 +671,31 @@ def build_molecule_set(
     timings = {"conformers_s": 0.0, "labels_s": 0.0, "conformers_cpu_s": 0.0, "labels_cpu_s": 0.0}
     n_cached = {"conformers": 0, "labels": 0}
     pos = 0
+    seen: dict[str, str] = {}  # canonical SMILES -> name (the NCI file has duplicates)
+    n_duplicates = 0
     while len(ensembles) < cfg.n_molecules and pos < len(pool):
         need = cfg.n_molecules - len(ensembles)
-        chosen = [pool[i] for i in order[pos : pos + need]]
-        pos += len(chosen)
+        chosen = []
+        while len(chosen) < need and pos < len(pool):
+            name, smi = pool[order[pos]]
+            pos += 1
+            key = _canonical(smi)
+            if key is not None and key in seen:
+                n_duplicates += 1
+                failures.append(
+                    {
+                        "name": name,
+                        "smiles": smi,
+                        "stage": "duplicate",
+                        "reason": f"same molecule as {seen[key]}",
+                    }
+                )
+                continue
+            if key is not None:
+                seen[key] = name
+            chosen.append((name, smi))
+        if not chosen:
+            break
         t1 = time.perf_counter()
         ens, rep = generate_ensembles(
             [s for _, s in chosen],
@@ -748,6 +781,7 @@ def build_molecule_set(
         "n_molecules": len(ms),
         "n_requested": cfg.n_molecules,
         "n_candidates_tried": pos,
+        "n_duplicates_skipped": n_duplicates,
         "n_pool": len(pool),
         "n_conformers": int(ms.conf_ptr[-1]),
         "failures": failures,

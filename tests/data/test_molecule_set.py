@@ -63,6 +63,7 @@ TINY = [
     ("ethanol", "CCO"),
     ("typo", "C1CC"),
     ("butanol", "CCCCO"),
+    ("ethanol-again", "OCC"),
     ("propylamine", "CCCN"),
     ("unused", "CCOC"),
 ]
@@ -82,8 +83,11 @@ def test_build_load_and_cache(tmp_path):
     # the invalid SMILES is reported and replaced by the next candidate
     assert ms.names == ["ethanol", "butanol", "propylamine"]
     report = json.loads((out / "report.json").read_text())
-    assert report["n_molecules"] == 3 and report["n_candidates_tried"] == 4
+    assert report["n_molecules"] == 3 and report["n_candidates_tried"] == 5
     assert report["failures"][0]["name"] == "typo" and report["failures"][0]["stage"] == "parse"
+    # the same molecule under another name and SMILES spelling is skipped, not duplicated
+    assert report["failures"][1]["name"] == "ethanol-again"
+    assert report["failures"][1]["stage"] == "duplicate" and report["n_duplicates_skipped"] == 1
     assert set(report["statistics"]) >= set(TARGETS)
     # labels: Boltzmann averages of the per-conformer values with GFN2 weights
     for i in range(len(ms)):
