@@ -181,6 +181,10 @@ def resolve_config(args: argparse.Namespace) -> dict:
     if bad:
         raise ValueError(f"unknown train options {sorted(bad)}")
     TrainConfig(**train)  # validate early, before loading data
+    if train.get("upcycle_epochs", 0) > 0:
+        if model["name"] != "spice":
+            raise ValueError("--upcycle-epochs needs --model spice (a model with MoE layers)")
+        model["upcycle"] = True  # start from one dense expert, copy it after N epochs
     return {"model": model, "train": train, "data": data}
 
 

@@ -80,7 +80,8 @@ class TrainConfig:
     upcycle_epochs : int
         For a SPiCE built with ``upcycle=True``: train the dense expert for this many
         epochs, then copy it into every expert (and its AdamW moments) and continue
-        with routing. Early stopping only counts epochs after upcycling.
+        with routing. Early stopping only counts epochs after upcycling; the best
+        validation epoch (whose weights are returned) may still be a dense one.
     seed : int
         Seeds the data order and the global torch RNG (router noise).
     eval_batch_size : int, optional

@@ -108,6 +108,14 @@ def test_train_baseline_and_errors(tmp_path, data_dir):
     assert list(json.loads((out / "results.json").read_text())["test_mae"]) == ["b"]
     with pytest.raises(ValueError, match="unknown model"):
         _run([*argv[:-1], "schnet"])
+    with pytest.raises(ValueError, match="needs --model spice"):
+        _run([*argv, "--upcycle-epochs", "2"])
+    up = tmp_path / "up"
+    base = ["train", "spice", "--data", str(data_dir), "--out", str(up), "--hidden", "8"]
+    assert _run([*base, "--epochs", "2", "--upcycle-epochs", "1", "--no-progress"]) == 0
+    assert yaml.safe_load((up / "config.yaml").read_text())["model"]["upcycle"] is True
+    last = load_checkpoint(up / "checkpoint.pt")["model"]
+    assert not bool(last["encoder.moes.0.dense"])  # upcycled after epoch 1
     with pytest.raises(ValueError, match="no data set"):
         _run(["train", "spice", "--out", str(out)])
     bad = tmp_path / "bad.yaml"
