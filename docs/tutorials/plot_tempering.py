@@ -110,7 +110,7 @@ for D in (2.0, 4.0, 8.0):
 
 # %%
 # All bounds hold. The Martin-Randall and JSTV bounds sit a nearly constant factor of
-# about 13-14 below the exact gap at every :math:`D`, so they track its polynomial decay;
+# about 13-16 below the exact gap at every :math:`D`, so they track its polynomial decay;
 # the soft bound is looser (25x at :math:`D = 2`, about 55x at :math:`D = 8`). The
 # bottleneck term is the projection chain (moving between levels and modes), as the
 # theory says. A bound that tracks the exact gap up to a constant is what makes
