@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.sci-moe-installed
 DEMO_OUT ?= demo_out
 
-.PHONY: setup demo test lint format docs bench gpu-check clean
+.PHONY: setup demo demo-moe test lint format docs bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,16 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The main job: alanine dipeptide with the shipped learned (energy-diffusion) force field,
+# 16 walkers x 100 ps, then phi/psi analysis against the shipped amber reference (~4 min on 2 cores).
 demo: setup
-	$(VENV)/bin/sci-moe demo --out $(DEMO_OUT)
+	$(VENV)/bin/sci-moe md run --out $(DEMO_OUT)/md --walkers 16 --time-ns 0.1 \
+		--report-interval 200 --checkpoint-interval 10000 --seed 0 --overwrite
+	$(VENV)/bin/sci-moe md analyse $(DEMO_OUT)/md
+
+# The MoE core on real data: 8-expert top-2 MoE vs dense on scikit-learn's digits.
+demo-moe: setup
+	$(VENV)/bin/sci-moe demo --out $(DEMO_OUT)/moe
 
 lint: setup
 	$(VENV)/bin/ruff check .

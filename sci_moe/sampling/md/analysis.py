@@ -20,8 +20,11 @@ bounded by :math:`\\ln 2`, and the probability-weighted squared free-energy diff
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -282,10 +285,34 @@ def reference_histogram(
     return angle_histogram(angles, bins)[0], f"{path.name} ({traj.n_frames} frames)"
 
 
-def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
-    """All trajectory frames of a run folder, shape (F, N, 3) in nm (walkers concatenated)."""
+@contextlib.contextmanager
+def _quiet_c_stdout():
+    """Silence what C code prints on file descriptor 1 (mdtraj's DCD plugin banner)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stdout (e.g. captured)
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), fd)
+            yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def _load_xyz(path: Path, top: Path) -> np.ndarray:
     import mdtraj
 
+    with _quiet_c_stdout():
+        return mdtraj.load(str(path), top=str(top)).xyz
+
+
+def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
+    """All trajectory frames of a run folder, shape (F, N, 3) in nm (walkers concatenated)."""
     run_dir = Path(run_dir)
     top = run_dir / "topology.pdb"
     files = sorted(
@@ -296,7 +323,7 @@ def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
     )
     if not files or not top.is_file():
         raise ValueError(f"{run_dir} holds no trajectory*.dcd/xtc/h5 with topology.pdb")
-    return np.concatenate([mdtraj.load(str(f), top=str(top)).xyz for f in files]).astype(np.float64)
+    return np.concatenate([_load_xyz(f, top) for f in files]).astype(np.float64)
 
 
 def alanine_phi_psi(positions, atom_indices=None) -> np.ndarray:
