@@ -58,9 +58,10 @@ running P(alpha_L) vs simulated time.
 
 Run: ``python benchmarks/tempering.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--threads N]``. ``--quick``: D in (2, 4, 8), 10000 iterations, Muller-Brown 3000
-iterations, alanine 0.1 ns per sampler (about 1.5 min on one core); full: D in
+iterations, alanine 0.1 ns per sampler (about 1 min on one core); full: D in
 (2, 4, 6, 8, 10, 12), 50000 iterations, Muller-Brown 20000 iterations, alanine 5 ns per
-sampler (about 10 min on one core).
+sampler (about 7-10 min on one core; the alanine part is about 10 minutes of wall time
+on a quiet core).
 """
 
 from __future__ import annotations
