@@ -60,8 +60,8 @@ Run: ``python benchmarks/tempering.py [--quick] [--json PATH] [--seed 0] [--plot
 [--threads N]``. ``--quick``: D in (2, 4, 8), 10000 iterations, Muller-Brown 3000
 iterations, alanine 0.1 ns per sampler (about 1 min on one core); full: D in
 (2, 4, 6, 8, 10, 12), 50000 iterations, Muller-Brown 20000 iterations, alanine 5 ns per
-sampler (about 7-10 min on one core; the alanine part is about 10 minutes of wall time
-on a quiet core).
+sampler (about 7-10 min on one core, most of it the 5 million MD steps of the alanine
+part).
 """
 
 from __future__ import annotations
