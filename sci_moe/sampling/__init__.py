@@ -10,27 +10,37 @@
 
 from . import diffusion, md, tempering
 from .tempering import (
+    BAOAB,
     MALA,
     RWMH,
+    OpenMMSimulatedTempering,
+    OpenMMTemperingConfig,
+    OpenMMTemperingResult,
     ParallelTempering,
     SimulatedTempering,
     TemperingConfig,
     TemperingResult,
     adaptive_ladder,
+    energy_log_prob,
     geometric_ladder,
     integrated_autocorr_time,
     sample,
 )
 
 __all__ = [
+    "BAOAB",
     "MALA",
     "RWMH",
+    "OpenMMSimulatedTempering",
+    "OpenMMTemperingConfig",
+    "OpenMMTemperingResult",
     "ParallelTempering",
     "SimulatedTempering",
     "TemperingConfig",
     "TemperingResult",
     "adaptive_ladder",
     "diffusion",
+    "energy_log_prob",
     "geometric_ladder",
     "integrated_autocorr_time",
     "md",
