@@ -175,7 +175,9 @@ def test_solver_and_hyper_validation():
 def test_sweep_alpha_mse_hard_one_sd_helps():
     model = SelfDistillationModel(alpha=1.0, theta=0.2, loss="mse", learn_bias=False)
     zero = sweep_alpha([0.5, 2.0], model, 1, progress=False)
-    one = sweep_alpha([0.5, 2.0], model, 2, progress=False, hard_labels=True, maxiter=40, n_scan=5)
+    one = sweep_alpha(
+        [0.5, 2.0], model, 2, progress=False, hard_labels=True, maxiter=40, max_full_scan=0
+    )
     for a, z, o in zip([0.5, 2.0], zero, one, strict=True):
         assert z.error == pytest.approx(hebbian_error(a, 0.2), abs=1e-5)
         assert o.error < z.error
@@ -192,11 +194,12 @@ def test_optimizer_scan_escapes_majority_collapse_plateau():
 
 
 def test_optimizer_finds_narrow_basin_of_learned_bias_sd():
-    """Learned bias under imbalance: 1-SD is at eps = rho except in a narrow (lambda_1,
-    lambda_2) basin, which a diagonal-only scan misses (regression: the benchmark reported the
-    collapse 0.3 while a grid finds 0.244)."""
-    model = SelfDistillationModel(alpha=1.0, theta=0.3, delta=0.5, rho=0.3, loss="mse")
+    """Learned bias under imbalance: 1-SD sits at eps = rho except in a narrow (lambda_1,
+    lambda_2) basin, which diagonal or 4 x 4 scans miss (regression: the benchmark reported the
+    collapse 0.3 at alpha = 0.5, while the basin reaches 0.271)."""
+    model = SelfDistillationModel(alpha=0.5, theta=0.3, delta=0.5, rho=0.3, loss="mse")
     assert solve_multistage(model, [10.0, 10.0], [np.inf]).error == pytest.approx(0.3, abs=1e-6)
-    opt = optimize_sd(model, 2, hard_labels=True, n_scan=5, maxiter=40)
-    assert opt.error < 0.25
-    assert solve_multistage(model, [0.3, 1.0], [np.inf]).error < 0.25
+    assert solve_multistage(model, [0.62, 0.56], [np.inf]).error < 0.272
+    opt = optimize_sd(model, 2, hard_labels=True, n_scan=4, maxiter=40)
+    assert opt.error < 0.272
+    assert opt.n_failed > 0  # the collapsed corner does not converge; counted, not used

@@ -75,9 +75,11 @@ def optimize_sd(
         Search boxes for :math:`\log_{10}\lambda_t` and :math:`\log_{10}\beta_t`.
     x0 : sequence of float, optional
         Starting point ``[log10 lambda_1..T, log10 beta_1..T-1]``; by default the best point
-        of a coarse scan: the full ``n_scan``-per-axis grid when it has at most
-        ``max_full_scan`` points (e.g. hard-label 1-SD, two ridges), else ``n_scan`` values
-        of a common :math:`\log_{10}\lambda` times ``n_scan`` values of a common
+        of a coarse scan: the full grid with :math:`\lfloor`
+        ``max_full_scan`` :math:`^{1/d}\rfloor` points per axis (``d`` tuned parameters)
+        when that is at least ``max(n_scan, 6)`` (by default: two parameters, as in
+        hard-label 1-SD, on an 8 x 8 grid), else ``n_scan`` values of a common
+        :math:`\log_{10}\lambda` times ``n_scan`` values of a common
         :math:`\log_{10}\beta`. Ignored when only one parameter is tuned.
     config : SolverConfig, optional
     maxiter : int
@@ -126,6 +128,7 @@ def optimize_sd(
     # coarse scan first: the error can be flat (majority-class collapse, eps = rho) over part
     # of the box, which traps a purely local search
     axes = [np.linspace(lo, hi, n_scan) for lo, hi in bounds]
+    n_full = int(max_full_scan ** (1 / len(bounds)) + 1e-9)
     if len(bounds) == 1:
         axes = [np.linspace(*bounds[0], max(n_scan, 15))]  # one parameter: scans are cheap
         values = [objective([v]) for v in axes[0]]
@@ -146,8 +149,9 @@ def optimize_sd(
                 raise ValueError(
                     f"x0 must have {len(bounds)} entries (log10 lambdas, then log10 betas)"
                 )
-        elif n_scan ** len(bounds) <= max_full_scan:
-            cands = [np.array(p, dtype=float) for p in itertools.product(*axes)]
+        elif n_full >= max(n_scan, 6):
+            grid = [np.linspace(lo, hi, n_full) for lo, hi in bounds]
+            cands = [np.array(p, dtype=float) for p in itertools.product(*grid)]
             start = min(cands, key=objective)
         else:
             # scan the diagonal-in-lambda / each-beta grid: lambda_t equal, beta_t equal
