@@ -24,8 +24,8 @@ Alanine dipeptide (``--aldp MODEL.safetensors``): phi/psi JS and PMF of i.i.d. s
 Langevin MD with the shipped model against the reference data, and bond-length
 Wasserstein distances.
 
-Run: ``python benchmarks/energy_diffusion.py --json benchmarks/results/energy_diffusion.json``
-(``--quick`` for a reduced run).
+Run: ``python benchmarks/energy_diffusion.py --json benchmarks/results/energy_diffusion.json
+--plots docs/results/img`` (``--quick`` for a reduced run).
 """
 
 from __future__ import annotations
@@ -430,7 +430,7 @@ def main() -> None:
     p = _common.base_parser(__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--plots", default="docs/results/img", help="folder for PNGs ('' for none)")
+    p.add_argument("--plots", default="", help="folder for PNGs, e.g. docs/results/img")
     p.add_argument(
         "--aldp", default=None, help="alanine model files to evaluate, NAME=PATH[,NAME=PATH...]"
     )
