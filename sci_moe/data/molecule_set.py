@@ -825,7 +825,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all CPUs)")
     p.add_argument("--max-confs", type=int, default=10, help="conformers per molecule (default 10)")
     p.add_argument(
-        "--temperature-K",
+        "--temperature-k",
         type=float,
         default=298.15,
         dest="temperature_k",
