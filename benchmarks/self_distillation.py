@@ -337,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         help="cache file of the MiniLM sentence embeddings (computed once, CPU)",
     )
     parser.add_argument("--no-minilm", action="store_true", help="skip the MiniLM demo")
+    parser.add_argument(
+        "--sections",
+        default="optimal,bias,minilm",
+        help="comma-separated subset of optimal,bias,minilm to run (default: all)",
+    )
     args = parser.parse_args(argv)
     setup(args)
     quick = args.quick
@@ -362,9 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[Row] = []
     t0 = time.perf_counter()
-    run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds)
-    run_bias(args, rows, quick, config_opt, config_final, n_features, seeds)
-    if not args.no_minilm:
+    sections = {x.strip() for x in args.sections.split(",") if x.strip()}
+    unknown = sections - {"optimal", "bias", "minilm"}
+    if unknown:
+        raise SystemExit(f"unknown --sections {sorted(unknown)}; choose from optimal,bias,minilm")
+    if "optimal" in sections:
+        run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds)
+    if "bias" in sections:
+        run_bias(args, rows, quick, config_opt, config_final, n_features, seeds)
+    if "minilm" in sections and not args.no_minilm:
         run_minilm(args, rows, quick)
     total = time.perf_counter() - t0
     rows.append(Row("total", "wall_s", total, "s"))
