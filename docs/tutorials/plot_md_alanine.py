@@ -44,13 +44,21 @@ import numpy as np
 
 from sci_moe.cli.main import main
 
+
+def sci_moe(*args: str) -> None:
+    """Run a ``sci-moe`` command; a non-zero exit code (bad input: 2) is an error here."""
+    code = main(list(args))
+    if code != 0:
+        raise RuntimeError(f"sci-moe {' '.join(args)} exited with {code}")
+
+
 work = Path(tempfile.mkdtemp(prefix="sci_moe_md_"))
 out = work / "ala_run"
 common = ["--no-progress", "--out", str(out)]
 physics = ["--timestep-fs", "2", "--temperature-k", "300", "--friction-per-ps", "1"]
 output = ["--report-interval", "40", "--checkpoint-interval", "1000", "--seed", "1"]
-main(["md", "run", "--system", "alanine-dipeptide", "--steps", "2000", *physics, *output, *common])
-main(["md", "run", "--resume", "--steps", "4000", *common])
+sci_moe("md", "run", "--system", "alanine-dipeptide", "--steps", "2000", *physics, *output, *common)
+sci_moe("md", "run", "--resume", "--steps", "4000", *common)
 print(sorted(p.name for p in out.iterdir()))
 
 # %%
@@ -67,7 +75,7 @@ print("\n".join((out / "log.csv").read_text().splitlines()[:4]))
 # with the package, or ``--reference FILE``), prints the Jensen-Shannon divergence
 # between the two phi/psi histograms.
 
-main(["md", "analyse", str(out), "--bins", "36"])
+sci_moe("md", "analyse", str(out), "--bins", "32")
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
 for ax, name in zip(axes, ("traces.png", "ramachandran.png"), strict=True):
