@@ -644,8 +644,9 @@ def build_molecule_set(
         tqdm progress bars.
     plot : bool
         Write ``labels.png`` (label histograms, lowest-conformer vs Boltzmann values).
-    molecules : sequence of (name, smiles), optional
-        Your own candidates, used in the given order, instead of the NCI pool.
+    molecules : sequence of tuple, optional
+        Your own candidates as ``(name, smiles)`` pairs, used in the given order, instead
+        of the NCI pool.
 
     Returns
     -------

@@ -216,8 +216,9 @@ def xtb_ensemble_labels(
 
     Parameters
     ----------
-    molecules : sequence of (numbers, positions_nm, charge, uhf)
-        ``numbers`` shape (N,), ``positions_nm`` shape (C, N, 3).
+    molecules : sequence of tuple
+        One ``(numbers, positions_nm, charge, uhf)`` tuple per molecule: ``numbers``
+        shape (N,), ``positions_nm`` shape (C, N, 3) in nm.
     config : XTBConfig, optional
     n_jobs : int
         Worker processes, one OpenMP thread each (also in this process when 1).
