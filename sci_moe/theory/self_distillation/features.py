@@ -135,8 +135,8 @@ def clean_post(post: str) -> str:
 
     Drops the header block (up to the first blank line), quoted lines (starting with ``>``,
     ``|``, ``:``, ``}`` or ``#``), attribution lines ("... writes:", "In article ..."), and
-    everything after a signature separator (a line ``--`` or ``-- ``); joins the rest with
-    spaces.
+    everything after a signature separator (a line ``--``, with or without a trailing
+    space); joins the rest with spaces.
     """
     parts = post.split("\n\n", 1)
     body = parts[1] if len(parts) == 2 else parts[0]
