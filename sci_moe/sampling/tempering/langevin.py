@@ -49,18 +49,11 @@ import torch
 from torch import Tensor
 
 from .kernels import KernelStep, LogProb, _check_x, as_batch
+from .kernels import _lp_grad as _lp_and_grad
 
 __all__ = ["BAOAB", "energy_log_prob"]
 
 _VELOCITY_MODES = ("rescale", "resample")
-
-
-def _lp_and_grad(log_prob: LogProb, x: Tensor) -> tuple[Tensor, Tensor]:
-    with torch.enable_grad():
-        xr = x.detach().requires_grad_(True)
-        lp = log_prob(xr)
-        (g,) = torch.autograd.grad(lp.sum(), xr)
-    return lp.detach(), g.detach()
 
 
 @dataclass
