@@ -30,15 +30,36 @@ of it). This module drives it with sci-moe's ladders, weight schemes and diagnos
 Runs are reproducible: the integrator, the velocity draws and the level moves all take
 their random numbers from ``seed`` (use the CPU platform with one thread, or
 ``DeterministicForces``, for bitwise-equal forces).
+
+**Checkpoints.** :meth:`OpenMMSimulatedTempering.save_checkpoint` writes the whole chain
+state atomically (temporary file, ``fsync``, ``os.replace``) to one ``.npz`` file read back
+without unpickling (``allow_pickle=False``; metadata as JSON): the OpenMM context checkpoint
+(``Context.createCheckpoint``, which, unlike positions and velocities alone, holds the
+integrator's random-number state, so a resumed run is bitwise identical on the same
+platform), the positions, velocities and box as a portable fallback, the level, the weights,
+the online-weight (or OpenMM Wang-Landau) state, our random-generator states, the iteration
+counters and the trace of an unfinished ``run``, and fingerprints of the config, system and
+integrator. ``run(..., checkpoint_path=..., checkpoint_interval=k)`` writes one every ``k``
+iterations, so a killed run loses at most ``k`` iterations::
+
+    st = OpenMMSimulatedTempering.from_system(top, system, pos, cfg)
+    if path.exists():
+        st.load_checkpoint(path)  # refuses another config / system with a ValueError
+    res = st.run(10_000, checkpoint_path=path, checkpoint_interval=500)  # finishes the run
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import random
 import time
+import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 import numpy as np
 import openmm
@@ -62,6 +83,16 @@ MOLAR_GAS_CONSTANT = 0.00831446261815324  # kJ/mol/K
 _MOVES = ("gibbs", "neighbour")
 _WEIGHTS = ("given", "park-pande", "sams", "wang-landau", "openmm")
 _VELOCITIES = ("rescale", "resample")
+_CHECKPOINT_FORMAT = "sci-moe/openmm-tempering-checkpoint/1"
+_PARENT_FIELDS = (  # ExpandedEnsembleSampler state (its own Wang-Landau for weights="openmm")
+    "currentIteration",
+    "_stage",
+    "currentStateIndex",
+    "_weights",
+    "_weightUpdateFactor",
+    "_histogram",
+    "_hasMadeTransition",
+)
 
 
 @dataclass
@@ -284,6 +315,49 @@ class OpenMMTemperingResult:
         return masked_mean(v[burn_in_frames:], m[burn_in_frames:])
 
 
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot write {type(obj).__name__} to a checkpoint")
+
+
+def _config_dict(cfg: OpenMMTemperingConfig) -> dict:
+    """Effective settings of a config, JSON-ready (the ladder as resolved temperatures)."""
+    out = {}
+    for f in fields(cfg):
+        if f.init and f.name not in ("min_temperature_k", "max_temperature_k", "n_temperatures"):
+            v = getattr(cfg, f.name)
+            out[f.name] = v.item() if isinstance(v, np.generic) else v
+    out["temperatures_k"] = cfg.temperatures.tolist()
+    if cfg.log_weights is not None:
+        out["log_weights"] = np.asarray(cfg.log_weights, dtype=np.float64).tolist()
+    return json.loads(json.dumps(out, default=_json_default))  # as read back from a file
+
+
+def _write_atomic(path: Path, arrays: dict) -> None:
+    """``np.savez`` to a temporary file in ``path``'s folder, fsync, then ``os.replace``."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
 class _Sampler(_ees.ExpandedEnsembleSampler):
     """``ExpandedEnsembleSampler`` with seeded, configurable level moves and a trace."""
 
@@ -324,6 +398,12 @@ class OpenMMSimulatedTempering:
     >>> st = OpenMMSimulatedTempering.from_system(top, system, pos, cfg)  # doctest: +SKIP
     >>> res = st.run(10_000)                                     # doctest: +SKIP
     >>> res.summary()["round_trips"]                             # doctest: +SKIP
+
+    Long runs checkpoint atomically and resume exactly (see the module docs):
+
+    >>> st = OpenMMSimulatedTempering.from_system(top, system, pos, cfg)  # doctest: +SKIP
+    >>> st.load_checkpoint("st.npz")                                     # doctest: +SKIP
+    >>> res = st.run(10_000, checkpoint_path="st.npz", checkpoint_interval=500)  # doctest: +SKIP
     """
 
     def __init__(self, simulation: app.Simulation, config: OpenMMTemperingConfig) -> None:
@@ -349,6 +429,8 @@ class OpenMMSimulatedTempering:
         self._online = None
         self._sampler: _Sampler | None = None
         self._iteration = 0  # total iterations over all run() calls (gain schedules)
+        self._in_run: tuple[int, float, float] | None = None  # (n_iterations, t0, wall0)
+        self._unfinished: tuple[int, float] | None = None  # restored run: (n_iterations, wall)
         self._reset_trace()
 
     @classmethod
@@ -411,6 +493,36 @@ class OpenMMSimulatedTempering:
         self._trace = {"level": [], "sampled": [], "energy": [], "g": [], "pos": [], "pos_it": []}
         self._acc = np.zeros(L - 1)
         self._cnt = np.zeros(L - 1)
+
+    def _start(self, pilot: bool = True) -> None:
+        """Weights (Park-Pande pilot runs), online estimator and the OpenMM sampler."""
+        cfg = self.config
+        if pilot and cfg.weights == "park-pande":
+            self._g = self._pilot_weights()
+        if cfg.weights in ("sams", "wang-landau"):
+            self._online = OnlineWeights(
+                cfg.weights, cfg.n_levels, cfg.gain0, cfg.gain_exponent, cfg.flatness
+            )
+        states = [{"temperature": float(T) * u.kelvin} for T in cfg.temperatures]
+        self._sampler = _Sampler(self, states, self.simulation, self._g, cfg.weights == "openmm")
+
+    def _fingerprints(self) -> dict:
+        """Config, system, integrator and platform this sampler runs with (JSON-ready)."""
+        integ = self.simulation.integrator
+        xml = openmm.XmlSerializer.serialize(self.simulation.system)
+        integrator = {
+            "class": type(integ).__name__,
+            "step_size_ps": integ.getStepSize().value_in_unit(u.picosecond),
+        }
+        if hasattr(integ, "getFriction"):
+            integrator["friction_per_ps"] = integ.getFriction().value_in_unit(u.picosecond**-1)
+        return {
+            "config": _config_dict(self.config),
+            "system_sha256": hashlib.sha256(xml.encode()).hexdigest(),
+            "n_particles": int(self.simulation.system.getNumParticles()),
+            "integrator": integrator,
+            "platform": self.simulation.context.getPlatform().getName(),
+        }
 
     def _potential_energy(self) -> float:
         st = self.simulation.context.getState(energy=True)
@@ -528,48 +640,82 @@ class OpenMMSimulatedTempering:
             self.config.n_levels - 1 if self._sampler is None else self._sampler.currentStateIndex
         )
 
-    def run(self, n_iterations: int, *, progress: bool | None = None) -> OpenMMTemperingResult:
+    def run(
+        self,
+        n_iterations: int,
+        *,
+        progress: bool | None = None,
+        checkpoint_path: str | os.PathLike | None = None,
+        checkpoint_interval: int | None = None,
+    ) -> OpenMMTemperingResult:
         """Run ``n_iterations`` x ``steps_per_iteration`` MD steps with level moves.
 
         Repeated calls continue the same chain (weights, level, RNG); each returns the
-        trace of its own iterations.
+        trace of its own iterations. After :meth:`load_checkpoint` of a checkpoint written
+        part-way through ``run(n)``, calling ``run(n)`` again runs the remaining iterations
+        and returns the trace of all ``n`` (identical to an uninterrupted run).
 
         Parameters
         ----------
         n_iterations : int
         progress : bool, optional
             tqdm bar; ``None`` shows it only on a terminal.
+        checkpoint_path : path, optional
+            Where :meth:`save_checkpoint` writes; always written at the end of the run.
+        checkpoint_interval : int, optional
+            Also write it every this many iterations (needs ``checkpoint_path``), so a
+            killed run loses at most this many iterations.
         """
         if n_iterations < 1:
             raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+        if checkpoint_interval is not None:
+            if checkpoint_path is None:
+                raise ValueError("checkpoint_interval needs a checkpoint_path to write to")
+            if checkpoint_interval < 1:
+                raise ValueError(f"checkpoint_interval must be >= 1, got {checkpoint_interval}")
+        path = None if checkpoint_path is None else Path(checkpoint_path)
+        if path is not None and not path.parent.is_dir():
+            raise ValueError(f"checkpoint folder {path.parent} does not exist; create it first")
         cfg = self.config
         t0 = time.perf_counter()
-        if self._sampler is None:
-            if cfg.weights == "park-pande":
-                self._g = self._pilot_weights()
-            if cfg.weights in ("sams", "wang-landau"):
-                self._online = OnlineWeights(
-                    cfg.weights, cfg.n_levels, cfg.gain0, cfg.gain_exponent, cfg.flatness
+        if self._unfinished is not None:
+            total, wall0 = self._unfinished
+            done = len(self._trace["level"])
+            if n_iterations != total:
+                raise ValueError(
+                    f"the loaded checkpoint was written during run({total}) after {done} "
+                    f"iterations; call run({total}) to finish that run first"
                 )
-            states = [{"temperature": float(T) * u.kelvin} for T in cfg.temperatures]
-            self._sampler = _Sampler(
-                self, states, self.simulation, self._g, cfg.weights == "openmm"
-            )
-        self._reset_trace()
+            self._unfinished = None
+        else:
+            wall0, done = 0.0, 0
+            if self._sampler is None:
+                self._start()
+            self._reset_trace()
+        self._in_run = (n_iterations, t0, wall0)
         spi = cfg.steps_per_iteration
-        chunk = max(1, min(n_iterations, 200))
-        done = 0
-        with tqdm(
-            total=n_iterations,
-            disable=None if progress is None else not progress,
-            desc="openmm tempering",
-            leave=False,
-        ) as bar:
-            while done < n_iterations:
-                n = min(chunk, n_iterations - done)
-                self.simulation.step(n * spi)
-                done += n
-                bar.update(n)
+        try:
+            with tqdm(
+                total=n_iterations,
+                initial=done,
+                disable=None if progress is None else not progress,
+                desc="openmm tempering",
+                leave=False,
+            ) as bar:
+                while done < n_iterations:
+                    n = min(200, n_iterations - done)
+                    if checkpoint_interval is not None:
+                        n = min(n, checkpoint_interval - done % checkpoint_interval)
+                    self.simulation.step(n * spi)
+                    done += n
+                    bar.update(n)
+                    if checkpoint_interval and done % checkpoint_interval == 0:
+                        if done < n_iterations:
+                            self.save_checkpoint(path)
+        finally:
+            self._in_run = None
+        if path is not None:
+            self.save_checkpoint(path)
         tr = self._trace
         n_atoms = self.simulation.system.getNumParticles()
         pos = np.stack(tr["pos"]) if tr["pos"] else np.zeros((0, n_atoms, 3), np.float32)
@@ -583,5 +729,178 @@ class OpenMMSimulatedTempering:
             position_iterations=np.asarray(tr["pos_it"], dtype=np.int64),
             level_acceptance=self._acc / np.maximum(self._cnt, 1),
             steps_per_iteration=spi,
-            wall_time=time.perf_counter() - t0,
+            wall_time=wall0 + time.perf_counter() - t0,
         )
+
+    def save_checkpoint(self, path: str | os.PathLike) -> None:
+        """Write the chain state to ``path`` atomically (one ``.npz``, no pickles).
+
+        Holds the OpenMM context checkpoint (``Context.createCheckpoint``: positions,
+        velocities, box, step count and the integrator's random-number state, for a bitwise
+        resume on the same platform) plus positions (nm), velocities (nm/ps) and box (nm)
+        as a portable fallback; the current level and weights; the SAMS / Wang-Landau
+        estimator or OpenMM's own weight-update state; the numpy and Python generator
+        states; the iteration counter; the trace and level-move counters of an unfinished
+        :meth:`run`; and fingerprints of the config, system and integrator that
+        :meth:`load_checkpoint` checks. Written to a temporary file in the same folder,
+        ``fsync``-ed and moved over ``path`` with ``os.replace``, so a crash leaves either
+        the previous checkpoint or the new one.
+
+        Parameters
+        ----------
+        path : path
+            File to write (the folder must exist); any name, e.g. ``"st.ckpt.npz"``.
+        """
+        path = Path(path)
+        if not path.parent.is_dir():
+            raise ValueError(f"checkpoint folder {path.parent} does not exist; create it first")
+        ctx = self.simulation.context
+        st = ctx.getState(positions=True, velocities=True)
+        py_state = self._py_rng.getstate()
+        meta = {
+            "format": _CHECKPOINT_FORMAT,
+            **self._fingerprints(),
+            "started": self._sampler is not None,
+            "level": self.current_level,
+            "iteration": self._iteration,
+            "time_ps": st.getTime().value_in_unit(u.picosecond),
+            "step_count": int(ctx.getStepCount()),
+            "numpy_rng": self._rng.bit_generator.state,
+            "python_rng": [py_state[0], list(py_state[1]), py_state[2]],
+        }
+        arrays = {
+            "context_checkpoint": np.frombuffer(ctx.createCheckpoint(), dtype=np.uint8),
+            "positions": np.asarray(st.getPositions(asNumpy=True).value_in_unit(u.nanometer)),
+            "velocities": np.asarray(
+                st.getVelocities(asNumpy=True).value_in_unit(u.nanometer / u.picosecond)
+            ),
+            "box": np.asarray(st.getPeriodicBoxVectors(asNumpy=True).value_in_unit(u.nanometer)),
+            "log_weights": np.asarray(self._g, dtype=np.float64),
+        }
+        if self._online is not None:
+            on = self._online
+            meta["online"] = {"stage": on.stage, "t_stage": on.t_stage, "gamma": on.gamma}
+            if on.hist is not None:
+                arrays["online_hist"] = np.asarray(on.hist, dtype=np.float64)
+        if self._sampler is not None and self.config.weights == "openmm":
+            meta["openmm_sampler"] = {f: getattr(self._sampler, f) for f in _PARENT_FIELDS}
+        if self._in_run is not None:  # part-way through run(n): keep its trace
+            total, t0, wall0 = self._in_run
+            tr = self._trace
+            meta["run"] = {"n_iterations": total, "wall_time": wall0 + time.perf_counter() - t0}
+            n_atoms = self.simulation.system.getNumParticles()
+            arrays.update(
+                trace_level=np.asarray(tr["level"], dtype=np.int64),
+                trace_sampled=np.asarray(tr["sampled"], dtype=np.int64),
+                trace_energy=np.asarray(tr["energy"], dtype=np.float64),
+                trace_g=np.asarray(tr["g"], dtype=np.float64).reshape(-1, self.config.n_levels),
+                trace_pos=np.stack(tr["pos"]) if tr["pos"] else np.zeros((0, n_atoms, 3), "f4"),
+                trace_pos_it=np.asarray(tr["pos_it"], dtype=np.int64),
+                trace_acc=self._acc.copy(),
+                trace_cnt=self._cnt.copy(),
+            )
+        arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
+        _write_atomic(path, arrays)
+
+    def load_checkpoint(self, path: str | os.PathLike, *, exact: bool = True) -> None:
+        """Restore the chain state written by :meth:`save_checkpoint`.
+
+        Call it on a freshly built sampler (same config, system and integrator settings,
+        before :meth:`run`); the next :meth:`run` continues the chain exactly. A checkpoint
+        written part-way through ``run(n)`` is finished by calling ``run(n)``.
+
+        Parameters
+        ----------
+        path : path
+        exact : bool
+            ``True``: restore the OpenMM context checkpoint (bitwise continuation; needs the
+            platform it was written on). ``False``: restore positions, velocities, box, time
+            and step count only, e.g. on another platform (a statistically equivalent
+            continuation; the integrator's random numbers differ).
+
+        Raises
+        ------
+        ValueError
+            If the file is not such a checkpoint, was written with another config, system,
+            integrator (or, with ``exact``, platform), or this sampler has already run.
+        """
+        if self._sampler is not None or self._iteration or self._unfinished is not None:
+            raise ValueError(
+                "load_checkpoint needs a freshly built sampler (before run()); build a new "
+                "OpenMMSimulatedTempering and load the checkpoint into it"
+            )
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no checkpoint at {path}")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+            meta = json.loads(str(data.pop("meta")))
+        except (ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path} is not a readable tempering checkpoint") from exc
+        if not isinstance(meta, dict) or meta.get("format") != _CHECKPOINT_FORMAT:
+            raise ValueError(f"{path} is not a checkpoint of OpenMMSimulatedTempering")
+        mine = self._fingerprints()
+        theirs, ours = meta["config"], mine["config"]
+        diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        if diff:
+            raise ValueError(
+                f"checkpoint {path} was written with a different config (differs in: "
+                f"{', '.join(diff)}); build the sampler with the checkpoint's config or use "
+                "another checkpoint path"
+            )
+        for key, what in (
+            ("n_particles", "system (number of particles)"),
+            ("system_sha256", "system (serialised System XML)"),
+            ("integrator", "integrator (class, step size or friction)"),
+        ):
+            if meta[key] != mine[key]:
+                raise ValueError(
+                    f"checkpoint {path} was written for a different {what}: {meta[key]!r} vs "
+                    f"{mine[key]!r}; resume with the same system and integrator settings"
+                )
+        if exact and meta["platform"] != mine["platform"]:
+            raise ValueError(
+                f"checkpoint {path} holds a {meta['platform']} context checkpoint but this "
+                f"simulation runs on {mine['platform']}; use that platform, or pass "
+                "exact=False to restore positions, velocities and box only"
+            )
+        cfg, ctx = self.config, self.simulation.context
+        self._g = np.asarray(data["log_weights"], dtype=np.float64).copy()
+        self._iteration = int(meta["iteration"])
+        self._rng.bit_generator.state = meta["numpy_rng"]
+        v, state, gauss = meta["python_rng"]
+        self._py_rng.setstate((v, tuple(state), gauss))
+        if meta["started"]:
+            self._start(pilot=False)
+            if self._online is not None:
+                on = meta["online"]
+                self._online.stage, self._online.t_stage = int(on["stage"]), int(on["t_stage"])
+                self._online.gamma = float(on["gamma"])
+                self._online.hist = data.get("online_hist")
+            if cfg.weights == "openmm":
+                for f in _PARENT_FIELDS:
+                    setattr(self._sampler, f, meta["openmm_sampler"][f])
+            level = int(meta["level"])
+            self._sampler.currentStateIndex = level
+            self._sampler._sampler.applyState(level)
+        if exact:
+            ctx.loadCheckpoint(data["context_checkpoint"].tobytes())
+        else:
+            a, b, c = (openmm.Vec3(*row) for row in data["box"])
+            ctx.setPeriodicBoxVectors(a, b, c)
+            ctx.setPositions(data["positions"] * u.nanometer)
+            ctx.setVelocities(data["velocities"] * (u.nanometer / u.picosecond))
+            ctx.setTime(float(meta["time_ps"]) * u.picosecond)
+            ctx.setStepCount(int(meta["step_count"]))
+        self._reset_trace()
+        if "run" in meta:
+            tr = self._trace
+            tr["level"] = [int(x) for x in data["trace_level"]]
+            tr["sampled"] = [int(x) for x in data["trace_sampled"]]
+            tr["energy"] = [float(x) for x in data["trace_energy"]]
+            tr["g"] = list(data["trace_g"])
+            tr["pos"] = list(data["trace_pos"])
+            tr["pos_it"] = [int(x) for x in data["trace_pos_it"]]
+            self._acc, self._cnt = data["trace_acc"].copy(), data["trace_cnt"].copy()
+            self._unfinished = (int(meta["run"]["n_iterations"]), float(meta["run"]["wall_time"]))
