@@ -347,3 +347,30 @@ def test_portable_restore_continues_from_same_state(tmp_path):
     assert fresh.simulation.currentStep == st.simulation.currentStep
     assert np.array_equal(fresh.log_weights, st.log_weights)
     assert fresh.run(5, progress=False).sampled_levels[0] == st.current_level
+
+
+def test_alanine_cpu_resume_with_constraints_is_bitwise(tmp_path):
+    from sci_moe.data.alanine_dipeptide import build_system
+
+    top, system, pos = build_system(constraints="hbonds")
+
+    def make():
+        cfg = OpenMMTemperingConfig(
+            min_temperature_k=300.0,
+            max_temperature_k=500.0,
+            n_temperatures=4,
+            steps_per_iteration=20,
+            weights="sams",
+            record_positions=2,
+            seed=0,
+        )
+        return OpenMMSimulatedTempering.from_system(top, system, pos, cfg, platform="CPU")
+
+    full = make().run(16, progress=False)
+    path = tmp_path / "ala.npz"
+    r1 = make().run(8, progress=False, checkpoint_path=path)
+    resumed = make()
+    resumed.load_checkpoint(path)
+    r2 = resumed.run(8, progress=False)
+    assert np.array_equal(np.concatenate([r1.energies, r2.energies]), full.energies)
+    assert np.array_equal(np.concatenate([r1.positions, r2.positions]), full.positions)

@@ -885,7 +885,14 @@ class OpenMMSimulatedTempering:
             self._sampler.currentStateIndex = level
             self._sampler._sampler.applyState(level)
         if exact:
-            ctx.loadCheckpoint(data["context_checkpoint"].tobytes())
+            try:
+                ctx.loadCheckpoint(data["context_checkpoint"].tobytes())
+            except openmm.OpenMMException as exc:
+                raise ValueError(
+                    f"OpenMM cannot load the context checkpoint in {path} ({exc}); it may come "
+                    "from another OpenMM version or device: pass exact=False to restore "
+                    "positions, velocities and box only"
+                ) from exc
         else:
             a, b, c = (openmm.Vec3(*row) for row in data["box"])
             ctx.setPeriodicBoxVectors(a, b, c)
