@@ -823,6 +823,8 @@ class OpenMMSimulatedTempering:
         ValueError
             If the file is not such a checkpoint, was written with another config, system,
             integrator (or, with ``exact``, platform), or this sampler has already run.
+        FileNotFoundError
+            If there is no file at ``path``.
         """
         if self._sampler is not None or self._iteration or self._unfinished is not None:
             raise ValueError(
