@@ -22,7 +22,11 @@ training time. ``floor`` compares the training data itself with the reference.
 
 Alanine dipeptide (``--aldp MODEL.safetensors``): phi/psi JS and PMF of i.i.d. samples and
 Langevin MD with the shipped model against the reference data, and bond-length
-Wasserstein distances.
+Wasserstein distances. The atoms a model describes come from its metadata
+(``atom_indices``: the 5 beads by default, or e.g. the 10 heavy atoms of
+``scripts/train_alanine_energy_model.py --atoms heavy``); phi/psi are taken on
+:data:`~sci_moe.data.alanine_dipeptide.PHI_ATOMS` / ``PSI_ATOMS`` within them and the bond
+W1 on the topology's bonds between them. ``--aldp-plot-name`` names the PNG.
 
 Run: ``python benchmarks/energy_diffusion.py --json benchmarks/results/energy_diffusion.json
 --plots docs/results/img`` (``--quick`` for a reduced run).
@@ -292,8 +296,8 @@ ALDP_QUADS = [(0, 1, 2, 3), (1, 2, 3, 4)]  # phi, psi on the beads
 ALDP_BONDS = [(0, 1), (1, 2), (2, 3), (3, 4)]
 
 
-def load_aldp_reference(path: str) -> np.ndarray:
-    """Bead positions (F, 5, 3) nm from the reference .npz (or its running checkpoint)."""
+def load_aldp_reference(path: str, atoms=ALDP_BEADS) -> np.ndarray:
+    """Positions (F, len(atoms), 3) nm from the reference .npz (or its running checkpoint)."""
     p = Path(path)
     if not p.exists():
         p = p.with_name(p.name + ".ckpt.npz")
@@ -301,7 +305,28 @@ def load_aldp_reference(path: str) -> np.ndarray:
         raise SystemExit(f"no alanine reference at {path}")
     with np.load(p) as f:
         n = int(f["frames_done"]) if "frames_done" in f else len(f["positions"])
-        return f["positions"][:n][:, list(ALDP_BEADS)].astype(np.float64)
+        return f["positions"][:n][:, list(atoms)].astype(np.float64)
+
+
+def aldp_atom_geometry(atoms) -> tuple[list, list]:
+    """phi/psi quadruples and bonds (sorted topology bonds) in a model's atom subset.
+
+    ``atoms`` are all-atom indices (the model's ``atom_indices``); the results index into
+    them. For the 5 beads this gives :data:`ALDP_QUADS` and :data:`ALDP_BONDS`.
+    """
+    from openmm import app
+
+    from sci_moe.data.alanine_dipeptide import PHI_ATOMS, PSI_ATOMS, alanine_dipeptide_pdb
+
+    pos = {int(a): k for k, a in enumerate(atoms)}
+    missing = sorted(set(PHI_ATOMS + PSI_ATOMS) - set(pos))
+    if missing:
+        raise SystemExit(f"model atoms {list(atoms)} lack the phi/psi atoms {missing}")
+    quads = [tuple(pos[a] for a in PHI_ATOMS), tuple(pos[a] for a in PSI_ATOMS)]
+    top = app.PDBFile(str(alanine_dipeptide_pdb())).topology
+    pairs = sorted(tuple(sorted((b[0].index, b[1].index))) for b in top.bonds())
+    bonds = [(pos[i], pos[j]) for i, j in pairs if i in pos and j in pos]
+    return quads, bonds
 
 
 def run_aldp(args, rows, table):
@@ -311,6 +336,7 @@ def run_aldp(args, rows, table):
 
     ref = load_aldp_reference(args.aldp_reference)
     ref_pp = dihedrals(ref, ALDP_QUADS)
+    ref_by_atoms = {tuple(ALDP_BEADS): (ref, ALDP_QUADS, ALDP_BONDS)}
     print(f"alanine reference: {len(ref)} frames", flush=True)
     rows.append(_common.Row("aldp/reference", "frames", float(len(ref)), "frames (1 ps apart)"))
     half = len(ref) // 2
@@ -323,21 +349,30 @@ def run_aldp(args, rows, table):
     )
     table.append(["aldp/floor (1st vs 2nd half)", floor_js, None, rows[-1].value, None, None, None])
     results = {}
+    n_atoms = {}
     for spec in args.aldp.split(","):
         name, path = spec.split("=") if "=" in spec else (Path(spec).stem, spec)
         model, sde, cfg = load_diffusion_model(path)
         nf = cfg["scale"]
+        atoms = tuple(cfg.get("atom_indices") or ALDP_BEADS)
+        if atoms not in ref_by_atoms:
+            ref_by_atoms[atoms] = (
+                load_aldp_reference(args.aldp_reference, atoms),
+                *aldp_atom_geometry(atoms),
+            )
+        ref_m, quads, bonds = ref_by_atoms[atoms]
+        n_atoms[name] = len(atoms)
         gen = torch.Generator().manual_seed(args.seed)
         t0 = time.perf_counter()
         x = reverse_sde_sample(
-            model.score, sde, (args.aldp_iid, 5, 3), n_steps=args.sde_steps, generator=gen
+            model.score, sde, (args.aldp_iid, len(atoms), 3), n_steps=args.sde_steps, generator=gen
         )
         ok = torch.isfinite(x).flatten(1).all(1)
         iid = (x[ok] / nf).double().numpy()
         t_iid = time.perf_counter() - t0
         energy, masses, _, _ = load_energy_model(path)
         starts = torch.tensor(
-            ref[torch.randint(len(ref), (args.aldp_walkers,), generator=gen).numpy()],
+            ref_m[torch.randint(len(ref_m), (args.aldp_walkers,), generator=gen).numpy()],
             dtype=torch.float32,
         )
         t0 = time.perf_counter()
@@ -355,8 +390,8 @@ def run_aldp(args, rows, table):
         t_md = time.perf_counter() - t0
         md = md.double().numpy()
         md = md[np.isfinite(md).all((1, 2))]
-        pp_iid = dihedrals(iid, ALDP_QUADS) if len(iid) else np.zeros((0, 2))
-        pp_md = dihedrals(md, ALDP_QUADS) if len(md) else np.zeros((0, 2))
+        pp_iid = dihedrals(iid, quads) if len(iid) else np.zeros((0, 2))
+        pp_md = dihedrals(md, quads) if len(md) else np.zeros((0, 2))
         nan = float("nan")
         r = {
             "iid_js": js_divergence(ref_pp, pp_iid, 64) if len(iid) else nan,
@@ -364,12 +399,10 @@ def run_aldp(args, rows, table):
             "md_js": js_divergence(ref_pp, pp_md, 64) if len(md) else nan,
             "md_pmf": pmf_error(ref_pp, pp_md, 64) if len(md) else nan,
             "iid_nan": float(1 - ok.double().mean()),
-            "iid_bond_w1_mean": float(bond_wasserstein(ref, iid, ALDP_BONDS).mean())
+            "iid_bond_w1_mean": float(bond_wasserstein(ref_m, iid, bonds).mean())
             if len(iid)
             else nan,
-            "md_bond_w1_mean": float(bond_wasserstein(ref, md, ALDP_BONDS).mean())
-            if len(md)
-            else nan,
+            "md_bond_w1_mean": float(bond_wasserstein(ref_m, md, bonds).mean()) if len(md) else nan,
             "iid_s": t_iid,
             "md_s": t_md,
             "md_ns": args.aldp_walkers * args.aldp_frames * args.aldp_stride * 2e-6,
@@ -398,11 +431,15 @@ def run_aldp(args, rows, table):
             flush=True,
         )
     if args.plots:
-        plot_aldp(results, ref_pp, Path(args.plots))
+        sizes = set(n_atoms.values())
+        what = "5 beads" if sizes == {5} else " / ".join(f"{k} atoms" for k in sorted(sizes))
+        plot_aldp(results, ref_pp, Path(args.plots), args.aldp_plot_name, what)
     return results
 
 
-def plot_aldp(results, ref_pp, out: Path):
+def plot_aldp(
+    results, ref_pp, out: Path, name: str = "energy_diffusion_aldp.png", what: str = "5 beads"
+):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -420,9 +457,9 @@ def plot_aldp(results, ref_pp, out: Path):
         for ax in axes[i]:
             ax.set_xlabel("phi")
             ax.set_ylabel("psi")
-    fig.suptitle("Alanine dipeptide (5 beads) Ramachandran free energy (kT)")
+    fig.suptitle(f"Alanine dipeptide ({what}) Ramachandran free energy (kT)")
     fig.tight_layout()
-    fig.savefig(out / "energy_diffusion_aldp.png", dpi=90)
+    fig.savefig(out / name, dpi=90)
     plt.close(fig)
 
 
@@ -436,6 +473,9 @@ def main() -> None:
     )
     p.add_argument("--skip-mb", action="store_true", help="only the alanine part")
     p.add_argument("--aldp-reference", default="/work/data/alanine_reference.npz")
+    p.add_argument(
+        "--aldp-plot-name", default="energy_diffusion_aldp.png", help="PNG name for --aldp"
+    )
     args = p.parse_args()
     args.variants = [v for v in args.variants.split(",") if v]
     bad = set(args.variants) - set(VARIANTS)

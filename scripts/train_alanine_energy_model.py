@@ -10,6 +10,9 @@ volumes, so chirality is seen) on t in [0.6, 1], [0.099, 0.6], [1e-5, 0.099], tr
 first (10/20/70 % of the epochs, mids 0.8/0.35/0.03) with the Fokker-Planck regulariser
 (weight 1e-3, ScoreMD's "Both" for ALDP) on the small-t expert, which is the force field.
 
+``--atoms heavy`` trains the same recipe on the 10 heavy atoms (:data:`HEAVY_ATOMS`, which
+contain the phi/psi atoms) instead of the 5 beads.
+
 Writes a model file (:func:`~sci_moe.sampling.diffusion.save_energy_model`) usable by
 ``sci-moe md run --model FILE``; energies in kJ/mol for bead positions in nm at t = 1e-5.
 
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sci_moe.data.alanine_dipeptide import ATOM_NAMES, BACKBONE_ATOMS
+from sci_moe.data.alanine_dipeptide import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 from sci_moe.sampling.diffusion import (
     VPSDE,
     InvariantMLPEnergy,
@@ -44,6 +47,10 @@ from sci_moe.sampling.diffusion import (
 KB = 0.00831446261815324  # kJ/mol/K
 RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
 VARIANTS = ("plain", "fp", "moe", "both")
+ATOM_SETS = {
+    "backbone": (BACKBONE_ATOMS, "alanine dipeptide, 5 backbone beads (C, N, CA, C, N)"),
+    "heavy": (HEAVY_ATOMS, "alanine dipeptide, 10 heavy atoms"),
+}
 
 
 def load_frames(path: str | Path) -> dict:
@@ -84,20 +91,20 @@ def load_frames(path: str | Path) -> dict:
     }
 
 
-def coarse_grain(positions: np.ndarray) -> np.ndarray:
-    """Backbone beads (F, 5, 3), centred per frame."""
-    x = positions[:, list(BACKBONE_ATOMS)].astype(np.float64)
+def coarse_grain(positions: np.ndarray, atoms=BACKBONE_ATOMS) -> np.ndarray:
+    """Selected atoms (F, len(atoms), 3), centred per frame (default: the 5 backbone beads)."""
+    x = positions[:, list(atoms)].astype(np.float64)
     return x - x.mean(1, keepdims=True)
 
 
-def build_model(variant: str) -> torch.nn.Module:
+def build_model(variant: str, n_atoms: int = 5) -> torch.nn.Module:
     if variant in ("plain", "fp"):
-        return InvariantMLPEnergy(5, (256, 256, 256), t_range=(0.0, 1.0))
+        return InvariantMLPEnergy(n_atoms, (256, 256, 256), t_range=(0.0, 1.0))
     return TimeMixture(
         [
-            InvariantMLPEnergy(5, (128, 128), t_range=RANGES[0]),
-            InvariantMLPEnergy(5, (128, 128), t_range=RANGES[1]),
-            InvariantMLPEnergy(5, (256, 256, 256), t_range=RANGES[2]),
+            InvariantMLPEnergy(n_atoms, (128, 128), t_range=RANGES[0]),
+            InvariantMLPEnergy(n_atoms, (128, 128), t_range=RANGES[1]),
+            InvariantMLPEnergy(n_atoms, (256, 256, 256), t_range=RANGES[2]),
         ],
         RANGES,
     )
@@ -125,6 +132,12 @@ def main() -> None:
     p.add_argument("--data", default="/work/data/alanine_reference.npz")
     p.add_argument("--out", default="sci_moe/data/files/alanine_energy_model.safetensors")
     p.add_argument("--variant", choices=VARIANTS, default="both")
+    p.add_argument(
+        "--atoms",
+        choices=tuple(ATOM_SETS),
+        default="backbone",
+        help="5 backbone beads (default, the shipped model) or the 10 heavy atoms",
+    )
     p.add_argument("--epochs", type=int, default=80)
     p.add_argument("--batches-per-epoch", type=int, default=100)
     p.add_argument("--batch", type=int, default=256)
@@ -147,11 +160,12 @@ def main() -> None:
     torch.manual_seed(args.seed)
     ref = load_frames(args.data)
     pos = ref["positions"][: args.max_frames]
-    cg = coarse_grain(pos)
+    atoms, system_name = ATOM_SETS[args.atoms]
+    cg = coarse_grain(pos, atoms)
     nf = 1.0 / cg.std()
     data = torch.tensor(cg * nf, dtype=torch.float32)
     print(f"{len(data)} frames from {ref['source']}; scale nf = {nf:.4f} /nm", flush=True)
-    model = build_model(args.variant)
+    model = build_model(args.variant, len(atoms))
     history_before = {}
     if args.init:
         from sci_moe.sampling.diffusion import load_diffusion_model
@@ -174,8 +188,8 @@ def main() -> None:
     out = train(model, data, VPSDE(), cfg, out_dir=args.work_dir, resume=args.work_dir is not None)
     seconds = time.perf_counter() - t0
     kT = KB * ref["temperature_k"]
-    masses = ref["masses"][list(BACKBONE_ATOMS)]
-    names = [ATOM_NAMES[i] for i in BACKBONE_ATOMS]
+    masses = ref["masses"][list(atoms)]
+    names = [ATOM_NAMES[i] for i in atoms]
     save_energy_model(
         model,
         args.out,
@@ -186,9 +200,9 @@ def main() -> None:
         masses=masses,
         atom_names=names,
         pdb=None,
-        atom_indices=BACKBONE_ATOMS,
+        atom_indices=atoms,
         extra={
-            "system": "alanine dipeptide, 5 backbone beads (C, N, CA, C, N)",
+            "system": system_name,
             "data": ref["source"],
             "frames": len(data),
             "variant": args.variant,
