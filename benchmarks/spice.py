@@ -239,7 +239,9 @@ def main() -> None:
     )
     contention = load.report()
     if args.plots is not None and parity is not None:
-        plot(args.plots, targets, units, parity, usage, runs, models, refs)
+        # Plot names follow the JSON's: spice.json -> spice_*.png, spice_full.json -> spice_full_*.
+        prefix = args.json.stem if args.json is not None else "spice"
+        plot(args.plots, targets, units, parity, usage, runs, models, refs, prefix)
     if args.json:
         machine = machine_info(
             seed=args.seed,
@@ -276,7 +278,7 @@ def main() -> None:
         print(f"wrote {args.json}")
 
 
-def plot(folder: Path, targets, units, parity, usage, runs, models, refs) -> None:
+def plot(folder: Path, targets, units, parity, usage, runs, models, refs, prefix="spice") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -294,7 +296,7 @@ def plot(folder: Path, targets, units, parity, usage, runs, models, refs) -> Non
         ax.set_title(targets[k])
     fig.suptitle("SPiCE test-set parity (seed 0)")
     fig.tight_layout()
-    fig.savefig(folder / "spice_parity.png", dpi=120)
+    fig.savefig(folder / f"{prefix}_parity.png", dpi=120)
     plt.close(fig)
 
     if usage:
@@ -310,7 +312,7 @@ def plot(folder: Path, targets, units, parity, usage, runs, models, refs) -> Non
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
         fig.suptitle("share of test conformer-atoms per expert (seed 0)", y=1.08)
         fig.colorbar(im, ax=axes, shrink=0.8)
-        fig.savefig(folder / "spice_expert_usage.png", dpi=120, bbox_inches="tight")
+        fig.savefig(folder / f"{prefix}_expert_usage.png", dpi=120, bbox_inches="tight")
         plt.close(fig)
 
     fig, axes = plt.subplots(1, len(targets), figsize=(3.4 * len(targets), 3.4))
@@ -329,7 +331,7 @@ def plot(folder: Path, targets, units, parity, usage, runs, models, refs) -> Non
         ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
         ax.set_title(f"{targets[k]} test MAE ({units[k]})")
     fig.tight_layout()
-    fig.savefig(folder / "spice_mae.png", dpi=120)
+    fig.savefig(folder / f"{prefix}_mae.png", dpi=120)
     plt.close(fig)
 
 
