@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The main job: alanine dipeptide with the shipped learned (energy-diffusion) force field,
-# 16 walkers x 100 ps, then phi/psi analysis against the shipped amber reference (~4 min on 2 cores).
+# 16 walkers x 100 ps, then phi/psi analysis against the shipped amber reference (~2-3 min on 2 cores).
 demo: setup
 	$(VENV)/bin/sci-moe md run --out $(DEMO_OUT)/md --walkers 16 --time-ns 0.1 \
 		--report-interval 200 --checkpoint-interval 10000 --seed 0 --overwrite
