@@ -70,7 +70,7 @@ from openmm.app import expandedensemblesampler as _ees
 from tqdm.auto import tqdm
 
 from .diagnostics import level_histogram, masked_mean, round_trips
-from .tempering import OnlineWeights, park_pande_weights
+from .tempering import OnlineWeights, check_weight_adaptation, park_pande_weights
 
 __all__ = [
     "MOLAR_GAS_CONSTANT",
@@ -194,14 +194,7 @@ class OpenMMTemperingConfig:
             self.log_weights = g
         if self.velocities not in _VELOCITIES:
             raise ValueError(f"velocities must be one of {_VELOCITIES}, got {self.velocities!r}")
-        if not self.gain0 > 0:
-            raise ValueError(f"gain0 must be positive, got {self.gain0}")
-        if not 0.5 < self.gain_exponent <= 1:
-            raise ValueError(f"gain_exponent must lie in (0.5, 1], got {self.gain_exponent}")
-        if not 0 < self.flatness < 1:
-            raise ValueError(f"flatness must lie in (0, 1), got {self.flatness}")
-        if self.n_pilot_steps < 2:
-            raise ValueError(f"n_pilot_steps must be >= 2, got {self.n_pilot_steps}")
+        check_weight_adaptation(self.gain0, self.gain_exponent, self.flatness, self.n_pilot_steps)
         if self.record_positions < 0:
             raise ValueError(f"record_positions must be >= 0, got {self.record_positions}")
 

@@ -102,14 +102,7 @@ class TemperingConfig:
             self.log_weights = torch.as_tensor(self.log_weights)
             if self.log_weights.shape != b.shape:
                 raise ValueError(f"log_weights must have shape {tuple(b.shape)}")
-        if not self.gain0 > 0:
-            raise ValueError(f"gain0 must be positive, got {self.gain0}")
-        if not 0.5 < self.gain_exponent <= 1:
-            raise ValueError(f"gain_exponent must lie in (0.5, 1], got {self.gain_exponent}")
-        if not 0 < self.flatness < 1:
-            raise ValueError(f"flatness must lie in (0, 1), got {self.flatness}")
-        if self.n_pilot_steps < 2:
-            raise ValueError(f"n_pilot_steps must be >= 2, got {self.n_pilot_steps}")
+        check_weight_adaptation(self.gain0, self.gain_exponent, self.flatness, self.n_pilot_steps)
 
     @property
     def n_levels(self) -> int:
@@ -178,6 +171,27 @@ def park_pande_weights(betas: Tensor, mean_log_prob: Tensor) -> Tensor:
     inc = (betas[1:] - betas[:-1]) * 0.5 * (mean_log_prob[1:] + mean_log_prob[:-1])
     log_z = torch.cat([torch.zeros(1, dtype=inc.dtype), torch.cumsum(inc, 0)])
     return -(log_z - log_z[-1])
+
+
+def check_weight_adaptation(
+    gain0: float, gain_exponent: float, flatness: float, n_pilot_steps: int
+) -> None:
+    """Validate the level-weight adaptation settings shared by every tempering config.
+
+    Raises
+    ------
+    ValueError
+        If ``gain0 <= 0``, ``gain_exponent`` is outside (0.5, 1] (SAMS needs a
+        Robbins-Monro gain), ``flatness`` is outside (0, 1) or ``n_pilot_steps < 2``.
+    """
+    if not gain0 > 0:
+        raise ValueError(f"gain0 must be positive, got {gain0}")
+    if not 0.5 < gain_exponent <= 1:
+        raise ValueError(f"gain_exponent must lie in (0.5, 1], got {gain_exponent}")
+    if not 0 < flatness < 1:
+        raise ValueError(f"flatness must lie in (0, 1), got {flatness}")
+    if n_pilot_steps < 2:
+        raise ValueError(f"n_pilot_steps must be >= 2, got {n_pilot_steps}")
 
 
 class OnlineWeights:
