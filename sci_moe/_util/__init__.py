@@ -1,0 +1,51 @@
+"""Private shared utilities: the bottom floor of sci-moe.
+
+One copy of each: physical constants and units (:mod:`.units`), atomic file writes and
+checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), a failure-tolerant
+process pool (:mod:`.parallel`) and scatter reductions (:mod:`.scatter`). Nothing here
+imports any other part of ``sci_moe``; every other floor may import from here. Not a public
+API: fields re-export what their users need.
+"""
+
+from .io import (
+    atomic_open,
+    atomic_save_json,
+    atomic_save_npz,
+    atomic_torch_save,
+    atomic_write_bytes,
+    atomic_write_text,
+    fsync_dir,
+    previous_path,
+)
+from .parallel import parallel_map
+from .scatter import scatter_mean, scatter_sum
+from .units import (
+    BOLTZMANN_KJ_PER_MOL_K,
+    KJ_PER_EV,
+    KJ_PER_HARTREE,
+    KJ_PER_KCAL,
+    kt_kj_per_mol,
+)
+from .unpickle import PLAIN_DATA_GLOBALS, RestrictedUnpickler, restricted_loads
+
+__all__ = [
+    "BOLTZMANN_KJ_PER_MOL_K",
+    "KJ_PER_EV",
+    "KJ_PER_HARTREE",
+    "KJ_PER_KCAL",
+    "PLAIN_DATA_GLOBALS",
+    "RestrictedUnpickler",
+    "atomic_open",
+    "atomic_save_json",
+    "atomic_save_npz",
+    "atomic_torch_save",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "fsync_dir",
+    "kt_kj_per_mol",
+    "parallel_map",
+    "previous_path",
+    "restricted_loads",
+    "scatter_mean",
+    "scatter_sum",
+]
