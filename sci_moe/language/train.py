@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from .._util import atomic_torch_save
 from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from .data import BatchSampler, TextCorpus, load_corpus, validation_windows
 from .model import MoELMConfig, MoETransformerLM
@@ -181,12 +181,6 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
 # ---------------------------------------------------------------------- checkpoints
 
 
-def _save_atomic(obj: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def load_checkpoint(path: str | Path) -> dict:
     """Load a checkpoint written by :func:`train` (``weights_only=True``, CPU tensors).
 
@@ -320,7 +314,8 @@ def train(
     def save() -> None:
         if ckpt_path is None:
             return
-        _save_atomic(
+        atomic_torch_save(
+            ckpt_path,
             {
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
@@ -331,7 +326,6 @@ def train(
                 "model_config": asdict(model_cfg),
                 "train_config": asdict(train_cfg),
             },
-            ckpt_path,
         )
 
     def run_eval() -> None:
