@@ -3,8 +3,19 @@
 Data (conformer ensembles from SMILES, featurisation, ensemble graphs and batches) and
 models (PaiNN backbone, geometric MoE, hierarchical ensemble encoder, SPiCE, baselines,
 training API). Positions are in nm and energies in kJ/mol at every public boundary.
+
+RDKit is imported only when an RDKit-backed name is first used (the conformer builders
+:func:`embed_ensemble`, :func:`generate_ensembles` and their types, or featurising a
+molecule): ``import sci_moe.molecules`` and the models alone do not load it.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .._util import KJ_PER_KCAL
+from ._pool import parallel_map
 from .backbone import (
     BesselBasis,
     EquivariantLayerNorm,
@@ -17,16 +28,6 @@ from .backbone import (
     vectors_to_irreps,
 )
 from .baselines import GNN2D, MODEL_NAMES, BaselineConfig, ConformerBaseline, build_model
-from .conformers import (
-    KCAL_TO_KJ,
-    ConformerConfig,
-    ConformerEnsemble,
-    EnsembleReport,
-    embed_ensemble,
-    ensemble_cache_key,
-    generate_ensembles,
-    parallel_map,
-)
 from .ensemble import (
     CrossConformerIntegration,
     EnsembleEncoder,
@@ -80,6 +81,43 @@ from .train import (
     save_model,
     split_indices,
 )
+
+if TYPE_CHECKING:
+    from .conformers import (
+        ConformerConfig,
+        ConformerEnsemble,
+        EnsembleReport,
+        embed_ensemble,
+        ensemble_cache_key,
+        generate_ensembles,
+    )
+
+#: kcal/mol -> kJ/mol (alias of ``sci_moe._util.KJ_PER_KCAL``).
+KCAL_TO_KJ = KJ_PER_KCAL
+
+# RDKit-backed names, imported on first access (PEP 562)
+_LAZY = {
+    "ConformerConfig": "embedding",
+    "ConformerEnsemble": "embedding",
+    "embed_ensemble": "embedding",
+    "EnsembleReport": "conformer_batch",
+    "generate_ensembles": "conformer_batch",
+    "ensemble_cache_key": "conformer_cache",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "ANGSTROM_TO_NM",

@@ -20,6 +20,8 @@ import math
 import torch
 from torch import nn
 
+from .._util import scatter_sum  # re-exported: public name of this module
+
 __all__ = [
     "BesselBasis",
     "EquivariantLayerNorm",
@@ -31,23 +33,6 @@ __all__ = [
     "scatter_sum",
     "vectors_to_irreps",
 ]
-
-
-def scatter_sum(src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
-    """Sum rows of ``src`` into ``size`` slots: ``out[index[r]] += src[r]``.
-
-    Parameters
-    ----------
-    src : Tensor, shape (R, ...)
-    index : Tensor, shape (R,), int64
-    size : int
-
-    Returns
-    -------
-    Tensor, shape (size, ...)
-    """
-    out = src.new_zeros((size, *src.shape[1:]))
-    return out.index_add_(0, index, src)
 
 
 def vectors_to_irreps(v: torch.Tensor) -> torch.Tensor:

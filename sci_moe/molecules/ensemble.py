@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .backbone import PaiNNBlock, edge_geometry, scatter_sum
+from .._util import scatter_mean, scatter_sum  # scatter_mean: public name of this module
+from .backbone import PaiNNBlock, edge_geometry
 from .geometric_moe import GeometricMoE, GeometricMoEConfig, GeometricMoEInfo
 
 __all__ = [
@@ -42,24 +43,6 @@ __all__ = [
     "pack_by_group",
     "scatter_mean",
 ]
-
-
-def scatter_mean(src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
-    """Mean of the rows of ``src`` per slot of ``index`` (0 for empty slots).
-
-    Parameters
-    ----------
-    src : Tensor, shape (R, ...)
-    index : Tensor, shape (R,), int64
-    size : int
-
-    Returns
-    -------
-    Tensor, shape (size, ...)
-    """
-    total = scatter_sum(src, index, size)
-    count = torch.bincount(index, minlength=size).clamp_min(1).to(src.dtype)
-    return total / count.view(-1, *([1] * (src.dim() - 1)))
 
 
 def pack_by_group(group: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, int]:

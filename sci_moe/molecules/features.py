@@ -11,8 +11,13 @@ layout is listed in :data:`ATOM_FEATURE_NAMES` and :data:`BOND_FEATURE_NAMES`.
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 import numpy as np
-from rdkit import Chem
+
+if TYPE_CHECKING:  # RDKit is imported when a molecule is featurised, not on import
+    from rdkit import Chem
 
 __all__ = [
     "ATOM_FEATURE_DIM",
@@ -31,34 +36,27 @@ ELEMENTS = ("H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I")
 _DEGREES = (0, 1, 2, 3, 4, 5, 6)
 _CHARGES = (-2, -1, 0, 1, 2)
 _NUM_HS = (0, 1, 2, 3, 4)
-_HYBRID = (
-    Chem.HybridizationType.S,
-    Chem.HybridizationType.SP,
-    Chem.HybridizationType.SP2,
-    Chem.HybridizationType.SP3,
-    Chem.HybridizationType.SP3D,
-    Chem.HybridizationType.SP3D2,
-)
-_CHIRAL = (
-    Chem.ChiralType.CHI_UNSPECIFIED,
-    Chem.ChiralType.CHI_TETRAHEDRAL_CW,
-    Chem.ChiralType.CHI_TETRAHEDRAL_CCW,
-)
+# RDKit enum members by name (resolved on first use, so importing this module does not
+# load RDKit); ``str(member)`` is the name, as in the column names.
+_HYBRID = ("S", "SP", "SP2", "SP3", "SP3D", "SP3D2")
+_CHIRAL = ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW")
 _RING_SIZES = (3, 4, 5, 6, 7, 8)
 
-_BOND_TYPES = (
-    Chem.BondType.SINGLE,
-    Chem.BondType.DOUBLE,
-    Chem.BondType.TRIPLE,
-    Chem.BondType.AROMATIC,
-)
-_STEREO = (
-    Chem.BondStereo.STEREONONE,
-    Chem.BondStereo.STEREOZ,
-    Chem.BondStereo.STEREOE,
-    Chem.BondStereo.STEREOCIS,
-    Chem.BondStereo.STEREOTRANS,
-)
+_BOND_TYPES = ("SINGLE", "DOUBLE", "TRIPLE", "AROMATIC")
+_STEREO = ("STEREONONE", "STEREOZ", "STEREOE", "STEREOCIS", "STEREOTRANS")
+
+
+@functools.cache
+def _enums() -> dict[str, tuple]:
+    """The RDKit enum members of the categorical features, in column order."""
+    from rdkit import Chem
+
+    return {
+        "hybridization": tuple(getattr(Chem.HybridizationType, n) for n in _HYBRID),
+        "chirality": tuple(getattr(Chem.ChiralType, n) for n in _CHIRAL),
+        "bond_type": tuple(getattr(Chem.BondType, n) for n in _BOND_TYPES),
+        "stereo": tuple(getattr(Chem.BondStereo, n) for n in _STEREO),
+    }
 
 
 def _names(prefix: str, values) -> list[str]:
@@ -71,16 +69,14 @@ ATOM_FEATURE_NAMES: tuple[str, ...] = tuple(
     + _names("degree", _DEGREES)
     + _names("formal_charge", _CHARGES)
     + _names("num_hs", _NUM_HS)
-    + _names("hybridization", [str(h) for h in _HYBRID])
-    + _names("chirality", [str(c) for c in _CHIRAL])
+    + _names("hybridization", _HYBRID)
+    + _names("chirality", _CHIRAL)
     + ["aromatic", "in_ring"]
     + [f"in_ring_size={r}" for r in _RING_SIZES]
 )
 #: Column names of :func:`bond_features`.
 BOND_FEATURE_NAMES: tuple[str, ...] = tuple(
-    _names("bond_type", [str(t) for t in _BOND_TYPES])
-    + _names("stereo", [str(s) for s in _STEREO])
-    + ["conjugated", "in_ring"]
+    _names("bond_type", _BOND_TYPES) + _names("stereo", _STEREO) + ["conjugated", "in_ring"]
 )
 #: Width ``Fa`` of the atom features.
 ATOM_FEATURE_DIM = len(ATOM_FEATURE_NAMES)
@@ -111,6 +107,7 @@ def atom_features(mol: Chem.Mol) -> np.ndarray:
     numpy.ndarray, shape (n_atoms, ATOM_FEATURE_DIM), float32
         Columns as in :data:`ATOM_FEATURE_NAMES`.
     """
+    enums = _enums()
     ring_info = mol.GetRingInfo()
     rows = []
     for atom in mol.GetAtoms():
@@ -120,8 +117,8 @@ def atom_features(mol: Chem.Mol) -> np.ndarray:
             + _one_hot(atom.GetTotalDegree(), _DEGREES)
             + _one_hot(atom.GetFormalCharge(), _CHARGES)
             + _one_hot(atom.GetTotalNumHs(includeNeighbors=True), _NUM_HS)
-            + _one_hot(atom.GetHybridization(), _HYBRID)
-            + _one_hot(atom.GetChiralTag(), _CHIRAL)
+            + _one_hot(atom.GetHybridization(), enums["hybridization"])
+            + _one_hot(atom.GetChiralTag(), enums["chirality"])
             + [float(atom.GetIsAromatic()), float(atom.IsInRing())]
             + [float(ring_info.IsAtomInRingOfSize(idx, r)) for r in _RING_SIZES]
         )
@@ -152,11 +149,12 @@ def bond_features(mol: Chem.Mol) -> np.ndarray:
     -------
     numpy.ndarray, shape (2 * n_bonds, BOND_FEATURE_DIM), float32
     """
+    enums = _enums()
     rows = []
     for bond in mol.GetBonds():
         row = (
-            _one_hot(bond.GetBondType(), _BOND_TYPES)
-            + _one_hot(bond.GetStereo(), _STEREO)
+            _one_hot(bond.GetBondType(), enums["bond_type"])
+            + _one_hot(bond.GetStereo(), enums["stereo"])
             + [float(bond.GetIsConjugated()), float(bond.IsInRing())]
         )
         rows += [row, row]

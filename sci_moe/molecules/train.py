@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .._util import atomic_save_json, atomic_torch_save, atomic_write_bytes
 from .graph import EnsembleGraph, collate_ensembles
 from .model import EnsembleRegressor
 
@@ -247,12 +247,6 @@ def evaluate(
     }
 
 
-def _save_atomic(obj: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def load_checkpoint(path: str | Path) -> dict:
     """Load a checkpoint of :func:`fit` (``weights_only=True``, CPU tensors).
 
@@ -270,15 +264,13 @@ def save_model(model: EnsembleRegressor, path: str | Path, **metadata: str) -> N
     "config": {...}}`` as JSON; extra string ``metadata`` is stored beside it.
     Read it back with :func:`load_model`.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save as to_safetensors_bytes
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     info = {"kind": "molecule-model", **_config_dict(model)}
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_file(state, str(tmp), metadata={"sci_moe": json.dumps(info), **metadata})
-    os.replace(tmp, path)
+    atomic_write_bytes(
+        path, to_safetensors_bytes(state, metadata={"sci_moe": json.dumps(info), **metadata})
+    )
 
 
 def load_model(path: str | Path) -> EnsembleRegressor:
@@ -452,7 +444,8 @@ def fit(
     def save() -> None:
         if ckpt is None:
             return
-        _save_atomic(
+        atomic_torch_save(
+            ckpt,
             {
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
@@ -469,7 +462,6 @@ def fit(
                 "train_config": asdict(cfg),
                 "train_time_s": train_time,
             },
-            ckpt,
         )
 
     def stopping() -> bool:
@@ -559,7 +551,5 @@ def fit(
         "history": history,
     }
     if out is not None:
-        tmp = out / (RESULTS_NAME + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
-        os.replace(tmp, out / RESULTS_NAME)
+        atomic_save_json(out / RESULTS_NAME, results, indent=1)
     return results
