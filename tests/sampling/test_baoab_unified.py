@@ -12,7 +12,6 @@ to ~1e-12. Regenerate (only when a change of numbers is intended) with
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +49,14 @@ def kernel_trajectory(mass, n_steps=40):
     xs, vs = [s.x], [s.velocities]
     for _ in range(n_steps - 1):
         s = k.step(
-            s.x, mixture_lp, beta, generator=gen, step_size=h, lp=s.log_prob,
-            velocities=s.velocities, grad=s.grad,
+            s.x,
+            mixture_lp,
+            beta,
+            generator=gen,
+            step_size=h,
+            lp=s.log_prob,
+            velocities=s.velocities,
+            grad=s.grad,
         )
         xs.append(s.x)
         vs.append(s.velocities)
@@ -61,8 +66,12 @@ def kernel_trajectory(mass, n_steps=40):
 def tempering_run():
     """Simulated tempering with the BAOAB kernel (level moves, velocity rescaling)."""
     betas = geometric_ladder(0.1, 4, dtype=torch.float64)
-    cfg = TemperingConfig(betas, BAOAB(step_size=0.2, friction=1.0), n_local_steps=2,
-                          log_weights=torch.zeros(4, dtype=torch.float64))
+    cfg = TemperingConfig(
+        betas,
+        BAOAB(step_size=0.2, friction=1.0),
+        n_local_steps=2,
+        log_weights=torch.zeros(4, dtype=torch.float64),
+    )
     x0 = torch.full((8, 3), -2.0, dtype=torch.float64)
     res = SimulatedTempering(mixture_lp, cfg).run(x0, 30, seed=3)
     return res.x.numpy(), res.levels.numpy()
@@ -109,19 +118,18 @@ def test_tempering_baoab_matches_the_old_kernel():
 
 
 def test_tempering_kernel_uses_the_md_step(monkeypatch):
-    import sci_moe.sampling.md.integrators as integrators
+    import sci_moe.sampling.md as md
 
     calls = []
-    real = integrators.baoab_steps
+    real = md.baoab_steps
 
     def spy(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(integrators, "baoab_steps", spy)
+    monkeypatch.setattr(md, "baoab_steps", spy)
     kernel_trajectory(1.0, n_steps=3)
     assert len(calls) == 3
-    assert math.isfinite(float(len(calls)))
 
 
 if __name__ == "__main__":  # regenerate the reference

@@ -18,6 +18,7 @@ from .integrators import (
     LangevinBAOAB,
     MDState,
     OverdampedEulerMaruyama,
+    baoab_steps,
     kinetic_energy,
     temperature,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "TrajectoryReporter",
     "analysis",
     "autograd_energy_and_forces",
+    "baoab_steps",
     "check_positions",
     "checkpoint",
     "config",

@@ -7,16 +7,22 @@ is the Brownian (overdamped Langevin) limit. Units are OpenMM's: nm, ps, amu, kJ
 (``kB = 0.00831446261815324`` kJ/mol/K). Toy potentials in reduced units pass ``kT``
 directly. All randomness comes from the ``torch.Generator`` passed in, so checkpointing
 the generator state (``generator.get_state()``) with an :class:`MDState` gives exact resume.
+
+:func:`baoab_steps` is the one BAOAB update of sci-moe: :class:`LangevinBAOAB` runs it on
+MD states, and the tempering kernel :class:`sci_moe.sampling.tempering.BAOAB` runs it on
+flat chains with per-chain timesteps and temperatures ``1/beta`` (reduced units).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
+from ..._util import BOLTZMANN_KJ_PER_MOL_K
 from .forces import ForceProvider
 
 __all__ = [
@@ -24,12 +30,14 @@ __all__ = [
     "LangevinBAOAB",
     "MDState",
     "OverdampedEulerMaruyama",
+    "baoab_steps",
     "kinetic_energy",
     "temperature",
 ]
 
-KB_KJ_PER_MOL_K = 0.00831446261815324
-"""Boltzmann constant in kJ/mol/K (OpenMM's value)."""
+KB_KJ_PER_MOL_K = BOLTZMANN_KJ_PER_MOL_K
+"""Boltzmann constant in kJ/mol/K (OpenMM's value); alias of
+``sci_moe._util.BOLTZMANN_KJ_PER_MOL_K``."""
 
 
 @dataclass
@@ -159,6 +167,83 @@ class _Integrator:
         return torch.randn(like.shape, dtype=like.dtype, device=like.device, generator=generator)
 
 
+def baoab_steps(
+    x: Tensor,
+    v: Tensor,
+    forces: Tensor,
+    energy: Tensor,
+    energy_and_forces: Callable[[Tensor], tuple[Tensor, Tensor]],
+    n_steps: int,
+    *,
+    timestep: float | Tensor,
+    kT: float | Tensor,
+    inv_mass: float | Tensor,
+    friction: float,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""``n_steps`` BAOAB steps (Leimkuhler & Matthews 2013), **in place** on ``x`` and ``v``.
+
+    .. math::
+
+        v \leftarrow v + \tfrac h2 F(x)/m;\quad x \leftarrow x + \tfrac h2 v;\quad
+        v \leftarrow c\,v + \sqrt{(1-c^2)\,k_BT/m}\;\xi;\quad x \leftarrow x + \tfrac h2 v;
+        \quad v \leftarrow v + \tfrac h2 F(x)/m,\qquad c = e^{-\gamma h},
+
+    one force evaluation per step (the last B's forces are returned for the next call).
+
+    Parameters
+    ----------
+    x, v : Tensor, same shape, e.g. (W, N, D) or (B, d)
+        Positions and velocities; overwritten (pass clones to keep the originals).
+    forces : Tensor, shape of ``x``
+        :math:`F(x) = -\nabla E(x)` at the input positions.
+    energy : Tensor
+        Whatever ``energy_and_forces`` returned with ``forces`` (returned if ``n_steps == 0``).
+    energy_and_forces : callable, ``x -> (energy, forces)``
+        Forces in energy per length (or :math:`\nabla \log p` in reduced units, with
+        ``kT = 1/beta``).
+    n_steps : int
+    timestep : float or Tensor broadcastable to ``x``
+        :math:`h` (ps); a tensor, e.g. shape (B, 1), gives per-walker timesteps.
+    kT : float or Tensor broadcastable to ``x``
+        Thermal energy in the unit of the energy, per walker if a tensor.
+    inv_mass : float or Tensor broadcastable to ``x``
+        :math:`1/m` (1/amu).
+    friction : float
+        :math:`\gamma` (1/ps), >= 0.
+    generator : torch.Generator, optional
+        Source of the O-step noise (one standard normal per coordinate and step).
+
+    Returns
+    -------
+    (x, v, energy, forces)
+    """
+    if isinstance(timestep, Tensor):
+        half = 0.5 * timestep
+        c = torch.exp(-friction * timestep)
+    else:
+        half = 0.5 * timestep
+        c = math.exp(-friction * timestep)
+    kick = half * inv_mass
+    noise_scale = torch.sqrt((1 - c * c) * kT * inv_mass)
+    noise = torch.empty_like(v)
+    f, e = forces, energy
+    for _ in range(n_steps):
+        v.addcmul_(f, kick)  # B
+        if isinstance(half, Tensor):
+            x.addcmul_(v, half)  # A
+        else:
+            x.add_(v, alpha=half)
+        v.mul_(c).addcmul_(noise.normal_(generator=generator), noise_scale)  # O
+        if isinstance(half, Tensor):
+            x.addcmul_(v, half)  # A
+        else:
+            x.add_(v, alpha=half)
+        e, f = energy_and_forces(x)
+        v.addcmul_(f, kick)  # B
+    return x, v, e, f
+
+
 class LangevinBAOAB(_Integrator):
     """Langevin dynamics with the BAOAB splitting (Leimkuhler & Matthews 2013).
 
@@ -250,21 +335,20 @@ class LangevinBAOAB(_Integrator):
         self._check_provider(provider)
         # Work on private copies, updated in place (fewer allocations per step).
         x, v = state.positions.clone(), state.velocities.clone()
-        f, e = state.forces, state.energy
-        h = self.timestep_ps
-        half = 0.5 * h
         inv_m = 1.0 / provider.masses.to(x.device, x.dtype)[None, :, None]
-        kick = half * inv_m
-        c = math.exp(-self.friction_per_ps * h)
-        noise_scale = torch.sqrt((1 - c * c) * self._kT_like(x) * inv_m)
-        noise = torch.empty_like(v)
-        for _ in range(n_steps):
-            v.addcmul_(f, kick)  # B
-            x.add_(v, alpha=half)  # A
-            v.mul_(c).addcmul_(noise.normal_(generator=generator), noise_scale)  # O
-            x.add_(v, alpha=half)  # A
-            e, f = provider.energy_and_forces(x)
-            v.addcmul_(f, kick)  # B
+        x, v, e, f = baoab_steps(
+            x,
+            v,
+            state.forces,
+            state.energy,
+            provider.energy_and_forces,
+            n_steps,
+            timestep=self.timestep_ps,
+            kT=self._kT_like(x),
+            inv_mass=inv_m,
+            friction=self.friction_per_ps,
+            generator=generator,
+        )
         return MDState(x, v, f, e, state.step + n_steps)
 
 

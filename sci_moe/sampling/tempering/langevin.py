@@ -12,7 +12,8 @@ potential at temperature :math:`T = T_0/\beta`. The kernel therefore integrates
 
 in reduced units (energies in :math:`k_BT_0`, so the "temperature" of level :math:`\beta`
 is :math:`\theta = 1/\beta` and the velocity distribution is :math:`N(0, \theta/m)`), with the
-BAOAB splitting of Leimkuhler and Matthews (2013):
+BAOAB splitting of Leimkuhler and Matthews (2013), run by the md integrator's
+:func:`sci_moe.sampling.md.baoab_steps` (the one BAOAB of sci-moe):
 
 .. math::
 
@@ -48,6 +49,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from .. import md
 from .kernels import KernelStep, LogProb, _check_x, as_batch
 from .kernels import _lp_grad as _lp_and_grad
 
@@ -179,14 +181,21 @@ class BAOAB:
         if lp is None or grad is None:
             lp, grad = _lp_and_grad(log_prob, x)
         v = self.init_velocities(x, beta_t[:, 0], generator) if velocities is None else velocities
-        c = torch.exp(-self.friction * h)
-        noise = ((1 - c**2) / (beta_t * m)).sqrt()
-        v = v + 0.5 * h * grad / m  # B
-        x = x + 0.5 * h * v  # A
-        v = c * v + noise * torch.randn(x.shape, generator=generator, dtype=x.dtype)  # O
-        x = x + 0.5 * h * v  # A
-        lp, grad = _lp_and_grad(log_prob, x)
-        v = v + 0.5 * h * grad / m  # B
+        # the md integrator's BAOAB update (sci_moe.sampling.md.baoab_steps) in reduced
+        # units: forces grad log p, thermal energy 1/beta, per-chain timesteps
+        x, v, lp, grad = md.baoab_steps(
+            x.clone(),
+            v.clone(),
+            grad,
+            lp,
+            lambda y: _lp_and_grad(log_prob, y),
+            1,
+            timestep=h,
+            kT=1.0 / beta_t,
+            inv_mass=1.0 / m,
+            friction=self.friction,
+            generator=generator,
+        )
         if not bool(torch.isfinite(lp).all() and torch.isfinite(v).all()):
             raise ValueError(
                 "BAOAB produced non-finite energies or velocities: the timestep is above the "
