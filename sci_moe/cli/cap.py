@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
+
+from .._util import atomic_save_json
 
 __all__ = ["add_parser", "run"]
 
@@ -166,11 +167,7 @@ def run(args: argparse.Namespace) -> int:
     print(report.format_table())
     if args.json:
         out = {"model_note": spec.note, "hardware_note": hardware.note, **report.to_dict()}
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(out, indent=2) + "\n")
-        os.replace(tmp, path)
+        path = atomic_save_json(args.json, out, indent=2)
         print(f"wrote {path}")
     if args.radar:
         import matplotlib

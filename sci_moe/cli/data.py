@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-__all__ = ["add_parser"]
+from .._util import atomic_save_json
+
+__all__ = ["add_molecule_set_arguments", "add_parser", "run_molecule_set"]
 
 _LOADERS = ("drugs", "kraken", "bde", "ee")
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``data`` subcommand to the subparsers ``sub`` of the ``sci-moe`` parser."""
-    from ..data.molecule_set import add_arguments
-
     p = sub.add_parser("data", help="build or inspect molecular data sets")
     dsub = p.add_subparsers(dest="data_command", required=True)
     mol = dsub.add_parser(
@@ -33,8 +34,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "Cached per molecule; writes molecule_set.npz, report.json, labels.png and "
         "checksums.sha256 to --out.",
     )
-    add_arguments(mol)
-    mol.set_defaults(func=_molecules)
+    add_molecule_set_arguments(mol)
+    mol.set_defaults(func=run_molecule_set)
     mar = dsub.add_parser(
         "marcel",
         help="load a MARCEL archive and summarise it",
@@ -51,10 +52,71 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _molecules(args: argparse.Namespace) -> int:
-    from ..data.molecule_set import run_from_args
+def add_molecule_set_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``sci-moe data molecules`` (was ``python -m sci_moe.data.molecule_set``)."""
+    p.add_argument("--out", required=True, help="output directory")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="the full set (500 molecules)")
+    size.add_argument("--n", type=int, help="number of molecules (default 50)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the molecule choice (default 0)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all CPUs)")
+    p.add_argument("--max-confs", type=int, default=10, help="conformers per molecule (default 10)")
+    p.add_argument(
+        "--temperature-k",
+        type=float,
+        default=298.15,
+        dest="temperature_k",
+        help="temperature of the Boltzmann averages (default 298.15)",
+    )
+    p.add_argument(
+        "--smiles",
+        metavar="FILE",
+        help="your own candidates instead of the NCI pool: one 'SMILES name' per line",
+    )
+    p.add_argument("--cache", default=None, help="cache directory (default OUT/cache)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    return run_from_args(args)
+
+def run_molecule_set(args: argparse.Namespace) -> int:
+    """Build the molecule set of ``sci-moe data molecules``; raises ``ValueError`` on bad input."""
+    from ..data.molecule_set import REPORT_FILE, MoleculeSetConfig, build_molecule_set
+    from ..molecules import ConformerConfig
+
+    n = 500 if args.full else (args.n if args.n is not None else 50)
+    cfg = MoleculeSetConfig(
+        n_molecules=n,
+        seed=args.seed,
+        temperature_k=args.temperature_k,
+        conformers=ConformerConfig(num_attempts=20, max_confs=args.max_confs),
+    )
+    molecules = None
+    if args.smiles:
+        path = Path(args.smiles)
+        if not path.is_file():
+            raise ValueError(f"--smiles file {args.smiles!r} does not exist")
+        molecules = []
+        for k, line in enumerate(path.read_text().splitlines()):
+            parts = line.split()
+            if parts and not parts[0].startswith("#"):
+                molecules.append((parts[1] if len(parts) > 1 else f"line{k + 1}", parts[0]))
+        if not molecules:
+            raise ValueError(f"--smiles file {args.smiles!r} holds no SMILES")
+    ms = build_molecule_set(
+        args.out,
+        cfg,
+        n_jobs=args.jobs,
+        cache_dir=args.cache,
+        progress=not args.no_progress,
+        molecules=molecules,
+    )
+    report = json.loads((Path(args.out) / REPORT_FILE).read_text())
+    print(
+        f"{len(ms)} molecules, {report['n_conformers']} conformers, "
+        f"{len(report['failures'])} failures, {report['seconds']:.1f} s -> {args.out}"
+    )
+    for f in report["failures"]:
+        print(f"  failed {f['name']}: {f['stage']}: {f['reason']}")
+    return 0
 
 
 def _marcel(args: argparse.Namespace) -> int:
@@ -82,6 +144,5 @@ def _marcel(args: argparse.Namespace) -> int:
     for f in ds.failures[:10]:
         print(f"  skipped {f['name']}: {f['reason']}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(summary, fh, indent=1)
+        atomic_save_json(args.json, summary, indent=1)
     return 0

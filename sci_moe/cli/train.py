@@ -14,7 +14,7 @@ Examples
 --------
 .. code-block:: console
 
-    $ python -m sci_moe.data.molecule_set --out data/mols
+    $ sci-moe data molecules --out data/mols
     $ sci-moe train spice --data data/mols --out runs/spice --epochs 100 --seed 0
     $ sci-moe train spice --config spice.yaml --out runs/spice --resume
     $ sci-moe train spice --data data/mols --out runs/gnn --model gnn2d
@@ -26,6 +26,8 @@ import argparse
 import json
 from dataclasses import fields
 from pathlib import Path
+
+from .._util import atomic_write_text
 
 __all__ = ["add_parser", "resolve_config", "run_spice"]
 
@@ -214,7 +216,7 @@ def run_spice(args: argparse.Namespace) -> int:
                 f"--resume with a different config than {saved}; use the same options "
                 "or a new --out"
             )
-    saved.write_text(yaml.safe_dump(cfg, sort_keys=True))
+    atomic_write_text(saved, yaml.safe_dump(cfg, sort_keys=True))
 
     data = cfg["data"]
     ms = MoleculeSet.load(data["path"])

@@ -45,8 +45,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..molecules.graph import KB_KJ_PER_MOL_K, EnsembleDataset, EnsembleGraph
-from .molecule_set import _marcel_shuffle
+from .._util import BOLTZMANN_KJ_PER_MOL_K, KJ_PER_EV, KJ_PER_HARTREE, KJ_PER_KCAL
+from .._util import RestrictedUnpickler as _RestrictedUnpickler
+from ..molecules import EnsembleDataset, EnsembleGraph
+from .molecule_set_store import _marcel_shuffle
 
 __all__ = [
     "EE_EXCLUDED",
@@ -62,13 +64,14 @@ __all__ = [
 
 #: Sample excluded from EE by the reference code.
 EE_EXCLUDED = ("atrop-merg-enamide-phe-bn-h-B_R10333",)
-_ENERGY_TO_KJ = {"ev": 96.48533212331002, "hartree": 2625.4996394799, "kcal": 4.184, "kj": 1.0}
+_ENERGY_TO_KJ = {"ev": KJ_PER_EV, "hartree": KJ_PER_HARTREE, "kcal": KJ_PER_KCAL, "kj": 1.0}
 
 
-class RestrictedUnpickler(pickle.Unpickler):
+class RestrictedUnpickler(_RestrictedUnpickler):
     """Unpickler that only rebuilds plain data (never calls arbitrary code).
 
-    Dicts, lists, tuples, strings, numbers, ``None`` and booleans need no globals; the
+    :class:`sci_moe._util.RestrictedUnpickler` with MARCEL's allowed set as the default:
+    dicts, lists, tuples, strings, numbers, ``None`` and booleans need no globals; the
     only globals allowed are ``set``, ``frozenset``, ``complex``, ``OrderedDict`` and
     numpy scalars / arrays of numeric dtype. Anything else (``os.system``,
     ``builtins.eval``, arbitrary classes) raises ``pickle.UnpicklingError``.
@@ -89,11 +92,9 @@ class RestrictedUnpickler(pickle.Unpickler):
         }
     )
 
-    def find_class(self, module: str, name: str):
-        if (module, name) in self._ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            f"refusing to unpickle global {module}.{name}: only plain data is allowed"
+    def __init__(self, file, *, allowed=None, substitutes=None):
+        super().__init__(
+            file, allowed=self._ALLOWED if allowed is None else allowed, substitutes=substitutes
         )
 
 
@@ -394,7 +395,7 @@ def load_kraken(
                 continue
             w = np.asarray(w)
             w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
-            kt = KB_KJ_PER_MOL_K * temperature_k
+            kt = BOLTZMANN_KJ_PER_MOL_K * temperature_k
             e = -kt * np.log(np.clip(w / w.max(), 1e-300, None))
             g = _ensemble(mols, e, w, name, failures, y, temperature_k)
             if g is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..molecules.conformers import parallel_map
+from .._util import KJ_PER_HARTREE, parallel_map
 
 __all__ = [
     "BOHR_PER_NM",
@@ -39,8 +39,7 @@ __all__ = [
 
 #: nm -> Bohr (1 Bohr = 0.052917721067 nm).
 BOHR_PER_NM = 1.0 / 0.052917721067
-#: Hartree -> kJ/mol (CODATA 2018).
-KJ_PER_HARTREE = 2625.4996394799
+# KJ_PER_HARTREE (Hartree -> kJ/mol, CODATA 2018) is sci_moe._util's, re-exported here.
 #: Hartree -> eV.
 EV_PER_HARTREE = 27.211386245988
 #: e * Bohr -> Debye.
@@ -227,7 +226,7 @@ def xtb_ensemble_labels(
     on_result : callable, optional
         ``on_result(index, result)`` called as each molecule finishes (e.g. to cache it).
     mp_context : str
-        Start method of the workers (see :func:`~sci_moe.molecules.conformers.parallel_map`).
+        Start method of the workers (see :func:`sci_moe.molecules.parallel_map`).
 
     Returns
     -------
@@ -248,4 +247,5 @@ def xtb_ensemble_labels(
         desc="GFN2-xTB",
         on_result=on_result,
         mp_context=mp_context,
+        unit="mol",
     )
