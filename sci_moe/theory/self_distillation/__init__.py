@@ -5,47 +5,45 @@ Mixture Model" (NeurIPS 2025, arXiv:2501.16226): a linear classifier on a noisy 
 Gaussian mixture, retrained on its own (soft or hard) pseudo-labels. :func:`solve_stage0` and
 :func:`solve_multistage` solve the replica-symmetric saddle point, :func:`simulate` runs the
 same model at finite ``N``, :func:`optimize_sd` tunes the stages' ridge and temperature;
-:func:`fit_self_distillation` and :func:`probe_sd_experiment` run it on real features, such as
-the MiniLM sentence embeddings of :func:`newsgroup_sentences` (:func:`cached_embeddings`).
+:func:`fit_self_distillation` and :func:`probe_sd_experiment` run it on real features given
+as arrays.
+
+Needs only numpy and scipy. The corpus and embedding code of the MiniLM demo moved to the data
+floor (this package never imports :mod:`sci_moe.data`): ``sci_moe.data.newsgroups``
+(:func:`~sci_moe.data.newsgroups.load_mini_newsgroups`, ``clean_post``, ``split_sentences``,
+``newsgroup_sentences``) and ``sci_moe.data.minilm`` (``MINILM_DIM``, ``minilm_model_path``,
+``embed_texts``, ``text_hash``, ``default_cache_path``, ``cached_embeddings``); all are also
+importable from :mod:`sci_moe.data`. Build the arrays there and pass them here::
+
+    from sci_moe.data import cached_embeddings, default_cache_path, newsgroup_sentences
+    from sci_moe.theory.self_distillation import EmpiricalSDConfig, probe_sd_experiment
+
+    texts, labels, groups = newsgroup_sentences()
+    X = cached_embeddings(texts, default_cache_path())
+    errors, _ = probe_sd_experiment(X, labels, theta=0.2, groups=groups)
 """
 
 from .empirical import (
     EmpiricalSDConfig,
     EmpiricalSDResult,
-    LinearProbe,
-    Standardizer,
     breast_cancer_demo,
     fit_self_distillation,
-    grouped_split,
-    inject_label_noise,
     probe_sd_experiment,
-    train_probe_stages,
-)
-from .features import (
-    MINILM_DIM,
-    cached_embeddings,
-    clean_post,
-    default_cache_path,
-    embed_texts,
-    load_mini_newsgroups,
-    minilm_model_path,
-    newsgroup_sentences,
-    split_sentences,
-    text_hash,
 )
 from .limits import hebbian_error, hebbian_error_noiseless
 from .model import LOSSES, SelfDistillationModel, classification_error
 from .multistage import MultiStageResult, pseudo_labels, solve_multistage
 from .optimal import OptimalSD, optimize_sd, sweep_alpha
+from .probe import LinearProbe, Standardizer, train_probe_stages
 from .prox import loss_derivative, prox_bce, prox_mse, solve_prox
 from .quadrature import gauss_hermite, gaussian_points
 from .simulate import SimulationResult, sample_mixture, simulate, train_stage, train_stages
 from .solver import ConvergenceError, SolverConfig
+from .splits import grouped_split, inject_label_noise, stratified_split
 from .stage0 import StageResult, solve_stage0
 
 __all__ = [
     "LOSSES",
-    "MINILM_DIM",
     "ConvergenceError",
     "EmpiricalSDConfig",
     "EmpiricalSDResult",
@@ -58,11 +56,7 @@ __all__ = [
     "StageResult",
     "Standardizer",
     "breast_cancer_demo",
-    "cached_embeddings",
     "classification_error",
-    "clean_post",
-    "default_cache_path",
-    "embed_texts",
     "fit_self_distillation",
     "gauss_hermite",
     "gaussian_points",
@@ -70,10 +64,7 @@ __all__ = [
     "hebbian_error",
     "hebbian_error_noiseless",
     "inject_label_noise",
-    "load_mini_newsgroups",
     "loss_derivative",
-    "minilm_model_path",
-    "newsgroup_sentences",
     "optimize_sd",
     "probe_sd_experiment",
     "prox_bce",
@@ -84,10 +75,33 @@ __all__ = [
     "solve_multistage",
     "solve_prox",
     "solve_stage0",
-    "split_sentences",
+    "stratified_split",
     "sweep_alpha",
-    "text_hash",
     "train_probe_stages",
     "train_stage",
     "train_stages",
 ]
+
+# Names that moved to the data floor: a pointer instead of a bare AttributeError.
+_MOVED = {
+    "load_mini_newsgroups": "newsgroups",
+    "clean_post": "newsgroups",
+    "split_sentences": "newsgroups",
+    "newsgroup_sentences": "newsgroups",
+    "MINILM_DIM": "minilm",
+    "minilm_model_path": "minilm",
+    "embed_texts": "minilm",
+    "text_hash": "minilm",
+    "default_cache_path": "minilm",
+    "cached_embeddings": "minilm",
+}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        raise AttributeError(
+            f"sci_moe.theory.self_distillation.{name} moved to sci_moe.data.{_MOVED[name]}"
+            f".{name} (also sci_moe.data.{name}): build the features there and pass the "
+            "arrays to the theory functions"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,10 @@ with :math:`u^{(t-1)}` the previous stage's outputs on the training inputs, BCE
 MSE). Unlike the paper's protocol, which tuned on test accuracy, the hyper-parameters
 :math:`\{\lambda_t, \beta_t\}` are chosen on a seeded, stratified **validation** split carved out
 of the training data (whose labels carry the same noise); test data, if given, are only scored.
+
+The pieces live in one-concept modules: input checks (``_inputs``), probes and their
+stage-wise training (:mod:`.probe`), label noise and splits (:mod:`.splits`); this module
+tunes and runs the experiment and re-exports the pieces under their old paths.
 """
 
 from __future__ import annotations
@@ -29,11 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import expit
 
+from ._inputs import as_features as _as_features
+from ._inputs import as_labels as _as_labels
 from .model import LOSSES
 from .multistage import pseudo_labels
-from .simulate import train_stage
+from .probe import LinearProbe, Standardizer, _train_one, train_probe_stages
+from .splits import grouped_split, inject_label_noise
+from .splits import stratified_split as _stratified_split
 
 __all__ = [
     "EmpiricalSDConfig",
@@ -51,162 +58,6 @@ __all__ = [
 LABEL_MODES = ("soft", "hard")
 TUNINGS = ("greedy", "joint")
 MAX_JOINT_FITS = 20_000
-
-
-def _as_features(X, name: str = "X") -> np.ndarray:
-    """Convert a numpy array or torch tensor to a finite float64 array of shape (M, N)."""
-    if hasattr(X, "detach"):  # torch.Tensor without importing torch
-        X = X.detach().cpu().numpy()
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must have shape (M, N) (samples x features), got {X.shape}")
-    if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"{name} must hold at least one sample and one feature, got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or inf; clean or impute the features first")
-    return X
-
-
-def _as_labels(y, n: int, name: str = "y") -> np.ndarray:
-    """Convert binary labels to a float array of shape (n,) with values in {0, 1}."""
-    if hasattr(y, "detach"):
-        y = y.detach().cpu().numpy()
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise ValueError(f"{name} must have shape ({n},) to match the features, got {y.shape}")
-    y = y.astype(float)
-    if not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"{name} must be binary labels in {{0, 1}}; map your classes to 0/1 first")
-    return y
-
-
-def inject_label_noise(y, theta: float, seed: int = 0) -> np.ndarray:
-    r"""Flip :math:`\lfloor\theta M_c\rfloor` labels of each class :math:`c` (as in the paper).
-
-    Parameters
-    ----------
-    y : array_like, shape (M,)
-        Labels in {0, 1}.
-    theta : float
-        Fraction flipped per class, in [0, 0.5).
-    seed : int
-        Seed of the ``numpy.random.Generator`` choosing the flipped samples.
-
-    Returns
-    -------
-    ndarray, shape (M,)
-        Noisy labels (a new array, float).
-    """
-    if hasattr(y, "detach"):
-        y = y.detach().cpu().numpy()
-    y = _as_labels(y, len(y) if np.ndim(y) == 1 else -1)
-    theta = float(theta)
-    if not 0 <= theta < 0.5:
-        raise ValueError(f"theta must be a flip fraction in [0, 0.5), got {theta!r}")
-    rng = np.random.default_rng(seed)
-    out = y.copy()
-    for c in (0.0, 1.0):
-        idx = np.flatnonzero(y == c)
-        k = math.floor(theta * len(idx))
-        if k:
-            out[rng.choice(idx, size=k, replace=False)] = 1.0 - c
-    return out
-
-
-@dataclass(frozen=True)
-class Standardizer:
-    """Per-feature standardisation ``(X - mean) / scale`` (constant features get scale 1)."""
-
-    mean: np.ndarray
-    scale: np.ndarray
-
-    @classmethod
-    def fit(cls, X) -> Standardizer:
-        """Fit on ``X`` of shape (M, N)."""
-        X = _as_features(X)
-        scale = X.std(axis=0)
-        return cls(mean=X.mean(axis=0), scale=np.where(scale > 0, scale, 1.0))
-
-    def transform(self, X) -> np.ndarray:
-        """Standardise ``X`` of shape (M, N)."""
-        X = _as_features(X)
-        if X.shape[1] != self.mean.shape[0]:
-            raise ValueError(f"X has {X.shape[1]} features, the standardiser {len(self.mean)}")
-        return (X - self.mean) / self.scale
-
-
-@dataclass(frozen=True)
-class LinearProbe:
-    """Linear classifier :math:`u = v\\cdot x + B` on standardised features.
-
-    Attributes
-    ----------
-    weights : ndarray, shape (N,)
-    bias : float
-    """
-
-    weights: np.ndarray
-    bias: float
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Outputs ``u`` on standardised features ``X`` of shape (M, N); shape (M,)."""
-        return X @ self.weights + self.bias
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """:math:`\\sigma(u)`, shape (M,) (meaningful for BCE probes)."""
-        return expit(self.decision_function(X))
-
-    def error(self, X: np.ndarray, y: np.ndarray) -> float:
-        """Fraction of ``y`` in {0, 1} that ``1[u > 0]`` gets wrong."""
-        return float(np.mean((self.decision_function(X) > 0) != (y > 0.5)))
-
-
-def train_probe_stages(
-    X: np.ndarray,
-    y: np.ndarray,
-    lambdas: Sequence[float],
-    betas: Sequence[float] = (),
-    loss: str = "bce",
-    learn_bias: bool = True,
-) -> list[LinearProbe]:
-    r"""Train stages ``0..T`` from scratch on the same (already standardised) inputs.
-
-    Parameters
-    ----------
-    X : ndarray, shape (M, N)
-        Standardised training features.
-    y : ndarray, shape (M,)
-        Training labels in {0, 1}.
-    lambdas : sequence of float, length T + 1
-        Ridge strengths :math:`\lambda_t > 0` (scikit-learn's ``1/C`` for BCE).
-    betas : sequence of float, length T
-        Inverse temperatures of the teachers' pseudo-labels; ``numpy.inf`` for hard labels.
-    loss : {"bce", "mse"}
-    learn_bias : bool
-        Learn the (unregularised) bias, or fix it at 0 (the paper's bias fixing).
-
-    Returns
-    -------
-    list of LinearProbe, one per stage
-    """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
-    if len(betas) != len(lambdas) - 1:
-        raise ValueError(f"need len(betas) = len(lambdas) - 1, got {len(betas)}, {len(lambdas)}")
-    probes, labels = [], y
-    for t, lam in enumerate(lambdas):
-        probes.append(_train_one(X, labels, loss, float(lam), learn_bias))
-        if t < len(betas):
-            labels = pseudo_labels(loss, probes[-1].decision_function(X), betas[t])
-    return probes
-
-
-def _train_one(X: np.ndarray, labels: np.ndarray, loss: str, lam: float, learn_bias: bool):
-    """One stage via :func:`.train_stage` on the :math:`v = w/\\sqrt N` scale."""
-    N = X.shape[1]
-    # train_stage penalises (lam/2)|w|^2 with u = w.x/sqrt(N) + B; v = w/sqrt(N) gives lam*N.
-    w, B = train_stage(X, labels, loss, lam / N, learn_bias)
-    return LinearProbe(weights=w / np.sqrt(N), bias=B)
 
 
 @dataclass(frozen=True)
@@ -321,73 +172,6 @@ class EmpiricalSDResult:
     def decision_function(self, X, stage: int = -1) -> np.ndarray:
         """Outputs of ``stage`` on raw features ``X`` of shape (M, N)."""
         return self.probes[stage].decision_function(self.standardizer.transform(X))
-
-
-def _stratified_split(y: np.ndarray, val_fraction: float, seed: int):
-    rng = np.random.default_rng(seed)
-    val = []
-    for c in (0.0, 1.0):
-        idx = np.flatnonzero(y == c)
-        k = round(val_fraction * len(idx))
-        if k < 1 or k >= len(idx):
-            raise ValueError(
-                f"class {int(c)} has {len(idx)} samples: too few to split off a validation "
-                f"fraction {val_fraction}; supply more data or change val_fraction"
-            )
-        val.append(rng.choice(idx, size=k, replace=False))
-    val = np.sort(np.concatenate(val))
-    return np.setdiff1d(np.arange(len(y)), val), val
-
-
-def grouped_split(y, groups, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Split rows so that no group (e.g. the document a sentence comes from) straddles the parts.
-
-    Groups are drawn in a seeded random order into the held-out part until it holds at least
-    ``fraction`` of the rows of each label (a group counts for the label of its majority).
-
-    Parameters
-    ----------
-    y : array_like, shape (M,)
-        Labels in {0, 1}.
-    groups : array_like, shape (M,)
-        Group id of every row (any hashable numbers).
-    fraction : float
-        Held-out fraction, in (0, 1).
-    seed : int
-
-    Returns
-    -------
-    keep, held_out : ndarray of int
-        Sorted row indices of the two parts; both contain both labels.
-    """
-    y = _as_labels(y, len(y) if np.ndim(y) == 1 else -1)
-    groups = np.asarray(groups)
-    if groups.shape != y.shape:
-        raise ValueError(f"groups must have shape {y.shape} (one id per row), got {groups.shape}")
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
-    ids, inverse = np.unique(groups, return_inverse=True)
-    majority = np.array([np.mean(y[inverse == g]) >= 0.5 for g in range(len(ids))])
-    rng = np.random.default_rng(seed)
-    held = np.zeros(len(ids), dtype=bool)
-    for label in (False, True):
-        cand = rng.permutation(np.flatnonzero(majority == label))
-        target = fraction * np.sum(np.isin(inverse, cand))
-        count = 0
-        for g in cand:
-            if count >= target:
-                break
-            held[g] = True
-            count += np.sum(inverse == g)
-    out = held[inverse]
-    keep, held_out = np.flatnonzero(~out), np.flatnonzero(out)
-    for name, idx in (("kept", keep), ("held-out", held_out)):
-        if len(np.unique(y[idx])) < 2:
-            raise ValueError(
-                f"the {name} part of the grouped split has one label only; supply more groups "
-                "or change the fraction"
-            )
-    return keep, held_out
 
 
 def _val_key(probe: LinearProbe, X: np.ndarray, y: np.ndarray, loss: str) -> tuple[float, float]:
