@@ -40,6 +40,9 @@ from .reporters import (
     ReportRequest,
     Snapshot,
     TrajectoryReporter,
+    TrajectoryWriter,
+    register_trajectory_writer,
+    trajectory_writers,
 )
 from .simulation import RunResult, Simulation, SimulationFailure
 
@@ -69,6 +72,7 @@ __all__ = [
     "SimulationFailure",
     "Snapshot",
     "TrajectoryReporter",
+    "TrajectoryWriter",
     "analysis",
     "autograd_energy_and_forces",
     "baoab_steps",
@@ -76,6 +80,7 @@ __all__ = [
     "checkpoint",
     "config",
     "kinetic_energy",
+    "register_trajectory_writer",
     "model_force",
     "model_simulation",
     "model_system",
@@ -84,4 +89,5 @@ __all__ = [
     "simulation",
     "systems",
     "temperature",
+    "trajectory_writers",
 ]
