@@ -2,14 +2,22 @@
 
 Three pieces: a :class:`Router` produces a :class:`Routing`; an :class:`ExpertBank`
 holds ``E`` experts with stacked weights and runs them as grouped GEMMs; :func:`dispatch`
-sorts tokens by expert and combines the weighted outputs. :class:`MoE` assembles them.
+sorts tokens by expert and combines the weighted outputs. :class:`MoE` assembles them,
+with a :class:`Dispatcher` strategy saying where the experts run (:class:`LocalDispatch`
+by default, :class:`sci_moe.moe.parallel.ExpertParallel` for expert parallelism).
+
+Everything a field package needs is importable from here (``__all__``); the submodules
+are implementation detail.
 """
 
 from .activations import get_activation
+from .auxiliary import auxiliary_losses
 from .balancing import BiasBalancer
 from .convert import from_transformers, to_transformers
 from .default_moe import DefaultOutputs
 from .dispatch import dispatch
+from .dispatchers import Dispatcher, LocalDispatch
+from .expert_ops import copy_expert, merge_experts, slice_experts, stacked_names, upcycle
 from .experts import (
     AdapterExperts,
     ExpertBank,
@@ -19,8 +27,9 @@ from .experts import (
     MLPExperts,
 )
 from .grouped import grouped_linear, grouped_mm_supported
-from .layer import MoE, MoEConfig, MoEInfo, SharedExperts
+from .layer import MoE, MoEConfig, MoEInfo, SharedExperts, check_layer_input
 from .losses import load_balancing_loss, router_z_loss
+from .routed import RoutedLayer, RoutedPath, routed_paths
 from .router import Router, RouterConfig
 from .routing import DispatchPlan, Routing, make_plan
 from .specialization import (
@@ -36,18 +45,25 @@ __all__ = [
     "BiasBalancer",
     "DefaultOutputs",
     "DispatchPlan",
+    "Dispatcher",
     "ExpertBank",
     "GLUExperts",
     "LinearExperts",
     "LoRAExperts",
+    "LocalDispatch",
     "MLPExperts",
     "MoE",
     "MoEConfig",
     "MoEInfo",
+    "RoutedLayer",
+    "RoutedPath",
     "Router",
     "RouterConfig",
     "Routing",
     "SharedExperts",
+    "auxiliary_losses",
+    "check_layer_input",
+    "copy_expert",
     "dispatch",
     "from_transformers",
     "get_activation",
@@ -55,11 +71,16 @@ __all__ = [
     "grouped_mm_supported",
     "load_balancing_loss",
     "make_plan",
+    "merge_experts",
     "orthogonality_loss",
+    "routed_paths",
     "router_z_loss",
     "routing_diagnostics",
     "selected_outputs",
     "selection_scores",
+    "slice_experts",
+    "stacked_names",
     "to_transformers",
+    "upcycle",
     "variance_loss",
 ]

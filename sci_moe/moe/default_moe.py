@@ -68,7 +68,7 @@ class DefaultOutputs(nn.Module):
         return f"beta={self.beta}, scored={self.scored}, at_inference={self.at_inference}"
 
     @torch.no_grad()
-    def update(self, routing: Routing, expert_outputs: torch.Tensor) -> None:
+    def update(self, routing: Routing, expert_outputs: torch.Tensor, reduce=None) -> None:
         """EMA step from the unweighted routed outputs of one batch.
 
         Parameters
@@ -76,6 +76,11 @@ class DefaultOutputs(nn.Module):
         routing : Routing
         expert_outputs : Tensor, shape (routing.plan.num_kept, d_out)
             Expert order, as returned by ``dispatch(..., return_expert_outputs=True)``.
+        reduce : callable, optional
+            Sums a tensor over the ranks that share the batch (e.g.
+            :meth:`Dispatcher.reduce_batch <sci_moe.moe.Dispatcher.reduce_batch>` of an
+            expert-parallel layer), so the per-expert means, and hence the EMA, are
+            those of the whole batch on every rank.
         """
         plan = routing.plan
         kept = plan.num_kept
@@ -89,6 +94,9 @@ class DefaultOutputs(nn.Module):
         else:
             sums = torch.zeros_like(self.ema).index_add_(0, expert, ys)
             norm = plan.counts.to(ys.dtype)
+        if reduce is not None:
+            stats = reduce(torch.cat([sums, norm.to(sums.dtype).unsqueeze(-1)], dim=1))
+            sums, norm = stats[:, :-1], stats[:, -1]
         used = norm > 0
         mean = sums[used] / norm[used].unsqueeze(-1)
         self.ema[used] = self.beta * self.ema[used] + (1.0 - self.beta) * mean

@@ -16,8 +16,15 @@ def dispatch(
     routing: Routing,
     experts: ExpertBank,
     return_expert_outputs: bool = False,
+    *,
+    include_base: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Apply routed experts: ``y_t = sum_j w_tj * E_{i_tj}(x_t)``.
+    """Apply a routed expert bank: ``y_t = base(x_t) + sum_j w_tj * E_{i_tj}(x_t)``.
+
+    ``base`` is the bank's ungated term (:meth:`ExpertBank.base`, e.g. the frozen
+    ``W0 x + b0`` of :class:`~sci_moe.moe.LoRAExperts`; nothing for the other built-in
+    banks), so ``dispatch(x, routing, bank)`` is the whole bank output, the same as the
+    routed part of :class:`~sci_moe.moe.MoE`.
 
     Parameters
     ----------
@@ -28,6 +35,9 @@ def dispatch(
     return_expert_outputs : bool
         Also return the unweighted expert outputs in expert order (what Default MoE's
         EMA and the orthogonality loss need).
+    include_base : bool
+        Add the bank's :meth:`~ExpertBank.base` term (default). ``False`` gives only the
+        routed sum (what a layer that adds the base itself, once, needs).
 
     Returns
     -------
@@ -57,4 +67,8 @@ def dispatch(
     ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
     w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
     y = combine_by_token(ys, w, plan, T)
+    if include_base:
+        base = experts.base(x)
+        if base is not None:
+            y = y + base
     return (y, ys) if return_expert_outputs else y

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import nn
 
+from .auxiliary import auxiliary_losses
 from .default_moe import DefaultOutputs
-from .dispatch import dispatch
+from .dispatchers import Dispatcher, LocalDispatch
 from .experts import AdapterExperts, ExpertBank, GLUExperts, LinearExperts, MLPExperts
-from .losses import load_balancing_loss, router_z_loss
+from .routed import RoutedPath
 from .router import Router, RouterConfig
 from .routing import Routing
-from .specialization import orthogonality_loss, selected_outputs, variance_loss
 
 __all__ = [
     "MoE",
@@ -147,41 +147,6 @@ def check_layer_input(x: torch.Tensor, d_model: int, check_finite: bool = True) 
         raise ValueError(f"x contains NaN or Inf (first at index {bad}); check the layer inputs")
 
 
-def auxiliary_losses(
-    routing: Routing,
-    load_balance_coef: float,
-    z_loss_coef: float,
-    variance_coef: float = 0.0,
-    orthogonality_coef: float = 0.0,
-    expert_outputs: torch.Tensor | None = None,
-    global_batch: bool = False,
-    process_group=None,
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """The unweighted auxiliary losses of one call and their weighted sum.
-
-    Always ``"load_balance"`` and ``"z_loss"``; ``"variance"`` when ``variance_coef > 0``
-    and ``"orthogonality"`` when ``orthogonality_coef > 0`` (which needs
-    ``expert_outputs``); the last two use ``reduction="mean"`` over tokens.
-    """
-    losses = {
-        "load_balance": load_balancing_loss(
-            routing, global_batch=global_batch, process_group=process_group
-        ),
-        "z_loss": router_z_loss(routing),
-    }
-    aux = load_balance_coef * losses["load_balance"] + z_loss_coef * losses["z_loss"]
-    if variance_coef > 0:
-        losses["variance"] = variance_loss(routing, reduction="mean")
-        aux = aux + variance_coef * losses["variance"]
-    if orthogonality_coef > 0:
-        if expert_outputs is None:
-            raise ValueError("the orthogonality loss needs the expert outputs of the call")
-        outs = selected_outputs(routing, expert_outputs)
-        losses["orthogonality"] = orthogonality_loss(outs, reduction="mean")
-        aux = aux + orthogonality_coef * losses["orthogonality"]
-    return losses, aux
-
-
 class SharedExperts(nn.Module):
     """Always-on (shared) experts: one dense GLU/MLP, optionally sigmoid-gated.
 
@@ -262,6 +227,11 @@ class MoE(nn.Module):
     ----------
     config : MoEConfig, optional
         Built from ``**kwargs`` when omitted.
+    dispatcher : Dispatcher, optional
+        Where the routed experts run: :class:`~sci_moe.moe.LocalDispatch` (default) or
+        :class:`~sci_moe.moe.parallel.ExpertParallel` (experts sharded over the ranks of
+        a process group; the bank then holds this rank's slice). Every option of the
+        layer works with every dispatcher: there is one forward.
 
     Attributes
     ----------
@@ -270,6 +240,7 @@ class MoE(nn.Module):
     shared : SharedExperts or None
     config : MoEConfig or None
         ``None`` for layers built with :meth:`from_modules`.
+    dispatcher : Dispatcher
 
     Examples
     --------
@@ -280,7 +251,9 @@ class MoE(nn.Module):
     (torch.Size([4, 10, 32]), torch.Size([40, 2]))
     """
 
-    def __init__(self, config: MoEConfig | None = None, **kwargs) -> None:
+    def __init__(
+        self, config: MoEConfig | None = None, *, dispatcher: Dispatcher | None = None, **kwargs
+    ) -> None:
         super().__init__()
         if config is None:
             names = {f.name for f in fields(MoEConfig)}
@@ -328,6 +301,17 @@ class MoE(nn.Module):
                 c.activation,
                 c.shared_gate,
             )
+        self._adopt(dispatcher)
+
+    def _adopt(self, dispatcher: Dispatcher | None) -> None:
+        dispatcher = LocalDispatch() if dispatcher is None else dispatcher
+        if not isinstance(dispatcher, Dispatcher):
+            raise TypeError(
+                f"dispatcher must be a sci_moe.moe.Dispatcher (e.g. LocalDispatch() or "
+                f"sci_moe.moe.parallel.ExpertParallel()), got {type(dispatcher).__name__}"
+            )
+        self.dispatcher = dispatcher
+        dispatcher.attach(self)
 
     @classmethod
     def from_modules(
@@ -341,15 +325,53 @@ class MoE(nn.Module):
         default: DefaultOutputs | None = None,
         orthogonality_coef: float = 0.0,
         variance_coef: float = 0.0,
+        *,
+        check_finite: bool = True,
+        dispatcher: Dispatcher | None = None,
     ) -> MoE:
         """Assemble a layer from an existing router, expert bank and shared module.
 
-        ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``. The result's
-        ``config`` attribute is ``None``: the parts, not a config, define it.
+        ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``; ``default``
+        a :class:`~sci_moe.moe.DefaultOutputs` for Default MoE; the coefficients and
+        ``check_finite`` are those of :class:`MoEConfig`; ``dispatcher`` as in
+        :class:`MoE`. The result's ``config`` attribute is ``None``: the parts, not a
+        config, define it.
         """
+        self = cls.__new__(cls)
+        nn.Module.__init__(self)
+        self._from_parts(
+            router,
+            experts,
+            shared,
+            load_balance_coef,
+            z_loss_coef,
+            global_batch_balance,
+            default,
+            orthogonality_coef,
+            variance_coef,
+            check_finite,
+            dispatcher,
+        )
+        return self
+
+    def _from_parts(
+        self,
+        router,
+        experts,
+        shared,
+        load_balance_coef,
+        z_loss_coef,
+        global_batch_balance,
+        default,
+        orthogonality_coef,
+        variance_coef,
+        check_finite,
+        dispatcher,
+    ) -> None:
         if min(load_balance_coef, z_loss_coef, orthogonality_coef, variance_coef) < 0:
             raise ValueError("loss coefficients must be >= 0")
-        if router.num_experts != experts.num_experts:
+        sharded = dispatcher is not None and dispatcher.shards_experts
+        if router.num_experts != experts.num_experts and not sharded:
             raise ValueError(
                 f"router has {router.num_experts} experts but the bank has {experts.num_experts}"
             )
@@ -358,18 +380,16 @@ class MoE(nn.Module):
                 f"router expects d_model={router.config.d_model} "
                 f"but the bank's d_in is {experts.d_in}"
             )
-        self = cls.__new__(cls)
-        nn.Module.__init__(self)
         # Built from parts: there is no MoEConfig that would rebuild this layer.
         self.config = None
         self.d_model = experts.d_in
         self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
         self.global_batch_balance = global_batch_balance
         self.orthogonality_coef, self.variance_coef = orthogonality_coef, variance_coef
-        self.check_finite = True
+        self.check_finite = check_finite
         self.default = default
         self.router, self.experts, self.shared = router, experts, shared
-        return self
+        self._adopt(dispatcher)
 
     @property
     def num_experts(self) -> int:
@@ -387,7 +407,25 @@ class MoE(nn.Module):
     def route(self, x: torch.Tensor) -> Routing:
         """Route ``x`` of shape ``(..., d_model)`` (flattened to ``(T, d_model)``)."""
         self._check_input(x)
-        return self.router(x.reshape(-1, self.d_model))
+        return self.dispatcher.route(self.router, x.reshape(-1, self.d_model))
+
+    def routed_paths(self) -> list[RoutedPath]:
+        """The layer's one :class:`~sci_moe.moe.RoutedPath` (router -> experts)."""
+        n_shared = 0
+        if self.shared is not None:
+            n_shared = self.config.num_shared_experts if self.config is not None else 1
+        return [
+            RoutedPath(
+                owner=self,
+                router=self.router,
+                experts=self.experts,
+                num_experts=self.num_experts,
+                top_k=self.top_k,
+                d_model=self.d_model,
+                shared=self.shared,
+                num_shared_experts=n_shared,
+            )
+        ]
 
     def forward(
         self,
@@ -416,17 +454,22 @@ class MoE(nn.Module):
         shape = x.shape
         x2 = x.reshape(-1, self.d_model)
         if routing is None:
-            routing = self.router(x2)
+            routing = self.dispatcher.route(self.router, x2)
+        elif routing.num_experts != self.num_experts or routing.num_tokens != x2.shape[0]:
+            raise ValueError(
+                f"routing is for {routing.num_tokens} tokens over {routing.num_experts} "
+                f"experts, but x has {x2.shape[0]} tokens and the layer {self.num_experts}"
+            )
         use_default = self.default is not None and self.default.active()
         need_outputs = use_default or (return_routing and self.orthogonality_coef > 0)
         ys = None
         if need_outputs:
-            y, ys = dispatch(x2, routing, self.experts, return_expert_outputs=True)
+            y, ys = self.dispatcher(x2, routing, self.experts, return_expert_outputs=True)
         else:
-            y = dispatch(x2, routing, self.experts)
+            y = self.dispatcher(x2, routing, self.experts)
         if use_default:
-            if self.training:
-                self.default.update(routing, ys)  # EMA first, then used in the same step
+            if self.training:  # EMA first (over the whole batch), then used in the same step
+                self.default.update(routing, ys, reduce=self.dispatcher.reduce_batch)
             y = y + self.default(routing).to(y.dtype)
         base = self.experts.base(x2)
         if base is not None:
@@ -444,12 +487,16 @@ class MoE(nn.Module):
             self.orthogonality_coef,
             expert_outputs=ys,
             global_batch=self.global_batch_balance,
+            process_group=self.dispatcher.process_group,
         )
         return y, MoEInfo(routing, losses, aux, ys)
 
+    @torch.no_grad()
     def update_router_bias(self, routing: Routing) -> None:
         """Aux-loss-free balancing step from the load of ``routing``.
 
-        See :meth:`Router.update_bias`.
+        See :meth:`Router.update_bias`. With a dispatcher that splits the batch over
+        ranks (expert parallelism) the load is summed over the ranks first (a
+        collective), so the replicated biases stay identical.
         """
-        self.router.update_bias(routing.load)
+        self.router.update_bias(self.dispatcher.reduce_batch(routing.load.clone()))

@@ -184,12 +184,23 @@ class Router(nn.Module):
             logits = logits + self.config.noise_std * torch.randn_like(logits)
         return logits
 
-    def forward(self, x: torch.Tensor) -> Routing:
+    @property
+    def batch_decisions(self) -> bool:
+        """Whether selection depends on the whole batch (expert choice, capacity)."""
+        c = self.config
+        return c.mode == "expert_choice" or (c.mode == "topk" and c.capacity_factor is not None)
+
+    def forward(self, x: torch.Tensor, batch=None) -> Routing:
         """Route tokens.
 
         Parameters
         ----------
         x : Tensor, shape (T, d_model)
+        batch : Dispatcher, optional
+            When the batch is split over ranks (expert parallelism), the object whose
+            ``gather_rows(t) -> (rows of all ranks, this rank's offset)`` lets the batch
+            decisions (expert-choice selection, capacity dropping) be taken over the
+            whole batch, exactly as the single-process router would.
 
         Returns
         -------
@@ -203,12 +214,12 @@ class Router(nn.Module):
             indices = torch.arange(c.num_experts, device=x.device).expand(T, -1).contiguous()
             weights = self._finish(probs)
         elif c.mode == "expert_choice":
-            indices, weights = self._expert_choice(probs)
+            indices, weights = self._expert_choice(probs, batch)
         else:
             indices = self.select(probs)
             weights = self._finish(probs.gather(1, indices))
             if c.capacity_factor is not None:
-                indices, weights = self._drop_over_capacity(indices, weights)
+                indices, weights = self._drop_over_capacity(indices, weights, batch)
         return Routing(indices, weights, logits, probs, c.num_experts)
 
     def select(self, probs: torch.Tensor) -> torch.Tensor:
@@ -243,8 +254,17 @@ class Router(nn.Module):
         cap = math.ceil(c.capacity_factor * num_tokens * c.top_k / c.num_experts)
         return max(1, min(num_tokens, cap))
 
-    def _drop_over_capacity(self, indices, weights):
+    def _drop_over_capacity(self, indices, weights, batch=None):
         # Priority: slot 0 of every token first, then slot 1, ... (GShard/Switch order).
+        T_local = indices.shape[0]
+        all_indices, start = (indices, 0) if batch is None else batch.gather_rows(indices)
+        keep = self._capacity_keep(all_indices)[start : start + T_local]
+        E = self.config.num_experts
+        indices = torch.where(keep, indices, torch.full_like(indices, E))
+        weights = torch.where(keep, weights, torch.zeros_like(weights))
+        return indices, weights
+
+    def _capacity_keep(self, indices):
         T, k = indices.shape
         E = self.config.num_experts
         cap = self.capacity(T)
@@ -255,18 +275,18 @@ class Router(nn.Module):
         rank_sorted = torch.arange(order.numel(), device=order.device) - starts[slot_major[order]]
         rank = torch.empty_like(rank_sorted)
         rank[order] = rank_sorted
-        keep = (rank < cap).view(k, T).t()
-        indices = torch.where(keep, indices, torch.full_like(indices, E))
-        weights = torch.where(keep, weights, torch.zeros_like(weights))
-        return indices, weights
+        return (rank < cap).view(k, T).t()
 
-    def _expert_choice(self, probs):
-        T, E = probs.shape
+    def _expert_choice(self, probs, batch=None):
+        T_local, E = probs.shape
+        all_probs, start = (probs, 0) if batch is None else batch.gather_rows(probs.detach())
+        T = all_probs.shape[0]
         cap = self.capacity(T)
-        chosen = probs.topk(cap, dim=0).indices  # (cap, E): tokens picked by each expert
-        mask = torch.zeros_like(probs, dtype=torch.bool)
+        chosen = all_probs.topk(cap, dim=0).indices  # (cap, E): tokens picked by each expert
+        mask = torch.zeros_like(all_probs, dtype=torch.bool)
         mask.scatter_(0, chosen, True)
-        k_max = max(1, int(mask.sum(1).max()))
+        mask = mask[start : start + T_local]
+        k_max = max(1, int(mask.sum(1).max())) if T_local else 1
         # Chosen experts first (stable keeps ascending expert id), then padding.
         slot = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, :k_max]
         valid = mask.gather(1, slot)

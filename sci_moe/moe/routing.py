@@ -100,6 +100,81 @@ class Routing:
             self._plan = make_plan(self.indices, self.num_experts)
         return self._plan
 
+    @classmethod
+    def from_assignments(
+        cls,
+        indices: torch.Tensor,
+        weights: torch.Tensor,
+        num_experts: int,
+        *,
+        probs: torch.Tensor | None = None,
+        logits: torch.Tensor | None = None,
+    ) -> Routing:
+        """A routing from fixed expert assignments (no learned router needed).
+
+        For hand-made gates: dense mode before upcycling, time ranges of a diffusion
+        mixture, a hierarchy's fixed assignment, a routing read from a file.
+
+        Parameters
+        ----------
+        indices : Tensor, shape (T, k), integer
+            Expert of each (token, slot) in ``[0, num_experts]``; ``num_experts`` marks a
+            dropped slot.
+        weights : Tensor, shape (T, k)
+            Mixing weights (kept as given, with their autograd history); dropped slots
+            should carry 0.
+        num_experts : int
+            ``E``.
+        probs : Tensor, shape (T, E), optional
+            Router scores for the auxiliary losses and Default MoE. Default: the weights
+            scattered into ``(T, E)`` (0 for unused experts), in at least float32.
+        logits : Tensor, shape (T, E), optional
+            Default: ``log(probs)`` clamped at ``-1e4`` (so that ``softmax(logits)``
+            gives back normalised ``probs`` and the z-loss stays finite).
+
+        Returns
+        -------
+        Routing
+
+        Examples
+        --------
+        >>> r = Routing.from_assignments(torch.zeros(3, 1, dtype=torch.long),
+        ...                              torch.ones(3, 1), num_experts=4)
+        >>> r.probs[0].tolist(), r.load.tolist()
+        ([1.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0])
+        """
+        if not isinstance(num_experts, int) or num_experts < 1:
+            raise ValueError(f"num_experts must be an int >= 1, got {num_experts!r}")
+        if indices.dim() != 2 or weights.shape != indices.shape:
+            raise ValueError(
+                f"indices and weights must both have shape (T, k); got {tuple(indices.shape)} "
+                f"and {tuple(weights.shape)}"
+            )
+        if indices.dtype.is_floating_point or indices.dtype == torch.bool:
+            raise TypeError(f"indices must be an integer tensor, got {indices.dtype}")
+        indices = indices.to(torch.long)
+        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) > num_experts):
+            raise ValueError(
+                f"indices must lie in [0, {num_experts}] ({num_experts} = dropped slot); "
+                f"got values in [{int(indices.min())}, {int(indices.max())}]"
+            )
+        T = indices.shape[0]
+        if probs is None:
+            dtype = torch.promote_types(weights.dtype, torch.float32)
+            full = torch.zeros(T, num_experts + 1, dtype=dtype, device=weights.device)
+            probs = full.scatter_add(1, indices, weights.to(dtype))[:, :num_experts]
+        if probs.shape != (T, num_experts):
+            raise ValueError(
+                f"probs must have shape ({T}, {num_experts}), got {tuple(probs.shape)}"
+            )
+        if logits is None:
+            logits = probs.log().clamp_min(-1e4)
+        if logits.shape != (T, num_experts):
+            raise ValueError(
+                f"logits must have shape ({T}, {num_experts}), got {tuple(logits.shape)}"
+            )
+        return cls(indices, weights, logits, probs, num_experts)
+
     def detach(self) -> Routing:
         """Return a copy whose tensors carry no autograd history."""
         out = Routing(

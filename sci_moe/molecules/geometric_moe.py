@@ -34,11 +34,19 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..moe import MLPExperts, Router, RouterConfig, Routing, dispatch
-from ..moe.experts import ExpertBank
-from ..moe.grouped import grouped_linear
-from ..moe.layer import auxiliary_losses
-from ..moe.routing import DispatchPlan
+from ..moe import (
+    DispatchPlan,
+    ExpertBank,
+    MLPExperts,
+    RoutedPath,
+    Router,
+    RouterConfig,
+    Routing,
+    auxiliary_losses,
+    copy_expert,
+    dispatch,
+    grouped_linear,
+)
 
 __all__ = [
     "GeometricMoE",
@@ -132,16 +140,14 @@ def dense_routing(num_tokens: int, num_experts: int, like: torch.Tensor) -> Rout
     Returns
     -------
     Routing
-        ``indices`` zeros of shape ``(T, 1)``, ``weights`` ones; ``logits`` zeros and
-        ``probs`` one-hot on expert 0.
+        :meth:`Routing.from_assignments <sci_moe.moe.Routing.from_assignments>` of
+        ``indices`` zeros of shape ``(T, 1)`` and ``weights`` ones: ``probs`` one-hot on
+        expert 0.
     """
     dev = like.device
     indices = torch.zeros(num_tokens, 1, dtype=torch.long, device=dev)
     weights = torch.ones(num_tokens, 1, dtype=like.dtype, device=dev)
-    logits = torch.zeros(num_tokens, num_experts, dtype=torch.float32, device=dev)
-    probs = torch.zeros_like(logits)
-    probs[:, 0] = 1.0
-    return Routing(indices, weights, logits, probs, num_experts)
+    return Routing.from_assignments(indices, weights, num_experts)
 
 
 class GramFeatures(nn.Module):
@@ -246,11 +252,9 @@ class VectorExperts(ExpertBank):
         mixed = F.linear(v, self.mix[e])
         return (mixed * gate.unsqueeze(1)).reshape(-1, self.d_out)
 
-    @torch.no_grad()
     def copy_expert_(self, src: int = 0) -> None:
-        """Overwrite every expert with expert ``src`` (in place)."""
-        for p in (self.gate_up, self.gate_down, self.gate_bias, self.mix):
-            p.copy_(p[src : src + 1].expand_as(p))
+        """Overwrite every expert with expert ``src``, in place (see ``copy_expert``)."""
+        copy_expert(self, src)
 
 
 @dataclass
@@ -327,11 +331,36 @@ class GeometricMoE(nn.Module):
         all of them (the public SPiCE code replaces them inside ``forward``, which hides
         the copies from the optimiser).
         """
-        ex = self.scalar_experts
-        for p in (ex.up, ex.down, ex.up_bias, ex.down_bias):
-            p.copy_(p[0:1].expand_as(p))
-        self.vector_experts.copy_expert_(0)
+        copy_expert(self.scalar_experts, 0)
+        copy_expert(self.vector_experts, 0)
         self.dense.fill_(False)
+
+    def routed_paths(self) -> list[RoutedPath]:
+        """The ``"scalar"`` and ``"vector"`` paths (:func:`sci_moe.moe.routed_paths`).
+
+        So :class:`~sci_moe.moe.BiasBalancer` and MoE-CAP's recorder see both routers.
+        """
+        c = self.config
+        return [
+            RoutedPath(
+                self,
+                self.scalar_router,
+                self.scalar_experts,
+                c.num_experts,
+                c.top_k,
+                d_model=c.hidden,
+                name="scalar",
+            ),
+            RoutedPath(
+                self,
+                self.vector_router,
+                self.vector_experts,
+                c.num_experts,
+                c.top_k,
+                d_model=self.vector_experts.d_in,
+                name="vector",
+            ),
+        ]
 
     def route(self, h: torch.Tensor, v: torch.Tensor) -> tuple[Routing, Routing, torch.Tensor]:
         """Routings of both paths and the normalised scalars ``LN(h)``."""

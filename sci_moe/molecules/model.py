@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from ..moe import copy_expert
 from .backbone import scatter_sum
 from .ensemble import EnsembleEncoder, EnsembleEncoderConfig, scatter_mean
 from .geometric_moe import GeometricMoE, GeometricMoEConfig, GeometricMoEInfo
@@ -446,23 +447,27 @@ class SPiCE(EnsembleRegressor):
             config = SPiCEConfig(**{**dense.config.to_dict(), "use_moe": True, "upcycle": False})
         model = cls(config)
         src = dense.state_dict()
+        upcycled: list[str] = []  # banks whose single dense expert is copied to every expert
         with torch.no_grad():
+            if len(dense.moe_layers()) != len(model.moe_layers()):
+                raise ValueError("dense model has a different number of layers; sizes must match")
+            for i, (dl, ml) in enumerate(zip(dense.moe_layers(), model.moe_layers(), strict=True)):
+                for attr in ("scalar_experts", "vector_experts"):
+                    db, mb = getattr(dl, attr), getattr(ml, attr)
+                    if db.num_experts != mb.num_experts:
+                        copy_expert(mb, 0, source=db)  # expert 0 -> every expert
+                        upcycled.append(f"encoder.moes.{i}.{attr}.")
             for name, p in model.state_dict().items():
+                if "router" in name or name.startswith(tuple(upcycled)):
+                    continue
                 if name not in src:
                     raise ValueError(f"dense model has no {name}; sizes must match")
                 q = src[name]
-                if "router" in name:
-                    continue
-                if q.shape == p.shape:
-                    p.copy_(q)
-                elif q.dim() == p.dim() and q.shape[0] == 1 and q.shape[1:] == p.shape[1:]:
-                    p.copy_(q.expand_as(p))  # expert 0 -> every expert
-                elif q.dim() == p.dim() and q.shape[1:] == p.shape[1:] and "experts" in name:
-                    p.copy_(q[0:1].expand_as(p))
-                else:
+                if q.shape != p.shape:
                     raise ValueError(
                         f"{name}: dense shape {tuple(q.shape)} does not fit {tuple(p.shape)}"
                     )
+                p.copy_(q)
             for m in model.moe_layers():
                 m.dense.fill_(False)
         return model

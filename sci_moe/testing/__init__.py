@@ -1,14 +1,20 @@
 """Test toolkit shipped with sci-moe: naive references and assertions users can reuse."""
 
-from .assertions import assert_moe_matches_reference, default_tolerance
+from .assertions import (
+    assert_moe_matches_reference,
+    assert_routed_bank_matches_reference,
+    default_tolerance,
+)
 from .forces import assert_forces_match_energy, finite_difference_forces
-from .reference import reference_moe_forward, reference_routing
+from .reference import reference_moe_forward, reference_routed_forward, reference_routing
 
 __all__ = [
     "assert_forces_match_energy",
     "assert_moe_matches_reference",
+    "assert_routed_bank_matches_reference",
     "default_tolerance",
     "finite_difference_forces",
     "reference_moe_forward",
+    "reference_routed_forward",
     "reference_routing",
 ]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-from ..moe.layer import MoE
-from ..moe.routing import Routing
-from .reference import reference_moe_forward
+from ..moe import ExpertBank, MoE, Router, Routing, dispatch
+from .reference import reference_moe_forward, reference_routed_forward
 
-__all__ = ["assert_moe_matches_reference", "default_tolerance"]
+__all__ = [
+    "assert_moe_matches_reference",
+    "assert_routed_bank_matches_reference",
+    "default_tolerance",
+]
 
 _TOL = {
     torch.float64: (1e-10, 1e-9),
@@ -64,26 +68,117 @@ def assert_moe_matches_reference(
     param = next(moe.parameters())
     if x is None:
         x = torch.randn(num_tokens, moe.d_model, dtype=param.dtype, device=param.device)
-    d_atol, d_rtol = default_tolerance(x.dtype)
-    atol = d_atol if atol is None else atol
-    rtol = d_rtol if rtol is None else rtol
     if routing is not None:
         routing = routing.detach()
     params = [(n, p) for n, p in moe.named_parameters() if p.requires_grad]
+    _compare(
+        lambda xi, _: moe(xi, routing=routing),
+        lambda xi, _: reference_moe_forward(moe, xi, routing=routing),
+        x,
+        None,
+        params,
+        atol,
+        rtol,
+    )
+
+
+def assert_routed_bank_matches_reference(
+    router: Router | None,
+    experts: ExpertBank,
+    x: torch.Tensor | None = None,
+    routing: Routing | None = None,
+    *,
+    router_input: torch.Tensor | None = None,
+    shared: nn.Module | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    num_tokens: int = 16,
+) -> None:
+    """Check a (router, expert bank) pair without an :class:`~sci_moe.moe.MoE`.
+
+    The fast path is ``dispatch(x, router(router_input), experts) + shared(x)``
+    (:func:`~sci_moe.moe.dispatch`: sort, grouped GEMM, combine, plus the bank's base
+    term); the reference is :func:`~sci_moe.testing.reference_routed_forward` with the
+    routing recomputed token by token (:func:`~sci_moe.testing.reference_routing`).
+    Compares the output and the gradients of ``sum(y * g)`` with respect to ``x``,
+    ``router_input`` and every trainable parameter of the router, the bank and
+    ``shared``.
+
+    Parameters
+    ----------
+    router : Router or None
+        ``None`` needs ``routing``.
+    experts : ExpertBank
+    x : Tensor, shape (T, d_in), optional
+        What the experts read; random normal tokens of the bank's dtype when omitted.
+    routing : Routing, optional
+        Fixed routing for both paths, detached (the router then gets no gradient).
+    router_input : Tensor, shape (T, d_router), optional
+        What the router reads, if not ``x`` (SPiCE's vector router reads Gram features).
+    shared : nn.Module, optional
+        An always-on module added to both paths.
+    atol, rtol : float, optional
+        Default :func:`default_tolerance` of the dtype (see
+        :func:`assert_moe_matches_reference`).
+    num_tokens : int
+
+    Raises
+    ------
+    AssertionError
+        Naming the first tensor that differs and by how much.
+    """
+    param = next(experts.parameters())
+    if x is None:
+        x = torch.randn(num_tokens, experts.d_in, dtype=param.dtype, device=param.device)
+    if routing is None and router is None:
+        raise ValueError("give a router or a routing")
+    if routing is not None:
+        routing = routing.detach()
+    modules = [("router", router), ("experts", experts), ("shared", shared)]
+    params, seen = [], set()
+    for prefix, m in modules:
+        if m is None:
+            continue
+        for n, p in m.named_parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append((f"{prefix}.{n}", p))
+
+    def fast(xi, ri):
+        r = routing if routing is not None else router(xi if ri is None else ri)
+        y = dispatch(xi, r, experts)
+        return y if shared is None else y + shared(xi)
+
+    def ref(xi, ri):
+        return reference_routed_forward(
+            router, experts, xi, routing=routing, shared=shared, router_input=ri
+        )
+
+    _compare(fast, ref, x, router_input, params, atol, rtol)
+
+
+def _compare(fast, ref, x, router_input, params, atol, rtol) -> None:
+    d_atol, d_rtol = default_tolerance(x.dtype)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    extra = [] if router_input is None else [router_input]
 
     def run(fn):
         xi = x.detach().clone().requires_grad_(True)
-        y = fn(xi)
+        ri = None
+        if router_input is not None:
+            ri = router_input.detach().clone().requires_grad_(True)
+        y = fn(xi, ri)
         g = torch.Generator(device="cpu").manual_seed(1234)
         gy = torch.randn(y.shape, generator=g, dtype=torch.float64).to(y.dtype).to(y.device)
-        grads = torch.autograd.grad(
-            (y * gy).sum(), [xi] + [p for _, p in params], allow_unused=True
-        )
+        wrt = [xi] + ([ri] if ri is not None else []) + [p for _, p in params]
+        grads = torch.autograd.grad((y * gy).sum(), wrt, allow_unused=True)
         return y.detach(), grads
 
-    y_fast, g_fast = run(lambda xi: moe(xi, routing=routing))
-    y_ref, g_ref = run(lambda xi: reference_moe_forward(moe, xi, routing=routing))
-    names = ["output", "grad[input]"] + [f"grad[{n}]" for n, _ in params]
+    y_fast, g_fast = run(fast)
+    y_ref, g_ref = run(ref)
+    names = ["output", "grad[input]"] + ["grad[router_input]"] * len(extra)
+    names += [f"grad[{n}]" for n, _ in params]
     pairs = [(y_fast, y_ref), *zip(g_fast, g_ref, strict=True)]
     for name, (a, b) in zip(names, pairs, strict=True):
         if a is None and b is None:

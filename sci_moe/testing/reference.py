@@ -7,14 +7,23 @@ It shares only the parameters with the layer under test, never its dispatch code
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-from ..moe.layer import MoE
-from ..moe.routing import Routing
+from ..moe import ExpertBank, MoE, Router, Routing
 
-__all__ = ["reference_moe_forward", "reference_routing"]
+__all__ = ["reference_moe_forward", "reference_routed_forward", "reference_routing"]
 
 
-def reference_routing(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _router_of(obj) -> Router:
+    router = obj if isinstance(obj, Router) else getattr(obj, "router", None)
+    if not isinstance(router, Router):
+        raise TypeError(
+            f"need a sci_moe.moe.Router or a layer with a .router, got {type(obj).__name__}"
+        )
+    return router
+
+
+def reference_routing(moe: MoE | Router, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k routing computed token by token, without the router's vectorised code.
 
     Supports token-choice top-k (softmax or sigmoid, selection bias, group limiting,
@@ -25,21 +34,24 @@ def reference_routing(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
     Parameters
     ----------
-    moe : MoE
+    moe : MoE or Router
+        A layer (its ``router`` is used) or a router alone.
     x : Tensor, shape (T, d_model)
+        What the router reads.
 
     Returns
     -------
     indices : Tensor, shape (T, k), int64
     weights : Tensor, shape (T, k)
     """
-    c = moe.router.config
+    router = _router_of(moe)
+    c = router.config
     batch_indices = None
     if c.mode == "expert_choice" or c.capacity_factor is not None:
         with torch.no_grad():
-            batch_indices = moe.router(x).indices
+            batch_indices = router(x).indices
     dtype = torch.promote_types(x.dtype, torch.float32)
-    W = moe.router.weight.to(dtype)
+    W = router.weight.to(dtype)
     E, k = c.num_experts, c.top_k
     all_idx, all_w = [], []
     for t in range(x.shape[0]):
@@ -52,7 +64,7 @@ def reference_routing(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         else:
             choice = s.detach().clone()
             if c.selection_bias:
-                choice = choice + moe.router.expert_bias.to(dtype)
+                choice = choice + router.expert_bias.to(dtype)
             allowed = set(range(E))
             if c.num_groups > 1:
                 size = E // c.num_groups
@@ -100,13 +112,55 @@ def reference_moe_forward(
     -------
     Tensor, shape (..., d_out)
     """
+    return reference_routed_forward(moe.router, moe.experts, x, routing=routing, shared=moe.shared)
+
+
+def reference_routed_forward(
+    router: Router | None,
+    experts: ExpertBank,
+    x: torch.Tensor,
+    routing: Routing | None = None,
+    *,
+    shared: nn.Module | None = None,
+    router_input: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Naive forward of a (router, expert bank) pair, without an :class:`~sci_moe.moe.MoE`.
+
+    .. math:: y_t = \\mathrm{base}(x_t) + \\sum_j w_{tj} E_{i_{tj}}(x_t) + \\mathrm{shared}(x_t)
+
+    a loop over tokens and their slots calling the bank's ``forward_expert``.
+
+    Parameters
+    ----------
+    router : Router or None
+        Routes ``router_input`` through :func:`reference_routing` when ``routing`` is
+        not given.
+    experts : ExpertBank
+    x : Tensor, shape (..., d_in)
+        What the experts read.
+    routing : Routing, optional
+        Fixed indices/weights (any object with ``indices`` and ``weights`` of shape
+        ``(T, k)``).
+    shared : nn.Module, optional
+        Always-on module added to every token.
+    router_input : Tensor, shape (T, d_router), optional
+        What the router reads, when it differs from ``x`` (e.g. SPiCE's vector router
+        reads invariant Gram features while its experts read ``[h, V]``).
+
+    Returns
+    -------
+    Tensor, shape (..., d_out)
+    """
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     if routing is None:
-        indices, weights = reference_routing(moe, x2)
+        if router is None:
+            raise ValueError("give a router or a routing")
+        feats = x2 if router_input is None else router_input
+        indices, weights = reference_routing(router, feats)
     else:
         indices, weights = routing.indices, routing.weights
-    E = moe.num_experts
+    E = experts.num_experts
     rows = []
     for t in range(x2.shape[0]):
         xt = x2[t : t + 1]
@@ -115,15 +169,15 @@ def reference_moe_forward(
             e = int(indices[t, j])
             if e >= E:  # dropped slot
                 continue
-            term = weights[t, j].to(x.dtype) * moe.experts.forward_expert(e, xt)
+            term = weights[t, j].to(x.dtype) * experts.forward_expert(e, xt)
             acc = term if acc is None else acc + term
         if acc is None:
-            acc = xt.new_zeros(1, moe.experts.d_out)
-        base = moe.experts.base(xt)
+            acc = xt.new_zeros(1, experts.d_out)
+        base = experts.base(xt)
         if base is not None:
             acc = acc + base
-        if moe.shared is not None:
-            acc = acc + moe.shared(xt)
+        if shared is not None:
+            acc = acc + shared(xt)
         rows.append(acc)
-    y = torch.cat(rows)
+    y = torch.cat(rows) if rows else x2.new_zeros(0, experts.d_out)
     return y.reshape(*shape[:-1], y.shape[-1])

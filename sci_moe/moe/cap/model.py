@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..experts import ExpertBank
 from .dtypes import canonical_dtype
 
 __all__ = ["AttentionSpec", "MoELayerSpec", "ModelSpec"]
@@ -334,12 +335,14 @@ class ModelSpec:
         num_layers: int | None = None,
         dtype: str | torch.dtype | None = None,
     ) -> ModelSpec:
-        """Describe a module that holds sci-moe :class:`~sci_moe.moe.MoE` layers.
+        """Describe a module that holds sci-moe routed layers.
 
-        Every distinct ``MoE`` submodule (in ``model.modules()`` order) becomes one
-        :class:`MoELayerSpec`: ``expert_params`` is the bank's stacked parameters divided
-        by ``E``; the shared experts and any non-stacked bank parameters (the frozen base
-        layer of :class:`~sci_moe.moe.LoRAExperts`) are ``shared_params``; the router's
+        Every routed path (:func:`~sci_moe.moe.routed_paths`: each
+        :class:`~sci_moe.moe.MoE`, and each path of a field layer exposing
+        ``routed_paths()``) becomes one :class:`MoELayerSpec`: ``expert_params`` is the
+        bank's stacked parameters (or a container of expert modules) divided by ``E``;
+        the shared experts and any non-stacked bank parameters (the frozen base layer of
+        :class:`~sci_moe.moe.LoRAExperts`) are ``shared_params``; the router's
         parameters are ``router_params``. All other parameters except ``nn.Embedding``
         tables are ``dense_params``.
 
@@ -355,41 +358,46 @@ class ModelSpec:
         dtype : str or torch.dtype, optional
             Default: the dtype of the first floating parameter.
         """
-        from ..layer import MoE
+        from ..routed import routed_paths
 
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-        layers = [m for m in model.modules() if isinstance(m, MoE)]
-        if not layers:
+        paths = routed_paths(model)
+        if not paths:
             raise ValueError(
-                f"{type(model).__name__} contains no sci_moe.moe.MoE layer; describe it "
-                "with ModelSpec.from_config or ModelSpec(...) instead"
+                f"{type(model).__name__} contains no sci_moe.moe.MoE layer nor any layer "
+                "with routed_paths(); describe it with ModelSpec.from_config or "
+                "ModelSpec(...) instead"
             )
         counted: set[int] = set()
         moe_specs = []
-        for layer in layers:
-            E = layer.num_experts
-            stacked = sum(p.numel() for p in layer.experts.parameters(recurse=False))
-            rest = sum(p.numel() for p in layer.experts.parameters()) - stacked
+        for path in paths:
+            E = path.num_experts
+            bank = path.experts
+            if isinstance(bank, ExpertBank):
+                stacked = sum(p.numel() for p in bank.parameters(recurse=False))
+                rest = sum(p.numel() for p in bank.parameters()) - stacked
+                if getattr(path.owner, "dispatcher", None) is not None:
+                    stacked *= E // bank.num_experts  # expert parallel: the global bank
+            else:  # a container of E expert modules
+                stacked, rest = sum(p.numel() for p in bank.parameters()), 0
             shared = rest + (
-                0 if layer.shared is None else sum(p.numel() for p in layer.shared.parameters())
+                0 if path.shared is None else sum(p.numel() for p in path.shared.parameters())
             )
-            router = sum(p.numel() for p in layer.router.parameters())
-            n_shared = 0
-            if layer.shared is not None:
-                cfg = layer.config
-                n_shared = cfg.num_shared_experts if cfg is not None else 1
+            router = 0 if path.router is None else sum(p.numel() for p in path.router.parameters())
             moe_specs.append(
                 MoELayerSpec(
                     num_experts=E,
-                    top_k=layer.top_k,
+                    top_k=path.top_k,
                     expert_params=max(1, stacked // E),
                     router_params=router,
                     shared_params=shared,
-                    num_shared_experts=n_shared,
+                    num_shared_experts=path.num_shared_experts,
                 )
             )
-            counted.update(id(p) for p in layer.parameters())
+            for part in (path.router, bank, path.shared):
+                if part is not None:
+                    counted.update(id(p) for p in part.parameters())
         for m in model.modules():
             if isinstance(m, nn.Embedding):
                 counted.update(id(p) for p in m.parameters())
@@ -400,10 +408,10 @@ class ModelSpec:
         return cls(
             name=name or type(model).__name__,
             num_layers=num_layers or len(moe_specs),
-            hidden_size=layers[0].d_model,
+            hidden_size=paths[0].d_model,
             attention=attention,
             moe_layers=tuple(moe_specs),
             dense_params=dense,
             dtype=canonical_dtype(dtype),
-            note="from the module's sci-moe MoE layers",
+            note="from the module's sci-moe routed layers",
         )

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..layer import MoE, MoEInfo
+from ..routed import RoutedPath, routed_paths
 from ..routing import Routing
 from .hardware import Hardware
 from .metrics import CapReport, cap_metrics
@@ -52,7 +53,7 @@ class CapStep:
     tokens : int
         Tokens routed by the first MoE layer called in the pass.
     counts : list of ndarray or None
-        Per MoE layer (in :attr:`CapRecorder.layers` order): tokens routed to each expert,
+        Per routed path (in :attr:`CapRecorder.paths` order): tokens routed to each expert,
         shape ``(E,)``, int64, summed over the layer's calls in the pass; ``None`` if the
         layer was not called.
     """
@@ -71,18 +72,29 @@ class CapRecorder:
 
     Inside ``with CapRecorder(model) as rec:``, every call of ``model`` is one step:
     its wall latency is measured (``torch.cuda.synchronize`` before and after when the
-    model is on a GPU) and, for every sci-moe :class:`~sci_moe.moe.MoE` layer, the
-    experts that served at least one token. The routing is read from the layer's
-    ``routing=`` argument when one is passed, else from the :class:`Routing` its router
-    returns. :meth:`report` turns the run into S-MBU and S-MFU (MoE-CAP Eqs. 4-5).
+    model is on a GPU) and, for every routed path (:func:`~sci_moe.moe.routed_paths`:
+    each :class:`~sci_moe.moe.MoE` layer and each path of a field layer that exposes
+    ``routed_paths()``, e.g. SPiCE's scalar and vector routers or a diffusion time
+    mixture), the experts that served at least one token. For an ``MoE`` the routing is
+    read from its ``routing=`` argument when one is passed, else from the
+    :class:`Routing` its router returns; for other paths from their router's output.
+    :meth:`report` turns the run into S-MBU and S-MFU (MoE-CAP Eqs. 4-5).
 
     Parameters
     ----------
     model : nn.Module
-        Holds one or more ``MoE`` layers (may itself be one).
+        Holds one or more routed layers (may itself be one).
     spec : ModelSpec, optional
         Default :meth:`ModelSpec.from_module(model) <ModelSpec.from_module>`; a given
-        spec must list the model's MoE layers in ``model.modules()`` order.
+        spec must list the model's routed paths in :func:`~sci_moe.moe.routed_paths`
+        order.
+
+    Attributes
+    ----------
+    paths : list of RoutedPath
+        What is recorded, one entry of :attr:`CapStep.counts` each.
+    layers : list of nn.Module
+        The owner of each path.
     synchronize : bool
         Synchronise CUDA around each pass (on by default; without it GPU latencies are
         launch times).
@@ -102,14 +114,16 @@ class CapRecorder:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
         self.model = model
-        self.layers: list[MoE] = [m for m in model.modules() if isinstance(m, MoE)]
-        if not self.layers:
+        self.paths: list[RoutedPath] = routed_paths(model)
+        if not self.paths:
             raise ValueError(
-                f"{type(model).__name__} contains no sci_moe.moe.MoE layer; nothing to record"
+                f"{type(model).__name__} contains no sci_moe.moe.MoE layer nor any layer "
+                "with routed_paths(); nothing to record"
             )
+        self.layers = [p.owner for p in self.paths]
         self.spec = ModelSpec.from_module(model) if spec is None else spec
         spec_e = [s.num_experts for s in self.spec.moe_layers]
-        if spec_e != [m.num_experts for m in self.layers]:
+        if spec_e != [p.num_experts for p in self.paths]:
             raise ValueError(
                 f"spec {self.spec.name!r} does not match the model's {len(self.layers)} MoE "
                 "layers (count or num_experts); omit spec to describe the model itself"
@@ -143,7 +157,7 @@ class CapRecorder:
             return
         self._sync()
         latency = time.perf_counter() - self._t0
-        counts: list[np.ndarray | None] = [None] * len(self.layers)
+        counts: list[np.ndarray | None] = [None] * len(self.paths)
         tokens = 0
         for i, (layer_idx, c, t) in enumerate(self._calls):
             c = c.cpu().numpy().astype(np.int64)
@@ -157,6 +171,21 @@ class CapRecorder:
     def _router_post(self, router, args, output) -> None:
         if isinstance(output, Routing):
             self._router_out[id(router)] = output
+
+    def _path_post(self, path_idx: int):
+        def hook(router, args, output) -> None:
+            if isinstance(output, Routing):
+                self._record(path_idx, output)
+
+        return hook
+
+    def _record(self, path_idx: int, routing: Routing) -> None:
+        if self._depth == 0:
+            self.untimed_calls += 1
+            return
+        with torch.no_grad():
+            counts = _expert_counts(routing)
+        self._calls.append((path_idx, counts, routing.num_tokens))
 
     def _layer_pre(self, layer, args, kwargs) -> None:
         self._router_out.pop(id(layer.router), None)
@@ -173,12 +202,7 @@ class CapRecorder:
                 routing = self._router_out.pop(id(layer.router), None)
             if routing is None:
                 return
-            if self._depth == 0:
-                self.untimed_calls += 1
-                return
-            with torch.no_grad():
-                counts = _expert_counts(routing)
-            self._calls.append((layer_idx, counts, routing.num_tokens))
+            self._record(layer_idx, routing)
 
         return hook
 
@@ -190,10 +214,16 @@ class CapRecorder:
         param = next(self.model.parameters(), None)
         self._device = None if param is None else param.device
         routers = {}
-        for i, layer in enumerate(self.layers):
-            routers[id(layer.router)] = layer.router
-            self._handles.append(layer.register_forward_pre_hook(self._layer_pre, with_kwargs=True))
-            self._handles.append(layer.register_forward_hook(self._layer_post(i), with_kwargs=True))
+        for i, path in enumerate(self.paths):
+            layer = path.owner
+            if isinstance(layer, MoE):
+                routers[id(layer.router)] = layer.router
+                hook = layer.register_forward_pre_hook(self._layer_pre, with_kwargs=True)
+                self._handles.append(hook)
+                hook = layer.register_forward_hook(self._layer_post(i), with_kwargs=True)
+                self._handles.append(hook)
+            elif path.router is not None:
+                self._handles.append(path.router.register_forward_hook(self._path_post(i)))
         for router in routers.values():
             self._handles.append(router.register_forward_hook(self._router_post))
         # Registered after the layers' hooks: when the model is itself an MoE layer its
@@ -212,7 +242,7 @@ class CapRecorder:
     # -- results ----------------------------------------------------------------------
 
     def activated(self) -> np.ndarray:
-        """Activated experts per step and MoE layer, shape ``(n_steps, n_moe)``."""
+        """Activated experts per step and routed path, shape ``(n_steps, n_paths)``."""
         return np.array([s.activated() for s in self.steps]).reshape(
             len(self.steps), len(self.layers)
         )

@@ -1,4 +1,4 @@
-"""Gradient synchronisation for models that contain :class:`ExpertParallelMoE` layers."""
+"""Gradient synchronisation for models with expert-parallel :class:`~sci_moe.moe.MoE` layers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .layer import ExpertParallelMoE
+from ..layer import MoE
 
 __all__ = ["sharded_state_names", "sync_replicated_grads"]
 
@@ -16,9 +16,8 @@ _REDUCTIONS = ("sum", "mean")
 def _sharded_ids(model: nn.Module) -> set[int]:
     ids = set()
     for m in model.modules():
-        if isinstance(m, ExpertParallelMoE):
-            ids.update(id(t) for t in m.expert_parameters())
-            ids.update(id(t) for t in m.expert_buffers())
+        if isinstance(m, MoE) and m.dispatcher.shards_experts:
+            ids.update(id(t) for t in m.dispatcher.sharded_tensors(m))
     return ids
 
 
@@ -32,7 +31,8 @@ def sharded_state_names(model: nn.Module) -> list[str]:
     Parameters
     ----------
     model : nn.Module
-        Any module containing :class:`ExpertParallelMoE` layers.
+        Any module containing expert-parallel layers
+        (:class:`~sci_moe.moe.MoE` with the :class:`ExpertParallel` dispatcher).
 
     Returns
     -------
@@ -54,7 +54,7 @@ def sync_replicated_grads(
     """All-reduce the gradients of every replicated parameter; call after ``backward``.
 
     Replicated = every trainable parameter of ``model`` that is not an expert slice of an
-    :class:`ExpertParallelMoE` (routers, shared experts, and the rest of the model).
+    expert-parallel layer (routers, shared experts, and the rest of the model).
     Expert slices already hold the contributions of all ranks after ``backward`` (the
     reverse all-to-all delivers them) and are not communicated. Gradients that are
     ``None`` on a rank count as zero (and are set), so the collective is the same on
@@ -65,7 +65,7 @@ def sync_replicated_grads(
     model : nn.Module
     process_group : ProcessGroup, optional
         The group the layers shard their experts over (default: the world group);
-        all :class:`ExpertParallelMoE` layers of ``model`` must use it.
+        all expert-parallel layers of ``model`` must use it.
     reduction : {"sum", "mean"}
         ``"sum"``: every gradient becomes that of :math:`\\sum_r L_r`, the sum of the
         ranks' losses (equal to the single-process gradient on the concatenated batch

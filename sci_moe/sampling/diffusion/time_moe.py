@@ -17,10 +17,50 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ...moe import Router, RouterConfig, Routing
+from ...moe import RoutedPath, Router, RouterConfig, Routing
 from .sde import n_time_features, time_features
 
-__all__ = ["TimeMixture"]
+__all__ = ["RangeGate", "TimeMixture"]
+
+
+def _range_index(ranges, t: torch.Tensor) -> torch.Tensor:
+    lows = torch.tensor([lo for lo, _ in ranges], dtype=t.dtype, device=t.device)
+    # first expert (from high t) whose lo < t; t <= last lo goes to the last expert
+    idx = (t.unsqueeze(-1) <= lows).sum(-1)
+    return idx.clamp_max(len(ranges) - 1)
+
+
+class RangeGate(nn.Module):
+    """Fixed gate of ranged time experts: expert ``e`` has weight 1 on its ``(lo, hi]``.
+
+    A module (without parameters) so that tools hooking routers, such as MoE-CAP's
+    recorder, see its routings.
+
+    Parameters
+    ----------
+    ranges : sequence of (float, float)
+        Contiguous, ordered from high to low ``t`` (see :class:`TimeMixture`).
+    """
+
+    def __init__(self, ranges: Sequence[tuple[float, float]]) -> None:
+        super().__init__()
+        self.ranges = [(float(lo), float(hi)) for lo, hi in ranges]
+
+    @property
+    def num_experts(self) -> int:
+        """Number of experts ``E``."""
+        return len(self.ranges)
+
+    def expert_index(self, t: torch.Tensor) -> torch.Tensor:
+        """Index of the expert whose range holds each ``t`` (B,)."""
+        return _range_index(self.ranges, t)
+
+    def forward(self, t: torch.Tensor) -> Routing:
+        """Dense :class:`~sci_moe.moe.Routing` of times ``t`` (B,): one-hot weights."""
+        E = self.num_experts
+        weights = nn.functional.one_hot(self.expert_index(t), E).to(t.dtype)
+        indices = torch.arange(E, device=t.device).expand(t.shape[0], E).contiguous()
+        return Routing.from_assignments(indices, weights, E, probs=weights.float())
 
 
 class TimeMixture(nn.Module):
@@ -71,6 +111,7 @@ class TimeMixture(nn.Module):
         self.gating = gating
         self.t_range = (ranges[-1][0], ranges[0][1])
         self.router = None
+        self.gate = RangeGate(ranges) if gating == "ranged" else None
         if gating == "soft":
             cfg = RouterConfig(d_model=n_time_features(), num_experts=len(experts), mode="dense")
             self.router = Router(cfg)
@@ -83,21 +124,30 @@ class TimeMixture(nn.Module):
 
     def expert_index(self, t: torch.Tensor) -> torch.Tensor:
         """Index of the expert whose range holds each ``t`` (B,) (ranged gating)."""
-        lows = torch.tensor([lo for lo, _ in self.ranges], dtype=t.dtype, device=t.device)
-        # first expert (from high t) whose lo < t; t <= last lo goes to the last expert
-        idx = (t.unsqueeze(-1) <= lows).sum(-1)
-        return idx.clamp_max(self.num_experts - 1)
+        return _range_index(self.ranges, t)
 
     def route(self, t: torch.Tensor) -> Routing:
         """Gates as a dense :class:`~sci_moe.moe.Routing` for times ``t`` (B,)."""
-        E = self.num_experts
         if self.router is not None:
             return self.router(time_features(t.float()).to(self.router.weight.dtype))
-        idx = self.expert_index(t)
-        weights = nn.functional.one_hot(idx, E).to(t.dtype)
-        indices = torch.arange(E, device=t.device).expand(t.shape[0], E).contiguous()
-        probs = weights.float()
-        return Routing(indices, weights, probs.log().clamp_min(-1e4), probs, E)
+        return self.gate(t)
+
+    def routed_paths(self) -> list[RoutedPath]:
+        """One path: the gate (router or :class:`RangeGate`) over the time experts.
+
+        See :func:`sci_moe.moe.routed_paths` (balancing and MoE-CAP tools use it).
+        """
+        E = self.num_experts
+        return [
+            RoutedPath(
+                self,
+                self.router if self.router is not None else self.gate,
+                self.experts,
+                E,
+                E if self.router is not None else 1,
+                d_model=n_time_features(),
+            )
+        ]
 
     def _combine(self, x, t, fn):
         w = self.route(t).weights.to(x.dtype)  # (B, E)
