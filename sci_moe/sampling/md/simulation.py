@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..._util import BOLTZMANN_KJ_PER_MOL_K
 from .checkpoint import load_checkpoint, save_checkpoint
 from .reporters import CheckpointReporter, Reporter, Snapshot
 
@@ -44,8 +45,9 @@ __all__ = [
     "SimulationFailure",
 ]
 
-#: Boltzmann constant, kJ/(mol K) (the value OpenMM uses).
-KB_KJ_PER_MOL_K = 0.00831446261815324
+#: Boltzmann constant, kJ/(mol K) (the value OpenMM uses); alias of
+#: ``sci_moe._util.BOLTZMANN_KJ_PER_MOL_K``.
+KB_KJ_PER_MOL_K = BOLTZMANN_KJ_PER_MOL_K
 
 
 class SimulationFailure(RuntimeError):
