@@ -79,9 +79,9 @@ def test_generate_reference_resume_equals_uninterrupted(tmp_path):
     full = ad.generate_reference(tmp_path / "full.npz", 6, 5, **kw)
     part = tmp_path / "part.npz"
     assert ad.generate_reference(part, 6, 5, stop_after_frames=3, **kw) is None
-    assert not part.exists() and (tmp_path / "part.npz.ckpt.npz").exists()
+    assert not part.exists() and (tmp_path / "part.npz.ckpt.pt").exists()
     assert ad.generate_reference(part, 6, 5, **kw) == part
-    assert not (tmp_path / "part.npz.ckpt.npz").exists()
+    assert not (tmp_path / "part.npz.ckpt.pt").exists()
     a, b = np.load(full), np.load(part)
     assert a["positions"].shape == (6, 22, 3) and a["forces"].shape == (6, 22, 3)
     for key in ("positions", "forces", "energies", "masses", "atom_names", "time_ps"):

@@ -18,15 +18,16 @@ positions in nm, so :math:`F = k_BT\\,\\mathrm{scale}\\,s_\\theta` (ScoreMD's fo
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 from torch import nn
 
+from ..._util import atomic_write_bytes
 from .networks import InvariantEnergyNet, InvariantMLPEnergy, MLPEnergy, MLPScore
 from .sde import SDE, VESDE, VPSDE
 from .time_moe import TimeMixture
@@ -43,10 +44,11 @@ __all__ = [
 
 KIND = "energy-diffusion"
 
-#: The shipped alanine-dipeptide model (5 backbone beads, amber99sbildn + OBC, 300 K), trained
+#: The shipped alanine-dipeptide model (5 backbone beads, amber99sbildn + OBC, 300 K) in
+#: ``sci_moe/sampling/files`` (package data), trained
 #: by ``scripts/train_alanine_energy_model.py``; load it with :func:`load_energy_model`.
-ALANINE_MODEL = (
-    Path(__file__).resolve().parents[2] / "data" / "files" / ("alanine_energy_model.safetensors")
+ALANINE_MODEL = Path(
+    str(resources.files("sci_moe.sampling").joinpath("files", "alanine_energy_model.safetensors"))
 )
 _CLASSES = {c.__name__: c for c in (MLPEnergy, MLPScore, InvariantEnergyNet, InvariantMLPEnergy)}
 
@@ -160,7 +162,7 @@ def save_energy_model(
     atom_names : sequence of str, optional
     pdb : str, optional
         ``"alanine_dipeptide"`` for the shipped all-atom PDB of
-        :mod:`sci_moe.data.alanine_dipeptide`, a file path, or None.
+        :func:`sci_moe.sampling.md.alanine_dipeptide_pdb`, a file path, or None.
     atom_indices : sequence of int, optional
         Indices of the particles in that PDB (coarse-grained models).
     extra : dict, optional
@@ -198,9 +200,7 @@ def save_energy_model(
     }
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"sci_moe": json.dumps(meta)})
-    os.replace(tmp, path)
+    atomic_write_bytes(path, save(tensors, metadata={"sci_moe": json.dumps(meta)}))
     return path
 
 
@@ -255,7 +255,7 @@ def load_energy_model(path: str | Path, dtype: torch.dtype | None = None):
     masses = None if cfg["masses"] is None else torch.tensor(cfg["masses"], dtype=torch.float64)
     pdb = cfg.get("pdb")
     if pdb == "alanine_dipeptide":
-        from ...data.alanine_dipeptide import alanine_dipeptide_pdb
+        from ..md import alanine_dipeptide_pdb
 
         pdb = alanine_dipeptide_pdb()
     return energy, masses, cfg["atom_names"], None if pdb is None else Path(pdb)

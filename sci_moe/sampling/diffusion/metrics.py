@@ -2,7 +2,8 @@
 
 * :func:`js_divergence`: 2-D histograms (``density=True``) of reference and model samples
   on a common grid, :math:`\\mathrm{JS}(P, Q)` in nats
-  (``scipy.spatial.distance.jensenshannon(P, Q) ** 2``).
+  (``scipy.spatial.distance.jensenshannon(P, Q) ** 2``), computed by the one histogram
+  JS of :func:`sci_moe.sampling.md.js_divergence`.
 * :func:`pmf_error`: the "PMF error" (ScoreMD ``rms_fe_sq_error``): a grid of
   ``n_bins - 2`` interior bins per axis plus one outlier bin on each side, bin
   probabilities :math:`p` (count / total), every bin occupied by either set taking 1e-6 where
@@ -20,9 +21,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy.spatial.distance import jensenshannon
 from scipy.stats import wasserstein_distance
 
+from ..md import js_divergence as histogram_js_divergence
 from .losses import fp_residual_probe
 
 __all__ = [
@@ -68,7 +69,7 @@ def js_divergence(reference, samples, bins: int = 64, limits=((-math.pi, math.pi
     Q, _, _ = np.histogram2d(q[:, 0], q[:, 1], bins=edges, density=True)
     if not np.isfinite(P).all() or not np.isfinite(Q).all() or P.sum() == 0 or Q.sum() == 0:
         return float(np.log(2))  # no overlap with the box: maximal divergence
-    return float(jensenshannon(P.ravel(), Q.ravel()) ** 2)
+    return histogram_js_divergence(P, Q)
 
 
 def _bin_probs(a, limits, n_bins):

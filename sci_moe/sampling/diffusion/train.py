@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..._util import atomic_torch_save
 from .losses import dsm_loss, fp_loss, time_weight
 from .sde import SDE
 
@@ -170,12 +170,6 @@ def _target(model: nn.Module, stage: Stage) -> nn.Module:
     return experts[stage.expert]
 
 
-def _save_atomic(obj: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def train(
     model: nn.Module,
     data: torch.Tensor,
@@ -310,7 +304,8 @@ def train(
             bar.set_postfix(loss=f"{rec['loss']:.4f}", fp=f"{rec['fp']:.3g}")
             epochs_run += 1
             if ckpt is not None:
-                _save_atomic(
+                atomic_torch_save(
+                    ckpt,
                     {
                         "model": model.state_dict(),
                         "ema": ema,
@@ -321,7 +316,7 @@ def train(
                         "history": history,
                         "config": _plain(asdict(cfg)),
                     },
-                    ckpt,
+                    fsync=False,
                 )
         ck = None  # only the first stage after a resume continues from the checkpoint
     return {"history": history, "done": True}

@@ -11,8 +11,26 @@ Positions are tensors of shape ``(W, N, D)``: ``W`` independent walkers, ``N`` p
 """
 
 from . import analysis, checkpoint, config, openmm_engine, reporters, simulation, systems
+from .alanine import (
+    ALANINE_ATOM_SETS,
+    ALANINE_ATOMS,
+    ALANINE_BONDS,
+    ATOM_NAMES,
+    BACKBONE_ATOMS,
+    HEAVY_ATOMS,
+    PHI_ATOMS,
+    PSI_ATOMS,
+    alanine_dipeptide_pdb,
+    alanine_phi_psi,
+    build_system,
+    phi_psi,
+)
+from .checkpoint import load_checkpoint, save_checkpoint
 from .config import MDConfig
+from .dihedrals import dihedrals
+from .forcefields import FORCEFIELDS, IMPLICIT_SOLVENTS, create_system, forcefield_files
 from .forces import ForceProvider, ModelForces, OpenMMForces, PotentialForces
+from .histograms import angle_counts, angle_histogram, js_divergence, pmf_error
 from .integrators import (
     KB_KJ_PER_MOL_K,
     LangevinBAOAB,
@@ -32,6 +50,7 @@ from .potentials import (
     autograd_energy_and_forces,
     check_positions,
 )
+from .reference import reference_histogram, shipped_reference
 from .reporters import (
     CheckpointReporter,
     LogReporter,
@@ -44,10 +63,21 @@ from .reporters import (
     register_trajectory_writer,
     trajectory_writers,
 )
+from .shipped import shipped_file, shipped_files
 from .simulation import RunResult, Simulation, SimulationFailure
 
 __all__ = [
+    "ALANINE_ATOMS",
+    "ALANINE_ATOM_SETS",
+    "ALANINE_BONDS",
+    "ATOM_NAMES",
+    "BACKBONE_ATOMS",
+    "FORCEFIELDS",
+    "HEAVY_ATOMS",
+    "IMPLICIT_SOLVENTS",
     "KB_KJ_PER_MOL_K",
+    "PHI_ATOMS",
+    "PSI_ATOMS",
     "CheckpointReporter",
     "DoubleWell",
     "ForceProvider",
@@ -73,19 +103,36 @@ __all__ = [
     "Snapshot",
     "TrajectoryReporter",
     "TrajectoryWriter",
+    "alanine_dipeptide_pdb",
+    "alanine_phi_psi",
     "analysis",
+    "angle_counts",
+    "angle_histogram",
     "autograd_energy_and_forces",
     "baoab_steps",
+    "build_system",
     "check_positions",
     "checkpoint",
     "config",
+    "create_system",
+    "dihedrals",
+    "forcefield_files",
+    "js_divergence",
     "kinetic_energy",
-    "register_trajectory_writer",
+    "load_checkpoint",
     "model_force",
     "model_simulation",
     "model_system",
     "openmm_engine",
+    "phi_psi",
+    "pmf_error",
+    "reference_histogram",
+    "register_trajectory_writer",
     "reporters",
+    "save_checkpoint",
+    "shipped_file",
+    "shipped_files",
+    "shipped_reference",
     "simulation",
     "systems",
     "temperature",

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from .alanine import alanine_dipeptide_pdb, build_system
 from .config import TOY_SYSTEMS, MDConfig
+from .forcefields import FORCEFIELDS, create_system
+from .shipped import shipped_files
 
 __all__ = [
     "BUILTIN_SYSTEMS",
@@ -35,17 +38,8 @@ __all__ = [
 
 #: Built-in system names.
 BUILTIN_SYSTEMS = ("alanine-dipeptide", *TOY_SYSTEMS)
-#: Force fields for PDB input: OpenMM's XML files.
-FORCEFIELDS = {
-    "amber99sbildn": ["amber99sbildn.xml"],
-    "amber99sb": ["amber99sb.xml"],
-    "amber14": ["amber14-all.xml"],
-    "charmm36": ["charmm36.xml"],
-}
-_IMPLICIT = {"obc": "implicit/obc1.xml", "obc2": "implicit/obc2.xml", "gbn2": "implicit/gbn2.xml"}
 #: The ``kind`` a learned model file must declare.
 MODEL_KIND = "energy-diffusion"
-_FILES = Path(__file__).resolve().parents[2] / "data" / "files"
 
 
 @dataclass
@@ -87,10 +81,8 @@ class MDSystem:
 
 
 def default_model_path() -> Path | None:
-    """The learned alanine-dipeptide model shipped in ``sci_moe/data/files`` (or ``None``)."""
-    if not _FILES.is_dir():
-        return None
-    for path in sorted(_FILES.glob("alanine*.safetensors")):
+    """The learned alanine-dipeptide model shipped in ``sci_moe/sampling/files`` (or ``None``)."""
+    for path in shipped_files("alanine*.safetensors"):
         try:
             check_model_file(path)
         except ValueError:
@@ -171,37 +163,12 @@ def load_pdb(path: str | Path):
 
 
 def _pdb_system(cfg: MDConfig):
-    from openmm import app
-
     topology, pos = load_pdb(cfg.system)
-    if cfg.forcefield not in FORCEFIELDS:
-        raise ValueError(
-            f"unknown forcefield {cfg.forcefield!r}; choose one of {list(FORCEFIELDS)}"
-        )
-    files = list(FORCEFIELDS[cfg.forcefield])
-    if cfg.implicit_solvent is not None:
-        if cfg.implicit_solvent not in _IMPLICIT:
-            raise ValueError(
-                f"unknown implicit_solvent {cfg.implicit_solvent!r}; choose one of "
-                f"{list(_IMPLICIT)} or none"
-            )
-        files.append(_IMPLICIT[cfg.implicit_solvent])
-    cons = {None: None, "hbonds": app.HBonds, "allbonds": app.AllBonds, "hangles": app.HAngles}
-    if cfg.constraints not in cons:
-        raise ValueError(f"unknown constraints {cfg.constraints!r}; choose one of {list(cons)}")
-    ff = app.ForceField(*files)
     try:
-        system = ff.createSystem(
-            topology, nonbondedMethod=app.NoCutoff, constraints=cons[cfg.constraints]
-        )
-    except Exception as err:  # ValueError (no template), Exception (ambiguous templates)
-        raise ValueError(
-            f"force field {cfg.forcefield} cannot parameterise {cfg.system}: "
-            f"{str(err).rstrip('.')}. Check that "
-            "the residues are standard, that hydrogens are present (e.g. add them with "
-            "openmm.app.Modeller.addHydrogens or pdbfixer) and that the force field covers "
-            "every residue"
-        ) from None
+        system = create_system(topology, cfg.forcefield, cfg.implicit_solvent, cfg.constraints)
+    except ValueError as err:
+        msg = str(err).replace("this structure", str(cfg.system), 1)
+        raise ValueError(msg) from None
     return topology, system, pos
 
 
@@ -276,8 +243,6 @@ def build_md_system(cfg: MDConfig) -> tuple[MDSystem, str]:
             _attach_model(cfg, out, engine)
         return out, engine
     if cfg.system == "alanine-dipeptide":
-        from ...data.alanine_dipeptide import alanine_dipeptide_pdb, build_system
-
         topology, system, pos = build_system(cfg.forcefield, cfg.implicit_solvent, cfg.constraints)
         pdb_path = alanine_dipeptide_pdb()
         solvent = cfg.implicit_solvent or "vacuum"

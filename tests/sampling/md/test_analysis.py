@@ -107,17 +107,23 @@ def test_read_log_and_reference_npz(tmp_path):
     assert cols["step"].tolist() == [10, 20] and np.isnan(cols["temperature_k"][0])
     hist = np.ones((4, 4))
     np.savez(tmp_path / "h.npz", histogram=hist)
-    p, _ = reference_histogram(tmp_path / "h.npz", bins=4)
+    ref = reference_histogram(tmp_path / "h.npz", bins=4)
+    p = ref["p"]
+    assert set(ref) >= {"p", "counts", "edges", "description", "metadata"}
     assert p.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="cannot be merged"):
         reference_histogram(tmp_path / "h.npz", bins=3)
     counts = np.arange(16.0).reshape(4, 4)
     np.savez(tmp_path / "c.npz", counts=counts, metadata=np.array('{"a": 1}'))
-    p, desc = reference_histogram(tmp_path / "c.npz", bins=2)  # 4 x 4 merged into 2 x 2
+    ref = reference_histogram(tmp_path / "c.npz", bins=2)  # 4 x 4 merged into 2 x 2
+    p, desc = ref["p"], ref["description"]
     np.testing.assert_allclose(p, np.array([[10, 18], [42, 50]]) / 120)
-    assert "counts" in desc
+    np.testing.assert_array_equal(ref["counts"], [[10, 18], [42, 50]])
+    assert "counts" in desc and ref["metadata"] == {"a": 1} and ref["edges"].shape == (3,)
     np.savez(tmp_path / "a.npz", phi_psi=np.zeros((5, 2)))
-    p, desc = reference_histogram(tmp_path / "a.npz", bins=4)
+    ref = reference_histogram(tmp_path / "a.npz", bins=4)
+    p, desc = ref["p"], ref["description"]
+    assert ref["counts"][2, 2] == 5
     assert p[2, 2] == 1.0 and "5 frames" in desc
     np.savez(tmp_path / "x.npz", other=np.zeros(3))
     with pytest.raises(ValueError, match="none of"):
@@ -188,9 +194,10 @@ def test_alanine_phi_psi_of_a_coarse_grained_subset():
 
 
 def test_shipped_reference_prefers_the_matching_force_field(tmp_path, monkeypatch):
-    from sci_moe.sampling.md import analysis
+    from sci_moe.sampling.md import analysis, reference
 
-    monkeypatch.setattr(analysis, "_FILES", tmp_path)
+    monkeypatch.setattr(reference, "shipped_files_dir", lambda: tmp_path)
+    monkeypatch.setattr(reference, "shipped_files", lambda pattern: sorted(tmp_path.glob(pattern)))
     assert analysis.shipped_reference() is None
     for name in ("amber14_obc2_300K", "amber99sbildn_obc_300K"):
         np.savez(tmp_path / f"alanine_dipeptide_reference_{name}.npz", counts=np.ones((4, 4)))
