@@ -13,7 +13,6 @@ from .tempering import (
     BAOAB,
     MALA,
     RWMH,
-    OpenMMSimulatedTempering,
     OpenMMTemperingConfig,
     OpenMMTemperingResult,
     ParallelTempering,
@@ -47,3 +46,10 @@ __all__ = [
     "sample",
     "tempering",
 ]
+
+
+def __getattr__(name: str):
+    """``OpenMMSimulatedTempering`` is imported on first use (it imports OpenMM)."""
+    if name == "OpenMMSimulatedTempering":
+        return tempering.OpenMMSimulatedTempering
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,12 @@
   weights) and the :class:`ParallelTempering` baseline.
 - :mod:`.diagnostics` -- level histograms, round trips, Sokal IAT, ESS (per second).
 - :mod:`.openmm` -- simulated tempering of OpenMM systems through OpenMM's
-  ``ExpandedEnsembleSampler`` (our ladders, weights, velocity rule and diagnostics).
+  ``ExpandedEnsembleSampler`` (our ladders, weights, velocity rule and diagnostics;
+  checkpoints and progress through the md run layer). OpenMM is imported only when
+  :class:`OpenMMSimulatedTempering` (or :mod:`.openmm`) is first used.
 """
+
+from importlib import import_module
 
 from .diagnostics import (
     acceptance_summary,
@@ -24,7 +28,8 @@ from .diagnostics import (
 from .kernels import MALA, RWMH, KernelStep, sample
 from .ladder import adaptive_ladder, geometric_ladder
 from .langevin import BAOAB, energy_log_prob
-from .openmm import OpenMMSimulatedTempering, OpenMMTemperingConfig, OpenMMTemperingResult
+from .openmm_config import OpenMMTemperingConfig
+from .openmm_result import OpenMMTemperingResult
 from .tempering import (
     OnlineWeights,
     ParallelTempering,
@@ -61,3 +66,16 @@ __all__ = [
     "round_trips",
     "sample",
 ]
+
+
+_LAZY = {"OpenMMSimulatedTempering": ".openmm_sampler", "openmm": ".openmm"}
+
+
+def __getattr__(name: str):
+    """Import the OpenMM driver on first use (keeps ``import openmm`` out of this package)."""
+    if name in _LAZY:
+        mod = import_module(_LAZY[name], __name__)
+        value = mod if name == "openmm" else getattr(mod, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
