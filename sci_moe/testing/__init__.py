@@ -5,14 +5,18 @@ from .assertions import (
     assert_routed_bank_matches_reference,
     default_tolerance,
 )
+from .equivariance import assert_equivariant, cartesian_action, equivariance_error
 from .forces import assert_forces_match_energy, finite_difference_forces
 from .reference import reference_moe_forward, reference_routed_forward, reference_routing
 
 __all__ = [
+    "assert_equivariant",
     "assert_forces_match_energy",
     "assert_moe_matches_reference",
     "assert_routed_bank_matches_reference",
+    "cartesian_action",
     "default_tolerance",
+    "equivariance_error",
     "finite_difference_forces",
     "reference_moe_forward",
     "reference_routed_forward",

@@ -118,7 +118,7 @@ def drugs_zip(tmp_path):
     return _zip(tmp_path / "Drugs.zip", {"Drugs.sdf": _sdf(recs), "Drugs.csv": csv}), eth
 
 
-def test_drugs_layout(drugs_zip):
+def test_drugs_layout(drugs_zip, float_dtype):
     path, eth = drugs_zip
     ds = load_drugs(path, max_confs=2)
     assert ds.target_names == ["ip", "ea", "chi"] and len(ds) == 2
@@ -179,7 +179,7 @@ def _kraken_pickle() -> tuple[bytes, list]:
     return pickle.dumps(data), confs
 
 
-def test_kraken_layout_and_weights(tmp_path):
+def test_kraken_layout_and_weights(tmp_path, float_dtype):
     blob, confs = _kraken_pickle()
     path = _zip(tmp_path / "Kraken.zip", {"Kraken.pickle": blob})
     ds = load_kraken(path, max_confs=2)
@@ -217,6 +217,15 @@ def test_kraken_restricted_unpickler_refuses_code(tmp_path):
     out = RestrictedUnpickler(io.BytesIO(pickle.dumps(obj))).load()
     assert out["a"] == obj["a"] and out["b"] == {1, 2} and out["d"] == 2
     np.testing.assert_array_equal(out["c"], obj["c"])
+    # MARCEL's unpickler is sci_moe._util's with MARCEL's (narrower) allowed set
+    from sci_moe._util import RestrictedUnpickler as Base
+
+    assert issubclass(RestrictedUnpickler, Base)
+    from sci_moe._util import restricted_loads as base_loads
+
+    assert base_loads(pickle.dumps(object)) is object  # allowed by _util's default set
+    with pytest.raises(pickle.UnpicklingError, match=r"builtins\.object"):
+        restricted_loads(pickle.dumps(object))
 
 
 def test_bde_layout(tmp_path):

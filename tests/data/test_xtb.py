@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
+import torch
 
 from sci_moe.data.xtb import (
     KJ_PER_HARTREE,
@@ -15,6 +15,7 @@ from sci_moe.data.xtb import (
     xtb_singlepoint,
 )
 from sci_moe.molecules.conformers import ConformerConfig, embed_ensemble, parallel_map
+from sci_moe.testing import assert_equivariant
 
 pytest.importorskip("tblite")
 
@@ -40,13 +41,25 @@ def test_water_singlepoint_physics():
 
 
 def test_singlepoint_invariance_and_dipole_equivariance():
-    ref = xtb_singlepoint(WATER_Z, WATER)
-    R = Rotation.from_euler("xyz", [0.3, -1.1, 2.0]).as_matrix()
-    moved = WATER @ R.T + np.array([0.3, -0.2, 0.5])
-    r = xtb_singlepoint(WATER_Z, moved)
-    assert r.energy_kj == pytest.approx(ref.energy_kj, abs=1e-5)
-    assert r.gap_ev == pytest.approx(ref.gap_ev, abs=1e-5)
-    np.testing.assert_allclose(r.dipole_debye, R @ ref.dipole_debye, atol=1e-5)
+    def properties(pos):
+        r = xtb_singlepoint(WATER_Z, pos.numpy())
+        return (
+            torch.tensor([r.energy_kj], dtype=torch.float64),
+            torch.tensor([r.gap_ev], dtype=torch.float64),
+            torch.as_tensor(r.dipole_debye),
+        )
+
+    # energy and gap invariant, dipole (neutral: origin-independent) rotates with the atoms
+    assert_equivariant(
+        properties,
+        torch.as_tensor(WATER),
+        "cartesian_points",
+        [None, None, "cartesian_vectors"],
+        translation=True,
+        n_trials=2,
+        atol=1e-5,
+        rtol=0.0,
+    )
 
 
 def test_charge_and_unpaired_electrons():

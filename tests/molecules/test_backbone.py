@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from e3nn.util.test import assert_equivariant
 
 from sci_moe.molecules.backbone import (
     BesselBasis,
@@ -15,6 +14,7 @@ from sci_moe.molecules.backbone import (
     vectors_to_irreps,
 )
 from sci_moe.molecules.graph import radius_graph_per_conformer
+from sci_moe.testing import assert_equivariant, cartesian_action
 
 F = 8
 
@@ -39,34 +39,54 @@ def test_painn_block_equivariant(float_dtype):
         h2, v2 = block(h, _from_irreps(v), pos, ei)
         return h2, vectors_to_irreps(v2)
 
+    pytest.importorskip("e3nn")
     assert_equivariant(
         f,
-        args_in=[h, vectors_to_irreps(v), pos],
+        [h, vectors_to_irreps(v), pos],
         irreps_in=[f"{F}x0e", f"{F}x1o", "cartesian_points"],
         irreps_out=[f"{F}x0e", f"{F}x1o"],
+        translation=True,
+        reflection=True,
+    )
+    # the same on the Cartesian (P, 3, F) layout, without e3nn
+    assert_equivariant(
+        lambda h, v, pos: block(h, v, pos, ei),
+        [h, v, pos],
+        irreps_in=[None, cartesian_action(axis=-2), "cartesian_points"],
+        irreps_out=[None, cartesian_action(axis=-2)],
+        translation=True,
+        reflection=True,
     )
 
 
-def test_conformers_transform_independently():
+def _conformer_1_only(axis, shift=None):
+    """Rotate (and shift) only the points of conformer 1 (rows 4:)."""
+    rotate = cartesian_action(axis)
+
+    def act(x, rotation, translation):
+        out = x.clone()
+        out[4:] = rotate(x[4:], rotation, None)
+        if shift is not None:
+            out[4:] = out[4:] + shift
+        return out
+
+    return act
+
+
+def test_conformers_transform_independently(float_dtype):
     # Rotate/reflect/translate only conformer 1: conformer 0 outputs are untouched and
     # conformer 1's vectors rotate with it, its scalars stay.
-    torch.set_default_dtype(torch.float64)
-    try:
-        pos, ei = _graph()
-        block = PaiNNBlock(F, num_rbf=6, cutoff=0.5)
-        h = torch.randn(pos.shape[0], F)
-        v = torch.zeros(pos.shape[0], 3, F)
-        q, _ = torch.linalg.qr(torch.randn(3, 3))
-        q = -q if torch.det(q) > 0 else q  # include a reflection
-        pos2 = pos.clone()
-        pos2[4:] = pos[4:] @ q.T + torch.randn(3)
-        h1, v1 = block(h, v, pos, ei)
-        h2, v2 = block(h, v, pos2, ei)
-        torch.testing.assert_close(h1, h2)
-        torch.testing.assert_close(v1[:4], v2[:4])
-        torch.testing.assert_close(torch.einsum("ij,pjf->pif", q, v1[4:]), v2[4:])
-    finally:
-        torch.set_default_dtype(torch.float32)
+    pos, ei = _graph()
+    block = PaiNNBlock(F, num_rbf=6, cutoff=0.5)
+    h = torch.randn(pos.shape[0], F)
+    v = torch.randn(pos.shape[0], 3, F)
+    assert_equivariant(
+        lambda h, v, pos: block(h, v, pos, ei),
+        [h, v, pos],
+        irreps_in=[None, _conformer_1_only(-2), _conformer_1_only(-1, torch.randn(3))],
+        irreps_out=[None, _conformer_1_only(-2)],
+        reflection=True,
+    )
 
 
 def test_no_message_across_conformers():
@@ -90,13 +110,10 @@ def test_radial_basis_and_cutoff():
         PaiNNBlock(0)
 
 
-def test_equivariant_layer_norm_and_scatter():
+def test_equivariant_layer_norm_and_scatter(float_dtype):
     ln = EquivariantLayerNorm(F)
     v = torch.randn(5, 3, F)
-    q, _ = torch.linalg.qr(torch.randn(3, 3))
-    torch.testing.assert_close(
-        ln(torch.einsum("ij,pjf->pif", q, v)), torch.einsum("ij,pjf->pif", q, ln(v))
-    )
+    assert_equivariant(ln, v, cartesian_action(axis=-2), cartesian_action(axis=-2), reflection=True)
     out = ln(v)
     torch.testing.assert_close(out.square().sum(1).mean(-1), torch.ones(5), atol=1e-4, rtol=0)
     s = scatter_sum(torch.ones(4, 2), torch.tensor([0, 2, 2, 0]), 3)

@@ -118,7 +118,7 @@ def test_duplicate_names_rejected():
         generate_ensembles(["CCO", "CCN"], CFG, names=["a", "a"])
 
 
-def test_to_graph_with_other_energies():
+def test_to_graph_with_other_energies(float_dtype):
     ens = embed_ensemble("CCCCO", CFG)
     e = np.linspace(0.0, 3.0, ens.num_confs)
     g = ens.to_graph(y=[1.0], energies_kj=e, heavy_only=True)
@@ -147,3 +147,42 @@ def test_constrained_stereo_gets_a_feasible_configuration():
     smi = "CCOC(=O)[CH]1C2CCC(CC2)[CH]1C(=O)OCC"
     ens = embed_ensemble(smi, ConformerConfig(num_attempts=3, max_confs=2, seed=1))
     assert ens.num_confs >= 1 and ens.stereo_smiles.count("[C@") == 4
+
+
+def test_import_does_not_load_rdkit():
+    # the models need no RDKit; the conformer builders load it on first use
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import sci_moe.molecules.geometric_moe\n"
+        "assert 'rdkit' not in sys.modules, 'geometric_moe loaded rdkit'\n"
+        "import sci_moe.molecules as m\n"
+        "import sci_moe.molecules.graph, sci_moe.molecules.model, sci_moe.molecules.train\n"
+        "assert 'rdkit' not in sys.modules, 'sci_moe.molecules loaded rdkit'\n"
+        "assert m.KCAL_TO_KJ == 4.184 and callable(m.parallel_map)\n"
+        "assert m.ConformerConfig().max_confs == 10 and 'rdkit' in sys.modules\n"
+        "assert 'generate_ensembles' in dir(m)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_old_module_paths_keep_working():
+    import sci_moe.molecules as m
+    import sci_moe.molecules.conformers as conformers
+    import sci_moe.molecules.graph as graph
+    from sci_moe._util import BOLTZMANN_KJ_PER_MOL_K, KJ_PER_KCAL
+    from sci_moe._util import parallel_map as util_parallel_map
+
+    for name in conformers.__all__:
+        assert getattr(conformers, name) is getattr(m, name)
+    for name in graph.__all__:
+        assert getattr(graph, name) is getattr(m, name, getattr(graph, name))
+    assert conformers.KCAL_TO_KJ == KJ_PER_KCAL and graph.KB_KJ_PER_MOL_K == BOLTZMANN_KJ_PER_MOL_K
+    # the pool is _util's, with an RDKit-silencing worker initializer
+    out = conformers.parallel_map(divmod, [(7, 2), (9, 4)], n_jobs=1)
+    assert out == util_parallel_map(divmod, [(7, 2), (9, 4)]) == [(3, 1), (2, 1)]
+    with pytest.raises(AttributeError, match="no attribute"):
+        m.not_a_name  # noqa: B018

@@ -108,7 +108,7 @@ def test_boltzmann_weights_two_state():
         boltzmann_weights([0.0, np.nan], 300.0)
 
 
-def test_from_rdkit_units_and_heavy_only():
+def test_from_rdkit_units_and_heavy_only(float_dtype):
     mol = _embedded("CCCO", 3)
     g = EnsembleGraph.from_rdkit(
         mol, energies_kj=[1.0, 0.0, 4.0], temperature_k=300.0, name="propanol"
@@ -143,7 +143,7 @@ def test_graph_validation_messages():
         EnsembleGraph(**{**d, "pos": torch.full((2, 4, 3), float("nan"))})
 
 
-def test_collate_index_vectors():
+def test_collate_index_vectors(float_dtype):
     graphs = [
         _random_graph(5, 3, name="a"),
         _random_graph(3, 1, name="b"),
@@ -184,7 +184,7 @@ def test_collate_mismatch_and_empty():
     assert b.y.shape == (1, 0)
 
 
-def test_select_conformers_and_lowest_energy():
+def test_select_conformers_and_lowest_energy(float_dtype):
     graphs = [_random_graph(5, 3), _random_graph(3, 2)]
     b = collate_ensembles(graphs)
     low = b.lowest_energy()
@@ -205,7 +205,7 @@ def test_select_conformers_and_lowest_energy():
 
 @pytest.mark.parametrize("max_neighbors", [None, 3])
 @pytest.mark.parametrize("loop", [False, True])
-def test_radius_graph_matches_brute_force(max_neighbors, loop):
+def test_radius_graph_matches_brute_force(max_neighbors, loop, float_dtype):
     g = torch.Generator().manual_seed(3)
     sizes = [7, 1, 12, 5]
     p2c = torch.cat([torch.full((n,), c) for c, n in enumerate(sizes)])
@@ -222,7 +222,7 @@ def test_radius_graph_matches_brute_force(max_neighbors, loop):
     assert len(ref) > 0
 
 
-def test_radius_graph_on_batch_never_crosses_conformers():
+def test_radius_graph_on_batch_never_crosses_conformers(float_dtype):
     mol = _embedded("CCCCCO", 2)
     b = collate_ensembles(
         [EnsembleGraph.from_rdkit(mol), EnsembleGraph.from_rdkit(_embedded("CCN", 3))]
