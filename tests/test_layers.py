@@ -50,6 +50,22 @@ def _is_package(dotted: str) -> bool:
     return (ROOT.parent / dotted.replace(".", "/") / "__init__.py").is_file()
 
 
+def _exported(package: str) -> set[str]:
+    """Names in a package's ``__all__`` (they shadow a submodule of the same name)."""
+    init = ROOT.parent / package.replace(".", "/") / "__init__.py"
+    if not init.is_file():
+        return set()
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                return set()
+    return set()
+
+
 def _resolve(source: str, is_pkg: bool, module: str | None, level: int) -> str:
     if not level:
         return module or ""
@@ -70,8 +86,12 @@ def collect_edges(root: pathlib.Path = ROOT) -> list[Edge]:
                 target = _resolve(source, is_pkg, node.module, node.level)
                 if target == "sci_moe" or target.startswith("sci_moe."):
                     names = tuple(a.name for a in node.names)
-                    # ``from pkg import submodule`` imports the submodule
+                    # ``from pkg import submodule`` imports the submodule (unless ``pkg``
+                    # exports an object of that name, as ``sci_moe.moe.dispatch``)
+                    exported = _exported(target)
                     for name in names:
+                        if name in exported:
+                            continue
                         sub = f"{target}.{name}"
                         if (ROOT.parent / (sub.replace(".", "/") + ".py")).is_file() or _is_package(
                             sub
@@ -195,6 +215,9 @@ def test_contract_rejects_upward_and_private_imports(fake_tree):
     _write(fake_tree, "data/b.py", "import importlib\nimportlib.import_module('sci_moe.cli')\n")
     _write(fake_tree, "cli/c.py", "from sci_moe.data import x\nfrom sci_moe._util import io\n")
     _write(fake_tree, "cli/d.py", "from sci_moe.data import b\n")
+    _write(fake_tree, "moe/__init__.py", "__all__ = ['dispatch']\n")
+    _write(fake_tree, "moe/dispatch.py", "")
+    _write(fake_tree, "theory/e.py", "from sci_moe.moe import dispatch\n")
     bad = "\n".join(violations(collect_edges(fake_tree)))
     assert "sampling/md/systems.py:2: imports sci_moe.data: upward" in bad
     assert "moe/layer.py:1: imports sci_moe.sampling: upward" in bad
@@ -202,6 +225,7 @@ def test_contract_rejects_upward_and_private_imports(fake_tree):
     assert "data/b.py:2: imports sci_moe.cli: upward" in bad
     assert "cli/d.py:1: imports sci_moe.data.b: use the public face" in bad
     assert "cli/c.py" not in bad
+    assert "theory/e.py" not in bad  # the exported function, not the submodule
 
 
 def test_contract_finds_field_cycles(fake_tree):
