@@ -1,4 +1,4 @@
-"""Expert parallelism: 2 and 4 spawned gloo processes vs the single-process MoE.
+"""Expert parallelism: 1, 2 and 4 spawned gloo processes vs the single-process MoE.
 
 Each world size is launched once (a module-scoped fixture); every rank runs all cases
 of that world size, writes the maximum errors to a JSON file in ``tmp_path`` and the
@@ -6,16 +6,23 @@ tests below check them. Each rank builds the same full layer (same seed), runs t
 single-process reference on the concatenated tokens itself, then the expert-parallel
 layer on its own token shard, and compares the output shard, the input-gradient shard,
 the replicated gradients (router, shared experts; after ``sync_replicated_grads``) and
-the all-gathered expert gradients.
+the all-gathered expert gradients. Expert parallelism is a dispatch strategy of the one
+``MoE`` layer, so every layer option must give the single-process numbers:
+``PARALLEL_COVERAGE`` maps each option of ``MoE``/``MoEConfig``/``RouterConfig``/
+``MoE.from_modules`` to the case exercising it, and ``test_every_moe_option_is_covered``
+fails when an option is added without a case here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import inspect
 import json
 import os
 import socket
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -24,10 +31,23 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from sci_moe.moe import LoRAExperts, MLPExperts, MoE, Router, SharedExperts
+from sci_moe.moe import (
+    DefaultOutputs,
+    LoRAExperts,
+    MLPExperts,
+    MoE,
+    MoEConfig,
+    Router,
+    RouterConfig,
+    SharedExperts,
+)
 from sci_moe.moe.parallel import (
+    ExpertParallel,
     ExpertParallelMoE,
     all_to_all_rows,
+    expert_parallel,
+    full_state_dict,
+    load_full_state_dict,
     sharded_state_names,
     slice_experts,
     sync_replicated_grads,
@@ -37,20 +57,145 @@ D, E = 8, 8
 TOL = {"float64": 1e-10, "float32": 2e-5}  # max |a - b| <= TOL * max(1, max|b|)
 
 # Token counts per rank; dead = experts never selected (selection bias -100).
+_GLU = dict(d_hidden=12, num_shared_experts=1, shared_d_hidden=6, shared_gate=True)
 CASES = {
+    1: [
+        dict(
+            name="default_moe",
+            kw=dict(default_moe=True, default_beta=0.5),
+            dtype="float64",
+            tokens=[9],
+        ),
+        dict(
+            name="specialisation",
+            kw=dict(orthogonality_coef=0.3, variance_coef=0.2, z_loss_coef=0.01),
+            dtype="float64",
+            tokens=[9],
+            aux=True,
+        ),
+        dict(
+            name="expert_choice",
+            kw=dict(mode="expert_choice", capacity_factor=1.0),
+            dtype="float64",
+            tokens=[9],
+        ),
+        dict(name="lora", build="lora", dtype="float64", tokens=[6]),
+    ],
     2: [
-        dict(name="glu_shared_aux", build="glu", dtype="float64", tokens=[7, 5], aux=True),
-        dict(name="glu_shared_aux", build="glu", dtype="float32", tokens=[7, 5], aux=True),
+        dict(
+            name="glu_shared_aux",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float64",
+            tokens=[7, 5],
+            aux=True,
+        ),
+        dict(
+            name="glu_shared_aux",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float32",
+            tokens=[7, 5],
+            aux=True,
+        ),
         dict(name="mlp_empty_expert", build="mlp", dtype="float64", tokens=[6, 9], dead=[5]),
         dict(name="mlp_empty_expert", build="mlp", dtype="float32", tokens=[6, 9], dead=[5]),
-        dict(name="linear_top3", build="linear", dtype="float64", tokens=[4, 8]),
+        dict(
+            name="linear_top3_legacy",
+            kw=dict(top_k=3, expert="linear"),
+            dtype="float64",
+            tokens=[4, 8],
+            api="legacy",
+        ),
+        dict(
+            name="adapter_router_opts",
+            kw=dict(expert="adapter", activation="gelu", normalize=False, scaling=2.5, d_hidden=4),
+            dtype="float64",
+            tokens=[5, 7],
+        ),
+        dict(
+            name="mlp_norm_eps",
+            kw=dict(expert="mlp", norm_eps=0.5, score="sigmoid"),
+            dtype="float64",
+            tokens=[6, 3],
+        ),
         dict(name="lora", build="lora", dtype="float64", tokens=[5, 6]),
-        dict(name="glu_mean", build="glu", dtype="float64", tokens=[5, 5], reduction="mean"),
-        dict(name="glu_ddp", build="glu", dtype="float64", tokens=[6, 4], ddp=True),
+        dict(
+            name="glu_mean",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float64",
+            tokens=[5, 5],
+            reduction="mean",
+        ),
+        dict(
+            name="glu_ddp",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float64",
+            tokens=[6, 4],
+            ddp=True,
+        ),
+        dict(
+            name="default_moe",
+            kw=dict(_GLU, default_moe=True, default_beta=0.5),
+            dtype="float64",
+            tokens=[7, 4],
+        ),
+        dict(
+            name="default_scored",
+            kw=dict(default_moe=True, default_scored=True),
+            dtype="float32",
+            tokens=[5, 8],
+        ),
+        dict(name="default_from_modules", build="default_modules", dtype="float64", tokens=[6, 6]),
+        dict(
+            name="specialisation",
+            kw=dict(
+                orthogonality_coef=0.3, variance_coef=0.2, z_loss_coef=0.01, load_balance_coef=0.1
+            ),
+            dtype="float64",
+            tokens=[8, 5],
+            aux=True,
+        ),
+        dict(
+            name="specialisation_local_losses",
+            kw=dict(orthogonality_coef=0.3),
+            dtype="float64",
+            tokens=[8, 5],
+        ),
+        dict(
+            name="expert_choice",
+            kw=dict(mode="expert_choice", capacity_factor=1.0),
+            dtype="float64",
+            tokens=[7, 5],
+            aux=True,
+        ),
+        dict(
+            name="capacity", kw=dict(capacity_factor=0.75, top_k=2), dtype="float64", tokens=[9, 5]
+        ),
+        dict(
+            name="capacity", kw=dict(capacity_factor=0.75, top_k=2), dtype="float32", tokens=[9, 5]
+        ),
+        dict(
+            name="ctor_dispatcher",
+            kw=dict(_GLU, top_k=1),
+            dtype="float64",
+            tokens=[6, 2],
+            api="ctor",
+        ),
     ],
     4: [
-        dict(name="glu_empty_rank", build="glu", dtype="float64", tokens=[5, 0, 6, 3], dead=[6, 7]),
-        dict(name="glu_empty_rank", build="glu", dtype="float32", tokens=[5, 0, 6, 3], dead=[6, 7]),
+        dict(
+            name="glu_empty_rank",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float64",
+            tokens=[5, 0, 6, 3],
+            dead=[6, 7],
+        ),
+        dict(
+            name="glu_empty_rank",
+            kw=dict(_GLU, selection_bias=True),
+            dtype="float32",
+            tokens=[5, 0, 6, 3],
+            dead=[6, 7],
+        ),
         dict(
             name="mlp_no_input_grad",
             build="mlp",
@@ -59,8 +204,65 @@ CASES = {
             dead=[6, 7],
             input_grad=False,
         ),
-        dict(name="dense_linear", build="dense", dtype="float64", tokens=[2, 3, 4, 1]),
+        dict(
+            name="dense_linear",
+            kw=dict(mode="dense", expert="linear", normalize=False),
+            dtype="float64",
+            tokens=[2, 3, 4, 1],
+        ),
+        dict(
+            name="expert_choice_empty_rank",
+            kw=dict(mode="expert_choice", capacity_factor=1.5),
+            dtype="float64",
+            tokens=[4, 0, 5, 3],
+        ),
     ],
+}
+
+# Every option of the MoE layer -> the case(s) above that exercise it in parallel, or
+# "n/a: <why>" when no numerical difference is possible. Adding an option to MoE,
+# MoEConfig, RouterConfig or MoE.from_modules without listing it here fails
+# test_every_moe_option_is_covered.
+PARALLEL_COVERAGE = {
+    # MoEConfig
+    "d_model": "glu_shared_aux",
+    "num_experts": "glu_shared_aux",
+    "top_k": "linear_top3_legacy",
+    "d_hidden": "adapter_router_opts",
+    "expert": "linear_top3_legacy adapter_router_opts mlp_norm_eps glu_shared_aux",
+    "activation": "adapter_router_opts",
+    "num_shared_experts": "glu_shared_aux",
+    "shared_d_hidden": "glu_shared_aux",
+    "shared_gate": "glu_shared_aux",
+    "load_balance_coef": "specialisation",
+    "z_loss_coef": "specialisation",
+    "global_batch_balance": "glu_shared_aux specialisation",
+    "default_moe": "default_moe",
+    "default_beta": "default_moe",
+    "default_scored": "default_scored",
+    "orthogonality_coef": "specialisation specialisation_local_losses",
+    "variance_coef": "specialisation",
+    "check_finite": "n/a: input validation before any numerics, shared by every dispatcher",
+    "router": "adapter_router_opts",
+    # RouterConfig
+    "score": "mlp_norm_eps mlp_empty_expert",
+    "mode": "dense_linear expert_choice",
+    "normalize": "adapter_router_opts",
+    "norm_eps": "mlp_norm_eps",
+    "scaling": "adapter_router_opts",
+    "selection_bias": "glu_shared_aux mlp_empty_expert",
+    "bias_update_rate": "mlp_empty_expert glu_empty_rank",
+    "num_groups": "mlp_empty_expert",
+    "topk_groups": "mlp_empty_expert",
+    "capacity_factor": "capacity expert_choice",
+    "jitter": "n/a: training-mode random input noise, drawn per process",
+    "noise_std": "n/a: training-mode random logit noise, drawn per process",
+    # MoE.__init__ / MoE.from_modules
+    "config": "glu_shared_aux",
+    "dispatcher": "ctor_dispatcher",
+    "shared": "mlp_empty_expert",
+    "experts": "lora mlp_empty_expert",
+    "default": "default_from_modules",
 }
 
 
@@ -71,37 +273,41 @@ def _case_id(case):
 # -- worker side ---------------------------------------------------------------------
 
 
-def _build(kind: str) -> MoE:
-    if kind == "glu":
-        moe = MoE(
-            d_model=D,
-            num_experts=E,
-            top_k=2,
-            d_hidden=12,
-            num_shared_experts=1,
-            shared_gate=True,
-            selection_bias=True,
-        )
-    elif kind == "mlp":
+def _build(case: dict, dispatcher=None) -> MoE:
+    kind = case.get("build", "moe")
+    if kind == "moe":
+        return MoE(d_model=D, num_experts=E, dispatcher=dispatcher, **case.get("kw", {}))
+    if kind == "mlp":
         router = Router(
             d_model=D, num_experts=E, top_k=2, score="sigmoid", selection_bias=True, num_groups=2
         )
         bank = MLPExperts(E, D, 12, "gelu", bias=True)
         shared = SharedExperts(D, 8, kind="mlp", activation="gelu")
-        moe = MoE.from_modules(router, bank, shared)
-    elif kind == "linear":
-        moe = MoE(d_model=D, num_experts=E, top_k=3, expert="linear")
-    elif kind == "lora":  # nested frozen base layer: replicated, its term added once
+        return MoE.from_modules(router, bank, shared, dispatcher=dispatcher)
+    if kind == "lora":  # nested frozen base layer: replicated, its term added once
         bank = LoRAExperts(nn.Linear(D, D), num_experts=E, rank=2)
         nn.init.normal_(bank.lora_b)
-        moe = MoE.from_modules(Router(d_model=D, num_experts=E, top_k=2), bank)
-    else:
-        moe = MoE(d_model=D, num_experts=E, mode="dense", expert="linear", normalize=False)
+        return MoE.from_modules(
+            Router(d_model=D, num_experts=E, top_k=2), bank, dispatcher=dispatcher
+        )
+    if kind == "default_modules":
+        bank = MLPExperts(E, D, 6)
+        return MoE.from_modules(
+            Router(d_model=D, num_experts=E, top_k=2),
+            bank,
+            default=DefaultOutputs(E, D, beta=0.3),
+            dispatcher=dispatcher,
+        )
+    raise AssertionError(kind)
+
+
+def _randomise_biases(moe: MoE) -> None:
     with torch.no_grad():
         for name, p in moe.named_parameters():
             if "bias" in name:
                 p.normal_()  # biases start at zero: make them matter
-    return moe
+        if moe.default is not None:  # a non-zero EMA before the step
+            moe.default.ema.normal_()
 
 
 def _err(a, b):
@@ -114,13 +320,35 @@ def _err(a, b):
     return [(a.double() - b.double()).abs().max().item(), b.double().abs().max().item()]
 
 
-def _run_case(case, rank, world):
-    dtype = getattr(torch, case["dtype"])
+def _make(case, dtype):
     torch.manual_seed(0)
-    moe = _build(case["build"]).to(dtype)
+    moe = _build(case)
+    _randomise_biases(moe)
+    moe = moe.to(dtype)
     with torch.no_grad():
         for e in case.get("dead", []):
             moe.router.expert_bias[e] = -100.0
+    return moe
+
+
+def _run_case(case, rank, world):
+    dtype = getattr(torch, case["dtype"])
+    moe = _make(case, dtype)
+    api = case.get("api", "convert")
+    # The parallel layer is made before the reference call (which updates Default MoE's EMA).
+    if api == "legacy":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ep = ExpertParallelMoE.from_moe(moe)
+        assert isinstance(ep, ExpertParallelMoE) and isinstance(ep, MoE)
+    elif api == "ctor":
+        torch.manual_seed(0)
+        ep = _build(case, dispatcher=ExpertParallel())
+        _randomise_biases(ep)
+        ep = ep.to(dtype)
+    else:
+        ep = expert_parallel(moe)
+    assert isinstance(ep.dispatcher, ExpertParallel)
     tokens = case["tokens"]
     gen = torch.Generator().manual_seed(1)
     x_full = torch.randn(sum(tokens), D, generator=gen, dtype=dtype)
@@ -142,7 +370,6 @@ def _run_case(case, rank, world):
     ref = dict(zip([n for n, _ in params], grads[1 if input_grad else 0 :], strict=True))
     scale = 1.0 / world if reduction == "mean" or case.get("ddp") else 1.0
 
-    ep = ExpertParallelMoE.from_moe(moe)
     ep.global_batch_balance = aux
     out = {}
     model = ep
@@ -159,9 +386,11 @@ def _run_case(case, rank, world):
         y, info = model(xl, return_routing=True)
     loss = (y * g_full[lo:hi]).sum() + (info.aux_loss if aux else 0.0)
     loss.backward()
+    sharded = {id(t) for t in ep.dispatcher.sharded_tensors(ep)}
     if case.get("ddp"):
-        for p in ep.expert_parameters():  # DDP averaged the rest
-            p.grad /= world
+        for p in ep.parameters():  # DDP averaged the rest
+            if id(p) in sharded:
+                p.grad /= world
     else:
         sync_replicated_grads(ep, reduction=reduction)
     out["_seconds"] = [time.perf_counter() - t0, 0.0]
@@ -169,7 +398,13 @@ def _run_case(case, rank, world):
     out["output"] = _err(y.detach(), y_ref.detach()[lo:hi])
     if input_grad:
         out["grad[input]"] = _err(xl.grad, gx_ref[lo:hi])
-    sharded = {id(p) for p in ep.expert_parameters()}
+    if info is not None:
+        for key, val in info_ref.losses.items():
+            if aux:  # global-batch losses: every rank holds the single-process value
+                out[f"loss[{key}]"] = _err(info.losses[key].detach(), val.detach())
+        out["_loss_keys"] = [float(set(info.losses) != set(info_ref.losses)), 0.0]
+    if moe.default is not None:
+        out["default_ema"] = _err(ep.default.ema, moe.default.ema)
     for name, p in ep.named_parameters():
         if not p.requires_grad:
             continue
@@ -181,7 +416,9 @@ def _run_case(case, rank, world):
             g = torch.cat(parts)
         out[f"grad[{name}]"] = _err(g, ref[name] * scale)
     with torch.no_grad():  # inference path (no autograd function, no anchor)
-        out["no_grad_output"] = _err(ep(x_full[lo:hi]), y_ref.detach()[lo:hi])
+        ep.eval(), moe.eval()
+        out["no_grad_output"] = _err(ep(x_full[lo:hi]), moe(x_full).detach()[lo:hi])
+        ep.train(), moe.train()
     if case.get("dead"):
         # the global load drives the replicated bias update
         ep.update_router_bias(info.routing)
@@ -189,14 +426,18 @@ def _run_case(case, rank, world):
         out["expert_bias"] = _err(ep.router.expert_bias, moe.router.expert_bias)
         out["_received_by_dead"] = [float(info_ref.routing.load[case["dead"]].sum()), 0.0]
     # checkpoints: gathered state dict == single-process state dict, and back
-    full = ep.full_state_dict()
+    full = full_state_dict(ep)
+    # (the Default-MoE EMA is a sum over ranks: equal up to rounding, checked above)
     ok = set(full) == set(moe.state_dict()) and all(
-        torch.equal(full[k], v) for k, v in moe.state_dict().items()
+        torch.equal(full[k], v) for k, v in moe.state_dict().items() if k != "default.ema"
     )
-    torch.manual_seed(99)
-    other = ExpertParallelMoE.from_moe(_build(case["build"]).to(dtype))
-    other.load_full_state_dict(moe.state_dict())
-    ok = ok and all(torch.equal(other.state_dict()[k], v) for k, v in ep.state_dict().items())
+    other = expert_parallel(_make(dict(case, kw={**case.get("kw", {})}), dtype))
+    load_full_state_dict(other, moe.state_dict())
+    ok = ok and all(
+        torch.equal(other.state_dict()[k], v)
+        for k, v in ep.state_dict().items()
+        if k != "default.ema"
+    )
     out["_state_dict_roundtrip"] = [float(not ok), 0.0]
     return out
 
@@ -205,15 +446,10 @@ def _errors_raised():
     """User errors: messages of the ValueErrors, keyed by case (no collectives)."""
     msgs = {}
     cases = {
-        "indivisible": lambda: ExpertParallelMoE.from_moe(MoE(d_model=D, num_experts=3)),
-        "expert_choice": lambda: ExpertParallelMoE.from_moe(
-            MoE(d_model=D, num_experts=E, mode="expert_choice", capacity_factor=1.0)
-        ),
-        "capacity": lambda: ExpertParallelMoE.from_moe(
-            MoE(d_model=D, num_experts=E, capacity_factor=1.25)
-        ),
-        "wrong_bank": lambda: ExpertParallelMoE(
-            Router(d_model=D, num_experts=E), MLPExperts(3, D, 4)
+        "indivisible": lambda: expert_parallel(MoE(d_model=D, num_experts=3)),
+        "indivisible_ctor": lambda: MoE(d_model=D, num_experts=3, dispatcher=ExpertParallel()),
+        "wrong_bank": lambda: MoE.from_modules(
+            Router(d_model=D, num_experts=E), MLPExperts(3, D, 4), dispatcher=ExpertParallel()
         ),
         "bad_splits": lambda: all_to_all_rows(torch.zeros(3, D), [1, 2], [1, 1]),
         "bad_slice": lambda: slice_experts(MLPExperts(E, D, 4), 4, 2),
@@ -287,6 +523,8 @@ def _check_case(world: int, case: dict, results: list[dict]) -> list[str]:
         errs = res[cid]
         if errs["_state_dict_roundtrip"][0] != 0.0:
             bad.append(f"{cid} rank {rank}: full_state_dict round trip differs")
+        if errs.get("_loss_keys", [0.0])[0] != 0.0:
+            bad.append(f"{cid} rank {rank}: the parallel layer returned other losses")
         if case.get("dead") and errs["_received_by_dead"][0] != 0.0:
             bad.append(f"{cid}: the experts meant to stay empty were selected")
         names = [n for n in errs if not n.startswith("_")]
@@ -314,18 +552,45 @@ def test_matches_single_process(world, tmp_path):
     if world == 2:
         msgs = results[0]["_errors"]
         assert "not divisible" in msgs["indivisible"]
-        assert "expert-choice" in msgs["expert_choice"]
-        assert "capacity_factor" in msgs["capacity"]
+        assert "not divisible" in msgs["indivisible_ctor"]
         assert "slice_experts" in msgs["wrong_bank"]
         assert "input_splits" in msgs["bad_splits"]
         assert msgs["bad_slice"] is not None
+
+
+def test_every_moe_option_is_covered():
+    """Fails when an MoE option is added without a parallel case that exercises it."""
+    options = {f.name for f in dataclasses.fields(MoEConfig)}
+    options |= {f.name for f in dataclasses.fields(RouterConfig)}
+    for fn in (MoE.__init__, MoE.from_modules):
+        sig = inspect.signature(fn)
+        options |= {
+            n
+            for n, p in sig.parameters.items()
+            if n not in ("self", "cls") and p.kind is not p.VAR_KEYWORD
+        }
+    missing = sorted(options - set(PARALLEL_COVERAGE))
+    assert not missing, (
+        f"MoE options {missing} have no expert-parallel case: add one to CASES in "
+        "tests/moe/test_parallel.py and list it in PARALLEL_COVERAGE"
+    )
+    names = {c["name"] for cases in CASES.values() for c in cases}
+    stale = sorted(set(PARALLEL_COVERAGE) - options)
+    assert not stale, f"PARALLEL_COVERAGE lists options MoE no longer has: {stale}"
+    for option, where in PARALLEL_COVERAGE.items():
+        if where.startswith("n/a:"):
+            continue
+        unknown = [w for w in where.split() if w not in names]
+        assert not unknown, f"{option}: unknown case(s) {unknown}"
 
 
 def test_needs_initialised_process_group():
     if dist.is_available() and dist.is_initialized():
         pytest.skip("a process group is initialised in this process")
     with pytest.raises(ValueError, match="init_process_group"):
-        ExpertParallelMoE.from_moe(MoE(d_model=D, num_experts=E))
+        expert_parallel(MoE(d_model=D, num_experts=E))
+    with pytest.raises(ValueError, match="init_process_group"):
+        MoE(d_model=D, num_experts=E, dispatcher=ExpertParallel())
 
 
 def test_slice_experts_keeps_weights_and_class():
