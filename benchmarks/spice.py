@@ -26,7 +26,7 @@ Run::
     python benchmarks/spice.py --data DIR --json benchmarks/results/spice.json
     python benchmarks/spice.py --quick --data DIR --json benchmarks/results/spice_quick.json
 
-``DIR`` is a set built by ``python -m sci_moe.data.molecule_set --out DIR`` (built there
+``DIR`` is a set built by ``sci-moe data molecules --out DIR`` (built there
 when missing: 50 molecules, ~2-4 min on 2 cores).
 """
 

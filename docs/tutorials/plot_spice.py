@@ -23,6 +23,7 @@ a CPU in well under a minute:
 # lowest ``max_confs``. Energies are in kJ/mol and positions in nm. Bad input raises a
 # ``ValueError`` that names the molecule and the reason.
 
+import dataclasses
 import time
 
 import matplotlib.pyplot as plt
@@ -30,6 +31,9 @@ import numpy as np
 import torch
 
 from sci_moe.molecules import (
+    ATOM_FEATURE_DIM,
+    BOND_FEATURE_DIM,
+    ConformerConfig,
     SPiCE,
     SPiCEConfig,
     TrainConfig,
@@ -38,8 +42,7 @@ from sci_moe.molecules import (
     evaluate,
     fit,
 )
-from sci_moe.molecules.conformers import ConformerConfig
-from sci_moe.molecules.features import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
+from sci_moe.testing import assert_equivariant, cartesian_action
 
 t_start = time.perf_counter()
 torch.manual_seed(0)
@@ -105,11 +108,23 @@ print(
     f"conformers, {batch.num_points} conformer-atoms"
 )
 model.eval()
-before = model(batch).pred
-q, _ = torch.linalg.qr(torch.randn(3, 3))
 first = batch.point_to_conf == 0
-batch.pos[first] = -batch.pos[first] @ q.T + 0.7  # reflect + rotate + shift conformer 0
-print(f"max change after moving one conformer: {(model(batch).pred - before).abs().max():.2e}")
+rotate = cartesian_action()
+
+
+def move_conformer_0(pos, rotation, translation):
+    """Rotate (or reflect) and shift conformer 0 alone."""
+    out = pos.clone()
+    out[first] = rotate(pos[first], rotation, None) + 0.7
+    return out
+
+
+# random rotations and reflections of conformer 0; the prediction must not change
+err = assert_equivariant(
+    lambda pos: model(dataclasses.replace(batch, pos=pos)).pred,
+    batch.pos, move_conformer_0, None, reflection=True,
+)  # fmt: skip
+print(f"max change after moving one conformer: {err:.2e}")
 
 # %%
 # Train with early stopping
