@@ -82,6 +82,9 @@ class GeometricMoEConfig:
         Weights of the Switch load-balance loss and the router z-loss
         (:func:`sci_moe.moe.load_balancing_loss`, :func:`sci_moe.moe.router_z_loss`),
         summed over both paths.
+    selection_bias : bool
+        Give both routers a selection-only bias for auxiliary-loss-free balancing
+        (:class:`sci_moe.moe.BiasBalancer` finds them through ``routed_paths()``).
     dense : bool
         Start in dense mode: every token uses expert 0 with weight 1 (the "dense
         expert" trained before upcycling, or a model without MoE when
@@ -96,6 +99,7 @@ class GeometricMoEConfig:
     noise_std: float = 0.0
     load_balance_coef: float = 0.01
     z_loss_coef: float = 1e-3
+    selection_bias: bool = False
     dense: bool = False
 
     def __post_init__(self) -> None:
@@ -125,6 +129,7 @@ class GeometricMoEConfig:
             num_experts=self.num_experts,
             top_k=self.top_k,
             noise_std=self.noise_std,
+            selection_bias=self.selection_bias,
         )
 
 
