@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from .._util import scatter_sum
 from .ensemble_graph import EnsembleGraph
 from .radius_graph import radius_graph_per_conformer
 
@@ -126,17 +127,14 @@ class EnsembleBatch:
         keep = keep.to(torch.bool).reshape(-1)
         if keep.numel() != self.num_confs:
             raise ValueError(f"keep must have one entry per conformer ({self.num_confs})")
-        kept_per_mol = torch.zeros(self.num_mols, dtype=torch.long, device=keep.device)
-        kept_per_mol.index_add_(0, self.conf_to_mol, keep.long())
+        kept_per_mol = scatter_sum(keep.long(), self.conf_to_mol, self.num_mols)
         if (kept_per_mol == 0).any():
             raise ValueError("select_conformers must keep at least one conformer per molecule")
         new_index = torch.cumsum(keep.long(), 0) - 1
         pkeep = keep[self.point_to_conf]
         conf_to_mol = self.conf_to_mol[keep]
         w = self.conf_weight[keep]
-        wsum = torch.zeros(self.num_mols, dtype=w.dtype, device=w.device).index_add_(
-            0, conf_to_mol, w
-        )
+        wsum = scatter_sum(w, conf_to_mol, self.num_mols)
         w = w / wsum[conf_to_mol]
         e = self.conf_energy[keep]
         emin = torch.full((self.num_mols,), float("inf"), dtype=e.dtype, device=e.device)
