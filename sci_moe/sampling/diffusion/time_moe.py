@@ -6,8 +6,8 @@ on ``t`` only. ``gating="ranged"`` reproduces ScoreMD: expert ``e`` owns the tim
 expert is active near ``t = 0`` and it alone is the MD force field. ``gating="soft"`` uses a
 :class:`sci_moe.moe.Router` in ``mode="dense"`` on :func:`~.sde.time_features` (every expert
 with its softmax weight), trained jointly. Both return a :class:`sci_moe.moe.Routing`
-(``indices`` = all experts, dense ``weights``); evaluation skips experts whose weight is
-zero for every sample.
+(``E`` slots with dense ``weights``; ranged gating marks inactive experts as dropped
+slots); evaluation skips experts whose weight is zero for every sample.
 """
 
 from __future__ import annotations
@@ -56,10 +56,17 @@ class RangeGate(nn.Module):
         return _range_index(self.ranges, t)
 
     def forward(self, t: torch.Tensor) -> Routing:
-        """Dense :class:`~sci_moe.moe.Routing` of times ``t`` (B,): one-hot weights."""
+        """:class:`~sci_moe.moe.Routing` of times ``t`` (B,): ``E`` slots, one-hot weights.
+
+        Slot ``e`` holds expert ``e`` where it is active and the dropped marker ``E``
+        elsewhere, so :attr:`Routing.load <sci_moe.moe.Routing.load>` counts the samples
+        each expert serves.
+        """
         E = self.num_experts
         weights = nn.functional.one_hot(self.expert_index(t), E).to(t.dtype)
-        indices = torch.arange(E, device=t.device).expand(t.shape[0], E).contiguous()
+        slots = torch.arange(E, device=t.device).expand(t.shape[0], E)
+        # Inactive experts are dropped slots (index E), so the load counts active ones.
+        indices = torch.where(weights != 0, slots, torch.full_like(slots, E))
         return Routing.from_assignments(indices, weights, E, probs=weights.float())
 
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from sci_moe.moe import Routing
+from sci_moe.moe import Routing, routed_paths
+from sci_moe.moe.cap import CapRecorder, ModelSpec
 from sci_moe.sampling.diffusion import MLPEnergy, MLPScore, TimeMixture
 
 RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
@@ -59,3 +60,40 @@ def test_bad_ranges():
         TimeMixture(e, [(1.0, 0.5), (0.0, 1.0)])
     with pytest.raises(ValueError, match="gating"):
         TimeMixture(e, [(0.5, 1.0), (0.0, 0.5)], gating="hard")
+
+
+class _Scorer(torch.nn.Module):
+    def __init__(self, moe):
+        super().__init__()
+        self.moe = moe
+
+    def forward(self, x, t):
+        return self.moe.score(x, t)
+
+
+@pytest.mark.parametrize("gating", ["ranged", "soft"])
+def test_time_mixture_is_visible_to_moe_tools(gating):
+    moe = _moe(gating)
+    (path,) = routed_paths(moe)
+    assert path.owner is moe and path.num_experts == 3
+    assert path.top_k == (1 if gating == "ranged" else 3)
+    assert path.router is (moe.gate if gating == "ranged" else moe.router)
+    model = _Scorer(moe)
+    t = torch.tensor([0.9, 0.8, 0.05, 0.3])
+    with CapRecorder(model) as rec:
+        model(torch.randn(4, 1, 2), t)
+    assert rec.steps[0].tokens == 4
+    if gating == "ranged":  # experts 0, 0, 2, 1: all three serve a sample
+        assert rec.steps[0].counts[0].tolist() == [2, 1, 1]
+    spec = ModelSpec.from_module(model)
+    assert spec.num_moe_layers == 1 and spec.moe_layers[0].num_experts == 3
+    total = sum(p.numel() for p in moe.experts.parameters())
+    assert spec.moe_layers[0].expert_params == total // 3
+
+
+def test_ranged_routing_is_built_by_from_assignments():
+    moe = _moe()
+    r = moe.route(torch.tensor([0.9, 0.01]))
+    # probs are the one-hot gates, logits their log (finite), load counts active experts
+    torch.testing.assert_close(r.probs, r.weights.float())
+    assert torch.isfinite(r.logits).all() and r.load.tolist() == [1.0, 0.0, 1.0]
