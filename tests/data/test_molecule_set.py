@@ -165,7 +165,7 @@ def test_cli_errors_and_missing(tmp_path, capsys):
     # the argparse front end moved to the CLI floor; the old names say where
     import sci_moe.data.molecule_set as old
 
-    with pytest.raises(AttributeError, match="sci_moe.cli.data.run_molecule_set"):
+    with pytest.raises(AttributeError, match=r"sci_moe\.cli\.data\.run_molecule_set"):
         old.run_from_args  # noqa: B018
     with pytest.raises(ValueError, match="n_molecules"):
         MoleculeSetConfig(n_molecules=0)
