@@ -25,7 +25,7 @@ Langevin MD with the shipped model against the reference data, and bond-length
 Wasserstein distances. The atoms a model describes come from its metadata
 (``atom_indices``: the 5 beads by default, or e.g. the 10 heavy atoms of
 ``scripts/train_alanine_energy_model.py --atoms heavy``); phi/psi are taken on
-:data:`~sci_moe.data.alanine_dipeptide.PHI_ATOMS` / ``PSI_ATOMS`` within them and the bond
+:data:`~sci_moe.sampling.md.PHI_ATOMS` / ``PSI_ATOMS`` within them and the bond
 W1 on the topology's bonds between them. ``--aldp-plot-name`` names the PNG.
 
 Run: ``python benchmarks/energy_diffusion.py --json benchmarks/results/energy_diffusion.json
@@ -57,8 +57,7 @@ from sci_moe.sampling.diffusion import (
     reverse_sde_sample,
     train,
 )
-from sci_moe.sampling.md.forces import ModelForces
-from sci_moe.sampling.md.integrators import LangevinBAOAB
+from sci_moe.sampling.md import LangevinBAOAB, ModelForces
 
 VARIANTS = ("plain", "fp", "moe", "both")
 MB_KT, MB_MASS, MB_DT, MB_STRIDE = 23.0, 0.5, 5e-3, 50
@@ -316,7 +315,7 @@ def aldp_atom_geometry(atoms) -> tuple[list, list]:
     """
     from openmm import app
 
-    from sci_moe.data.alanine_dipeptide import PHI_ATOMS, PSI_ATOMS, alanine_dipeptide_pdb
+    from sci_moe.sampling.md import PHI_ATOMS, PSI_ATOMS, alanine_dipeptide_pdb
 
     pos = {int(a): k for k, a in enumerate(atoms)}
     missing = sorted(set(PHI_ATOMS + PSI_ATOMS) - set(pos))
@@ -330,9 +329,8 @@ def aldp_atom_geometry(atoms) -> tuple[list, list]:
 
 
 def run_aldp(args, rows, table):
-    from sci_moe.data.alanine_dipeptide import dihedrals
-    from sci_moe.sampling.diffusion import bond_wasserstein, load_diffusion_model
-    from sci_moe.sampling.diffusion.io import load_energy_model
+    from sci_moe.sampling.diffusion import bond_wasserstein, load_diffusion_model, load_energy_model
+    from sci_moe.sampling.md import dihedrals
 
     ref = load_aldp_reference(args.aldp_reference)
     ref_pp = dihedrals(ref, ALDP_QUADS)

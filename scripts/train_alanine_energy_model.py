@@ -20,7 +20,7 @@ Example::
 
     OMP_NUM_THREADS=1 python scripts/train_alanine_energy_model.py \\
         --data /work/data/alanine_reference.npz --variant both --epochs 80 \\
-        --out sci_moe/data/files/alanine_energy_model.safetensors
+        --out sci_moe/sampling/files/alanine_energy_model.safetensors
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sci_moe.data.alanine_dipeptide import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
+from sci_moe._util import BOLTZMANN_KJ_PER_MOL_K
+from sci_moe.sampling.md import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 from sci_moe.sampling.diffusion import (
     VPSDE,
     InvariantMLPEnergy,
@@ -44,7 +45,7 @@ from sci_moe.sampling.diffusion import (
     train,
 )
 
-KB = 0.00831446261815324  # kJ/mol/K
+KB = BOLTZMANN_KJ_PER_MOL_K  # kJ/mol/K
 RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
 VARIANTS = ("plain", "fp", "moe", "both")
 ATOM_SETS = {
@@ -77,7 +78,7 @@ def load_frames(path: str | Path) -> dict:
         cfg = json.loads(str(f["config"]))
     from openmm import unit as u
 
-    from sci_moe.data.alanine_dipeptide import build_system
+    from sci_moe.sampling.md import build_system
 
     _, system, _ = build_system(cfg["forcefield"], cfg["implicit_solvent"], cfg["constraints"])
     masses = np.array(
@@ -130,7 +131,7 @@ def stages(variant: str, epochs: int, lr: float, high=None, low=None) -> list[St
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="/work/data/alanine_reference.npz")
-    p.add_argument("--out", default="sci_moe/data/files/alanine_energy_model.safetensors")
+    p.add_argument("--out", default="sci_moe/sampling/files/alanine_energy_model.safetensors")
     p.add_argument("--variant", choices=VARIANTS, default="both")
     p.add_argument(
         "--atoms",

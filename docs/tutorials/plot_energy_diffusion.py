@@ -44,9 +44,7 @@ from sci_moe.sampling.diffusion import (
     save_energy_model,
     train,
 )
-from sci_moe.sampling.md.forces import ModelForces, PotentialForces
-from sci_moe.sampling.md.integrators import LangevinBAOAB
-from sci_moe.sampling.md.potentials import DoubleWell
+from sci_moe.sampling.md import DoubleWell, LangevinBAOAB, ModelForces, PotentialForces
 
 torch.manual_seed(0)
 kT, mass = 1.0, 1.0

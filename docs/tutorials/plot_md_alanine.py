@@ -86,7 +86,7 @@ fig.tight_layout()
 # %%
 # Python: many walkers with the torch integrator
 # ----------------------------------------------
-# The same machinery from Python. :func:`~sci_moe.data.alanine_dipeptide.build_system`
+# The same machinery from Python. :func:`~sci_moe.sampling.md.build_system`
 # gives the OpenMM system; :class:`~sci_moe.sampling.md.OpenMMForces` turns it into a
 # force provider (energies in kJ/mol, forces in kJ/mol/nm); the torch integrators need
 # no constraints, so we use a 1 fs timestep. Positions have shape ``(W, N, 3)``:
@@ -94,8 +94,7 @@ fig.tight_layout()
 
 import torch
 
-from sci_moe.data.alanine_dipeptide import build_system, phi_psi
-from sci_moe.sampling.md import LangevinBAOAB, OpenMMForces
+from sci_moe.sampling.md import LangevinBAOAB, OpenMMForces, build_system, phi_psi
 from sci_moe.sampling.md.analysis import read_log
 from sci_moe.sampling.md.reporters import (
     CheckpointReporter,

@@ -171,8 +171,7 @@ def _overrides(args) -> dict:
 
 
 def _resolve(args):
-    from ..sampling.md.config import MDConfig, load_config_file, resolve_config
-    from ..sampling.md.systems import default_model_path
+    from ..sampling.md import MDConfig, default_model_path, load_config_file, resolve_config
 
     out = Path(args.out)
     overrides = _overrides(args)
@@ -267,14 +266,14 @@ def _write_topology(system, path: Path) -> None:
 def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
     import torch
 
-    from ..sampling.md.openmm_engine import OpenMMSimulation
-    from ..sampling.md.reporters import (
+    from ..sampling.md import (
         CheckpointReporter,
         LogReporter,
+        OpenMMSimulation,
         ProgressReporter,
+        Simulation,
         TrajectoryReporter,
     )
-    from ..sampling.md.simulation import Simulation
 
     reporters = [
         TrajectoryReporter(
@@ -302,7 +301,7 @@ def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress
             energy_jump_kj_mol=cfg.energy_jump_kj_mol,
             metadata=meta,
         )
-    from ..sampling.md.integrators import LangevinBAOAB, OverdampedEulerMaruyama
+    from ..sampling.md import LangevinBAOAB, OverdampedEulerMaruyama
 
     cls = LangevinBAOAB if cfg.integrator == "langevin" else OverdampedEulerMaruyama
     integrator = cls(cfg.timestep_ps, cfg.temperature_k, cfg.friction_per_ps, kT=system.kT)
@@ -347,7 +346,7 @@ def _dump_failure_state(sim, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
-    from ..sampling.md.systems import build_md_system
+    from ..sampling.md import build_md_system
 
     out = Path(args.out)
     cfg, notes = _resolve(args)
@@ -370,9 +369,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_built(args, cfg, system, engine, out: Path) -> int:
-    from ..sampling.md.checkpoint import load_checkpoint
-    from ..sampling.md.config import write_config
-    from ..sampling.md.simulation import SimulationFailure
+    from ..sampling.md import SimulationFailure, load_checkpoint, write_config
 
     total = cfg.n_steps
     state = None
@@ -481,7 +478,7 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
 
 def analyse(args: argparse.Namespace) -> int:
     """``sci-moe md analyse``; raises ``ValueError`` on bad input (exit code 2)."""
-    from ..sampling.md.analysis import analyse_run
+    from ..sampling.md import analyse_run
 
     res = analyse_run(args.run_dir, args.reference, bins=args.bins, burn_in_ps=args.burn_in_ps)
     print(f"frames analysed: {res['frames']}")

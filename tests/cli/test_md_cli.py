@@ -338,7 +338,7 @@ def test_coarse_grained_model_run_and_analysis(tmp_path, capsys):
         pytest.skip("no save_energy_model")
     import torch
 
-    from sci_moe.data.alanine_dipeptide import BACKBONE_ATOMS
+    from sci_moe.sampling.md import BACKBONE_ATOMS
     from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
 
     torch.manual_seed(0)
@@ -366,7 +366,7 @@ def test_coarse_grained_model_run_and_analysis(tmp_path, capsys):
 
 
 def test_pdb_input_with_force_field(tmp_path, capsys):
-    from sci_moe.data.alanine_dipeptide import alanine_dipeptide_pdb
+    from sci_moe.sampling.md import alanine_dipeptide_pdb
 
     out = tmp_path / "run"
     argv = ["run", "--system", str(alanine_dipeptide_pdb()), "--forcefield", "amber14"]
@@ -413,7 +413,7 @@ def test_default_run_uses_the_shipped_model_when_present(tmp_path, capsys, monke
         pytest.skip("no save_energy_model")
     import torch
 
-    from sci_moe.data.alanine_dipeptide import BACKBONE_ATOMS
+    from sci_moe.sampling.md import BACKBONE_ATOMS
     from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
     from sci_moe.sampling.md import systems
 

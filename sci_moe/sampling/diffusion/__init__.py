@@ -22,6 +22,7 @@ from .io import (
 )
 from .losses import dsm_loss, fp_loss, fp_residual_exact, fp_residual_probe, time_weight
 from .metrics import bond_wasserstein, fp_error_curve, js_divergence, pmf_error
+from .mixture_energy import DiffusedMixtureEnergy
 from .networks import (
     EnergyNet,
     InvariantEnergyNet,
@@ -42,6 +43,7 @@ __all__ = [
     "SDE",
     "VESDE",
     "VPSDE",
+    "DiffusedMixtureEnergy",
     "EnergyAtTime",
     "EnergyNet",
     "InvariantEnergyNet",

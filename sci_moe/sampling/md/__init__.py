@@ -25,11 +25,13 @@ from .alanine import (
     build_system,
     phi_psi,
 )
+from .analysis import analyse_run
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import MDConfig
+from .config import MDConfig, load_config_file, resolve_config, write_config
 from .dihedrals import dihedrals
 from .forcefields import FORCEFIELDS, IMPLICIT_SOLVENTS, create_system, forcefield_files
 from .forces import ForceProvider, ModelForces, OpenMMForces, PotentialForces
+from .gaussian_mixture import GaussianMixture, GaussianMixturePotential
 from .histograms import angle_counts, angle_histogram, js_divergence, pmf_error
 from .integrators import (
     KB_KJ_PER_MOL_K,
@@ -44,7 +46,6 @@ from .openmm_bridge import ModelComputation, model_force, model_simulation, mode
 from .openmm_engine import OpenMMSimulation
 from .potentials import (
     DoubleWell,
-    GaussianMixturePotential,
     MuellerBrown,
     Potential,
     autograd_energy_and_forces,
@@ -65,6 +66,7 @@ from .reporters import (
 )
 from .shipped import shipped_file, shipped_files
 from .simulation import RunResult, Simulation, SimulationFailure
+from .systems import build_md_system, default_model_path
 
 __all__ = [
     "ALANINE_ATOMS",
@@ -81,6 +83,7 @@ __all__ = [
     "CheckpointReporter",
     "DoubleWell",
     "ForceProvider",
+    "GaussianMixture",
     "GaussianMixturePotential",
     "LangevinBAOAB",
     "LogReporter",
@@ -105,21 +108,25 @@ __all__ = [
     "TrajectoryWriter",
     "alanine_dipeptide_pdb",
     "alanine_phi_psi",
+    "analyse_run",
     "analysis",
     "angle_counts",
     "angle_histogram",
     "autograd_energy_and_forces",
     "baoab_steps",
+    "build_md_system",
     "build_system",
     "check_positions",
     "checkpoint",
     "config",
     "create_system",
+    "default_model_path",
     "dihedrals",
     "forcefield_files",
     "js_divergence",
     "kinetic_energy",
     "load_checkpoint",
+    "load_config_file",
     "model_force",
     "model_simulation",
     "model_system",
@@ -129,6 +136,7 @@ __all__ = [
     "reference_histogram",
     "register_trajectory_writer",
     "reporters",
+    "resolve_config",
     "save_checkpoint",
     "shipped_file",
     "shipped_files",
@@ -137,4 +145,5 @@ __all__ = [
     "systems",
     "temperature",
     "trajectory_writers",
+    "write_config",
 ]

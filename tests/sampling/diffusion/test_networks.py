@@ -13,6 +13,7 @@ from sci_moe.sampling.diffusion import (
     random_rotations,
     time_features,
 )
+from sci_moe.testing import assert_forces_match_energy
 
 
 def test_score_is_minus_grad_energy_mlp():
@@ -24,12 +25,10 @@ def test_score_is_minus_grad_energy_mlp():
     (g,) = torch.autograd.grad(net(x, t).sum(), x)
     torch.testing.assert_close(s, -g)
     torch.testing.assert_close(e, net(x, t).detach())
-    # central finite differences of the energy
-    h = 1e-6
-    d = torch.zeros_like(x)
-    d[0, 1, 2] = h
-    fd = (net(x.detach() + d, t) - net(x.detach() - d, t))[0] / (2 * h)
-    torch.testing.assert_close(-fd, s[0, 1, 2], atol=1e-7, rtol=1e-6)
+    # central finite differences of the energy: the score is the force of E at time t
+    assert_forces_match_energy(
+        lambda y: net.energy_and_score(y, t), x.detach(), step=1e-6, rtol=1e-6, atol=1e-7
+    )
 
 
 def test_score_is_minus_grad_energy_invariant(float_dtype):

@@ -11,6 +11,7 @@ from sci_moe.sampling.md import (
     MuellerBrown,
     autograd_energy_and_forces,
 )
+from sci_moe.testing import assert_forces_match_energy
 from tests.conftest import FLOAT_TOLERANCE
 
 
@@ -48,13 +49,7 @@ def test_analytic_forces_match_autograd(name, float_dtype):
 def test_forces_match_finite_differences():
     pot = MuellerBrown()
     x = torch.tensor([[[-0.3, 0.9]], [[0.5, 0.1]]], dtype=torch.float64)
-    _, f = pot.energy_and_forces(x)
-    eps = 1e-6
-    for d in range(2):
-        dx = torch.zeros_like(x)
-        dx[..., d] = eps
-        fd = -(pot(x + dx) - pot(x - dx)) / (2 * eps)
-        torch.testing.assert_close(f[:, 0, d], fd, rtol=1e-7, atol=1e-6)
+    assert_forces_match_energy(pot.energy_and_forces, x, step=1e-6, rtol=1e-7, atol=1e-6)
 
 
 def test_mueller_brown_minima():
@@ -123,3 +118,17 @@ def test_bad_parameters_raise():
         GaussianMixturePotential([[0.0], [1.0]], weights=[0.5, -0.5])
     with pytest.raises(ValueError):
         DoubleWell().log_prob(torch.zeros(1, 1, 1), kT=0.0)
+
+
+def test_gaussian_mixture_density_and_potential_agree():
+    """One home: the mixture density and its Boltzmann energy give the same log p."""
+    from sci_moe.sampling.md import GaussianMixture
+    from sci_moe.sampling.md.potentials import GaussianMixturePotential as OldPath
+
+    mix = GaussianMixture([[0.0, 1.0], [2.0, -1.0]], [0.5, 2.0], [0.3, 0.7], dtype=torch.float64)
+    pot = mix.potential(kT=2.5)
+    assert isinstance(pot, OldPath) and pot.kT == 2.5
+    x = torch.randn(6, 2, dtype=torch.float64)
+    torch.testing.assert_close(pot.log_prob(x[:, None]), mix.log_prob(x))
+    torch.testing.assert_close(pot(x[:, None]), -2.5 * mix.log_prob(x))
+    assert_forces_match_energy(pot.energy_and_forces, x[:, None])
