@@ -66,7 +66,8 @@ def parallel_map(
     mp_context : {"forkserver", "spawn", "fork"}
         Start method of the workers.
     initializer : callable, optional
-        Run once in each worker (and once here when ``n_jobs == 1``).
+        Run once in each worker process (never in this process: with ``n_jobs == 1`` the
+        jobs run here and it is not called, so it cannot change this process's state).
 
     Returns
     -------
@@ -92,8 +93,6 @@ def parallel_map(
 
     try:
         if n_jobs == 1 or len(jobs) <= 1:
-            if initializer is not None:
-                initializer()
             for i, j in enumerate(jobs):
                 try:
                     res = fn(*j)
