@@ -205,3 +205,24 @@ def test_shipped_reference_prefers_the_matching_force_field(tmp_path, monkeypatc
     assert analysis.shipped_reference("amber14", "obc2", 300.0).name.endswith("obc2_300K.npz")
     # No exact match: any shipped reference rather than none.
     assert analysis.shipped_reference("charmm36", None, 350) is not None
+
+
+def test_shipped_files_found_by_importlib_resources():
+    """The files the field needs at run time are package data of sci_moe.sampling."""
+    from importlib import resources
+
+    from sci_moe.sampling.diffusion import ALANINE_MODEL
+    from sci_moe.sampling.md import alanine_dipeptide_pdb, shipped_file, shipped_reference
+
+    folder = resources.files("sci_moe.sampling").joinpath("files")
+    for name in (
+        "alanine-dipeptide.pdb",
+        "alanine_dipeptide_reference_amber99sbildn_obc_300K.npz",
+        "alanine_energy_model.safetensors",
+    ):
+        assert folder.joinpath(name).is_file()
+        assert shipped_file(name).samefile(str(folder.joinpath(name)))
+    assert alanine_dipeptide_pdb().name == "alanine-dipeptide.pdb"
+    assert shipped_reference().parent == ALANINE_MODEL.parent == alanine_dipeptide_pdb().parent
+    with pytest.raises(FileNotFoundError, match="reinstall"):
+        shipped_file("no-such-file.npz")
