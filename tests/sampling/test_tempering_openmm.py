@@ -374,3 +374,29 @@ def test_alanine_cpu_resume_with_constraints_is_bitwise(tmp_path):
     r2 = resumed.run(8, progress=False)
     assert np.array_equal(np.concatenate([r1.energies, r2.energies]), full.energies)
     assert np.array_equal(np.concatenate([r1.positions, r2.positions]), full.positions)
+
+
+def test_checkpoint_of_the_first_npz_format_is_still_read(tmp_path):
+    import json
+
+    from sci_moe.sampling.tempering.openmm_checkpoint import (
+        LEGACY_CHECKPOINT_FORMAT,
+        read_checkpoint,
+    )
+
+    path = tmp_path / "st.ckpt"
+    st = build_harmonic(weights="sams")
+    st.run(10, progress=False, checkpoint_path=path)
+    meta, arrays = read_checkpoint(path)
+    legacy = tmp_path / "legacy.npz"
+    meta["format"] = LEGACY_CHECKPOINT_FORMAT
+    np.savez(legacy, meta=np.array(json.dumps(meta)), **arrays)
+    a, b = build_harmonic(weights="sams"), build_harmonic(weights="sams")
+    a.load_checkpoint(path)
+    b.load_checkpoint(legacy)
+    assert a.current_level == b.current_level == st.current_level
+    assert np.array_equal(a.log_weights, b.log_weights)
+    assert a._online.gamma == b._online.gamma and np.array_equal(a._online.hist, b._online.hist)
+    assert a._rng.bit_generator.state == b._rng.bit_generator.state
+    for x, y in zip(final_positions(a), final_positions(b), strict=True):
+        assert np.array_equal(x, y)
