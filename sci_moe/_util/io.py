@@ -57,10 +57,14 @@ def _keep_previous(path: Path) -> None:
     os.close(fd)
     os.unlink(prev_tmp)
     try:
-        os.link(path, prev_tmp)
-    except OSError:  # pragma: no cover - file systems without hard links
-        shutil.copy2(path, prev_tmp)
-    os.replace(prev_tmp, prev)
+        try:
+            os.link(path, prev_tmp)
+        except OSError:  # pragma: no cover - file systems without hard links
+            shutil.copy2(path, prev_tmp)
+        os.replace(prev_tmp, prev)
+    except BaseException:
+        Path(prev_tmp).unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager

@@ -47,6 +47,24 @@ def test_atomic_write_failure_leaves_old_file(tmp_path):
     assert [x.name for x in tmp_path.iterdir()] == ["log.txt"]  # no temporary left
 
 
+def test_failed_keep_previous_leaves_no_temporary(tmp_path, monkeypatch):
+    p = tmp_path / "ck.pt"
+    atomic_write_text(p, "v1")
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if str(dst).endswith("ck_prev.pt"):
+            raise OSError("disk full")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(p, "v2", keep_previous=True)
+    monkeypatch.undo()
+    assert p.read_text() == "v1"
+    assert [x.name for x in tmp_path.iterdir()] == ["ck.pt"]
+
+
 def test_atomic_open_rejects_append(tmp_path):
     with pytest.raises(ValueError, match="whole files"), atomic_open(tmp_path / "x", "ab"):
         pass
