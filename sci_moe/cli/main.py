@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     _md.add_parser(sub)
     _train.add_parser(sub)
     _data.add_parser(sub)
+    from . import provenance as _provenance
+
+    _provenance.add_parser(sub)
     return parser
 
 

