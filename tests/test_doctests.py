@@ -52,11 +52,7 @@ def _run(module, name: str) -> tuple[int, list[str]]:
 
 
 # WIP (issue 13): examples that are all ``+SKIP`` today; made runnable before the session ends.
-_WIP = {
-    "sci_moe.moe.balancing",
-    "sci_moe.sampling.md.simulation",
-    "sci_moe.sampling.tempering.tempering",
-}
+_WIP: set[str] = set()
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,16 @@ class BiasBalancer:
 
     Examples
     --------
-    >>> balancer = BiasBalancer(model)                        # doctest: +SKIP
-    >>> y, info = layer(x, return_routing=True)               # doctest: +SKIP
-    >>> balancer.observe(layer, info.routing); balancer.step()  # doctest: +SKIP
+    >>> import torch
+    >>> from sci_moe.moe import BiasBalancer, MoE
+    >>> layer = MoE(d_model=8, num_experts=4, top_k=2, d_hidden=16, selection_bias=True)
+    >>> balancer = BiasBalancer(layer)
+    >>> len(balancer.routers)
+    1
+    >>> y, info = layer(torch.randn(64, 8), return_routing=True)
+    >>> balancer.observe(layer, info.routing); balancer.step()
+    >>> layer.router.expert_bias.shape  # overloaded experts' biases went down
+    torch.Size([4])
     """
 
     def __init__(self, model: nn.Module, rate: float | None = None) -> None:

@@ -148,6 +148,7 @@ def copy_expert(
 
     Examples
     --------
+    >>> from sci_moe.moe import MLPExperts
     >>> bank = MLPExperts(4, 8, 16)
     >>> copy_expert(bank, 0)  # sparse upcycling: every expert = expert 0
     >>> bool((bank.up[3] == bank.up[0]).all())

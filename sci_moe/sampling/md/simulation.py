@@ -377,9 +377,18 @@ class Simulation(_RunLoop):
 
     Examples
     --------
-    >>> sim = Simulation(provider, LangevinBAOAB(0.002, 300.0, 1.0), x0,
-    ...                  [LogReporter("log.csv", 100)], seed=1)  # doctest: +SKIP
-    >>> sim.run(10_000)  # doctest: +SKIP
+    Four walkers in a 2-D double well (reduced units, ``kT = 1``), logged every 100 steps:
+
+    >>> import tempfile, torch
+    >>> from pathlib import Path
+    >>> from sci_moe.sampling.md import DoubleWell, LangevinBAOAB, LogReporter, PotentialForces
+    >>> log = Path(tempfile.mkdtemp()) / "log.csv"
+    >>> sim = Simulation(PotentialForces(DoubleWell(dim=2)), LangevinBAOAB(0.01, kT=1.0),
+    ...                  torch.zeros(4, 1, 2), [LogReporter(log, 100)], seed=1)
+    >>> sim.run(500).status
+    'completed'
+    >>> sim.current_step, len(log.read_text().splitlines())  # header + 5 rows
+    (500, 6)
     """
 
     engine = "torch"

@@ -303,8 +303,17 @@ class SimulatedTempering(_Base):
 
     Examples
     --------
-    >>> cfg = TemperingConfig(geometric_ladder(0.01, 6), weights="sams")  # doctest: +SKIP
-    >>> res = SimulatedTempering(log_prob, cfg).run(x0, 2000, seed=0)    # doctest: +SKIP
+    Eight chains in a 1-D double well, six levels from beta = 0.01 to 1, SAMS weights:
+
+    >>> import torch
+    >>> from sci_moe.sampling.tempering import geometric_ladder
+    >>> def log_prob(x):  # wells at -2 and +2
+    ...     wells = torch.stack([-(x - 2) ** 2 / 0.1, -(x + 2) ** 2 / 0.1])
+    ...     return torch.logsumexp(wells, 0).sum(-1)
+    >>> cfg = TemperingConfig(geometric_ladder(0.01, 6), weights="sams")
+    >>> res = SimulatedTempering(log_prob, cfg).run(torch.zeros(8, 1), 300, seed=0, progress=False)
+    >>> res.x.shape, res.levels.shape, res.log_weights.shape  # (iterations, chains, ...)
+    (torch.Size([300, 8, 1]), torch.Size([300, 8]), torch.Size([300, 6]))
     """
 
     def pilot_weights(self, x0: Tensor, gen: torch.Generator) -> Tensor:
