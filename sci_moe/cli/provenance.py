@@ -76,7 +76,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _embed():
-    from ..data.minilm import embed_texts
+    from ..data import embed_texts
 
     return lambda texts: embed_texts(texts, progress=False)
 

@@ -34,6 +34,7 @@ __all__ = [
     "wiki_xml_path",
 ]
 
+#: File name of the Wikipedia excerpt in gensim's test data.
 WIKI_XML_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
