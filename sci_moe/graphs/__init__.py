@@ -6,6 +6,13 @@
   :class:`PerViewGCN`); the multi-view contextual SBM with its Bayes-optimal accuracy
   (:func:`make_multiview_csbm`, :func:`bayes_optimal_accuracy`); multi-view graphs on
   disk (:class:`MultiViewGraph`, :func:`load_multiview_graph`).
+* Expert merging in MoE graph foundation models (Liu et al., NeurIPS 2025) on an
+  AnyGraph-style base: :class:`AnyGraphMoE` (SVD-unified features, parameter-free
+  propagation, residual-MLP experts, competence router), :func:`pretrain`, the merging
+  strategies (:class:`MergeConfig`, :func:`fine_tune_merging`, :func:`infer_embeddings`:
+  top-1, ensemble, plain merge, KDEM, PPEM); generated link-prediction graphs with known
+  link models (:func:`make_graph_collection`, :func:`link_probability`) and real graphs
+  (:func:`karate_club`, :func:`load_pyg_dataset`); link metrics (:func:`evaluate_scores`).
 """
 
 from ._core_pending import (
@@ -14,9 +21,48 @@ from ._core_pending import (
     mmd2,
     pairwise_discrepancy_loss,
 )
+from ._core_pending_merging import (
+    ResidualMLPExperts,
+    competence_routing,
+    ensemble_distillation_loss,
+    ensemble_forward,
+    merged_forward,
+    merged_parameters,
+    proximity_loss,
+)
+from .anygraph import (
+    AnyGraphConfig,
+    AnyGraphMoE,
+    link_loss,
+    normalized_adjacency,
+    propagate,
+    sample_link_batch,
+    svd_embedding,
+    unified_features,
+)
+from .anygraph_train import PretrainConfig, PretrainResult, pretrain
 from .baselines import GCN, EarlyFusionGCN, LateFusionGCN, PerViewGCN
 from .experts import GCNExperts, GCNPropagation, gcn_normalize
 from .io import MultiViewGraph, load_multiview_graph, save_multiview_graph
+from .link_data import (
+    FAMILIES,
+    GraphCollection,
+    karate_club,
+    link_probability,
+    link_split,
+    load_pyg_dataset,
+    make_graph_collection,
+    make_link_graph,
+)
+from .link_metrics import auc_score, evaluate_scores, oracle_metrics, ranking_metrics
+from .merging import (
+    STRATEGIES,
+    MergeConfig,
+    fine_tune_merging,
+    infer_embeddings,
+    inference_flops,
+    selected_experts,
+)
 from .mvcge import MvCGE, MvCGEConfig, MvCGEOutput, SemanticAttention
 from .pooling import POOLINGS, pool_nodes
 from .sbm import (
@@ -29,34 +75,70 @@ from .sbm import (
 from .train import TrainConfig, TrainResult, accuracy, macro_f1, train_node_classifier
 
 __all__ = [
+    "FAMILIES",
     "GCN",
     "POOLINGS",
+    "STRATEGIES",
+    "AnyGraphConfig",
+    "AnyGraphMoE",
     "BayesAccuracy",
     "EarlyFusionGCN",
     "GCNExperts",
     "GCNPropagation",
+    "GraphCollection",
     "LateFusionGCN",
+    "MergeConfig",
     "MultiViewCSBMConfig",
     "MultiViewGraph",
     "MvCGE",
     "MvCGEConfig",
     "MvCGEOutput",
     "PerViewGCN",
+    "PretrainConfig",
+    "PretrainResult",
+    "ResidualMLPExperts",
     "SemanticAttention",
     "TrainConfig",
     "TrainResult",
     "accuracy",
+    "auc_score",
     "bayes_optimal_accuracy",
     "bayes_posterior",
+    "competence_routing",
+    "ensemble_distillation_loss",
+    "ensemble_forward",
+    "evaluate_scores",
+    "fine_tune_merging",
     "gcn_normalize",
     "group_expert_usage",
+    "infer_embeddings",
+    "inference_flops",
+    "karate_club",
+    "link_loss",
+    "link_probability",
+    "link_split",
     "load_equilibrium_loss",
     "load_multiview_graph",
+    "load_pyg_dataset",
     "macro_f1",
+    "make_graph_collection",
+    "make_link_graph",
     "make_multiview_csbm",
+    "merged_forward",
+    "merged_parameters",
     "mmd2",
+    "normalized_adjacency",
+    "oracle_metrics",
     "pairwise_discrepancy_loss",
     "pool_nodes",
+    "pretrain",
+    "propagate",
+    "proximity_loss",
+    "ranking_metrics",
+    "sample_link_batch",
     "save_multiview_graph",
+    "selected_experts",
+    "svd_embedding",
     "train_node_classifier",
+    "unified_features",
 ]
