@@ -82,8 +82,8 @@ def concat_routings(routings: Sequence[Routing]) -> Routing:
         p = r.probs.to(pdtype)
         probs.append(torch.cat([p.new_zeros(T, left), p, p.new_zeros(T, right)], 1))
         lg = r.logits.to(pdtype)
-        logits.append(torch.cat([lg.new_full((T, left), -1e4), lg, lg.new_full((T, right), -1e4)], 1))
+        logits.append(
+            torch.cat([lg.new_full((T, left), -1e4), lg, lg.new_full((T, right), -1e4)], 1)
+        )
         offset += Eg
-    return Routing(
-        torch.cat(indices), torch.cat(weights), torch.cat(logits), torch.cat(probs), E
-    )
+    return Routing(torch.cat(indices), torch.cat(weights), torch.cat(logits), torch.cat(probs), E)

@@ -91,16 +91,16 @@ class FunctionalLinearModel(_Baseline):
     ----------
     num_basis : int
         B-spline functions for inputs and outputs.
-    alphas : sequence of float
-        Ridge penalties tried by leave-one-out.
+    alphas : sequence of float, optional
+        Ridge penalties tried by leave-one-out (default ``logspace(-4, 3, 15)``).
     seed : int
     domain : (float, float), optional
     """
 
-    def __init__(self, num_basis: int = 12, alphas=tuple(np.logspace(-4, 3, 15)), seed=0,
-                 domain=None) -> None:
+    def __init__(self, num_basis: int = 12, alphas=None, seed=0, domain=None) -> None:
         super().__init__(seed, domain)
-        self.num_basis, self.alphas = num_basis, tuple(alphas)
+        self.num_basis = num_basis
+        self.alphas = tuple(np.logspace(-4, 3, 15)) if alphas is None else tuple(alphas)
 
     def _coeffs(self, scaled) -> np.ndarray:
         nb = self.num_basis
@@ -137,8 +137,16 @@ class GridMLP(_Baseline):
     domain : (float, float), optional
     """
 
-    def __init__(self, grid_size: int = 32, hidden: int = 64, steps: int = 1000, lr=1e-3,
-                 weight_decay=1e-4, seed=0, domain=None) -> None:
+    def __init__(
+        self,
+        grid_size: int = 32,
+        hidden: int = 64,
+        steps: int = 1000,
+        lr=1e-3,
+        weight_decay=1e-4,
+        seed=0,
+        domain=None,
+    ) -> None:
         super().__init__(seed, domain)
         self.grid_size, self.hidden, self.steps = grid_size, hidden, steps
         self.lr, self.weight_decay = lr, weight_decay
@@ -152,8 +160,10 @@ class GridMLP(_Baseline):
         x = self._features(scaled)
         y = torch.as_tensor(target, dtype=x.dtype)
         self.net = nn.Sequential(
-            nn.Linear(x.shape[1], self.hidden), nn.GELU(),
-            nn.Linear(self.hidden, self.hidden), nn.GELU(),
+            nn.Linear(x.shape[1], self.hidden),
+            nn.GELU(),
+            nn.Linear(self.hidden, self.hidden),
+            nn.GELU(),
             nn.Linear(self.hidden, y.shape[1]),
         )
         opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
@@ -199,8 +209,9 @@ class ObservationGRU(_Baseline):
             seqs.append(torch.as_tensor(f, dtype=torch.get_default_dtype()))
         lengths = torch.tensor([len(x) for x in seqs])
         padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
-        return nn.utils.rnn.pack_padded_sequence(padded, lengths, batch_first=True,
-                                                 enforce_sorted=False)
+        return nn.utils.rnn.pack_padded_sequence(
+            padded, lengths, batch_first=True, enforce_sorted=False
+        )
 
     def _forward(self, packed):
         _, h = self.gru(packed)

@@ -65,8 +65,14 @@ def _random_series(rng, period, modes, max_freq, scale, squash=False) -> Fourier
     m = int(rng.integers(modes[0], modes[1] + 1))
     freqs = rng.uniform(0.5, max_freq, size=m)
     amps = scale * rng.normal(size=m) / np.sqrt(m) / (1 + freqs) ** 0.5
-    return FourierFunction(amps, freqs, rng.uniform(0, 2 * np.pi, size=m), period,
-                           offset=float(scale * 0.3 * rng.normal()), squash=squash)
+    return FourierFunction(
+        amps,
+        freqs,
+        rng.uniform(0, 2 * np.pi, size=m),
+        period,
+        offset=float(scale * 0.3 * rng.normal()),
+        squash=squash,
+    )
 
 
 def _stacked(fs):
@@ -122,8 +128,15 @@ def oscillator_response(
         w2 = omega0**2 * (1.0 + 0.5 * f2s(t))
         return np.concatenate([v, f1s(t) - 2 * zeta * omega0 * v - w2 * y])
 
-    sol = solve_ivp(rhs, (0.0, float(times[-1])), np.zeros(2 * N), method="DOP853",
-                    t_eval=times, rtol=1e-9, atol=1e-11)
+    sol = solve_ivp(
+        rhs,
+        (0.0, float(times[-1])),
+        np.zeros(2 * N),
+        method="DOP853",
+        t_eval=times,
+        rtol=1e-9,
+        atol=1e-11,
+    )
     if not sol.success:  # pragma: no cover - smooth bounded inputs
         raise RuntimeError(f"solve_ivp failed: {sol.message}")
     y = sol.y[:N]

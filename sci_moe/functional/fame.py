@@ -41,7 +41,8 @@ def import_torchcde():
         import torchcde
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "sci_moe.functional needs torchcde; install the extra: pip install 'sci-moe[functional]'"
+            "sci_moe.functional needs torchcde; install the extra: "
+            "pip install 'sci-moe[functional]'"
         ) from err
     return torchcde
 
@@ -92,8 +93,15 @@ class FAMEConfig:
     adjoint: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("num_functions", "num_experts", "hidden", "expert_hidden",
-                     "attention_dim", "decoder_hidden", "substeps"):
+        for name in (
+            "num_functions",
+            "num_experts",
+            "hidden",
+            "expert_hidden",
+            "attention_dim",
+            "decoder_hidden",
+            "substeps",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_quadrature < 3:
@@ -130,7 +138,11 @@ class FAME(nn.Module):
         self.config = c = config
         self.directions = 2 if c.bidirectional else 1
         self.field = MixtureVectorField(
-            c.hidden, self.channels, c.num_experts, c.expert_hidden, c.summary_size,
+            c.hidden,
+            self.channels,
+            c.num_experts,
+            c.expert_hidden,
+            c.summary_size,
             groups=self.directions,
         )
         self.initial = nn.ModuleList(
@@ -193,9 +205,7 @@ class FAME(nn.Module):
             parts.append(reverse_coeffs.reshape(B * J, *coeffs.shape[2:]))
         X = torchcde.CubicSpline(torch.cat(parts), grid)
         x0 = X.evaluate(grid[0])  # (D B J, channels)
-        z0 = torch.cat(
-            [lin(x0[g * B * J : (g + 1) * B * J]) for g, lin in enumerate(self.initial)]
-        )
+        z0 = torch.cat([lin(x0[g * B * J : (g + 1) * B * J]) for g, lin in enumerate(self.initial)])
         z = self._solve(X, self.field, z0, self.quadrature.to(grid.dtype))  # (D B J, Q, h)
         z = z.view(self.directions, B, J, *z.shape[1:])
         states = [z[0]] + ([z[1].flip(-2)] if self.directions == 2 else [])

@@ -119,9 +119,7 @@ def spline_coefficients(
     return out
 
 
-def symmetric_grid(
-    times: Sequence[np.ndarray], base: np.ndarray, decimals: int = 12
-) -> np.ndarray:
+def symmetric_grid(times: Sequence[np.ndarray], base: np.ndarray, decimals: int = 12) -> np.ndarray:
     """Sorted union of ``base``, all ``times`` and their mirror images ``1 - t``.
 
     The mirror makes the grid of the time-reversed paths (backward CDE) the same grid.
@@ -194,7 +192,8 @@ def path_summary(
     """Sampling-robust summary ``s`` of one function, from its path (not its samples).
 
     .. math::
-        s = \\big(\\bar x,\\ \\mathrm{sd}(x),\\ \\overline{|x'|},\\ \\log(1 + \\overline{|x''|})\\big)
+        s = \\big(\\bar x,\\ \\mathrm{sd}(x),\\ \\overline{|x'|},
+        \\ \\log(1 + \\overline{|x''|})\\big)
 
     with bars the averages over ``num_points`` equispaced points of ``[0, 1]``
     (trapezoid rule). Refining the observations of a smooth function changes ``s`` only

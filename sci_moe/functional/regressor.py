@@ -233,5 +233,7 @@ class FunctionOnFunctionRegressor:
         data = self.prepare(inputs)
         J = data.coeffs.shape[1]
         onehot = torch.eye(J, dtype=data.summary.dtype).expand(len(data), J, J)
-        r = self.model.field.router(torch.cat([data.summary, onehot], -1).reshape(-1, data.summary.shape[-1] + J))
+        r = self.model.field.router(
+            torch.cat([data.summary, onehot], -1).reshape(-1, data.summary.shape[-1] + J)
+        )
         return r.weights.reshape(len(data), J, -1).numpy()

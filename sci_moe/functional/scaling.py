@@ -90,9 +90,7 @@ class FunctionScaler:
     def transform_outputs(self, outputs: Sequence, num_samples: int):
         """Check, scale times and normalise values of raw outputs."""
         outputs = check_outputs(outputs, num_samples, self.domain)
-        return [
-            (self.scale_times(t), (v - self.output_mean) / self.output_std) for t, v in outputs
-        ]
+        return [(self.scale_times(t), (v - self.output_mean) / self.output_std) for t, v in outputs]
 
     def inverse_outputs(self, y: np.ndarray) -> np.ndarray:
         """Normalised predictions back to output units."""

@@ -56,8 +56,10 @@ class MixtureVectorField(nn.Module):
     ) -> None:
         super().__init__()
         if min(hidden, channels, num_experts, expert_hidden, summary_size, groups) < 1:
-            raise ValueError("hidden, channels, num_experts, expert_hidden, summary_size, "
-                             "groups must all be >= 1")
+            raise ValueError(
+                "hidden, channels, num_experts, expert_hidden, summary_size, "
+                "groups must all be >= 1"
+            )
         self.hidden, self.channels, self.groups = hidden, channels, groups
         self.num_experts = num_experts
         self.router = Router(d_model=summary_size, num_experts=num_experts, mode="dense")
