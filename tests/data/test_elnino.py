@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("statsmodels")
 
-from sci_moe.data.elnino import ELNINO_MONTHS, elnino_next_year, load_elnino  # noqa: E402
+from sci_moe.data.elnino import ELNINO_MONTHS, elnino_next_year, load_elnino
 
 
 def test_load_and_pairs():
