@@ -20,6 +20,7 @@ from ._core_pending import (
     load_equilibrium_loss,
     mmd2,
     pairwise_discrepancy_loss,
+    pairwise_js_divergence,
 )
 from ._core_pending_merging import (
     ResidualMLPExperts,
@@ -130,6 +131,7 @@ __all__ = [
     "normalized_adjacency",
     "oracle_metrics",
     "pairwise_discrepancy_loss",
+    "pairwise_js_divergence",
     "pool_nodes",
     "pretrain",
     "propagate",

@@ -8,6 +8,8 @@ Written as core code: generic names, no graph-specific assumptions.
   diagnostic of a router shared across views or scales).
 * :func:`mmd2`: generalised (multi-kernel Gaussian) squared maximum mean discrepancy
   between two sample sets.
+* :func:`pairwise_js_divergence`: mean Jensen-Shannon divergence between groups' expert
+  usage (cross-view routing diagnostic).
 * :func:`pairwise_discrepancy_loss`: minus the mean pairwise ``MMD^2`` between several
   embedding sets (a loss that keeps views / modalities apart).
 """
@@ -25,6 +27,7 @@ __all__ = [
     "load_equilibrium_loss",
     "mmd2",
     "pairwise_discrepancy_loss",
+    "pairwise_js_divergence",
 ]
 
 _SOURCES = ("weights", "probs")
@@ -113,7 +116,10 @@ def load_equilibrium_loss(
 
 
 def group_expert_usage(
-    routing: Routing, groups: torch.Tensor | None = None, num_groups: int | None = None
+    routing: Routing,
+    groups: torch.Tensor | None = None,
+    num_groups: int | None = None,
+    weighted: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fraction of each group's kept assignments per expert, and its entropy.
 
@@ -122,7 +128,9 @@ def group_expert_usage(
         u_{gi} = \\frac{\\#\\{(t, j): t \\in g,\\ i_{tj} = i\\}}{\\#\\{(t, j): t \\in g\\}},
         \\qquad H_g = -\\sum_i u_{gi} \\log u_{gi}
 
-    ``H_g`` is in nats, between 0 (one expert) and ``log E`` (uniform use).
+    ``H_g`` is in nats, between 0 (one expert) and ``log E`` (uniform use). With
+    ``weighted=True`` each assignment counts with its routing weight ``w_tj`` instead of 1
+    (what matters when a group has few tokens, e.g. one pooled token per view).
 
     Parameters
     ----------
@@ -130,6 +138,7 @@ def group_expert_usage(
     groups : Tensor, shape (T,), integer, optional
         Group id of every token (default: one group).
     num_groups : int, optional
+    weighted : bool
 
     Returns
     -------
@@ -146,11 +155,50 @@ def group_expert_usage(
     flat_g = groups.repeat_interleave(k)[kept.reshape(-1)]
     flat_e = routing.indices.reshape(-1)[kept.reshape(-1)]
     counts = torch.zeros(G * E, dtype=torch.float64, device=flat_e.device)
-    counts.index_add_(0, flat_g * E + flat_e, torch.ones_like(flat_e, dtype=torch.float64))
+    if weighted:
+        mass = routing.weights.detach().reshape(-1)[kept.reshape(-1)].to(torch.float64)
+    else:
+        mass = torch.ones_like(flat_e, dtype=torch.float64)
+    counts.index_add_(0, flat_g * E + flat_e, mass)
     counts = counts.view(G, E)
     usage = counts / counts.sum(-1, keepdim=True).clamp_min(1.0)
     entropy = -(usage * usage.clamp_min(1e-300).log()).sum(-1)
     return usage.float(), entropy.float()
+
+
+def pairwise_js_divergence(p: torch.Tensor) -> torch.Tensor:
+    """Mean Jensen-Shannon divergence between the rows of ``p`` (nats).
+
+    .. math::
+
+        \\mathrm{JS}(p, q) = \\tfrac12 \\mathrm{KL}(p \\| m) + \\tfrac12 \\mathrm{KL}(q \\| m),
+        \\quad m = \\tfrac12 (p + q); \\qquad
+        \\overline{\\mathrm{JS}} = \\frac{2}{G(G-1)}\\sum_{g < h} \\mathrm{JS}(p_g, p_h)
+
+    0 when every group uses the experts alike, at most ``log 2``: a cross-view / cross-scale
+    routing diagnostic.
+
+    Parameters
+    ----------
+    p : Tensor, shape (G, E)
+        Distributions (rows summing to one, e.g. :func:`group_expert_usage`), ``G >= 2``.
+
+    Returns
+    -------
+    Tensor, scalar
+    """
+    if p.dim() != 2 or p.shape[0] < 2:
+        raise ValueError(f"p must have shape (G, E) with G >= 2, got {tuple(p.shape)}")
+    a, b = p.unsqueeze(1), p.unsqueeze(0)
+    m = 0.5 * (a + b)
+
+    def kl(x, y):
+        return torch.where(x > 0, x * (x.clamp_min(1e-300).log() - y.clamp_min(1e-300).log()), 0.0)
+
+    js = 0.5 * (kl(a, m) + kl(b, m)).sum(-1)
+    G = p.shape[0]
+    iu = torch.triu_indices(G, G, 1)
+    return js[iu[0], iu[1]].mean()
 
 
 def _bandwidths(bandwidths, x, y) -> torch.Tensor:

@@ -361,8 +361,15 @@ class MvCGE(nn.Module):
         )
 
     @staticmethod
-    def expert_usage(out: MvCGEOutput) -> tuple[torch.Tensor, torch.Tensor]:
+    def expert_usage(out: MvCGEOutput, weighted: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-layer, per-view expert usage and its entropy.
+
+        Parameters
+        ----------
+        out : MvCGEOutput
+        weighted : bool
+            Count assignments with their routing weights (see
+            :func:`~sci_moe.graphs.group_expert_usage`).
 
         Returns
         -------

@@ -12,6 +12,7 @@ from sci_moe.graphs import (
     load_equilibrium_loss,
     mmd2,
     pairwise_discrepancy_loss,
+    pairwise_js_divergence,
 )
 from sci_moe.moe import Router, Routing
 from tests.conftest import FLOAT_TOLERANCE
@@ -174,3 +175,25 @@ def test_pairwise_discrepancy_is_minus_mean_pairwise_mmd(float_dtype):
     assert torch.allclose(pairwise_discrepancy_loss(h[[2, 0, 1]], bw), fast, atol=tol)
     with pytest.raises(ValueError, match="two"):
         pairwise_discrepancy_loss(h[:1], bw)
+
+
+def test_weighted_usage_and_js_divergence():
+    r, _ = _routing(T=6, E=4, k=2)
+    groups = torch.arange(6) % 2
+    usage, _ = group_expert_usage(r, groups, 2, weighted=True)
+    for g in range(2):
+        ref = torch.zeros(4, dtype=torch.float64)
+        for t in range(6):
+            if t % 2 == g:
+                for j in range(2):
+                    ref[r.indices[t, j]] += float(r.weights[t, j])
+        assert torch.allclose(usage[g].double(), ref / ref.sum(), atol=1e-6)
+    p = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    # pairs: (0,1) log 2, (0,2) 0, (1,2) log 2
+    assert float(pairwise_js_divergence(p)) == pytest.approx(2 * math.log(2) / 3)
+    q = torch.tensor([[0.3, 0.7], [0.6, 0.4]], dtype=torch.float64)
+    m = 0.5 * (q[0] + q[1])
+    ref = 0.5 * (q[0] * (q[0] / m).log()).sum() + 0.5 * (q[1] * (q[1] / m).log()).sum()
+    assert float(pairwise_js_divergence(q)) == pytest.approx(float(ref))
+    with pytest.raises(ValueError, match="G >= 2"):
+        pairwise_js_divergence(q[:1])
