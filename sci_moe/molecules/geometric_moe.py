@@ -329,15 +329,17 @@ class GeometricMoE(nn.Module):
         return bool(self.dense)
 
     @torch.no_grad()
-    def upcycle_(self) -> None:
+    def upcycle_(self, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Copy expert 0 into every expert of both paths, in place, and leave dense mode.
 
         The parameters stay the same objects, so an existing optimiser keeps training
         all of them (the public SPiCE code replaces them inside ``forward``, which hides
-        the copies from the optimiser).
+        the copies from the optimiser). With ``optimizer``, its per-parameter moments
+        (AdamW's ``exp_avg``/``exp_avg_sq``) are copied the same way
+        (:func:`sci_moe.moe.copy_expert`).
         """
-        copy_expert(self.scalar_experts, 0)
-        copy_expert(self.vector_experts, 0)
+        copy_expert(self.scalar_experts, 0, optimizer=optimizer)
+        copy_expert(self.vector_experts, 0, optimizer=optimizer)
         self.dense.fill_(False)
 
     def routed_paths(self) -> list[RoutedPath]:

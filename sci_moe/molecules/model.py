@@ -416,16 +416,17 @@ class SPiCE(EnsembleRegressor):
         return any(m.is_dense for m in self.moe_layers())
 
     @torch.no_grad()
-    def upcycle_(self) -> None:
+    def upcycle_(self, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Copy every layer's expert 0 into all its experts, in place (sparse upcycling).
 
         Komatsuzaki et al. 2023; SPiCE's ``upcycling_epochs``. Parameters stay the same
-        objects, so the optimiser keeps training every expert afterwards.
+        objects, so the optimiser keeps training every expert afterwards; with
+        ``optimizer`` its moments are copied too.
         """
         if not self.config.use_moe:
             raise ValueError("this model has use_moe=False: build it with use_moe=True")
         for m in self.moe_layers():
-            m.upcycle_()
+            m.upcycle_(optimizer)
 
     @classmethod
     def from_dense(cls, dense: SPiCE, config: SPiCEConfig | None = None) -> SPiCE:

@@ -325,14 +325,7 @@ def _optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
 @torch.no_grad()
 def _upcycle(model, optimizer: torch.optim.Optimizer) -> None:
     """Copy expert 0 into every expert, and its AdamW moments too."""
-    model.upcycle_()
-    for layer in model.moe_layers():
-        banks = (layer.scalar_experts, layer.vector_experts)
-        for p in (q for bank in banks for q in bank.parameters()):
-            state = optimizer.state.get(p, {})
-            for key in ("exp_avg", "exp_avg_sq"):
-                if key in state:
-                    state[key].copy_(state[key][0:1].expand_as(state[key]))
+    model.upcycle_(optimizer)
 
 
 def _target_names(names, n_targets):

@@ -171,6 +171,22 @@ def test_dense_mode_and_upcycling_in_place():
     assert not torch.equal(before, moe.scalar_experts.up[3])
 
 
+def test_upcycling_copies_adam_moments():
+    moe = GeometricMoE(hidden=F, num_experts=E, top_k=2, dense=True)
+    opt = torch.optim.AdamW(moe.parameters(), lr=1e-3)
+    out = moe(torch.randn(20, F), torch.randn(20, 3, F))
+    (out[0].square().sum() + out[1].square().sum()).backward()
+    opt.step()  # dense mode: only expert 0 has moments
+    moe.upcycle_(opt)
+    for bank in (moe.scalar_experts, moe.vector_experts):
+        for p in bank.parameters():
+            for key in ("exp_avg", "exp_avg_sq"):
+                m = opt.state[p][key]
+                assert float(m[0].abs().sum()) > 0
+                for e in range(1, E):
+                    assert torch.equal(m[e], m[0]), (key, e)
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="top_k"):
         GeometricMoEConfig(hidden=8, num_experts=2, top_k=3)
