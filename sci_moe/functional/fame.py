@@ -14,7 +14,8 @@ Pipeline for a sample with ``J`` input functions on the scaled domain ``[0, 1]``
 3. continuous attention over time per function and cross-attention across functions
    (:mod:`sci_moe.functional.attention`) give ``G(tau)``;
 4. an NCDE decoder driven by the natural cubic spline of ``(tau, G(tau))`` gives
-   ``Y(t) = W u(t) + b`` at any query time.
+   ``Y(t) = W u(t) + V G(t) + b`` at any query time (``V G(t)``, a linear skip from the
+   spline of ``G``, is our addition: it shortens the gradient path to the encoder).
 
 Solver: torchcde ``cdeint`` with torchdiffeq's fixed-step ``rk4``, step
 ``1 / ((Q - 1) substeps)``, cubic Hermite output interpolation between steps; gradients by
@@ -156,6 +157,7 @@ class FAME(nn.Module):
             nn.Linear(hd, hd), nn.Tanh(), nn.Linear(hd, hd * (d + 1)), nn.Tanh()
         )
         self.readout = nn.Linear(hd, 1)
+        self.skip = nn.Linear(d, 1, bias=False)
         self.register_buffer(
             "quadrature", torch.linspace(0.0, 1.0, c.num_quadrature), persistent=False
         )
@@ -212,7 +214,7 @@ class FAME(nn.Module):
         return torch.cat(states, -1)
 
     def decode(self, g: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        """NCDE decoder driven by ``(tau, G(tau))``.
+        """NCDE decoder driven by ``(tau, G(tau))``, plus a linear skip from ``G(t)``.
 
         Parameters
         ----------
@@ -242,7 +244,9 @@ class FAME(nn.Module):
         if times.numel() == 1:  # only t = 0 asked for
             times = torch.cat([times, times.new_ones(1)])
         u = self._solve(X, decoder, u0, times)  # (B, len(times), hd)
-        return self.readout(u[:, inverse[1:]]).squeeze(-1)
+        g_at = X.evaluate(times)[..., 1:]  # G on its spline at the query times
+        y = self.readout(u) + self.skip(g_at)
+        return y[:, inverse[1:]].squeeze(-1)
 
     def forward(self, coeffs, grid, summary, query, reverse_coeffs=None) -> torch.Tensor:
         """Predict the (normalised) output function at the query times.
