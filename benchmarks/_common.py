@@ -346,10 +346,15 @@ class Row:
 
 def write_json(path: str | Path, benchmark: str, machine: dict, rows: Sequence[Row]) -> None:
     """Write the ``DESIGN.md`` benchmark JSON to ``path`` (parent folders created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": benchmark, "machine": machine, "rows": [asdict(r) for r in rows]}
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    write_json_doc(path, doc)
+
+
+def write_json_doc(path: str | Path, doc: dict, indent: int = 2) -> None:
+    """Write any JSON document to ``path`` atomically (a killed run leaves the old file)."""
+    from sci_moe._util import atomic_write_text
+
+    atomic_write_text(Path(path), json.dumps(doc, indent=indent) + "\n", fsync=False)
 
 
 def _cell(v: object) -> str:

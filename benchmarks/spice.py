@@ -32,14 +32,12 @@ when missing: 50 molecules, ~2-4 min on 2 cores).
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup
+from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, write_json_doc
 
 SPLIT_SEEDS = (123, 8888, 8889, 4242, 7)
 MODELS = ("spice", "spice_dense", "single_conformer", "deepsets", "gnn2d")
@@ -271,10 +269,7 @@ def main() -> None:
                 "expert_load_seed0": usage,
             },
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_name(args.json.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, args.json)
+        write_json_doc(args.json, doc, indent=1)
         print(f"wrote {args.json}")
 
 

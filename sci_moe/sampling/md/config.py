@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..._util import atomic_write_text
+
 __all__ = [
     "ENGINES",
     "INTEGRATORS",
@@ -309,19 +311,14 @@ def resolve_config(
 def write_config(cfg: MDConfig, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """Write the resolved configuration as YAML (atomically), with ``extra`` merged into
     its ``extra`` entry (e.g. the engine chosen, the total steps)."""
-    import os
-
     import yaml
 
     path = Path(path)
     data = cfg.to_dict()
     if extra:
         data["extra"] = {**data.get("extra", {}), **extra}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(
+    return atomic_write_text(
+        path,
         "# sci-moe md run: resolved configuration (reuse with --config)\n"
         + yaml.safe_dump(data, sort_keys=False),
-        encoding="utf-8",
     )
-    os.replace(tmp, path)
-    return path
