@@ -35,8 +35,8 @@ with as many edges; identity features.
 
 Run: ``python benchmarks/mvcge.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--threads N]``. ``--quick``: N = 300, 60 epochs, sweep (0, 0.4, 0.8) on N = 300, 3
-seeds (about 2 min on one idle core); default: N = 800, 120 epochs, sweep of 5
-contrasts on N = 400 (100 epochs), heterophilic case, 3 seeds.
+seeds (about 2 min on one idle core); default: N = 600, 100 epochs, sweep of 5
+contrasts on N = 300 (80 epochs), heterophilic case, 3 seeds.
 """
 
 from __future__ import annotations
@@ -195,11 +195,12 @@ def main_table(cfg: MultiViewCSBMConfig, methods, seeds, epochs, rows, tag):
                 f1,
                 acc / ceiling,
                 None if ent is None else "/".join(f"{e:.2f}" for e in ent),
+                None if ent is None else js,
                 mmd,
             ]
         )
     print_table(
-        ["method", "acc", "std", "macro-F1", "acc/Bayes", "entropy v0/v1/v2", "MMD2"],
+        ["method", "acc", "std", "macro-F1", "acc/Bayes", "entropy v0/v1/v2", "JS", "MMD2"],
         table,
         title=f"\n{tag}: N = {cfg.num_nodes}, contrast {cfg.contrast}, "
         f"{len(seeds)} seeds, {epochs} epochs",
@@ -319,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup(args)
     quick = args.quick
-    n_main, epochs = (300, 60) if quick else (800, 120)
-    n_sweep, sweep_epochs = (300, 60) if quick else (400, 100)
+    n_main, epochs = (300, 60) if quick else (600, 100)
+    n_sweep, sweep_epochs = (300, 60) if quick else (300, 80)
     contrasts = (0.0, 0.4, 0.8) if quick else (0.0, 0.2, 0.4, 0.6, 0.8)
     seeds = [args.seed + i for i in range(N_SEEDS)]
     machine = machine_info(
