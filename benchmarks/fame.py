@@ -20,9 +20,9 @@ climatology (training mean curve) and persistence (next year = this year, full i
 
 FAME settings (``--quick`` / full): encoder hidden 8 / 16, expert width 8 / 16, attention
 and decoder width 8 / 16, quadrature 9 / 17 nodes, rk4 with one step per node interval,
-natural cubic spline paths, Adam 1e-2 with cosine decay, batch 20 / 32, 15 / 80 steps
-(oscillator) and 40 / 200 steps (El Nino). Sizes ``N``: 60 / (100, 200) (``K = 5`` only at
-the smallest ``N`` in the full run), test curves 40 / 100.
+natural cubic spline paths, Adam 1e-2 with cosine decay, batch 20 / 32, 15 / 60 steps
+(oscillator) and 40 / 150 steps (El Nino). Sizes ``N``: 60 / (100, 200) (``K = 5`` only at
+the smallest ``N`` in the full run), test curves 40 / 60.
 
 Run: ``python benchmarks/fame.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--threads N]`` (``--seed`` offsets the three seeds). Needs ``sci-moe[functional]``.
@@ -82,8 +82,8 @@ def make_models(quick: bool, seed: int, Ks, steps: int, domain=None) -> dict:
 
 def run_oscillator(quick: bool, seed0: int) -> dict:
     sizes = (60,) if quick else (100, 200)
-    n_test = 40 if quick else 100
-    steps = 15 if quick else 80
+    n_test = 40 if quick else 60
+    steps = 15 if quick else 60
     test = make_oscillator_data(n_test, seed=10_000)
     err, fit_s, entropy = {}, {}, {}
     for N in sizes:
@@ -153,7 +153,7 @@ def report_oscillator(res: dict, rows: list[Row]) -> None:
 
 
 def run_elnino(quick: bool, seed0: int) -> dict:
-    steps = 40 if quick else 200
+    steps = 40 if quick else 150
     X, Y, years, targets = elnino_next_year()
     Xh, *_ = elnino_next_year(observed=0.5, seed=seed0)
     train = years <= 1994
