@@ -1,0 +1,29 @@
+"""Mamba (v1) and Routing Mamba (RoM) blocks for the MoE language model.
+
+:class:`MambaBlock` is a pure-torch selective state-space block (Gu & Dao 2023) in the
+parameter layout of transformers' ``MambaMixer`` (:func:`from_transformers_mixer`),
+with a parallel chunked scan (:func:`selective_scan`), the step-by-step reference
+(:func:`selective_scan_reference`) and a constant-size :class:`MambaState` for
+generation. :class:`RoMBlock` (Zhan et al., NeurIPS 2025) routes its Conv, Gate and Out
+projections through core expert banks driven by one shared :class:`~sci_moe.moe.Routing`.
+"""
+
+from .block import MambaBlock, MambaConfig, MambaState
+from .interop import config_from_transformers, from_transformers_mixer
+from .rom import PROJECTIONS, RoMBlock, RoMConfig
+from .scan import linear_scan, selective_scan, selective_scan_reference, selective_state_step
+
+__all__ = [
+    "PROJECTIONS",
+    "MambaBlock",
+    "MambaConfig",
+    "MambaState",
+    "RoMBlock",
+    "RoMConfig",
+    "config_from_transformers",
+    "from_transformers_mixer",
+    "linear_scan",
+    "selective_scan",
+    "selective_scan_reference",
+    "selective_state_step",
+]
