@@ -10,6 +10,7 @@ from torch import nn
 
 from ..moe import MoE, MoEConfig, MoEInfo, SharedExperts
 from .data import VOCAB_SIZE
+from .mamba import MambaBlock, MambaConfig, RoMBlock, RoMConfig
 
 __all__ = ["MoELMConfig", "MoETransformerLM"]
 
@@ -40,6 +41,20 @@ class MoELMConfig:
         ``variance_coef``, ``load_balance_coef``, ``z_loss_coef``, ``selection_bias``,
         ``bias_update_rate``, ``score``. Validated here by building an
         :class:`~sci_moe.moe.MoEConfig`.
+    layers : str
+        Sequence mixer of each block, one letter per layer: ``"a"`` causal
+        self-attention, ``"m"`` Mamba (:class:`~sci_moe.language.mamba.MambaBlock`),
+        ``"r"`` Routing Mamba (:class:`~sci_moe.language.mamba.RoMBlock`). Empty (the
+        default) means attention everywhere; ``"mama"`` is a hybrid stack.
+    mamba : dict
+        Options of the Mamba/RoM mixers: :class:`~sci_moe.language.mamba.RoMConfig`
+        fields (``d_state``, ``d_conv``, ``expand``, ``num_experts``, ``top_k``,
+        ``routing``, ``router``, ``load_balance_coef``, ...; RoM's ``num_experts`` and
+        ``top_k`` default to this config's) and ``ffn`` (bool, default ``False``):
+        whether Mamba/RoM blocks also get an FFN (attention blocks always do).
+    positions : bool
+        Learned position embeddings (default). ``False`` (for Mamba stacks) drops them,
+        and with them the ``seq_len`` limit on inputs.
     """
 
     vocab_size: int = VOCAB_SIZE
@@ -53,6 +68,9 @@ class MoELMConfig:
     dense_first_layer: bool = False
     tie_embeddings: bool = True
     moe: dict = field(default_factory=dict)
+    layers: str = ""
+    mamba: dict = field(default_factory=dict)
+    positions: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "seq_len", "d_hidden"):
@@ -76,6 +94,34 @@ class MoELMConfig:
         if reserved:
             raise ValueError(f"set {sorted(reserved)} as MoELMConfig fields, not in moe")
         self.moe_config()  # validates the options
+        if self.layers and (len(self.layers) != self.n_layers or set(self.layers) - set("amr")):
+            raise ValueError(
+                f"layers={self.layers!r} must have one letter of 'a' (attention), 'm' (Mamba), "
+                f"'r' (Routing Mamba) per layer (n_layers={self.n_layers})"
+            )
+        if not isinstance(self.mamba, dict):
+            raise TypeError(f"mamba must be a dict of options, got {type(self.mamba).__name__}")
+        for kind in set(self.layers) - {"a"}:
+            self.mixer_config(kind)  # validates the options
+
+    def layer_kind(self, i: int) -> str:
+        """Mixer letter of block ``i`` (``"a"``, ``"m"`` or ``"r"``)."""
+        return self.layers[i] if self.layers else "a"
+
+    def has_ffn(self, i: int) -> bool:
+        """Whether block ``i`` has an FFN (attention blocks always; Mamba ones if asked)."""
+        return self.layer_kind(i) == "a" or bool(self.mamba.get("ffn", False))
+
+    def mixer_config(self, kind: str) -> MambaConfig:
+        """The :class:`MambaConfig` (``"m"``) or :class:`RoMConfig` (``"r"``) of a mixer."""
+        opts = {k: v for k, v in self.mamba.items() if k != "ffn"}
+        if kind == "m":
+            rom_only = {f.name for f in fields(RoMConfig)} - {f.name for f in fields(MambaConfig)}
+            opts = {k: v for k, v in opts.items() if k not in rom_only}
+            return MambaConfig(d_model=self.d_model, **opts)
+        opts.setdefault("num_experts", self.num_experts)
+        opts.setdefault("top_k", self.top_k)
+        return RoMConfig(d_model=self.d_model, **opts)
 
     def moe_config(self) -> MoEConfig:
         """The :class:`~sci_moe.moe.MoEConfig` of each MoE layer."""
@@ -115,10 +161,19 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     """Pre-norm block: ``x + attn(norm(x))`` then ``x + ffn(norm(x))``."""
 
-    def __init__(self, cfg: MoELMConfig, dense: bool) -> None:
+    def __init__(self, cfg: MoELMConfig, dense: bool, kind: str = "a", ffn: bool = True) -> None:
         super().__init__()
+        self.kind = kind
         self.norm1 = nn.LayerNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
+        if kind == "a":
+            self.attn: nn.Module = CausalSelfAttention(cfg.d_model, cfg.n_heads)
+        elif kind == "m":
+            self.attn = MambaBlock(cfg.mixer_config("m"))
+        else:
+            self.attn = RoMBlock(cfg.mixer_config("r"))
+        if not ffn:
+            self.ffn = None
+            return
         self.norm2 = nn.LayerNorm(cfg.d_model)
         if dense:
             # dense SwiGLU of the same active size
@@ -130,14 +185,22 @@ class Block(nn.Module):
     def is_moe(self) -> bool:
         return isinstance(self.ffn, MoE)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEInfo | None]:
-        x = x + self.attn(self.norm1(x))
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEInfo | None, MoEInfo | None]:
+        """``(x, info of the MoE FFN or None, info of a RoM mixer or None)``."""
+        mixer_info = None
+        if self.kind == "r":
+            a, mixer_info = self.attn(self.norm1(x))
+        else:
+            a = self.attn(self.norm1(x))
+        x = x + a
+        if self.ffn is None:
+            return x, None, mixer_info
         h = self.norm2(x)
         if self.is_moe:
             y, info = self.ffn(h, return_routing=True)
         else:
             y, info = self.ffn(h), None
-        return x + y, info
+        return x + y, info, mixer_info
 
 
 class MoETransformerLM(nn.Module):
@@ -163,9 +226,10 @@ class MoETransformerLM(nn.Module):
         super().__init__()
         self.config = c = config
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos = nn.Embedding(c.seq_len, c.d_model)
+        self.pos = nn.Embedding(c.seq_len, c.d_model) if c.positions else None
         self.blocks = nn.ModuleList(
-            Block(c, dense=(i == 0 and c.dense_first_layer)) for i in range(c.n_layers)
+            Block(c, (i == 0 and c.dense_first_layer), c.layer_kind(i), c.has_ffn(i))
+            for i in range(c.n_layers)
         )
         self.norm = nn.LayerNorm(c.d_model)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
@@ -191,23 +255,28 @@ class MoETransformerLM(nn.Module):
         -------
         logits : Tensor, shape (B, T, vocab_size)
         aux_loss : Tensor, scalar
-            Sum over MoE layers of :attr:`MoEInfo.aux_loss` (add it to the LM loss).
+            Sum over MoE layers (and Routing Mamba mixers) of :attr:`MoEInfo.aux_loss`
+            (add it to the LM loss).
         infos : list of MoEInfo
             One per MoE layer, in depth order.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, time), got {tuple(idx.shape)}")
         T = idx.shape[1]
-        if T > self.config.seq_len:
-            raise ValueError(f"sequence length {T} exceeds seq_len={self.config.seq_len}")
-        x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
+        x = self.tok(idx)
+        if self.pos is not None:
+            if T > self.config.seq_len:
+                raise ValueError(f"sequence length {T} exceeds seq_len={self.config.seq_len}")
+            x = x + self.pos(torch.arange(T, device=idx.device))
         infos: list[MoEInfo] = []
         aux = x.new_zeros(())
         for block in self.blocks:
-            x, info = block(x)
+            x, info, mixer_info = block(x)
             if info is not None:
                 infos.append(info)
                 aux = aux + info.aux_loss
+            if mixer_info is not None:  # Routing Mamba's router losses
+                aux = aux + mixer_info.aux_loss
         return self.head(self.norm(x)), aux, infos
 
     def loss(

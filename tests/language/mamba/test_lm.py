@@ -1,0 +1,89 @@
+"""Mamba / RoM / hybrid stacks in the MoE language model, trained by its trainer."""
+
+import pytest
+import torch
+
+from sci_moe.language import MoELMConfig, MoETransformerLM, TextCorpus, TrainConfig, train
+from sci_moe.language.mamba import MambaBlock, RoMBlock
+
+
+def _corpus():
+    g = torch.Generator().manual_seed(0)
+    text = torch.randint(0, 256, (4000,), generator=g, dtype=torch.uint8)
+    return TextCorpus(train=text[:3500], val=text[3500:], sources={})
+
+
+def test_hybrid_stack_builds_and_routes():
+    cfg = MoELMConfig(
+        d_model=16,
+        n_layers=3,
+        n_heads=2,
+        seq_len=8,
+        d_hidden=16,
+        num_experts=2,
+        top_k=1,
+        layers="ram",
+        mamba={"d_state": 4, "num_experts": 3, "top_k": 2},
+    )
+    model = MoETransformerLM(cfg)
+    kinds = [type(b.attn) for b in model.blocks]
+    assert kinds[0] is RoMBlock and kinds[2] is MambaBlock
+    assert model.blocks[0].attn.config.num_experts == 3
+    assert model.blocks[0].ffn is None and model.blocks[1].ffn is not None
+    logits, aux, infos = model(torch.zeros(2, 8, dtype=torch.long))
+    assert logits.shape == (2, 8, 256) and len(infos) == 1 and aux > 0
+
+
+def test_no_positions_allows_longer_context():
+    cfg = MoELMConfig(
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        seq_len=8,
+        layers="m",
+        positions=False,
+        mamba={"d_state": 4},
+    )
+    model = MoETransformerLM(cfg)
+    assert model(torch.zeros(1, 32, dtype=torch.long))[0].shape == (1, 32, 256)
+    assert MoETransformerLM(MoELMConfig(d_model=16, n_heads=2)).pos is not None
+
+
+def test_trainer_resumes_a_rom_model_exactly(tmp_path):
+    cfg = MoELMConfig(
+        d_model=16,
+        n_layers=2,
+        n_heads=2,
+        seq_len=16,
+        layers="rr",
+        positions=False,
+        mamba={"d_state": 4, "num_experts": 2, "top_k": 1},
+    )
+    tc = TrainConfig(
+        steps=4,
+        batch_size=2,
+        eval_batches=1,
+        eval_interval=2,
+        checkpoint_interval=2,
+        warmup=1,
+        progress=False,
+    )
+    corpus = _corpus()
+    full, m_full = train(cfg, tc, tmp_path / "a", corpus=corpus, return_model=True)
+    short = TrainConfig(**{**tc.__dict__, "steps": 2})
+    train(cfg, short, tmp_path / "b", corpus=corpus)
+    resumed, m_res = train(cfg, tc, tmp_path / "b", resume=True, corpus=corpus, return_model=True)
+    assert resumed["val_loss"] == full["val_loss"]
+    for a, b in zip(m_full.state_dict().values(), m_res.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_bad_layer_patterns():
+    with pytest.raises(ValueError, match="one letter"):
+        MoELMConfig(n_layers=2, layers="ax")
+    with pytest.raises(ValueError, match="one letter"):
+        MoELMConfig(n_layers=2, layers="a")
+    with pytest.raises(ValueError, match="top_k"):
+        MoELMConfig(n_layers=1, layers="r", mamba={"num_experts": 2, "top_k": 3})
+    with pytest.raises(ValueError, match="d_state"):
+        MoELMConfig(n_layers=1, layers="m", mamba={"d_state": 0})
