@@ -159,3 +159,23 @@ def test_config_errors():
         FAMEConfig(num_functions=1, num_experts=0)
     with pytest.raises(TypeError, match="not both"):
         FunctionOnFunctionRegressor(FAMEConfig(num_functions=1), hidden=3)
+
+
+@pytest.mark.slow  # ~25 s on a contended 2-core machine (the adjoint solve is step-bound)
+def test_adjoint_gradients_match_backpropagation():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        kw = dict(TINY, substeps=3)
+        a = FAME(FAMEConfig(num_functions=1, num_experts=2, **kw))
+        b = FAME(FAMEConfig(num_functions=1, num_experts=2, adjoint=True, **kw))
+        b.load_state_dict(a.state_dict())
+        coeffs, grid, summary, rev = _batch(num_functions=1, B=2)
+        q = torch.linspace(0, 1, 3)
+        grads = []
+        for m in (a, b):
+            m(coeffs, grid, summary, q, rev).pow(2).sum().backward()
+            grads.append(torch.cat([p.grad.flatten() for p in m.field.bank.parameters()]))
+        torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-3)
+    finally:
+        torch.set_default_dtype(old)
