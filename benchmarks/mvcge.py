@@ -14,7 +14,7 @@ lr 0.01, weight decay 5e-4, the same epochs, the epoch chosen by validation accu
   ``late fusion``: one GCN per view, logits averaged;
 * ``MvCGE``: 4 shared GCN experts per layer, top-2, view tokens (mean-pooled propagated
   features), semantic-attention fusion, ``alpha = 0.01`` (L_le), ``beta = 0.1`` (L_gd);
-* ablations: ``MvCGE -L_le`` (alpha = 0), ``MvCGE -L_gd`` (beta = 0), both off,
+* ablations: ``MvCGE -L_le`` (alpha = 0), ``MvCGE -L_gd`` (beta = 0),
   ``MvCGE unshared``
   (every view its own router and 4 experts), ``MvCGE node tokens``.
 
