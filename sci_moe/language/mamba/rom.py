@@ -11,7 +11,7 @@ banks; the depthwise convolution, ``x_proj``, ``dt_proj``, ``A`` and ``D`` stay 
     r &= \\mathrm{Router}(h_t) \\quad (\\text{experts } i_{tj},\\ \\text{weights } w_{tj}) \\\\
     x_t &= \\textstyle\\sum_j w_{tj} W^{conv}_{i_{tj}} h_t, \\qquad
     z_t = \\sum_j w_{tj} W^{gate}_{i_{tj}} h_t \\\\
-    y &= \\mathrm{Mamba\\ mix}(x, z) \\quad (\\text{shared conv, } x\\_proj,\\ dt\\_proj,\\ \\text{scan}) \\\\
+    y &= \\mathrm{MambaMix}(x, z) \\quad (\\text{shared conv, x\\_proj, dt\\_proj, scan}) \\\\
     \\mathrm{out}_t &= \\textstyle\\sum_j w_{tj} W^{out}_{i_{tj}} y_t
 
 The routing is a core :class:`~sci_moe.moe.Routing`, computed once per block call and
@@ -34,6 +34,7 @@ from .block import MambaBlock, MambaConfig, MambaState
 __all__ = ["PROJECTIONS", "RoMBlock", "RoMConfig"]
 
 PROJECTIONS = ("conv", "gate", "out")
+"""Names of the routed projections of a :class:`RoMBlock` (Conv, Gate and Out Proj)."""
 _ROUTING = ("shared", "independent")
 
 

@@ -1,0 +1,369 @@
+"""Routing Mamba vs dense Mamba on offline byte-level text; scan throughput.
+
+Zhan et al., NeurIPS 2025 (arXiv 2506.18145). Byte-level LMs on the text shipped in
+gensim's wheel (``sci_moe.language.load_corpus``), trained by ``sci_moe.language.train``:
+
+* (a) dense Mamba vs RoM (shared routing, top-1 of E) at equal **active** parameters,
+  a dense Mamba at (about) equal **total** parameters (wider ``expand``), and RoM with
+  independent routers per projection; >= 3 seeds; validation bits per byte vs tokens,
+  tokens to reach the dense model's final loss, training tokens/s;
+* (b) loss across context lengths: trained at L, evaluated at L, 2L, 4L (no position
+  table: Mamba needs none);
+* (c) hybrid (Mamba + attention, FFN per block) dense vs RoM, with active FLOPs/token;
+* (d) selective-scan throughput (fwd + bwd, tokens/s) of the parallel scan vs the
+  step-by-step reference and vs transformers' ``MambaMixer`` slow path.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+
+import torch
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    machine_info,
+    print_table,
+    setup,
+    time_fn,
+    write_json,
+)
+
+from sci_moe.language import (
+    MoELMConfig,
+    MoETransformerLM,
+    TrainConfig,
+    evaluate,
+    load_corpus,
+    train,
+    validation_windows,
+)
+from sci_moe.language.mamba import MambaBlock, RoMBlock
+
+BENCHMARK = "routing_mamba"
+LN2 = math.log(2.0)
+
+
+def plan(quick: bool) -> dict:
+    if quick:
+        return dict(
+            d=32,
+            steps=40,
+            batch=8,
+            seq=64,
+            seeds=3,
+            E=4,
+            eval_every=10,
+            hyb_steps=24,
+            scan=(8, 128, 64),
+        )
+    return dict(
+        d=48,
+        steps=300,
+        batch=16,
+        seq=64,
+        seeds=3,
+        E=4,
+        eval_every=50,
+        hyb_steps=200,
+        scan=(16, 256, 96),
+    )
+
+
+def lm_config(p, layers, mamba, ffn=False, positions=False):
+    return MoELMConfig(
+        d_model=p["d"],
+        n_layers=len(layers),
+        n_heads=4,
+        seq_len=p["seq"],
+        d_hidden=2 * p["d"],
+        num_experts=1,
+        top_k=1,
+        layers=layers,
+        positions=positions,
+        mamba={"d_state": 16, "ffn": ffn, **mamba},
+    )
+
+
+def active_params(model: MoETransformerLM) -> tuple[int, int]:
+    """(active, total) non-embedding parameters."""
+    total = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(("tok", "pos")))
+    active = total
+    for b in model.blocks:
+        if isinstance(b.attn, RoMBlock):
+            active -= (
+                b.attn.expert_parameters()
+                - b.attn.expert_parameters() * b.attn.config.top_k // b.attn.config.num_experts
+            )
+    return active, total
+
+
+def flops_per_token(model, seq) -> float:
+    """2 x active matmul parameters + causal attention scores (2 * 2 * seq/2 * d per layer)."""
+    active, _ = active_params(model)
+    attn = sum(1 for b in model.blocks if b.kind == "a")
+    return 2.0 * active + attn * 2 * seq * model.config.d_model
+
+
+def tokens_to(history, target):
+    for tok, loss in zip(history["tokens"], history["val_loss"], strict=True):
+        if loss <= target:
+            return float(tok)
+    return None
+
+
+def run_lm(p, cfg, seed, corpus, steps):
+    tc = TrainConfig(
+        steps=steps,
+        batch_size=p["batch"],
+        lr=3e-3,
+        warmup=10,
+        eval_interval=p["eval_every"],
+        eval_batches=4,
+        seed=seed,
+        progress=True,
+    )
+    t0 = time.perf_counter()
+    hist, model = train(cfg, tc, corpus=corpus, return_model=True)
+    wall = time.perf_counter() - t0
+    tps = steps * p["batch"] * p["seq"] / sum(hist["step_time"])
+    return hist, model, tps, wall
+
+
+def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
+    E = p["E"]
+    variants = {
+        "dense (equal active)": ("mm", {"expand": 2}),
+        "RoM shared": ("rr", {"expand": 2, "num_experts": E, "top_k": 1}),
+        "RoM independent": (
+            "rr",
+            {"expand": 2, "num_experts": E, "top_k": 1, "routing": "independent"},
+        ),
+    }
+    rom_total = active_params(MoETransformerLM(lm_config(p, *variants["RoM shared"])))[1]
+    best = min(
+        range(2, 4 * E + 1),
+        key=lambda e: abs(
+            active_params(MoETransformerLM(lm_config(p, "mm", {"expand": e})))[1] - rom_total
+        ),
+    )
+    variants["dense (equal total)"] = ("mm", {"expand": best})
+    res = {}
+    for name, (layers, mamba) in variants.items():
+        cfg = lm_config(p, layers, mamba)
+        res[name] = []
+        for s in seeds:
+            hist, model, tps, _ = run_lm(p, cfg, s, corpus, p["steps"])
+            ctx = {}
+            for mult in (1, 2, 4):
+                L = p["seq"] * mult
+                vx, vy = validation_windows(corpus.val, L, max(4, 32 // mult))
+                ctx[mult] = evaluate(model, vx, vy, 8)["loss"] / LN2
+            res[name].append(dict(hist=hist, tps=tps, ctx=ctx, params=active_params(model)))
+            print(
+                f"  {name} seed {s}: bpb {hist['val_loss'][-1] / LN2:.3f}, {tps:.0f} tok/s",
+                file=sys.stderr,
+            )
+        curves[name] = (
+            res[name][0]["hist"]["tokens"],
+            [
+                statistics.mean(r["hist"]["val_loss"][i] / LN2 for r in res[name])
+                for i in range(len(res[name][0]["hist"]["tokens"]))
+            ],
+        )
+    base = res["dense (equal active)"]
+    target = statistics.mean(r["hist"]["val_loss"][-1] for r in base)
+    base_bpb = target / LN2
+    base_tps = statistics.mean(r["tps"] for r in base)
+    for name, rs in res.items():
+        bpb = [r["hist"]["val_loss"][-1] / LN2 for r in rs]
+        m, sd = statistics.mean(bpb), statistics.stdev(bpb)
+        tps = statistics.mean(r["tps"] for r in rs)
+        reach = [tokens_to(r["hist"], target) for r in rs]
+        reached = [t for t in reach if t is not None]
+        act, tot = rs[0]["params"]
+        vs = None if name.startswith("dense (equal active)") else "dense (equal active)"
+        rows.append(Row(name, "val_bpb", m, "bits/byte", vs, base_bpb / m if vs else None))
+        rows.append(Row(name, "val_bpb_sd", sd, "bits/byte"))
+        rows.append(
+            Row(name, "train_tokens_per_s", tps, "tokens/s", vs, tps / base_tps if vs else None)
+        )
+        rows.append(Row(name, "active_params", act, "params"))
+        rows.append(Row(name, "total_params", tot, "params"))
+        rows.append(Row(name, "seeds_reaching_dense_final", len(reached), "seeds"))
+        if reached:
+            rows.append(Row(name, "tokens_to_dense_final", statistics.mean(reached), "tokens"))
+        for mult in (1, 2, 4):
+            v = statistics.mean(r["ctx"][mult] for r in rs)
+            b = statistics.mean(r["ctx"][mult] for r in base)
+            rows.append(Row(name, f"val_bpb_ctx{mult}x", v, "bits/byte", vs, b / v if vs else None))
+            ctx_rows.append([name, f"{mult}x", v])
+        table.append(
+            [
+                name,
+                act,
+                tot,
+                m,
+                sd,
+                tps,
+                f"{len(reached)}/{len(rs)}",
+                statistics.mean(reached) if reached else "-",
+            ]
+        )
+
+
+def exp_hybrid(p, seeds, corpus, rows, table):
+    E = p["E"]
+    cases = {
+        "hybrid dense (ma)": ("ma", {"expand": 2}),
+        "hybrid RoM (ra)": ("ra", {"expand": 2, "num_experts": E, "top_k": 1}),
+    }
+    out = {}
+    for name, (layers, mamba) in cases.items():
+        cfg = lm_config(p, layers, mamba, ffn=True, positions=True)
+        bpb = []
+        for s in seeds:
+            hist, model, _, _ = run_lm(p, cfg, s, corpus, p["hyb_steps"])
+            bpb.append(hist["val_loss"][-1] / LN2)
+        out[name] = (
+            statistics.mean(bpb),
+            statistics.stdev(bpb),
+            flops_per_token(model, p["seq"]),
+            *active_params(model),
+        )
+    b = out["hybrid dense (ma)"]
+    for name, (m, sd, fl, act, tot) in out.items():
+        vs = None if name == "hybrid dense (ma)" else "hybrid dense (ma)"
+        rows.append(Row(name, "val_bpb", m, "bits/byte", vs, b[0] / m if vs else None))
+        rows.append(Row(name, "val_bpb_sd", sd, "bits/byte"))
+        rows.append(Row(name, "active_flops_per_token", fl, "FLOP", vs, b[2] / fl if vs else None))
+        rows.append(Row(name, "total_params", tot, "params"))
+        table.append([name, m, sd, fl, act, tot])
+
+
+def exp_scan(p, rows, table):
+    Bsz, L, d = p["scan"]
+    torch.manual_seed(0)
+    fast = MambaBlock(d_model=d, d_state=16)
+    ref = MambaBlock(d_model=d, d_state=16, scan="reference")
+    ref.load_state_dict(fast.state_dict())
+    x = torch.randn(Bsz, L, d)
+    contenders = {"parallel scan": fast, "step-by-step reference": ref}
+    try:
+        import transformers
+        from transformers.models.mamba.modeling_mamba import MambaMixer
+
+        hf = MambaMixer(
+            transformers.MambaConfig(
+                hidden_size=d, state_size=16, expand=2, time_step_rank=fast.config.dt_rank
+            ),
+            0,
+        )
+        hf.load_state_dict(fast.state_dict())
+        hf.eval()  # slow path; in training mode it also falls back to it
+        contenders["transformers MambaMixer (slow path)"] = hf
+    except ImportError:
+        pass
+
+    def fb(m):
+        def go():
+            xi = x.clone().requires_grad_(True)
+            m(xi).square().mean().backward()
+
+        return go
+
+    tps = {name: Bsz * L / time_fn(fb(m), repeats=5).median for name, m in contenders.items()}
+    for name, v in tps.items():
+        vs = None if name == "parallel scan" else name
+        rows.append(
+            Row(
+                "parallel scan",
+                "fwd_bwd_tokens_per_s"
+                if vs is None
+                else f"fwd_bwd_tokens_per_s_vs_{'hf' if 'transformers' in name else 'ref'}",
+                tps["parallel scan"],
+                "tokens/s",
+                vs,
+                tps["parallel scan"] / v if vs else None,
+            )
+        )
+        table.append([name, v, tps["parallel scan"] / v])
+
+
+def save_plots(curves, out_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for name, (tok, bpb) in curves.items():
+        ax.plot(tok, bpb, marker="o", ms=3, label=name)
+    ax.set_xlabel("training tokens")
+    ax.set_ylabel("validation bits per byte (mean of seeds)")
+    ax.legend()
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "routing_mamba_curves.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--plots", type=__import__("pathlib").Path, default=None, metavar="DIR")
+    args = parser.parse_args()
+    if args.threads is None:
+        args.threads = 1
+    setup(args)
+    p = plan(args.quick)
+    seeds = list(range(args.seed, args.seed + p["seeds"]))
+    other = OtherLoad()
+    corpus = load_corpus()
+    rows, t_lm, t_ctx, t_hyb, t_scan, curves = [], [], [], [], [], {}
+    exp_scan(p, rows, t_scan)
+    exp_lm(p, seeds, corpus, rows, t_lm, curves, t_ctx)
+    exp_hybrid(p, seeds, corpus, rows, t_hyb)
+    tokens = p["steps"] * p["batch"] * p["seq"]
+    print_table(
+        ["model", "active", "total", "val bpb", "sd", "tok/s", "reach dense", "tokens to dense"],
+        t_lm,
+        f"(a) {p['steps']} steps = {tokens} tokens, seeds {seeds}",
+    )
+    print_table(
+        ["model", "eval context", "val bpb"],
+        t_ctx,
+        f"(b) trained at {p['seq']}, evaluated at 1x/2x/4x",
+    )
+    print_table(
+        ["model", "val bpb", "sd", "FLOP/token", "active", "total"],
+        t_hyb,
+        f"(c) hybrid, {p['hyb_steps']} steps",
+    )
+    print_table(
+        ["scan", "fwd+bwd tokens/s", "parallel / this"],
+        t_scan,
+        f"(d) one block, batch x length x d_model = {p['scan']}",
+    )
+    if args.plots is not None:
+        print(f"saved {save_plots(curves, args.plots)}")
+    machine = machine_info(
+        seed=args.seed,
+        quick=args.quick,
+        seeds=seeds,
+        plan=p,
+        contention=other.report(),
+        command=" ".join(["python", *sys.argv]),
+    )
+    print(f"wall time {machine['contention']['wall_s']} s")
+    if args.json is not None:
+        write_json(args.json, BENCHMARK, machine, rows)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
