@@ -224,7 +224,7 @@ class MambaBlock(nn.Module):
             State after the last token.
         """
         c = self.config
-        Bsz, L, _ = x.shape
+        Bsz = x.shape[0]
         if state is None:
             state = self.initial_state(Bsz, dtype=x.dtype, device=x.device)
         self._check_state(state, Bsz)
