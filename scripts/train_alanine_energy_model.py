@@ -34,7 +34,6 @@ import numpy as np
 import torch
 
 from sci_moe._util import BOLTZMANN_KJ_PER_MOL_K
-from sci_moe.sampling.md import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 from sci_moe.sampling.diffusion import (
     VPSDE,
     InvariantMLPEnergy,
@@ -44,6 +43,7 @@ from sci_moe.sampling.diffusion import (
     save_energy_model,
     train,
 )
+from sci_moe.sampling.md import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 
 KB = BOLTZMANN_KJ_PER_MOL_K  # kJ/mol/K
 RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]

@@ -338,8 +338,8 @@ def test_coarse_grained_model_run_and_analysis(tmp_path, capsys):
         pytest.skip("no save_energy_model")
     import torch
 
-    from sci_moe.sampling.md import BACKBONE_ATOMS
     from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
+    from sci_moe.sampling.md import BACKBONE_ATOMS
 
     torch.manual_seed(0)
     path = save_energy_model(
@@ -413,9 +413,8 @@ def test_default_run_uses_the_shipped_model_when_present(tmp_path, capsys, monke
         pytest.skip("no save_energy_model")
     import torch
 
-    from sci_moe.sampling.md import BACKBONE_ATOMS
     from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, save_energy_model
-    from sci_moe.sampling.md import systems
+    from sci_moe.sampling.md import BACKBONE_ATOMS, systems
 
     torch.manual_seed(0)
     path = save_energy_model(
@@ -423,7 +422,10 @@ def test_default_run_uses_the_shipped_model_when_present(tmp_path, capsys, monke
         sde=VPSDE(), kT=2.494, masses=[12.0, 14.0, 12.0, 12.0, 14.0],
         atom_indices=BACKBONE_ATOMS,
     )  # fmt: skip
+    import sci_moe.sampling.md as md
+
     monkeypatch.setattr(systems, "default_model_path", lambda: path)
+    monkeypatch.setattr(md, "default_model_path", lambda: path)  # what the CLI calls
     out = tmp_path / "run"
     code, cap = _run(["run", "--steps", "10", "--no-progress", "--out", str(out)], capsys)
     assert code == 0, cap.err
