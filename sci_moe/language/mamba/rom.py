@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...moe import LinearExperts, MoEInfo, Router, RouterConfig, auxiliary_losses, dispatch
+from ...moe import (
+    LinearExperts,
+    MoEInfo,
+    RoutedPath,
+    Router,
+    RouterConfig,
+    auxiliary_losses,
+    dispatch,
+)
 from .block import MambaBlock, MambaConfig, MambaState
 
 __all__ = ["PROJECTIONS", "RoMBlock", "RoMConfig"]
@@ -145,6 +153,22 @@ class RoMBlock(MambaBlock):
     def expert_parameters(self) -> int:
         """Parameters of all routed experts (the three banks)."""
         return sum(p.numel() for b in self.banks().values() for p in b.parameters())
+
+    def routed_paths(self) -> list[RoutedPath]:
+        """The ``"conv"``, ``"gate"`` and ``"out"`` projection paths.
+
+        With shared routing all three have the same router (balancing tools such as
+        :class:`~sci_moe.moe.BiasBalancer` update it once); see
+        :func:`sci_moe.moe.routed_paths`.
+        """
+        c = self.config
+        paths = []
+        for name in PROJECTIONS:
+            bank = getattr(self, f"{name}_proj")
+            router = self.router if c.routing == "shared" else self.routers[name]
+            d_in = c.d_inner if name == "out" else c.d_model
+            paths.append(RoutedPath(self, router, bank, c.num_experts, c.top_k, d_in, name=name))
+        return paths
 
     def active_parameters(self) -> int:
         """Parameters one token uses: shared ones, routers and ``top_k`` experts per bank."""

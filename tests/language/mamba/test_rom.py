@@ -115,3 +115,20 @@ def test_parameter_counts_and_errors():
     r = block.router(torch.randn(4, 8))
     with pytest.raises(ValueError, match="routing covers"):
         dispatch(torch.randn(5, 8), r, block.conv_proj)
+
+
+@pytest.mark.parametrize("routing", ["shared", "independent"])
+def test_routed_paths_for_balancing_and_cap(routing):
+    from sci_moe.moe import BiasBalancer, routed_paths
+
+    cfg = RoMConfig(
+        d_model=8, num_experts=4, top_k=2, routing=routing, router={"selection_bias": True}
+    )
+    block = RoMBlock(cfg)
+    paths = routed_paths(block)
+    assert [p.name for p in paths] == ["conv", "gate", "out"]
+    assert [p.d_model for p in paths] == [8, 8, cfg.d_inner]
+    routers = {id(p.router) for p in paths}
+    assert len(routers) == (1 if routing == "shared" else 3)
+    balancer = BiasBalancer(block)
+    assert len(balancer.routers) == len(routers)  # a shared router is balanced once
