@@ -114,6 +114,19 @@ class TrainConfig:
 
 
 @torch.no_grad()
+def _config_defaults(cls) -> dict:
+    """Default values of a config dataclass's fields (those that have one)."""
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
 def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> dict:
     """Validation loss, perplexity and routing diagnostics on fixed windows ``x, y``.
 
@@ -300,7 +313,9 @@ def train(
     step, history = 0, _new_history()
     if resume and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path)
-        if ck["model_config"] != asdict(model_cfg):
+        # keys added to MoELMConfig later take their defaults in older checkpoints
+        saved = {**_config_defaults(type(model_cfg)), **ck["model_config"]}
+        if saved != asdict(model_cfg):
             raise ValueError(
                 f"checkpoint {ckpt_path} was written for a different model config: "
                 f"{ck['model_config']}"

@@ -195,6 +195,28 @@ def test_exact_resume(small, tmp_path):
     assert not list((tmp_path / "b").glob("*.tmp*"))
 
 
+def test_resume_checkpoint_from_before_new_config_fields(small, tmp_path):
+    cfg = MoELMConfig(**TINY)
+    tc = _tcfg(steps=6, eval_interval=0, checkpoint_interval=3)
+
+    def kill(step, model, hist):
+        if step == 4:
+            raise _Kill
+
+    with pytest.raises(_Kill):
+        train(cfg, tc, tmp_path, corpus=small, callback=kill)
+    path = tmp_path / CHECKPOINT_NAME
+    ck = torch.load(path, weights_only=True)
+    for key in ("layers", "mamba", "positions"):  # as written before these fields existed
+        del ck["model_config"][key]
+    torch.save(ck, path)
+    train(cfg, tc, tmp_path, resume=True, corpus=small)
+    assert load_checkpoint(path)["step"] == 6
+    other = MoELMConfig(**TINY, positions=False)
+    with pytest.raises(ValueError, match="different model config"):
+        train(other, tc, tmp_path, resume=True, corpus=small)
+
+
 def test_finetune_with_specialisation_losses(small, tmp_path):
     train(MoELMConfig(**TINY), _tcfg(steps=5), tmp_path / "pre", corpus=small)
     ckpt = tmp_path / "pre" / CHECKPOINT_NAME
