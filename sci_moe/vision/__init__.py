@@ -1,0 +1,34 @@
+"""Class-incremental semantic segmentation with Gaussian-mixture feature replay (CoGaMiD).
+
+CoGaMiD (Zhu et al., NeurIPS 2025, "Continual Gaussian Mixture Distribution Modeling for
+Class Incremental Semantic Segmentation") stores, for every old class, a Gaussian mixture
+of penultimate pixel features and replays pseudo-features sampled from it when new classes
+arrive. This package holds the per-class memories, a procedural multimodal scene
+generator with exact masks, the background-shift protocol, a small UNet and the
+incremental training loop with fine-tuning and single-prototype baselines.
+"""
+
+from ._core_pending import GaussianMixtureFit, fit_gaussian_mixture, gaussian_component_log_prob
+from .incremental import IncrementalConfig, run_incremental, step_features
+from .memory import GaussianMixtureMemory, PrototypeMemory
+from .protocol import background_shift_labels, incremental_tasks, mean_iou, per_class_iou
+from .synthetic import SceneConfig, SceneGenerator
+from .unet import SmallUNet
+
+__all__ = [
+    "GaussianMixtureFit",
+    "GaussianMixtureMemory",
+    "IncrementalConfig",
+    "PrototypeMemory",
+    "SceneConfig",
+    "SceneGenerator",
+    "SmallUNet",
+    "background_shift_labels",
+    "fit_gaussian_mixture",
+    "gaussian_component_log_prob",
+    "incremental_tasks",
+    "mean_iou",
+    "per_class_iou",
+    "run_incremental",
+    "step_features",
+]
