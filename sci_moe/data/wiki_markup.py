@@ -164,7 +164,7 @@ def strip_plain(markup: str) -> str:
 
 
 def strip_markdown(markup: str) -> str:
-    """Markdown-like text: ``## heading``, ``- item``, ``1. item``, ``**bold**``, ``*italic*``.
+    """Markdown-like text: ``## heading``, ``- item``, numbered items, ``**bold**``, ``*italic*``.
 
     Paragraphs are separated by one blank line.
     """
