@@ -58,10 +58,9 @@ from sci_moe.graphs import (
     TrainConfig,
     bayes_optimal_accuracy,
     make_multiview_csbm,
-    mmd2,
-    pairwise_js_divergence,
     train_node_classifier,
 )
+from sci_moe.moe import mmd2, pairwise_js_divergence
 
 BENCHMARK = "mvcge"
 HIDDEN, LAYERS, DROPOUT, LR, WD = 32, 2, 0.5, 0.01, 5e-4

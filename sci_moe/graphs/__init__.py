@@ -15,22 +15,23 @@
   (:func:`karate_club`, :func:`load_pyg_dataset`); link metrics (:func:`evaluate_scores`).
 """
 
-from ._core_pending import (
-    group_expert_usage,
-    load_equilibrium_loss,
-    mmd2,
-    pairwise_discrepancy_loss,
-    pairwise_js_divergence,
-)
-from ._core_pending_merging import (
+# General MoE pieces first written for these papers, now in the core (re-exported so that
+# ``from sci_moe.graphs import mmd2`` keeps working).
+from sci_moe.moe import (
     ResidualMLPExperts,
     competence_routing,
     ensemble_distillation_loss,
     ensemble_forward,
+    group_expert_usage,
+    load_equilibrium_loss,
     merged_forward,
     merged_parameters,
+    mmd2,
+    pairwise_discrepancy_loss,
+    pairwise_js_divergence,
     proximity_loss,
 )
+
 from .anygraph import (
     AnyGraphConfig,
     AnyGraphMoE,

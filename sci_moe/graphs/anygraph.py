@@ -9,11 +9,11 @@ Foundation Models" (NeurIPS 2025). As its ``model.py`` implements it:
    graph, whatever its feature dimension, to ``d`` columns ordered by singular value;
    LayerNorm (no affine).
 2. **Parameter-free propagation** (:func:`propagate`): ``E = Σ_{l=1}^{L} Â^l E_0``.
-3. **Experts**: residual MLPs (:class:`ResidualMLPExperts`), the embedding
+3. **Experts**: residual MLPs (:class:`~sci_moe.moe.ResidualMLPExperts`), the embedding
    ``h = f_e(E)`` scores a link ``(u, v)`` as ``⟨h_u, h_v⟩``.
 4. **Training-free router** (:meth:`AnyGraphMoE.competence`): each expert's mean
    ``σ(⟨h_u,h_v⟩ - ⟨h_u,h_n⟩)`` over the graph's observed edges and sampled negatives;
-   the graph goes to the best expert (:func:`competence_routing`).
+   the graph goes to the best expert (:func:`~sci_moe.moe.competence_routing`).
 
 The link loss (:func:`link_loss`) is AnyGraph's softmax cross-entropy of one positive
 against sampled negatives, plus its L2 term.
@@ -27,10 +27,9 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from sci_moe.moe import Routing
-
-from ._core_pending_merging import (
+from sci_moe.moe import (
     ResidualMLPExperts,
+    Routing,
     competence_routing,
     ensemble_forward,
     merged_forward,
@@ -372,7 +371,7 @@ class AnyGraphMoE(nn.Module):
             :meth:`encode` of each graph.
         graphs : list of Data
         top_k, recalibration, temperature :
-            See :func:`competence_routing` (``usage`` is :attr:`usage`).
+            See :func:`~sci_moe.moe.competence_routing` (``usage`` is :attr:`usage`).
         seed : int
 
         Returns

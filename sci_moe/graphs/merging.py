@@ -2,7 +2,7 @@
 
 Liu et al., "Enhanced Expert Merging for Mixture-of-Experts in Graph Foundation Models"
 (NeurIPS 2025). With the competence router's top-k experts ``i_1..i_k`` of a graph and
-their weights ``w`` (:func:`~sci_moe.graphs.competence_routing`):
+their weights ``w`` (:func:`~sci_moe.moe.competence_routing`):
 
 ==================  ==========================================================  =========
 strategy            node embeddings                                            cost
@@ -20,9 +20,9 @@ strategy            node embeddings                                            c
 ==================  ==========================================================  =========
 
 The equations of KDEM and PPEM are reconstructed from the abstract (the paper's code is
-supplementary material only); see :func:`ensemble_distillation_loss` and
-:func:`proximity_loss`. At inference a merged expert is materialised once per graph by the
-core's :func:`~sci_moe.moe.merge_experts` (routing is graph-level, so the merge cost is
+supplementary material only); see :func:`~sci_moe.moe.ensemble_distillation_loss` and
+:func:`~sci_moe.moe.proximity_loss`. At inference a merged expert is materialised once per
+graph by the core's :func:`~sci_moe.moe.merge_experts` (routing is graph-level, so the merge cost is
 amortised over the graph's nodes).
 """
 
@@ -34,14 +34,15 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.data import Data
 
-from sci_moe.moe import Routing, merge_experts
-
-from ._core_pending_merging import (
+from sci_moe.moe import (
+    Routing,
     ensemble_distillation_loss,
     ensemble_forward,
+    merge_experts,
     merged_forward,
     proximity_loss,
 )
+
 from .anygraph import AnyGraphMoE, link_loss, sample_link_batch
 
 __all__ = [
@@ -185,7 +186,7 @@ def fine_tune_merging(
     * ``"ppem"``: ``L_task(ensemble) + μ Σ_k w_k ||θ_k - θ̄_w||²``;
 
     ``θ_m = Σ_k w_k θ_{i_k}`` is differentiable in every ``θ_{i_k}``
-    (:func:`merged_forward`), so the merged expert's gradient trains the experts.
+    (:func:`~sci_moe.moe.merged_forward`), so the merged expert's gradient trains the experts.
 
     Parameters
     ----------

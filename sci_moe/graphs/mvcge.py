@@ -19,9 +19,9 @@ attention or mean) feeds a linear classifier, trained with
 .. math:: L = L_{CE} + \\alpha L_{le} + \\beta L_{gd}
 
 where ``L_le`` is the load-equilibrium loss of every layer's routing
-(:func:`~sci_moe.graphs._core_pending.load_equilibrium_loss`) and ``L_gd`` the graph
+(:func:`~sci_moe.moe.load_equilibrium_loss`) and ``L_gd`` the graph
 discrepancy loss, minus the mean pairwise ``MMD^2`` of the views' final node embeddings
-(:func:`~sci_moe.graphs._core_pending.pairwise_discrepancy_loss`).
+(:func:`~sci_moe.moe.pairwise_discrepancy_loss`).
 
 Routing uses the core :class:`~sci_moe.moe.Router`; experts are :class:`GCNExperts`
 banks run by :func:`~sci_moe.moe.dispatch` (one grouped GEMM per layer for all views).
@@ -36,9 +36,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sci_moe.moe import Router, RouterConfig, Routing, dispatch
+from sci_moe.moe import (
+    Router,
+    RouterConfig,
+    Routing,
+    dispatch,
+    group_expert_usage,
+    load_equilibrium_loss,
+    pairwise_discrepancy_loss,
+)
 
-from ._core_pending import group_expert_usage, load_equilibrium_loss, pairwise_discrepancy_loss
 from .experts import GCNExperts, GCNPropagation, gcn_normalize
 from .pooling import POOLINGS, pool_nodes
 
@@ -369,7 +376,7 @@ class MvCGE(nn.Module):
         out : MvCGEOutput
         weighted : bool
             Count assignments with their routing weights (see
-            :func:`~sci_moe.graphs.group_expert_usage`).
+            :func:`~sci_moe.moe.group_expert_usage`).
 
         Returns
         -------

@@ -13,8 +13,11 @@ are implementation detail.
 from .activations import get_activation
 from .auxiliary import auxiliary_losses
 from .balancing import BiasBalancer
+from .competence import competence_routing
 from .convert import from_transformers, to_transformers
 from .default_moe import DefaultOutputs
+from .diagnostics import group_expert_usage, pairwise_js_divergence
+from .discrepancy import mmd2, pairwise_discrepancy_loss
 from .dispatch import dispatch
 from .dispatchers import Dispatcher, LocalDispatch
 from .expert_ops import copy_expert, merge_experts, slice_experts, stacked_names, upcycle
@@ -25,10 +28,18 @@ from .experts import (
     LinearExperts,
     LoRAExperts,
     MLPExperts,
+    ResidualMLPExperts,
 )
 from .grouped import grouped_linear, grouped_mm_supported
 from .layer import MoE, MoEConfig, MoEInfo, SharedExperts, check_layer_input
-from .losses import load_balancing_loss, router_z_loss
+from .losses import load_balancing_loss, load_equilibrium_loss, router_z_loss
+from .merging import (
+    ensemble_distillation_loss,
+    ensemble_forward,
+    merged_forward,
+    merged_parameters,
+    proximity_loss,
+)
 from .routed import RoutedLayer, RoutedPath, routed_paths
 from .router import Router, RouterConfig
 from .routing import DispatchPlan, Routing, make_plan
@@ -55,6 +66,7 @@ __all__ = [
     "MoE",
     "MoEConfig",
     "MoEInfo",
+    "ResidualMLPExperts",
     "RoutedLayer",
     "RoutedPath",
     "Router",
@@ -63,16 +75,27 @@ __all__ = [
     "SharedExperts",
     "auxiliary_losses",
     "check_layer_input",
+    "competence_routing",
     "copy_expert",
     "dispatch",
+    "ensemble_distillation_loss",
+    "ensemble_forward",
     "from_transformers",
     "get_activation",
+    "group_expert_usage",
     "grouped_linear",
     "grouped_mm_supported",
     "load_balancing_loss",
+    "load_equilibrium_loss",
     "make_plan",
     "merge_experts",
+    "merged_forward",
+    "merged_parameters",
+    "mmd2",
     "orthogonality_loss",
+    "pairwise_discrepancy_loss",
+    "pairwise_js_divergence",
+    "proximity_loss",
     "routed_paths",
     "router_z_loss",
     "routing_diagnostics",

@@ -11,7 +11,8 @@ bank that follows the convention (also field banks such as SPiCE's vector expert
   training them); optionally the optimiser moments too.
 * :func:`upcycle` — a new bank of ``E`` copies of a dense layer or a one-expert bank.
 * :func:`merge_experts` — weighted parameter averages of groups of experts (the basis
-  of graph expert merging and of FedLEASE-style clustering of LoRA experts).
+  of graph expert merging and of FedLEASE-style clustering of LoRA experts); the
+  differentiable form of the same map is in :mod:`sci_moe.moe.merging`.
 * :func:`slice_experts` — the experts ``[start, stop)`` as a smaller bank (expert
   parallelism keeps each rank's slice).
 """
@@ -113,10 +114,14 @@ def slice_experts(bank: ExpertBank, start: int, stop: int) -> ExpertBank:
 def _expert_ids(ids: int | Iterable[int] | None, E: int, what: str) -> list[int]:
     if ids is None:
         return list(range(E))
+    if isinstance(ids, torch.Tensor):
+        ids = ids.reshape(-1).tolist()
     out = [int(ids)] if isinstance(ids, int) else [int(i) for i in ids]
     bad = [i for i in out if not 0 <= i < E]
     if bad:
-        raise ValueError(f"{what} {bad} out of range for a bank of {E} experts")
+        raise ValueError(
+            f"{what} {bad} out of range for a bank of {E} experts (they must lie in [0, {E}))"
+        )
     return out
 
 
@@ -172,22 +177,47 @@ def copy_expert(
             raise ValueError(
                 f"{name}: per-expert shapes differ ({tuple(q.shape[1:])} vs {tuple(t.shape[1:])})"
             )
-        t[targets] = q[s].to(t.dtype).expand(len(targets), *t.shape[1:])
+        # clone: inside one bank q[s] is a view of t (index_put_ refuses overlapping memory)
+        t[targets] = q[s].to(t.dtype).clone().expand(len(targets), *t.shape[1:])
         if optimizer is not None:
             for value in optimizer.state.get(t, {}).values():
                 if isinstance(value, torch.Tensor) and value.shape == t.shape:
-                    value[targets] = value[s].expand(len(targets), *t.shape[1:]).clone()
+                    value[targets] = value[s].clone().expand(len(targets), *t.shape[1:])
 
 
-def _normalised(weights, n: int) -> torch.Tensor:
+def _merge_weights(weights, n: int, *, normalise: bool = True, dtype=torch.float64, device=None):
+    """Validated merge weights of ``n`` experts, shape ``(n,)``; autograd history is kept.
+
+    The one validation (and normalisation ``a_i = w_i / Σ_j w_j``) of the no-grad
+    :func:`merge_experts` and of the differentiable merges of :mod:`sci_moe.moe.merging`.
+    ``None`` gives uniform weights.
+    """
     if weights is None:
-        return torch.full((n,), 1.0 / n, dtype=torch.float64)
-    w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1).cpu()
+        return torch.full((n,), 1.0 / n, dtype=dtype, device=device)
+    if isinstance(weights, torch.Tensor):
+        w = weights.to(dtype=dtype, device=device).reshape(-1)
+    else:
+        w = torch.as_tensor(weights, dtype=dtype, device=device).reshape(-1)
     if w.numel() != n:
-        raise ValueError(f"got {w.numel()} weights for {n} experts; give one per expert")
-    if (w < 0).any() or not float(w.sum()) > 0:
+        raise ValueError(
+            f"got {w.numel()} weights for {n} experts; give one weight per selected expert"
+        )
+    if not normalise:
+        return w
+    if bool((w < 0).any()) or not float(w.sum()) > 0:
         raise ValueError("merge weights must be >= 0 with a positive sum")
     return w / w.sum()
+
+
+def _weighted_sum(t: torch.Tensor, ids: list[int] | torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``Σ_k a_k t[ids_k]`` accumulated in at least float32, returned in ``t``'s dtype.
+
+    The one parameter-space merge map of :func:`merge_experts` (no grad) and
+    :func:`~sci_moe.moe.merged_parameters` (differentiable in ``t`` and ``a``).
+    """
+    acc = torch.promote_types(t.dtype, torch.float32)
+    a = a.to(t.device, acc)
+    return torch.tensordot(a, t[ids].to(acc), dims=1).to(t.dtype)
 
 
 @torch.no_grad()
@@ -243,16 +273,11 @@ def merge_experts(
         ids = _expert_ids(g, bank.num_experts, "expert ids")
         if not ids:
             raise ValueError("every group needs at least one expert")
-        coefs.append((ids, _normalised(w, len(ids))))
+        coefs.append((ids, _merge_weights(w, len(ids))))
     pieces = {}
     for name in names:
         t = getattr(bank, name).detach()
-        rows = []
-        for ids, a in coefs:
-            a = a.to(t.device, torch.promote_types(t.dtype, torch.float32))
-            m = torch.tensordot(a, t[ids].to(a.dtype), dims=1)
-            rows.append(m.to(t.dtype))
-        pieces[name] = torch.stack(rows)
+        pieces[name] = torch.stack([_weighted_sum(t, ids, a) for ids, a in coefs])
     return _rebuild(bank, pieces, len(group_list))
 
 

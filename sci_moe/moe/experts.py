@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -18,6 +19,7 @@ __all__ = [
     "LinearExperts",
     "LoRAExperts",
     "MLPExperts",
+    "ResidualMLPExperts",
 ]
 
 
@@ -248,3 +250,110 @@ class LoRAExperts(ExpertBank):
     def forward_expert(self, e, x):
         F = nn.functional
         return self.scale * F.linear(F.linear(x, self.lora_a[e]), self.lora_b[e])
+
+
+class ResidualMLPExperts(ExpertBank):
+    """``E`` experts of ``L`` residual, layer-normalised MLP layers of width ``d``.
+
+    .. math::
+
+        h^{(l+1)} = \\gamma_{e,l} \\odot \\mathrm{LN}\\big(\\mathrm{drop}(
+            \\mathrm{act}(W_{e,l} h^{(l)} + b_{e,l})) + h^{(l)}\\big) + \\beta_{e,l}
+
+    The expert of AnyGraph (Xia & Huang 2024, ``MLP`` in its ``model.py``), used by the
+    graph expert merging of Liu et al. (NeurIPS 2025). Every tensor is stacked over
+    experts, so the expert surgery (:func:`~sci_moe.moe.merge_experts`,
+    :func:`~sci_moe.moe.copy_expert`, :func:`~sci_moe.moe.merged_forward`) applies; the
+    grouped forward runs one grouped GEMM per layer. ``leaky_relu`` has slope 0.5 (as
+    AnyGraph).
+
+    Parameters
+    ----------
+    num_experts, d_model, num_layers : int
+    activation : {"relu", "leaky_relu", "gelu", "identity"}
+    dropout : float
+        Dropout on the branch, active in training mode only.
+    eps : float
+        LayerNorm epsilon.
+
+    Attributes
+    ----------
+    weight : Parameter, shape (E, L, d, d)
+    bias, ln_weight, ln_bias : Parameter, shape (E, L, d)
+    """
+
+    _ACTS: ClassVar[dict] = {
+        "relu": nn.functional.relu,
+        "leaky_relu": lambda x: nn.functional.leaky_relu(x, 0.5),
+        "gelu": nn.functional.gelu,
+        "identity": lambda x: x,
+    }
+
+    def __init__(
+        self,
+        num_experts: int,
+        d_model: int,
+        num_layers: int = 2,
+        activation: str = "leaky_relu",
+        dropout: float = 0.0,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        if num_experts < 1 or d_model < 1 or num_layers < 1:
+            raise ValueError(
+                f"num_experts, d_model and num_layers must be >= 1, got {num_experts}, "
+                f"{d_model}, {num_layers}"
+            )
+        if activation not in self._ACTS:
+            raise ValueError(f"activation must be one of {sorted(self._ACTS)}, got {activation!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.num_experts, self.d_in, self.d_out = num_experts, d_model, d_model
+        self.num_layers, self.activation, self.dropout, self.eps = (
+            num_layers,
+            activation,
+            dropout,
+            eps,
+        )
+        E, L, d = num_experts, num_layers, d_model
+        bound = math.sqrt(6.0 / (2 * d))  # xavier-uniform, as AnyGraph
+        self.weight = nn.Parameter(torch.empty(E, L, d, d).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(E, L, d))
+        self.ln_weight = nn.Parameter(torch.ones(E, L, d))
+        self.ln_bias = nn.Parameter(torch.zeros(E, L, d))
+
+    def _layer(self, h, w, b, g, beta):
+        z = nn.functional.linear(h, w, b)
+        z = self._ACTS[self.activation](z)
+        z = nn.functional.dropout(z, self.dropout, self.training)
+        return nn.functional.layer_norm(z + h, (self.d_in,), eps=self.eps) * g + beta
+
+    def forward_sorted(self, x, plan):
+        kept = plan.num_kept
+        expert = plan.expert[:kept]
+        h = x
+        for layer in range(self.num_layers):
+            z = self._linear(h, self.weight[:, layer].contiguous(), plan, self.bias[:, layer])
+            z = self._ACTS[self.activation](z)
+            z = nn.functional.dropout(z, self.dropout, self.training)
+            z = nn.functional.layer_norm(z + h, (self.d_in,), eps=self.eps)
+            h = z * self.ln_weight[expert, layer] + self.ln_bias[expert, layer]
+        return h
+
+    def forward_expert(self, e, x):
+        h = x
+        for layer in range(self.num_layers):
+            h = self._layer(
+                h,
+                self.weight[e, layer],
+                self.bias[e, layer],
+                self.ln_weight[e, layer],
+                self.ln_bias[e, layer],
+            )
+        return h
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_experts={self.num_experts}, d_model={self.d_in}, "
+            f"num_layers={self.num_layers}, activation={self.activation!r}"
+        )

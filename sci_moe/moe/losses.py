@@ -5,9 +5,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from .diagnostics import _check_groups
 from .routing import Routing
+from .specialization import selection_scores
 
-__all__ = ["load_balancing_loss", "router_z_loss"]
+__all__ = ["load_balancing_loss", "load_equilibrium_loss", "router_z_loss"]
+
+_SOURCES = ("weights", "probs")
 
 
 def load_balancing_loss(
@@ -76,3 +80,64 @@ def router_z_loss(routing: Routing) -> torch.Tensor:
     Tensor, scalar
     """
     return torch.logsumexp(routing.logits, dim=-1).square().mean()
+
+
+def load_equilibrium_loss(
+    routing: Routing,
+    groups: torch.Tensor | None = None,
+    num_groups: int | None = None,
+    source: str = "weights",
+    eps: float = 1e-10,
+) -> torch.Tensor:
+    """Load-equilibrium loss: squared coefficient of variation of the expert importance.
+
+    .. math::
+
+        I^{(g)}_i = \\sum_{t \\in g} s_{ti}, \\qquad
+        L_{le} = \\frac{1}{G}\\sum_{g=1}^{G}
+            \\frac{\\mathrm{Var}_i\\big(I^{(g)}_i\\big)}
+                 {\\big(\\mathrm{mean}_i I^{(g)}_i\\big)^2 + \\epsilon}
+
+    (Shazeer et al. 2017, Eq. 6, "importance loss"; MvCGE, Wu et al. NeurIPS 2025, uses
+    a load-equilibrium term of this kind so that every shared expert is used). ``s`` is
+    the routing weight scattered into ``(T, E)`` (``source="weights"``, i.e.
+    :func:`~sci_moe.moe.selection_scores`: 0 for unselected experts, differentiable
+    through the selected weights) or the full router score (``source="probs"``). ``Var``
+    is the population variance over the ``E`` experts. Uniform importance gives 0; all
+    weight on one expert gives ``E - 1``. With ``groups`` the loss is computed inside each
+    group of tokens (e.g. the nodes or the pooled token of one view) and averaged over
+    the groups, so every group must spread its load. Groups without tokens are skipped.
+
+    Parameters
+    ----------
+    routing : Routing
+        ``T`` tokens over ``E`` experts.
+    groups : Tensor, shape (T,), integer, optional
+        Group id of every token (default: one group).
+    num_groups : int, optional
+        ``G`` (default ``groups.max() + 1``).
+    source : {"weights", "probs"}
+    eps : float
+        Added to the squared mean (guards empty or all-zero importance).
+
+    Returns
+    -------
+    Tensor, scalar
+    """
+    if source not in _SOURCES:
+        raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
+    s = selection_scores(routing) if source == "weights" else routing.probs
+    T, E = s.shape
+    groups, G = _check_groups(groups, num_groups, T)
+    if groups is None:
+        importance = s.sum(0, keepdim=True)
+        present = torch.ones(1, dtype=torch.bool, device=s.device)
+    else:
+        importance = s.new_zeros(G, E).index_add(0, groups, s)
+        present = torch.bincount(groups, minlength=G) > 0
+    mean = importance.mean(-1)
+    var = importance.var(-1, unbiased=False)
+    cv2 = var / (mean.square() + eps)
+    if not bool(present.any()):
+        return s.sum() * 0.0
+    return cv2[present].mean()

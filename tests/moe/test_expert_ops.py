@@ -19,6 +19,7 @@ from sci_moe.moe import (
     upcycle,
 )
 from sci_moe.testing import assert_routed_bank_matches_reference, default_tolerance
+from tests.moe._residual import residual_bank
 
 D = 6
 
@@ -31,10 +32,14 @@ def _banks():
         MLPExperts(4, D, 7, bias=True),
         GLUExperts(4, D, 3),
         lora,
+        residual_bank(4, D, 2),
     ]
 
 
-@pytest.mark.parametrize("i", range(4), ids=["linear", "mlp", "glu", "lora"])
+_IDS = ["linear", "mlp", "glu", "lora", "residual"]
+
+
+@pytest.mark.parametrize("i", range(5), ids=_IDS)
 def test_copy_expert_matches_naive_copy(float_dtype, i):
     bank = _banks()[i]
     before = {n: getattr(bank, n).detach().clone() for n in stacked_names(bank)}
@@ -48,6 +53,8 @@ def test_copy_expert_matches_naive_copy(float_dtype, i):
             assert torch.equal(new[e], expect)
     x = torch.randn(5, D)
     torch.testing.assert_close(bank.forward_expert(0, x), bank.forward_expert(2, x))
+    copy_expert(bank, 1, [3])  # one target inside one bank (the source is a view of it)
+    assert all(torch.equal(getattr(bank, n)[3], getattr(bank, n)[1]) for n in before)
 
 
 def test_copy_expert_from_a_dense_bank_and_optimizer_state():
@@ -70,7 +77,7 @@ def test_copy_expert_from_a_dense_bank_and_optimizer_state():
         copy_expert(bank, 5)
 
 
-@pytest.mark.parametrize("i", range(4), ids=["linear", "mlp", "glu", "lora"])
+@pytest.mark.parametrize("i", range(5), ids=_IDS)
 def test_merge_experts_is_the_weighted_parameter_average(float_dtype, i):
     bank = _banks()[i]
     groups, weights = [[0, 1, 3], [2]], [[1.0, 2.0, 1.0], [5.0]]

@@ -1,4 +1,4 @@
-"""Load-equilibrium, usage and MMD losses against direct naive computations (values + grads)."""
+"""Token-group routing: load-equilibrium loss, per-group usage, JS divergence (vs naive)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import math
 import pytest
 import torch
 
-from sci_moe.graphs import (
+from sci_moe.moe import (
+    Router,
+    Routing,
     group_expert_usage,
     load_equilibrium_loss,
-    mmd2,
-    pairwise_discrepancy_loss,
     pairwise_js_divergence,
 )
-from sci_moe.moe import Router, Routing
 from tests.conftest import FLOAT_TOLERANCE
 
 
@@ -86,7 +85,7 @@ def test_load_equilibrium_trains_a_collapsed_router_towards_balance():
     with torch.no_grad():
         router.weight.zero_()
         router.weight[0] = 1.0
-    x = torch.randn(256, 4).abs()
+    x = torch.randn(256, 4, generator=torch.Generator().manual_seed(1)).abs()
     opt = torch.optim.SGD(router.parameters(), lr=1.0)
     first = None
     for _ in range(50):
@@ -113,70 +112,6 @@ def test_group_expert_usage_matches_counts():
     assert usage.shape == (1, 4) and float(usage.sum()) == pytest.approx(1.0)
 
 
-def _naive_mmd2(x, y, bw, unbiased):
-    def k(a, b):
-        return sum(torch.exp(-((a - b) ** 2).sum() / s) for s in bw) / len(bw)
-
-    n, m = len(x), len(y)
-    kxx = sum(k(x[i], x[j]) for i in range(n) for j in range(n) if not (unbiased and i == j))
-    kyy = sum(k(y[i], y[j]) for i in range(m) for j in range(m) if not (unbiased and i == j))
-    kxy = sum(k(x[i], y[j]) for i in range(n) for j in range(m))
-    dxx = n * (n - 1) if unbiased else n * n
-    dyy = m * (m - 1) if unbiased else m * m
-    return kxx / dxx + kyy / dyy - 2 * kxy / (n * m)
-
-
-@pytest.mark.parametrize("unbiased", [False, True])
-def test_mmd2_matches_naive(float_dtype, unbiased):
-    tol = 10 * FLOAT_TOLERANCE[float_dtype]
-    x = torch.randn(6, 3).requires_grad_()
-    y = (torch.randn(5, 3) + 0.7).requires_grad_()
-    bw = [0.5, 2.0, 8.0]
-    fast = mmd2(x, y, bw, unbiased)
-    ref = _naive_mmd2(x, y, bw, unbiased)
-    assert torch.allclose(fast, ref, atol=tol, rtol=tol)
-    g1 = torch.autograd.grad(fast, (x, y), retain_graph=True)
-    g2 = torch.autograd.grad(ref, (x, y))
-    for a, b in zip(g1, g2, strict=True):
-        assert torch.allclose(a, b, atol=tol, rtol=tol)
-
-
-def test_mmd2_properties():
-    x = torch.randn(20, 4)
-    assert float(mmd2(x, x, [1.0])) == pytest.approx(0.0, abs=1e-6)
-    far = mmd2(x, x + 10.0, [1.0])
-    near = mmd2(x, x + 0.1, [1.0])
-    assert 0 < float(near) < float(far) <= 2.0 + 1e-6
-    assert float(mmd2(x, x + 1.0)) > 0  # median-heuristic bandwidths
-    with pytest.raises(ValueError, match="positive"):
-        mmd2(x, x, [0.0])
-    with pytest.raises(ValueError, match="same d"):
-        mmd2(x, torch.randn(3, 5))
-
-
-def test_pairwise_discrepancy_is_minus_mean_pairwise_mmd(float_dtype):
-    tol = 10 * FLOAT_TOLERANCE[float_dtype]
-    h = torch.randn(3, 7, 2).requires_grad_()
-    bw = [1.0, 4.0]
-    fast = pairwise_discrepancy_loss(h, bw)
-    ref = (
-        -(
-            _naive_mmd2(h[0], h[1], bw, False)
-            + _naive_mmd2(h[0], h[2], bw, False)
-            + _naive_mmd2(h[1], h[2], bw, False)
-        )
-        / 3
-    )
-    assert torch.allclose(fast, ref, atol=tol, rtol=tol)
-    (g1,) = torch.autograd.grad(fast, h, retain_graph=True)
-    (g2,) = torch.autograd.grad(ref, h)
-    assert torch.allclose(g1, g2, atol=tol, rtol=tol)
-    # symmetric in the order of the sets
-    assert torch.allclose(pairwise_discrepancy_loss(h[[2, 0, 1]], bw), fast, atol=tol)
-    with pytest.raises(ValueError, match="two"):
-        pairwise_discrepancy_loss(h[:1], bw)
-
-
 def test_weighted_usage_and_js_divergence():
     r, _ = _routing(T=6, E=4, k=2)
     groups = torch.arange(6) % 2
@@ -186,7 +121,7 @@ def test_weighted_usage_and_js_divergence():
         for t in range(6):
             if t % 2 == g:
                 for j in range(2):
-                    ref[r.indices[t, j]] += float(r.weights[t, j])
+                    ref[r.indices[t, j]] += float(r.weights[t, j].detach())
         assert torch.allclose(usage[g].double(), ref / ref.sum(), atol=1e-6)
     p = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
     # pairs: (0,1) log 2, (0,2) 0, (1,2) log 2
