@@ -171,6 +171,18 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "6.4": "rounded prose (pm) of bond W1 rows",
         "7.45": "setup: normalisation factor",
     },
+    "fingerprints.rst": {
+        "2412.02857": "arXiv id",
+        "0.333": "chance level of a 3-way task (1/3)",
+    },
+    "mvcge.rst": {
+        "0.017": "Monte Carlo s.e. of the Bayes oracle, printed by the run, not a JSON row",
+        "1.39": "ln 4, the entropy of uniform use of four experts",
+    },
+    "routing_mamba.rst": {
+        "2506.18145": "arXiv id",
+        "0.15": "rounded prose range over the context-length rows",
+    },
     "md.rst": {
         "3.9": "range over several rows of md.json (prose, rounded)",
         "0.034": "amber step time from a separate timing, not a JSON row (not verified)",
