@@ -1,10 +1,11 @@
 """Private shared utilities: the bottom floor of sci-moe.
 
 One copy of each: physical constants and units (:mod:`.units`), atomic file writes and
-checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), a failure-tolerant
-process pool (:mod:`.parallel`) and scatter reductions (:mod:`.scatter`). Nothing here
-imports any other part of ``sci_moe``; every other floor may import from here. Not a public
-API: fields re-export what their users need.
+checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), locking of run
+directories (:mod:`.lock`), a failure-tolerant process pool (:mod:`.parallel`) and
+scatter reductions (:mod:`.scatter`). Nothing here imports any other part of ``sci_moe``;
+every other floor may import from here. Not a public API: fields re-export what their
+users need.
 """
 
 from .io import (
@@ -17,6 +18,7 @@ from .io import (
     fsync_dir,
     previous_path,
 )
+from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
 from .scatter import scatter_mean, scatter_sum
 from .units import (
@@ -33,7 +35,10 @@ __all__ = [
     "KJ_PER_EV",
     "KJ_PER_HARTREE",
     "KJ_PER_KCAL",
+    "LOCK_NAME",
     "PLAIN_DATA_GLOBALS",
+    "DirectoryLock",
+    "DirectoryLocked",
     "RestrictedUnpickler",
     "atomic_open",
     "atomic_save_json",
@@ -43,6 +48,7 @@ __all__ = [
     "atomic_write_text",
     "fsync_dir",
     "kt_kj_per_mol",
+    "lock_directory",
     "parallel_map",
     "previous_path",
     "restricted_loads",
