@@ -3,15 +3,61 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import multiprocessing as mp
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 
 __all__ = ["parallel_map"]
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
 
 def _one_thread() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def _die_with(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Make this worker process exit when ``parent_pid`` (the caller of parallel_map) dies.
+
+    Two mechanisms, as a ``kill -9`` of the caller runs no clean-up: on Linux the kernel
+    sends SIGKILL when the worker's own parent dies (``prctl(PR_SET_PDEATHSIG)``; the
+    forkserver exits when the caller does); everywhere, a daemon thread polls the caller's
+    pid and ends the process (``os._exit``) once it is gone.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no usable libc
+            pass
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pragma: no cover - the pid was reused by another user
+                os._exit(1)
+
+    threading.Thread(target=watch, name="sci-moe-parent-watchdog", daemon=True).start()
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:  # the parent died before the death signal was armed
+        os._exit(1)
+
+
+def _worker_init(parent_pid: int, initializer) -> None:
+    _die_with(parent_pid)
+    (initializer or _one_thread)()
 
 
 def _context(method: str, fn):
@@ -41,7 +87,9 @@ def parallel_map(
     ``on_result(index, result)`` is called in this process as each job finishes (in
     completion order), e.g. to cache it. Workers start with ``OMP_NUM_THREADS=1`` and then
     run ``initializer`` (a picklable top-level function, e.g. one that silences a
-    library's logger).
+    library's logger). Workers die with this process, also when it is killed with
+    ``kill -9`` (Linux ``PR_SET_PDEATHSIG`` plus a watchdog thread on this process's pid):
+    no orphaned pool keeps computing.
 
     The default start method ``"forkserver"`` imports ``fn``'s module once in a clean
     server process and forks every worker from it: cheap start-up, and no OpenMP thread
@@ -108,7 +156,7 @@ def parallel_map(
                 with cf.ProcessPoolExecutor(
                     max_workers=min(n_jobs, len(jobs)),
                     mp_context=ctx,
-                    initializer=initializer or _one_thread,
+                    initializer=functools.partial(_worker_init, os.getpid(), initializer),
                 ) as pool:
                     futs = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
                     for fut in cf.as_completed(futs):
