@@ -16,7 +16,7 @@ from .balancing import BiasBalancer
 from .competence import competence_routing
 from .convert import from_transformers, to_transformers
 from .default_moe import DefaultOutputs
-from .diagnostics import group_expert_usage, pairwise_js_divergence
+from .diagnostics import group_expert_usage, pairwise_js_divergence, tree_level_diagnostics
 from .discrepancy import mmd2, pairwise_discrepancy_loss
 from .dispatch import dispatch
 from .dispatchers import Dispatcher, LocalDispatch
@@ -32,7 +32,13 @@ from .experts import (
 )
 from .grouped import grouped_linear, grouped_mm_supported
 from .layer import MoE, MoEConfig, MoEInfo, SharedExperts, check_layer_input
-from .losses import load_balancing_loss, load_equilibrium_loss, router_z_loss
+from .losses import (
+    load_balancing_loss,
+    load_equilibrium_loss,
+    router_z_loss,
+    tree_level_usage_loss,
+    usage_mse_loss,
+)
 from .merging import (
     ensemble_distillation_loss,
     ensemble_forward,
@@ -50,6 +56,7 @@ from .specialization import (
     selection_scores,
     variance_loss,
 )
+from .tree import TreeExpertChoice, TreeLevel, tree_capacities
 
 __all__ = [
     "AdapterExperts",
@@ -73,6 +80,8 @@ __all__ = [
     "RouterConfig",
     "Routing",
     "SharedExperts",
+    "TreeExpertChoice",
+    "TreeLevel",
     "auxiliary_losses",
     "check_layer_input",
     "competence_routing",
@@ -104,6 +113,10 @@ __all__ = [
     "slice_experts",
     "stacked_names",
     "to_transformers",
+    "tree_capacities",
+    "tree_level_diagnostics",
+    "tree_level_usage_loss",
     "upcycle",
+    "usage_mse_loss",
     "variance_loss",
 ]

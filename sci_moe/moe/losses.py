@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.distributed as dist
 
@@ -9,7 +11,16 @@ from .diagnostics import _check_groups
 from .routing import Routing
 from .specialization import selection_scores
 
-__all__ = ["load_balancing_loss", "load_equilibrium_loss", "router_z_loss"]
+if TYPE_CHECKING:
+    from .tree import TreeLevel
+
+__all__ = [
+    "load_balancing_loss",
+    "load_equilibrium_loss",
+    "router_z_loss",
+    "tree_level_usage_loss",
+    "usage_mse_loss",
+]
 
 _SOURCES = ("weights", "probs")
 
@@ -141,3 +152,52 @@ def load_equilibrium_loss(
     if not bool(present.any()):
         return s.sum() * 0.0
     return cv2[present].mean()
+
+
+def usage_mse_loss(probs: torch.Tensor) -> torch.Tensor:
+    """MSE between the experts' mean score and the uniform share (MoRE-Brain).
+
+    .. math:: f_{g,c} = \\frac{1}{N}\\sum_{n} P_{g,n,c}, \\qquad
+              L = \\frac{1}{G\\,b}\\sum_{g,c} \\big(f_{g,c} - 1/b\\big)^2
+
+    ``g`` runs over routing groups (e.g. a tree's parents), ``n`` over the candidates of
+    a group (batch and tokens), ``c`` over the ``b`` experts they may go to.
+
+    Parameters
+    ----------
+    probs : Tensor, shape (..., N, b) or (G, N, b)
+        Scores summing to one over the last axis. A 2-D input is one group; for a
+        :class:`~sci_moe.moe.TreeLevel` use :func:`tree_level_usage_loss`.
+
+    Returns
+    -------
+    Tensor, shape ()
+    """
+    if probs.dim() < 2:
+        raise ValueError(f"probs must have shape (..., N, b), got {tuple(probs.shape)}")
+    if probs.dim() == 2:
+        probs = probs.unsqueeze(0)
+    probs = probs.reshape(-1, *probs.shape[-2:])
+    b = probs.shape[-1]
+    usage = probs.mean(dim=1)
+    return ((usage - 1.0 / b) ** 2).mean()
+
+
+def tree_level_usage_loss(level: TreeLevel) -> torch.Tensor:
+    """:func:`usage_mse_loss` of one tree level, parents as groups (over the batch).
+
+    The candidates of parent ``p`` are its rows in every group (sample), scored over
+    its ``b`` children: ``candidate_probs`` ``(G, P, k_prev, b)`` is read as ``P``
+    groups of ``G k_prev`` candidates.
+
+    Parameters
+    ----------
+    level : TreeLevel
+        One level of a :class:`~sci_moe.moe.TreeExpertChoice` forward.
+
+    Returns
+    -------
+    Tensor, shape ()
+    """
+    p = level.candidate_probs  # (G, P, k_prev, b)
+    return usage_mse_loss(p.transpose(0, 1).flatten(1, 2))

@@ -2,16 +2,20 @@
 
 MoRE-Brain stage 1 (Wei et al., NeurIPS 2025, arXiv 2505.15946): subject front ends
 (:class:`SubjectFrontEnd`), the hierarchical expert-choice encoder
-(:class:`MoREBrainEncoder` on :class:`TreeExpertChoice`), contrastive + MSE training to
-frozen target embeddings (:func:`train_encoder`), retrieval (:func:`retrieval_accuracy`),
-router-only transfer to a new subject (:func:`finetune_routers`), a ridge baseline
-(:class:`RidgeDecoder`), voxel -> expert maps scored against planted regions
-(:func:`voxel_assignments`, :func:`assignment_scores`), planted voxel data with known
-regions (:func:`plant_voxels`) and a loader for user voxel matrices
-(:func:`load_voxel_matrix`). Stage 2 (image generation) is out of scope.
+(:class:`MoREBrainEncoder` on :class:`~sci_moe.moe.TreeExpertChoice`), contrastive +
+MSE training to frozen target embeddings (:func:`train_encoder`), retrieval
+(:func:`retrieval_accuracy`), router-only transfer to a new subject
+(:func:`finetune_routers`), a ridge baseline (:class:`RidgeDecoder`), voxel -> expert
+maps scored against planted regions (:func:`voxel_assignments`,
+:func:`assignment_scores`), planted voxel data with known regions (:func:`plant_voxels`)
+and a loader for user voxel matrices (:func:`load_voxel_matrix`). Stage 2 (image
+generation) is out of scope.
+
+The tree routing (:class:`~sci_moe.moe.TreeExpertChoice`, its losses and diagnostics) is
+core code in :mod:`sci_moe.moe`, re-exported here so existing imports keep working.
 """
 
-from ._core_pending import (
+from sci_moe.moe import (
     TreeExpertChoice,
     TreeLevel,
     tree_capacities,
@@ -19,6 +23,7 @@ from ._core_pending import (
     tree_level_usage_loss,
     usage_mse_loss,
 )
+
 from .baselines import RidgeDecoder
 from .encoder import EncoderOutput, MoREBrainConfig, MoREBrainEncoder
 from .frontend import SubjectFrontEnd, check_voxels

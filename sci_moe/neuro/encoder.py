@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ._core_pending import TreeExpertChoice, TreeLevel, tree_level_usage_loss
+from sci_moe.moe import TreeExpertChoice, TreeLevel, tree_level_usage_loss
+
 from .frontend import SubjectFrontEnd
 
 __all__ = ["EncoderOutput", "MoREBrainConfig", "MoREBrainEncoder"]
@@ -78,7 +79,7 @@ class EncoderOutput:
     levels : list of TreeLevel
         The routing of every level (rows, experts, scores).
     usage_loss : Tensor, shape ()
-        Mean over levels of :func:`~sci_moe.neuro.usage_mse_loss`.
+        Mean over levels of :func:`~sci_moe.moe.usage_mse_loss`.
     """
 
     embedding: torch.Tensor
@@ -91,7 +92,8 @@ class MoREBrainEncoder(nn.Module):
     """Hierarchical expert-choice MoE from voxels to a frozen embedding space.
 
     MoRE-Brain stage 1 (Wei et al., NeurIPS 2025, arXiv 2505.15946): a subject front end
-    (:class:`SubjectFrontEnd`), a tree of expert-choice levels (:class:`TreeExpertChoice`:
+    (:class:`SubjectFrontEnd`), a tree of expert-choice levels
+    (:class:`~sci_moe.moe.TreeExpertChoice`:
     ``2 -> 4 -> 8 -> 16`` experts, each expert choosing ``k_l`` of its parent's rows),
     per level a projection of the experts' pooled outputs into the target space,
 

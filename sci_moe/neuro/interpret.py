@@ -16,7 +16,7 @@ def voxel_assignments(
 ) -> list[np.ndarray]:
     """Which expert of each level picks each voxel most often.
 
-    Every row of a level descends from one voxel (:attr:`TreeLevel.token`); over the
+    Every row of a level descends from one voxel (:attr:`~sci_moe.moe.TreeLevel.token`); over the
     given samples, voxel ``v`` is assigned to the level-``l`` expert that chose it most
     often, or to ``E_l`` ("unassigned") when no expert ever chose it.
 

@@ -1,4 +1,7 @@
-"""Tree expert-choice routing vs a naive per-expert loop (outputs and all gradients)."""
+"""Tree expert-choice routing vs a naive per-expert loop (outputs and all gradients).
+
+Every random draw (inputs and parameters) comes from the test's own generator.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sci_moe.neuro import (
+from sci_moe.moe import (
     TreeExpertChoice,
     tree_capacities,
     tree_level_diagnostics,
@@ -14,6 +17,24 @@ from sci_moe.neuro import (
     usage_mse_loss,
 )
 from tests.conftest import FLOAT_TOLERANCE
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """A draw in the default dtype (float32 or float64) from ``g``."""
+    return torch.randn(*shape, generator=g, dtype=torch.get_default_dtype())
+
+
+def _tree(g: torch.Generator, *args, **kwargs) -> TreeExpertChoice:
+    """A tree whose every parameter is redrawn from ``g`` (no global RNG state)."""
+    tree = TreeExpertChoice(*args, **kwargs)
+    with torch.no_grad():
+        for p in tree.parameters():
+            p.copy_(0.5 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return tree
 
 
 def _naive_tree(tree: TreeExpertChoice, x: torch.Tensor):
@@ -58,8 +79,9 @@ def _naive_tree(tree: TreeExpertChoice, x: torch.Tensor):
 @pytest.mark.parametrize("residual", [True, False])
 def test_tree_matches_naive_loop(float_dtype, experts, residual):
     tol = FLOAT_TOLERANCE[float_dtype]
-    tree = TreeExpertChoice(6, experts, capacity_factor=1.0, d_hidden=5, residual=residual)
-    x = torch.randn(3, 24, 6, requires_grad=True)
+    g = _gen(0)
+    tree = _tree(g, 6, experts, capacity_factor=1.0, d_hidden=5, residual=residual)
+    x = _randn(g, 3, 24, 6).requires_grad_()
     levels = tree(x)
     fast = [lvl.per_expert(lvl.output).sum(2) for lvl in levels]
     ref, ref_chosen = _naive_tree(tree, x)
@@ -68,7 +90,7 @@ def test_tree_matches_naive_loop(float_dtype, experts, residual):
         tok = lvl.per_expert(lvl.token).sort(-1).values.tolist()
         assert tok == rc
     params = [x, *tree.parameters()]
-    gw = [torch.randn_like(f) for f in fast]
+    gw = [_randn(g, *f.shape) for f in fast]
     g_fast = torch.autograd.grad(sum((f * w).sum() for f, w in zip(fast, gw, strict=True)), params)
     g_ref = torch.autograd.grad(sum((r * w).sum() for r, w in zip(ref, gw, strict=True)), params)
     for a, b in zip(g_fast, g_ref, strict=True):
@@ -76,8 +98,9 @@ def test_tree_matches_naive_loop(float_dtype, experts, residual):
 
 
 def test_capacity_respected_and_children_choose_from_parent():
-    tree = TreeExpertChoice(4, (2, 4, 8, 16), capacity_factor=1.0)
-    levels = tree(torch.randn(5, 64, 4))
+    g = _gen(1)
+    tree = _tree(g, 4, (2, 4, 8, 16), capacity_factor=1.0)
+    levels = tree(_randn(g, 5, 64, 4))
     assert [lvl.capacity for lvl in levels] == [32, 16, 8, 4] == tree.capacities(64)
     prev = None
     for lvl in levels:
@@ -89,9 +112,9 @@ def test_capacity_respected_and_children_choose_from_parent():
         if prev is not None:
             # child c's rows come from its parent's rows: source // k_prev = (g, parent)
             parent_of_row = lvl.source // prev.capacity
-            g = torch.arange(lvl.num_groups).repeat_interleave(lvl.num_experts * lvl.capacity)
+            grp = torch.arange(lvl.num_groups).repeat_interleave(lvl.num_experts * lvl.capacity)
             parent = lvl.expert // lvl.branching
-            assert torch.equal(parent_of_row, g * prev.num_experts + parent)
+            assert torch.equal(parent_of_row, grp * prev.num_experts + parent)
         prev = lvl
     caps = tree_capacities(100, (2, 4), 1.5)
     assert caps == [75, 56]
@@ -102,18 +125,19 @@ def test_empty_capacity_and_bad_levels_raise():
         tree_capacities(8, (2, 4, 8, 16), 1.0)
     with pytest.raises(ValueError, match="multiple"):
         tree_capacities(64, (2, 3), 1.0)
-    tree = TreeExpertChoice(4, (2, 4, 8, 16))
+    g = _gen(2)
+    tree = _tree(g, 4, (2, 4, 8, 16))
     with pytest.raises(ValueError, match="0 rows"):
-        tree(torch.randn(2, 10, 4))
+        tree(_randn(g, 2, 10, 4))
     with pytest.raises(ValueError, match="shape"):
-        tree(torch.randn(2, 64, 5))
+        tree(_randn(g, 2, 64, 5))
     with pytest.raises(ValueError, match="capacity_factor"):
         TreeExpertChoice(4, (2,), capacity_factor=0.0)
 
 
 def test_usage_mse_loss_matches_formula(float_dtype):
     tol = FLOAT_TOLERANCE[float_dtype]
-    logits = torch.randn(3, 7, 4, requires_grad=True)
+    logits = _randn(_gen(3), 3, 7, 4).requires_grad_()
     p = logits.softmax(-1)
     loss = usage_mse_loss(p)
     ref = (
@@ -130,8 +154,9 @@ def test_usage_mse_loss_matches_formula(float_dtype):
 
 
 def test_level_usage_loss_and_diagnostics():
-    tree = TreeExpertChoice(4, (2, 4))
-    levels = tree(torch.randn(3, 16, 4))
+    g = _gen(4)
+    tree = _tree(g, 4, (2, 4))
+    levels = tree(_randn(g, 3, 16, 4))
     lvl = levels[1]
     p = lvl.candidate_probs  # (G, P, k_prev, b)
     ref = torch.stack([((p[:, q].reshape(-1, 2).mean(0) - 0.5) ** 2) for q in range(2)]).mean()
