@@ -45,7 +45,30 @@ METHODS = ("finetune", "prototype", "gmm")
 
 @dataclass
 class IncrementalConfig:
-    """Configuration of one incremental run (sizes in images / iterations)."""
+    """Configuration of one incremental run (sizes in images / iterations).
+
+    Attributes
+    ----------
+    method : {"finetune", "prototype", "gmm"}
+    n_components, covariance_type
+        Mixture size K and ``"full"`` / ``"diag"`` (``method="gmm"`` only).
+    base, increment : int
+        Protocol ``base-increment`` (4-1 on 6 classes: three steps).
+    scene : SceneConfig
+    n_train, n_test : int
+        Training images per step (each holds a class of the step) and test images.
+    base_iters, step_iters, batch_size, lr
+        Adam iterations of step 0 and of every later step, batch size, learning rate.
+    width, feature_dim : int
+        :class:`SmallUNet` sizes.
+    replay_per_class : int
+        Pseudo-features per old class and iteration.
+    kd_weight, replay_weight : float
+        :math:`\\lambda_{kd}` and :math:`\\lambda_{rep}`.
+    max_pixels_per_class : int
+        Features per class used to fit a memory.
+    seed : int
+    """
 
     method: str = "gmm"
     n_components: int = 3
@@ -95,7 +118,23 @@ def _step_data(world: SceneGenerator, cfg: IncrementalConfig, tasks, t: int):
 
 
 def step_features(model: SmallUNet, images, labels, classes, max_per_class, generator):
-    """Penultimate features of labelled pixels of ``classes``: ``(N, D)`` and labels ``(N,)``."""
+    """Penultimate features of the labelled pixels of ``classes``.
+
+    Parameters
+    ----------
+    model : SmallUNet
+    images : Tensor, shape (B, 3, H, W)
+    labels : Tensor, shape (B, H, W)
+    classes : sequence of int
+    max_per_class : int
+        Random subset size per class.
+    generator : torch.Generator or None
+
+    Returns
+    -------
+    features : Tensor, shape (N, D)
+    labels : Tensor, shape (N,)
+    """
     with torch.no_grad():
         feats = torch.cat([model.features(images[i : i + 16]) for i in range(0, len(images), 16)])
     f = feats.permute(0, 2, 3, 1).reshape(-1, feats.shape[1])
