@@ -9,7 +9,7 @@ incremental training loop with fine-tuning and single-prototype baselines.
 """
 
 from ._core_pending import GaussianMixtureFit, fit_gaussian_mixture, gaussian_component_log_prob
-from .incremental import IncrementalConfig, run_incremental, step_features
+from .incremental import IncrementalConfig, grc_loss, run_incremental, step_features
 from .memory import GaussianMixtureMemory, PrototypeMemory
 from .protocol import background_shift_labels, incremental_tasks, mean_iou, per_class_iou
 from .synthetic import SceneConfig, SceneGenerator
@@ -26,6 +26,7 @@ __all__ = [
     "background_shift_labels",
     "fit_gaussian_mixture",
     "gaussian_component_log_prob",
+    "grc_loss",
     "incremental_tasks",
     "mean_iou",
     "per_class_iou",

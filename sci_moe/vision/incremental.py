@@ -19,7 +19,13 @@ target probability is :math:`p_0 + \\sum_{c \\in C_{old}} p_c`, the background s
 handling) and :math:`(\\tilde f, \\tilde y)` the replayed pseudo-features of old classes.
 Each step's data and randomness come from ``seed`` and the step index only, so a run
 resumed from the checkpoint of step ``t`` repeats the uninterrupted run exactly.
-Dynamic Adjustment and the GRC loss of the paper are not implemented.
+
+Options of ``"gmm"`` (their exact formulas are not published; these are readings of the
+abstract): ``dynamic_adjustment`` refits the stored mixtures after each step with the
+features of background-labelled new pixels the model predicts as an old class with
+probability :math:`\\ge \\tau` (:meth:`GaussianMixtureMemory.adjust`); ``grc_weight`` adds
+:func:`grc_loss`, which pulls new-class features to their class centre and away from the
+stored old-class components.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from .protocol import background_shift_labels, incremental_tasks, mean_iou
 from .synthetic import SceneConfig, SceneGenerator
 from .unet import SmallUNet
 
-__all__ = ["IncrementalConfig", "run_incremental", "step_features"]
+__all__ = ["IncrementalConfig", "grc_loss", "run_incremental", "step_features"]
 
 METHODS = ("finetune", "prototype", "gmm")
 
@@ -67,6 +73,10 @@ class IncrementalConfig:
         :math:`\\lambda_{kd}` and :math:`\\lambda_{rep}`.
     max_pixels_per_class : int
         Features per class used to fit a memory.
+    dynamic_adjustment, da_threshold
+        Dynamic Adjustment of the mixtures and its confidence :math:`\\tau`.
+    grc_weight, grc_temperature
+        Weight and temperature of :func:`grc_loss` (0 disables it).
     seed : int
     """
 
@@ -88,11 +98,19 @@ class IncrementalConfig:
     kd_weight: float = 1.0
     replay_weight: float = 1.0
     max_pixels_per_class: int = 4000
+    dynamic_adjustment: bool = False
+    da_threshold: float = 0.7
+    grc_weight: float = 0.0
+    grc_temperature: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if (self.dynamic_adjustment or self.grc_weight > 0) and self.method != "gmm":
+            raise ValueError("dynamic_adjustment and grc_weight need method='gmm'")
+        if not 0 < self.da_threshold < 1 or self.grc_temperature <= 0 or self.grc_weight < 0:
+            raise ValueError("need 0 < da_threshold < 1, grc_temperature > 0, grc_weight >= 0")
         if min(self.n_train, self.n_test, self.batch_size, self.base_iters) < 1:
             raise ValueError("n_train, n_test, batch_size and base_iters must be >= 1")
 
@@ -149,12 +167,68 @@ def step_features(model: SmallUNet, images, labels, classes, max_per_class, gene
     return torch.cat(fs), torch.cat(ys)
 
 
+def grc_loss(features, labels, new_classes, old_means, temperature: float = 1.0):
+    """Contrastive constraint between new-class features and stored old components.
+
+    For a new-class pixel feature :math:`f` of class :math:`c` with batch centre
+    :math:`\\bar f_c` and stored old component means :math:`\\mu_j`,
+
+    .. math::
+
+        \\ell(f) = -\\log \\frac{e^{-\\lVert f-\\bar f_c\\rVert^2/T}}
+                 {e^{-\\lVert f-\\bar f_c\\rVert^2/T} + \\sum_j e^{-\\lVert f-\\mu_j\\rVert^2/T}},
+
+    averaged over new-class pixels (0 if there are none).
+
+    Parameters
+    ----------
+    features : Tensor, shape (N, D)
+    labels : Tensor, shape (N,)
+    new_classes : sequence of int
+    old_means : Tensor, shape (M, D)
+    temperature : float
+
+    Returns
+    -------
+    Tensor, scalar
+    """
+    losses = []
+    for c in new_classes:
+        f = features[labels == c]
+        if f.shape[0] == 0:
+            continue
+        pos = -(f - f.mean(0).detach()).pow(2).sum(-1, keepdim=True) / temperature
+        neg = -torch.cdist(f, old_means.to(f.dtype)).pow(2) / temperature
+        logits = torch.cat([pos, neg], 1)
+        losses.append(-(pos.squeeze(1) - torch.logsumexp(logits, 1)))
+    if not losses:
+        return features.sum() * 0.0
+    return torch.cat(losses).mean()
+
+
 def _unbiased_ce(logits, labels, n_old: int):
     # logits (B, C+1, H, W) over seen classes; old classes are 1..n_old.
     logp = F.log_softmax(logits, 1)
     bg = torch.logsumexp(logp[:, : n_old + 1], 1)
     lp = torch.where(labels == 0, bg, logp.gather(1, labels.unsqueeze(1)).squeeze(1))
     return -lp.mean()
+
+
+def _dynamic_adjustment(model, memory, x, y, n_seen, cfg, g):
+    with torch.no_grad():
+        feats = torch.cat([model.features(x[i : i + 16]) for i in range(0, len(x), 16)])
+        prob = torch.softmax(model.classify(feats)[:, : n_seen + 1], 1)
+    conf, pred = prob.max(1)
+    old = torch.zeros_like(pred, dtype=torch.bool)
+    for c in memory.classes:
+        old |= pred == c
+    pick = (y == 0) & old & (conf >= cfg.da_threshold)
+    f = feats.permute(0, 2, 3, 1)[pick]
+    lab = pred[pick]
+    if f.shape[0] > cfg.max_pixels_per_class:
+        keep = torch.randperm(f.shape[0], generator=g)[: cfg.max_pixels_per_class]
+        f, lab = f[keep], lab[keep]
+    memory.adjust(f, lab, generator=g)
 
 
 def _evaluate(model, x_test, m_test, tasks, t):
@@ -247,9 +321,20 @@ def run_incremental(
                     fr, yr = memory.sample(cfg.replay_per_class, generator=g)
                     rl = model.classify(fr.to(feats.dtype))[:, : n_seen + 1]
                     loss = loss + cfg.replay_weight * F.cross_entropy(rl, yr)
+                    if cfg.grc_weight > 0:
+                        fl = feats.permute(0, 2, 3, 1).reshape(-1, feats.shape[1])
+                        loss = loss + cfg.grc_weight * grc_loss(
+                            fl,
+                            y[idx].reshape(-1),
+                            tasks[t],
+                            memory.component_means(),
+                            cfg.grc_temperature,
+                        )
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+        if cfg.dynamic_adjustment and t > 0:
+            _dynamic_adjustment(model, memory, x, y, n_seen, cfg, g)
         if memory is not None:
             f, lab = step_features(model, x, y, tasks[t], cfg.max_pixels_per_class, g)
             memory.fit(f, lab, tasks[t], generator=g)

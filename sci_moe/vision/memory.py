@@ -108,6 +108,60 @@ class GaussianMixtureMemory:
             )
         return self
 
+    def adjust(
+        self,
+        features: Tensor,
+        labels: Tensor,
+        n_replay: int = 2000,
+        generator: torch.Generator | None = None,
+    ) -> list[int]:
+        """Dynamic Adjustment: refit stored mixtures with new features of their classes.
+
+        For every stored class :math:`c` present in ``labels``, the mixture is refitted by
+        EM on ``n_replay`` samples of the stored mixture together with the new features
+        (pixels of new data confidently predicted as :math:`c`), so the memory follows the
+        drifting feature space. The paper's exact update rule is not published; this is
+        one reading of it.
+
+        Parameters
+        ----------
+        features : Tensor, shape (N, D)
+        labels : Tensor, shape (N,)
+            Pseudo-labels (stored classes) of the features.
+        n_replay : int
+        generator : torch.Generator, optional
+
+        Returns
+        -------
+        list of int
+            The classes that were adjusted.
+        """
+        _check(features, labels)
+        done = []
+        for c in self.classes:
+            new = features[labels == c].detach()
+            if new.shape[0] == 0:
+                continue
+            old = self.mixtures[c].sample(n_replay, generator=generator).to(new.dtype)
+            x = torch.cat([old, new])
+            fit = fit_gaussian_mixture(
+                x,
+                min(self.n_components, x.shape[0]),
+                self.covariance_type,
+                max_iter=self.max_iter,
+                reg_covar=self.reg_covar,
+                generator=generator,
+            )
+            self.mixtures[c] = GaussianMixture(
+                fit.means, fit.full_covariances(), fit.weights, dtype=x.dtype
+            )
+            done.append(c)
+        return done
+
+    def component_means(self) -> Tensor:
+        """Means of every stored component of every class, shape (sum_c K_c, D)."""
+        return torch.cat([self.mixtures[c].means for c in self.classes])
+
     def sample(
         self, n_per_class: int, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor]:

@@ -52,3 +52,36 @@ def test_resume_is_bit_identical(tmp_path):
 def test_bad_method():
     with pytest.raises(ValueError, match="method"):
         IncrementalConfig(method="replay")
+
+
+def test_dynamic_adjustment_and_grc_run():
+    cfg = _cfg("gmm")
+    cfg.dynamic_adjustment, cfg.da_threshold, cfg.grc_weight = True, 0.2, 0.5
+    out = run_incremental(cfg)
+    assert len(out["steps"]) == 3 and out["memory"].classes == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="method='gmm'"):
+        IncrementalConfig(method="prototype", grc_weight=1.0)
+
+
+def test_grc_loss_value_and_gradient(float_dtype):
+    from sci_moe.vision import grc_loss
+
+    f = torch.randn(6, 3, requires_grad=True)
+    y = torch.tensor([5, 5, 5, 0, 6, 6])
+    old = torch.randn(4, 3)
+    got = grc_loss(f, y, [5, 6], old, temperature=2.0)
+    terms = []
+    for c in (5, 6):
+        fc = f[y == c]
+        centre = fc.mean(0).detach()
+        for row in fc:
+            pos = torch.exp(-((row - centre) ** 2).sum() / 2.0)
+            neg = sum(torch.exp(-((row - m) ** 2).sum() / 2.0) for m in old)
+            terms.append(-torch.log(pos / (pos + neg)))
+    ref = torch.stack(terms).mean()
+    tol = 1e-5 if float_dtype == torch.float32 else 1e-10
+    torch.testing.assert_close(got, ref, atol=tol, rtol=tol)
+    g1 = torch.autograd.grad(got, f)[0]
+    g2 = torch.autograd.grad(ref, f)[0]
+    torch.testing.assert_close(g1, g2, atol=tol * 10, rtol=tol * 10)
+    assert float(grc_loss(f, y, [3], old).detach()) == 0.0

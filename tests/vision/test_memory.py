@@ -50,3 +50,15 @@ def test_empty_class_raises():
     f, y = _two_class_data(torch.float32)
     with pytest.raises(ValueError, match="no features"):
         GaussianMixtureMemory(2).fit(f, y, [5])
+
+
+def test_adjust_moves_mixture_towards_new_features():
+    f, y = _two_class_data(torch.float64)
+    mem = GaussianMixtureMemory(2).fit(f, y, [1, 2], torch.Generator().manual_seed(0))
+    before = mem.mixtures[2].mean().clone()
+    new = torch.randn(2000, 3, dtype=torch.float64) * 0.5 + 2.0
+    done = mem.adjust(new, torch.full((2000,), 2), n_replay=2000)
+    assert done == [2]
+    after = mem.mixtures[2].mean()
+    torch.testing.assert_close(after, before + 1.0, atol=0.1, rtol=0)
+    assert mem.component_means().shape == (4, 3)
