@@ -230,6 +230,7 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "-1.85": "the paper's number",
         "23.8": "the paper's number",
     },
+    "vrp.rst": {"2510.21453": "arXiv id", "0.14": "software version (PyVRP 0.14 ILS)"},
     "self_distillation.rst": {
         "2501.16226": "arXiv id",
         "0.2402": "a separate 40-seed rerun, not stored in the JSON",
