@@ -125,6 +125,40 @@ def _shared_glu(mlp: nn.Module) -> torch.Tensor:
     return torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], 0).unsqueeze(0)
 
 
+def _source_tensors(block: nn.Module, spec: _Spec) -> list[tuple[str, torch.Tensor]]:
+    """``(name in the block, tensor)`` of every weight :func:`from_transformers` copies."""
+    named = [
+        ("gate.weight", block.gate.weight),
+        ("experts.gate_up_proj", block.experts.gate_up_proj),
+        ("experts.down_proj", block.experts.down_proj),
+    ]
+    if spec.deepseek:
+        named.append(("gate.e_score_correction_bias", block.gate.e_score_correction_bias))
+    if spec.shared is not None:
+        mlp = getattr(block, spec.shared)
+        named += [
+            (f"{spec.shared}.{n}.weight", getattr(mlp, n).weight)
+            for n in ("gate_proj", "up_proj", "down_proj")
+        ]
+    if spec.shared_gate is not None:
+        named.append((f"{spec.shared_gate}.weight", getattr(block, spec.shared_gate).weight))
+    return named
+
+
+def _check_finite_weights(block: nn.Module, spec: _Spec) -> None:
+    for name, t in _source_tensors(block, spec):
+        if t.is_meta:  # no values yet: nothing to copy wrong
+            continue
+        bad = int((~torch.isfinite(t.detach())).sum())
+        if bad:
+            raise ValueError(
+                f"{type(block).__name__}.{name} holds {bad} non-finite value(s) (NaN/Inf) "
+                f"of {t.numel()}: the block's weights are uninitialised or corrupt; "
+                "initialise them (e.g. the model's post_init()) or load a checkpoint "
+                "before calling from_transformers"
+            )
+
+
 def from_transformers(block: nn.Module) -> MoE:
     """Build a sci-moe :class:`MoE` equal to a transformers MoE block.
 
@@ -148,8 +182,13 @@ def from_transformers(block: nn.Module) -> MoE:
     ------
     TypeError
         For an unsupported block or activation.
+    ValueError
+        When a weight of the block holds NaN or Inf (the message names the tensor): a
+        freshly built transformers block can hold uninitialised memory (``torch.empty``),
+        and a layer converted from it would silently output NaN.
     """
     spec = _spec(block)
+    _check_finite_weights(block, spec)
     cfg = _router_config(block, spec)
     ex = block.experts
     E, I2, H = ex.gate_up_proj.shape

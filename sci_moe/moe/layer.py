@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .auxiliary import auxiliary_losses
+from .checks import check_coef, check_int, check_layer_input, check_real
 from .default_moe import DefaultOutputs
 from .dispatchers import Dispatcher, LocalDispatch
 from .experts import AdapterExperts, ExpertBank, GLUExperts, LinearExperts, MLPExperts
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 _EXPERT_KINDS = ("glu", "mlp", "linear", "adapter")
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_COEFS = ("load_balance_coef", "z_loss_coef", "orthogonality_coef", "variance_coef")
 
 
 @dataclass
@@ -102,6 +103,14 @@ class MoEConfig:
     router: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in ("d_model", "num_experts", "top_k", "num_shared_experts"):
+            setattr(self, name, check_int(name, getattr(self, name)))
+        for name in ("d_hidden", "shared_d_hidden"):
+            if getattr(self, name) is not None:
+                setattr(self, name, check_int(name, getattr(self, name)))
+        for name in _COEFS:
+            setattr(self, name, check_coef(name, getattr(self, name)))
+        self.default_beta = check_real("default_beta", self.default_beta)
         if self.expert not in _EXPERT_KINDS:
             raise ValueError(f"expert must be one of {_EXPERT_KINDS}, got {self.expert!r}")
         if self.d_hidden is None:
@@ -112,9 +121,6 @@ class MoEConfig:
             raise ValueError(f"num_shared_experts must be >= 0, got {self.num_shared_experts}")
         if self.shared_d_hidden is None:
             self.shared_d_hidden = self.d_hidden
-        coefs = (self.load_balance_coef, self.z_loss_coef, self.orthogonality_coef)
-        if min(coefs) < 0 or self.variance_coef < 0:
-            raise ValueError("loss coefficients must be >= 0")
         if not 0.0 <= self.default_beta < 1.0:
             raise ValueError(f"default_beta must be in [0, 1), got {self.default_beta}")
         # Validate the router options now, with the layer's sizes.
@@ -125,26 +131,6 @@ class MoEConfig:
         return RouterConfig(
             d_model=self.d_model, num_experts=self.num_experts, top_k=self.top_k, **self.router
         )
-
-
-def check_layer_input(x: torch.Tensor, d_model: int, check_finite: bool = True) -> None:
-    """Raise ``TypeError``/``ValueError`` for an input an MoE layer cannot take.
-
-    Checks that ``x`` is a floating tensor of shape ``(..., d_model)`` and, with
-    ``check_finite``, free of NaN/Inf (naming the first bad index).
-    """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _FLOAT_DTYPES:
-        raise TypeError(
-            f"x has dtype {x.dtype}; MoE layers need a floating dtype "
-            "(float16, bfloat16, float32 or float64): cast with x.float()"
-        )
-    if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(f"x must have shape (..., {d_model}) but has shape {tuple(x.shape)}")
-    if check_finite and not torch.isfinite(x).all():
-        bad = (~torch.isfinite(x)).nonzero()[0].tolist()
-        raise ValueError(f"x contains NaN or Inf (first at index {bad}); check the layer inputs")
 
 
 class SharedExperts(nn.Module):
@@ -368,8 +354,10 @@ class MoE(nn.Module):
         check_finite,
         dispatcher,
     ) -> None:
-        if min(load_balance_coef, z_loss_coef, orthogonality_coef, variance_coef) < 0:
-            raise ValueError("loss coefficients must be >= 0")
+        load_balance_coef = check_coef("load_balance_coef", load_balance_coef)
+        z_loss_coef = check_coef("z_loss_coef", z_loss_coef)
+        orthogonality_coef = check_coef("orthogonality_coef", orthogonality_coef)
+        variance_coef = check_coef("variance_coef", variance_coef)
         sharded = dispatcher is not None and dispatcher.shards_experts
         if router.num_experts != experts.num_experts and not sharded:
             raise ValueError(
@@ -403,6 +391,11 @@ class MoE(nn.Module):
 
     def _check_input(self, x: torch.Tensor) -> None:
         check_layer_input(x, self.d_model, self.check_finite)
+
+    def _weight_dtype(self) -> torch.dtype | None:
+        """The one floating dtype of the expert bank's parameters (``None`` if mixed)."""
+        dtypes = {p.dtype for p in self.experts.parameters() if p.is_floating_point()}
+        return dtypes.pop() if len(dtypes) == 1 else None
 
     def route(self, x: torch.Tensor) -> Routing:
         """Route ``x`` of shape ``(..., d_model)`` (flattened to ``(T, d_model)``)."""
@@ -450,7 +443,7 @@ class MoE(nn.Module):
         info : MoEInfo
             Only with ``return_routing=True``.
         """
-        self._check_input(x)
+        check_layer_input(x, self.d_model, self.check_finite, dtype=self._weight_dtype())
         shape = x.shape
         x2 = x.reshape(-1, self.d_model)
         if routing is None:

@@ -42,7 +42,8 @@ def load_balancing_loss(
     (dividing by ``k`` as MegaBlocks does; transformers' ``load_balancing_loss_func``
     does not, so its minimum is ``k``), ``P_i`` the mean router probability. ``f`` has
     no gradient; the loss trains the router through ``P``. Perfectly balanced routing
-    gives exactly 1, total collapse onto one expert gives ``E``.
+    gives exactly 1, total collapse onto one expert gives ``E``; an empty batch
+    (``T = 0``) gives 0.
 
     Parameters
     ----------
@@ -67,7 +68,7 @@ def load_balancing_loss(
         counts, n_tokens = stats[:E], stats[E]
         prob_sum = _all_reduce_with_grad(prob_sum, process_group)
     f = counts / counts.sum().clamp_min(1.0)
-    P = prob_sum / n_tokens
+    P = prob_sum / n_tokens.clamp_min(1.0)  # an empty batch: P = 0, L = 0
     return E * (f * P).sum()
 
 
@@ -84,13 +85,14 @@ def router_z_loss(routing: Routing) -> torch.Tensor:
     .. math:: L_z = \\frac{1}{T}\\sum_{t=1}^{T}\\Big(\\log\\sum_{i=1}^{E} e^{\\ell_{ti}}\\Big)^2
 
     Penalises large logits and keeps the router numerically stable; a typical weight is
-    1e-3.
+    1e-3. An empty batch (``T = 0``) gives 0.
 
     Returns
     -------
     Tensor, scalar
     """
-    return torch.logsumexp(routing.logits, dim=-1).square().mean()
+    lse2 = torch.logsumexp(routing.logits, dim=-1).square()
+    return lse2.mean() if lse2.numel() else lse2.sum()
 
 
 def load_equilibrium_loss(

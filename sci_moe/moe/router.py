@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import check_int, check_real
 from .routing import Routing
 
 __all__ = ["Router", "RouterConfig"]
@@ -82,6 +83,12 @@ class RouterConfig:
     noise_std: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("d_model", "num_experts", "top_k", "num_groups", "topk_groups"):
+            setattr(self, name, check_int(name, getattr(self, name)))
+        for name in ("norm_eps", "scaling", "bias_update_rate", "jitter", "noise_std"):
+            setattr(self, name, check_real(name, getattr(self, name)))
+        if self.capacity_factor is not None:
+            self.capacity_factor = check_real("capacity_factor", self.capacity_factor)
         if self.d_model < 1:
             raise ValueError(f"d_model must be >= 1, got {self.d_model}")
         if self.num_experts < 1:
@@ -230,13 +237,14 @@ class Router(nn.Module):
             choice = probs + self.expert_bias.to(probs.dtype)
         if c.num_groups > 1:
             T = probs.shape[0]
-            grouped = choice.view(T, c.num_groups, -1)
+            # explicit group size: a -1 is ambiguous for T = 0 (a rank without tokens)
+            grouped = choice.view(T, c.num_groups, c.num_experts // c.num_groups)
             top = min(2, grouped.shape[-1])
             group_scores = grouped.topk(top, dim=-1).values.sum(-1)
             group_idx = group_scores.topk(c.topk_groups, dim=-1).indices
             allowed = torch.zeros_like(group_scores, dtype=torch.bool)
             allowed.scatter_(1, group_idx, True)
-            allowed = allowed.unsqueeze(-1).expand_as(grouped).reshape(T, -1)
+            allowed = allowed.unsqueeze(-1).expand_as(grouped).reshape(T, c.num_experts)
             choice = choice.masked_fill(~allowed, float("-inf"))
         return choice.topk(c.top_k, dim=-1).indices
 
@@ -249,8 +257,10 @@ class Router(nn.Module):
         return w
 
     def capacity(self, num_tokens: int) -> int:
-        """Slots per expert: ``ceil(capacity_factor * T * k / E)`` (at most ``T``)."""
+        """Slots per expert: ``ceil(capacity_factor * T * k / E)`` in ``[1, T]``, 0 if ``T = 0``."""
         c = self.config
+        if num_tokens == 0:  # an empty batch: nothing to choose
+            return 0
         cap = math.ceil(c.capacity_factor * num_tokens * c.top_k / c.num_experts)
         return max(1, min(num_tokens, cap))
 

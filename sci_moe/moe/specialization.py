@@ -34,7 +34,7 @@ def selected_outputs(routing: Routing, expert_outputs: torch.Tensor) -> torch.Te
     ys = expert_outputs
     if ys.shape[0] < n_total:
         ys = torch.cat([ys, ys.new_zeros(n_total - ys.shape[0], ys.shape[-1])])
-    return ys[plan.inverse].view(T, k, -1)
+    return ys[plan.inverse].view(T, k, ys.shape[-1])  # explicit d: T may be 0
 
 
 def selection_scores(routing: Routing) -> torch.Tensor:
@@ -72,7 +72,7 @@ def orthogonality_loss(
         From :func:`selected_outputs` (zero rows for dropped slots contribute nothing).
     eps : float
     reduction : {"sum", "mean"}
-        ``"sum"`` over tokens as in the paper, or the mean over tokens.
+        ``"sum"`` over tokens as in the paper, or the mean over tokens (0 for ``T = 0``).
 
     Returns
     -------
@@ -86,7 +86,7 @@ def orthogonality_loss(
     off = ~torch.eye(k, dtype=torch.bool, device=outputs.device)
     terms = gram.square() * (norms / (norms + eps).square()).unsqueeze(-2)
     per_token = (terms * off).sum((-1, -2))
-    return per_token.sum() if reduction == "sum" else per_token.mean()
+    return per_token.sum() if reduction == "sum" or not per_token.numel() else per_token.mean()
 
 
 def variance_loss(routing: Routing, reduction: str = "sum") -> torch.Tensor:
@@ -104,13 +104,13 @@ def variance_loss(routing: Routing, reduction: str = "sum") -> torch.Tensor:
     ----------
     routing : Routing
     reduction : {"sum", "mean"}
-        ``"sum"`` over tokens as in the paper, or the mean over tokens.
+        ``"sum"`` over tokens as in the paper, or the mean over tokens (0 for ``T = 0``).
     """
     if reduction not in ("sum", "mean"):
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
     s = selection_scores(routing)
     dev = (s - s.mean(0, keepdim=True)).square().sum(-1) / s.shape[1]  # (T,)
-    return -(dev.sum() if reduction == "sum" else dev.mean())
+    return -(dev.sum() if reduction == "sum" or not dev.numel() else dev.mean())
 
 
 @torch.no_grad()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 import torch
@@ -191,3 +192,25 @@ def test_mixtral_jitter_warns():
     with pytest.warns(UserWarning, match="jitter"):
         moe = from_transformers(block)
     assert moe.router.config.jitter == 0.0
+
+
+@pytest.mark.parametrize(
+    "case,tensor",
+    [
+        ("mixtral", "experts.gate_up_proj"),
+        ("olmoe", "gate.weight"),
+        ("qwen2_moe", "shared_expert.down_proj.weight"),
+        ("qwen2_moe", "shared_expert_gate.weight"),
+        ("deepseek_v3", "gate.e_score_correction_bias"),
+        ("deepseek_v3", "experts.down_proj"),
+    ],
+)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_from_transformers_rejects_non_finite_weights(case, tensor, bad):
+    """Issue 27: uninitialised (NaN/Inf) source weights raise, naming the tensor."""
+    block = make_block(case)
+    t = block.get_parameter(tensor) if "bias" not in tensor else block.get_buffer(tensor)
+    with torch.no_grad():
+        t.view(-1)[3] = bad
+    with pytest.raises(ValueError, match=re.escape(f"{tensor} holds 1 non-finite")):
+        from_transformers(block)

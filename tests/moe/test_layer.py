@@ -146,3 +146,98 @@ def test_empty_batch():
     assert y.shape == (0, 8)
     y.sum().backward()
     assert x.grad.shape == (0, 8)
+
+
+# -- issue 27: an empty batch, bad options, a dtype mismatch ----------------------------
+
+# Every router mode (and the options with their own empty-batch code path).
+_EMPTY_CASES = {
+    "topk": dict(),
+    "topk_capacity": dict(capacity_factor=1.0),
+    "expert_choice": dict(mode="expert_choice", capacity_factor=1.0),
+    "dense": dict(mode="dense"),
+    "sigmoid_groups": dict(score="sigmoid", num_groups=2, topk_groups=1, selection_bias=True),
+    "noise_jitter": dict(noise_std=0.1, jitter=0.1),
+    "specialisation": dict(orthogonality_coef=0.1, variance_coef=0.1),
+    "default_moe": dict(default_moe=True, num_shared_experts=1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_EMPTY_CASES))
+@pytest.mark.parametrize("shape", [(0, 8), (3, 0, 8)], ids=["flat", "batched"])
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_empty_batch_every_mode_zero_losses(case, shape, training):
+    kw = dict(_EMPTY_CASES[case], z_loss_coef=1e-3)
+    moe = MoE(d_model=8, num_experts=4, top_k=2, **kw).train(training)
+    before = moe.default.ema.clone() if moe.default is not None else None
+    x = torch.zeros(shape, requires_grad=True)
+    y, info = moe(x, return_routing=True)
+    assert y.shape == shape
+    assert info.routing.num_tokens == 0 and info.routing.load.sum() == 0
+    assert set(info.losses) >= {"load_balance", "z_loss"}
+    for name, value in info.losses.items():
+        v = float(value.detach())
+        assert v == 0.0, f"{case}: {name} = {v} for an empty batch"
+    assert float(info.aux_loss.detach()) == 0.0
+    (y.sum() + info.aux_loss).backward()
+    assert x.grad.shape == shape
+    for name, p in moe.named_parameters():
+        assert p.grad is None or torch.all(p.grad == 0), name
+    if before is not None:  # no NaN from a mean over zero tokens in the EMA
+        assert torch.equal(moe.default.ema, before)
+
+
+def test_bad_option_types_and_non_finite_coefficients():
+    with pytest.raises(ValueError, match="top_k must be an integer"):
+        MoE(d_model=8, num_experts=4, top_k=1.5)
+    with pytest.raises(ValueError, match="top_k must be an integer"):
+        MoE(d_model=8, num_experts=4, top_k=True)
+    with pytest.raises(ValueError, match="num_experts must be an integer"):
+        MoE(d_model=8, num_experts=4.0)
+    with pytest.raises(ValueError, match="d_hidden must be an integer"):
+        MoE(d_model=8, num_experts=4, d_hidden=7.5)
+    for coef in ("load_balance_coef", "z_loss_coef", "orthogonality_coef", "variance_coef"):
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=f"{coef} must be finite"):
+                MoE(d_model=8, num_experts=4, **{coef: bad})
+        with pytest.raises(ValueError, match=f"{coef} must be >= 0"):
+            MoE(d_model=8, num_experts=4, **{coef: -1.0})
+        with pytest.raises(ValueError, match=f"{coef} must be finite"):
+            MoE.from_modules(
+                Router(d_model=8, num_experts=4), GLUExperts(4, 8, 8), **{coef: float("nan")}
+            )
+    for opt in ("noise_std", "capacity_factor", "scaling"):
+        with pytest.raises(ValueError, match=f"{opt} must be finite"):
+            MoE(d_model=8, num_experts=4, **{opt: float("nan")})
+    # numpy integers are integers
+    np = pytest.importorskip("numpy")
+    moe = MoE(d_model=np.int64(8), num_experts=np.int64(4), top_k=np.int64(2))
+    assert type(moe.top_k) is int and moe(torch.randn(3, 8)).shape == (3, 8)
+
+
+@pytest.mark.parametrize(
+    "layer_dtype,x_dtype",
+    [
+        (torch.float32, torch.float16),
+        (torch.float32, torch.float64),
+        (torch.bfloat16, torch.float32),
+    ],
+)
+def test_dtype_mismatch_names_both_dtypes(layer_dtype, x_dtype):
+    moe = MoE(d_model=8, num_experts=4, top_k=2).to(layer_dtype)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0)).to(x_dtype)
+    with pytest.raises(ValueError) as err:
+        moe(x)
+    msg = str(err.value)
+    assert str(x_dtype) in msg and str(layer_dtype) in msg
+    assert f"layer.to({x_dtype})" in msg and f"x.to({layer_dtype})" in msg
+    assert moe(x.to(layer_dtype)).dtype == layer_dtype  # the advice works
+    assert moe.to(x_dtype)(x).dtype == x_dtype
+
+
+def test_dtype_mismatch_allowed_under_autocast():
+    moe = MoE(d_model=8, num_experts=4, top_k=2)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = moe(x)
+    assert y.shape == (3, 8)

@@ -216,6 +216,15 @@ CASES = {
             dtype="float64",
             tokens=[4, 0, 5, 3],
         ),
+        # issue 27: group-limited routing (num_groups=2) on a rank without tokens
+        dict(
+            name="mlp_groups_empty_rank",
+            build="mlp",
+            dtype="float64",
+            tokens=[4, 0, 5, 3],
+            dead=[6, 7],
+            aux=True,
+        ),
     ],
 }
 
@@ -252,8 +261,8 @@ PARALLEL_COVERAGE = {
     "scaling": "adapter_router_opts",
     "selection_bias": "glu_shared_aux mlp_empty_expert",
     "bias_update_rate": "mlp_empty_expert glu_empty_rank",
-    "num_groups": "mlp_empty_expert",
-    "topk_groups": "mlp_empty_expert",
+    "num_groups": "mlp_empty_expert mlp_groups_empty_rank",
+    "topk_groups": "mlp_empty_expert mlp_groups_empty_rank",
     "capacity_factor": "capacity expert_choice",
     "jitter": "n/a: training-mode random input noise, drawn per process",
     "noise_std": "n/a: training-mode random logit noise, drawn per process",

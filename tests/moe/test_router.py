@@ -100,3 +100,36 @@ def test_noise_and_jitter_only_in_training():
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RouterConfig(d_model=8, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(score="sigmoid", num_groups=2, topk_groups=1),
+        dict(num_groups=4, topk_groups=2, selection_bias=True),
+        dict(mode="expert_choice", capacity_factor=1.0),
+        dict(capacity_factor=0.5),
+        dict(mode="dense"),
+    ],
+    ids=["groups_sigmoid", "groups_bias", "expert_choice", "capacity", "dense"],
+)
+def test_zero_tokens(kw):
+    """Issue 27: 0 tokens (e.g. an expert-parallel rank without tokens) route to nothing."""
+    router = Router(d_model=8, num_experts=8, top_k=2, **kw)
+    r = router(torch.zeros(0, 8))
+    assert r.indices.shape[0] == r.weights.shape[0] == 0
+    assert r.probs.shape == r.logits.shape == (0, 8)
+    assert torch.equal(r.load, torch.zeros(8))
+    if router.config.capacity_factor is not None:
+        assert router.capacity(0) == 0
+
+
+def test_config_rejects_non_integers_and_non_finite():
+    with pytest.raises(ValueError, match="top_k must be an integer"):
+        Router(d_model=8, num_experts=4, top_k=1.5)
+    with pytest.raises(ValueError, match="num_groups must be an integer"):
+        Router(d_model=8, num_experts=4, num_groups=2.0)
+    with pytest.raises(ValueError, match="capacity_factor must be finite"):
+        Router(d_model=8, num_experts=4, capacity_factor=float("inf"))
+    with pytest.raises(ValueError, match="noise_std must be finite"):
+        Router(d_model=8, num_experts=4, noise_std=float("nan"))

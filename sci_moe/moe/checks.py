@@ -1,0 +1,79 @@
+"""Validation of what users pass to the core: integers, finite reals, layer inputs.
+
+Every check raises ``ValueError``/``TypeError`` with a message that names the argument
+and says what to pass instead.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+__all__ = ["check_coef", "check_int", "check_layer_input", "check_real"]
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_int(name: str, value) -> int:
+    """``value`` as a Python ``int``; ``ValueError`` for a bool, float or non-number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}; pass an int such as 2")
+    return int(value)
+
+
+def check_real(name: str, value) -> float:
+    """``value`` as a finite Python ``float``; ``ValueError`` for NaN/Inf or a non-number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}; pass a finite number")
+    return float(value)
+
+
+def check_coef(name: str, value) -> float:
+    """A loss coefficient: a finite float >= 0 (NaN would poison every gradient)."""
+    value = check_real(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}; use 0 to switch the loss off")
+    return value
+
+
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # pragma: no cover - torch < 2.4 has no device argument
+        return torch.is_autocast_enabled()
+
+
+def check_layer_input(
+    x: torch.Tensor,
+    d_model: int,
+    check_finite: bool = True,
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Raise ``TypeError``/``ValueError`` for an input an MoE layer cannot take.
+
+    Checks that ``x`` is a floating tensor of shape ``(..., d_model)``, with
+    ``check_finite`` free of NaN/Inf (naming the first bad index), and with ``dtype``
+    (the layer's weight dtype) of that dtype, unless autocast is enabled on ``x``'s
+    device (autocast casts the operands itself).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"x has dtype {x.dtype}; MoE layers need a floating dtype "
+            "(float16, bfloat16, float32 or float64): cast with x.float()"
+        )
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"x must have shape (..., {d_model}) but has shape {tuple(x.shape)}")
+    if dtype is not None and x.dtype != dtype and not _autocast_on(x.device.type):
+        raise ValueError(
+            f"x has dtype {x.dtype} but the layer's weights are {dtype}: convert the layer "
+            f"with layer.to({x.dtype}) or cast the input with x.to({dtype})"
+        )
+    if check_finite and not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+        raise ValueError(f"x contains NaN or Inf (first at index {bad}); check the layer inputs")
