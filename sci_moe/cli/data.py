@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .._util import atomic_save_json
+from .._util import atomic_save_json, lock_directory
 
 __all__ = ["add_molecule_set_arguments", "add_parser", "run_molecule_set"]
 
@@ -101,14 +101,16 @@ def run_molecule_set(args: argparse.Namespace) -> int:
                 molecules.append((parts[1] if len(parts) > 1 else f"line{k + 1}", parts[0]))
         if not molecules:
             raise ValueError(f"--smiles file {args.smiles!r} holds no SMILES")
-    ms = build_molecule_set(
-        args.out,
-        cfg,
-        n_jobs=args.jobs,
-        cache_dir=args.cache,
-        progress=not args.no_progress,
-        molecules=molecules,
-    )
+    # One builder per --out (the message names the holder); dropped when this process ends.
+    with lock_directory(args.out, command=f"sci-moe data molecules --out {args.out}"):
+        ms = build_molecule_set(
+            args.out,
+            cfg,
+            n_jobs=args.jobs,
+            cache_dir=args.cache,
+            progress=not args.no_progress,
+            molecules=molecules,
+        )
     report = json.loads((Path(args.out) / REPORT_FILE).read_text())
     print(
         f"{len(ms)} molecules, {report['n_conformers']} conformers, "

@@ -16,21 +16,29 @@ Examples
     $ sci-moe md analyse ala_run                      # Ramachandran PNG + JS divergence
 
 Exit codes: 0 success (also when ``--max-hours`` stopped the run after a checkpoint),
-1 the dynamics became unstable (message names the step and the cause), 2 bad input,
+1 the dynamics became unstable (message names the step and the cause), 2 bad input
+(including a refused ``--resume``, which changes no file, and an ``--out`` in use by
+another process), 3 an output could not be written (disk full, file-size limit, I/O
+error; the last checkpoint is kept, ``--resume`` continues once there is room),
 130/143 stopped by Ctrl-C/SIGTERM: the run stops after the current step and writes a
 checkpoint (a second signal aborts at once, keeping the previous checkpoint).
+See ``docs/guarantees.rst``.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import shutil
 import signal
 import sys
 from pathlib import Path
 
-__all__ = ["add_parser", "analyse", "run"]
+__all__ = ["EXIT_WRITE_FAILED", "add_parser", "analyse", "run"]
+
+#: Exit code when an output could not be written (disk full, ``ulimit -f``, I/O error).
+EXIT_WRITE_FAILED = 3
 
 # Flags that take a value from the config file unless given (argparse default None).
 _VALUE_FLAGS = {
@@ -78,7 +86,8 @@ _HELP = {
     "system": "built-in system (alanine-dipeptide, muller-brown, double-well) or a .pdb file",
     "model": "learned energy model (.safetensors of kind energy-diffusion); 'default' = the "
     "shipped alanine-dipeptide model",
-    "forcefield": "amber99sbildn (default), amber14, amber99sb, charmm36",
+    "forcefield": "OpenMM force field: amber99sbildn (default), amber14 or amber99sb (also "
+    "charmm36 for --system PDB files); without --system it runs alanine dipeptide with it",
     "implicit_solvent": "obc (default), obc2, gbn2 or none",
     "constraints": "none (default), hbonds, allbonds, hangles (OpenMM engine only)",
     "engine": "auto (default: OpenMM for force fields, torch for models/toys), openmm, torch",
@@ -134,6 +143,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r.add_argument("--out", default="md_out", help="output folder (default md_out)")
     r.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     r.add_argument(
+        "--change-timestep",
+        action="store_true",
+        help="with --resume: continue with the --timestep-fs given (e.g. smaller after an "
+        "instability); recorded in OUT/config.yaml's history",
+    )
+    r.add_argument(
         "--overwrite", action="store_true", help="replace the outputs of a previous run in OUT"
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -170,12 +185,29 @@ def _overrides(args) -> dict:
     return out
 
 
+def _new_run_hint(out: Path) -> str:
+    """How to start over in ``out``: plain when empty, ``--overwrite`` when it has outputs."""
+    if out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
+        return (
+            f"start a new run there with --overwrite (replaces the outputs in {out}) or "
+            "choose another --out"
+        )
+    return "start a new run without --resume"
+
+
+def _resumable(args) -> set[str]:
+    return _RESUMABLE | ({"timestep_fs"} if args.change_timestep else set())
+
+
 def _resolve(args):
+    """The run configuration, notes to print, and the config history (resumes)."""
     from ..sampling.md import MDConfig, default_model_path, load_config_file, resolve_config
 
     out = Path(args.out)
     overrides = _overrides(args)
     notes = []
+    if args.change_timestep and not args.resume:
+        raise ValueError("--change-timestep continues a run: use it with --resume")
     if args.resume:
         if args.overwrite:
             raise ValueError("--resume and --overwrite exclude each other")
@@ -183,30 +215,44 @@ def _resolve(args):
             raise ValueError("--resume reads OUT/config.yaml; do not pass --config")
         if not (out / "checkpoint.pt").is_file() or not (out / "config.yaml").is_file():
             raise ValueError(
-                f"{out} holds no checkpoint.pt/config.yaml to resume from; start a new run "
-                "without --resume"
+                f"{out} holds no checkpoint.pt/config.yaml to resume from; " + _new_run_hint(out)
             )
         base = load_config_file(out / "config.yaml")
-        base.pop("extra", None)
+        extra = base.pop("extra", None)
+        history = list((extra or {}).get("history") or []) if isinstance(extra, dict) else []
         saved = MDConfig(**base)
         cfg = resolve_config(None, overrides, base)
         changed = [
             k
             for k, v in cfg.to_dict().items()
-            if k not in _RESUMABLE | {"extra"} and getattr(saved, k) != v
+            if k not in _resumable(args) | {"extra"} and getattr(saved, k) != v
         ]
         if changed:
+            hint = (
+                " (to continue with another timestep, e.g. a smaller one after an "
+                "instability, add --change-timestep)"
+                if "timestep_fs" in changed
+                else ""
+            )
             raise ValueError(
                 f"cannot change {', '.join(sorted(changed))} when resuming (only "
-                f"{', '.join(sorted(_RESUMABLE))}); start a new run in another --out"
+                f"{', '.join(sorted(_RESUMABLE))}){hint}; start a new run in another --out"
             )
-        return cfg, notes
+        if args.change_timestep and cfg.timestep_fs != saved.timestep_fs:
+            history.append(
+                {"change": "timestep_fs", "from": saved.timestep_fs, "to": cfg.timestep_fs}
+            )
+        return cfg, notes, history
     file_keys = set(load_config_file(args.config)) if args.config else set()
     chosen = (
         overrides["system"] is not None
         or overrides["model"] is not None
         or {"system", "model"} & file_keys
     )
+    if not chosen and (overrides["forcefield"] is not None or "forcefield" in file_keys):
+        chosen = True  # an OpenMM force field on the default system, never a learned model
+        ff = overrides["forcefield"] or load_config_file(args.config)["forcefield"]
+        notes.append(f"no system given: simulating alanine dipeptide with the {ff} force field")
     if not chosen:
         model = default_model_path()
         if model is not None:
@@ -225,7 +271,7 @@ def _resolve(args):
         if model is None:
             raise ValueError("--model default: no learned model is shipped in this installation")
         overrides["model"] = str(model)
-    return resolve_config(args.config, overrides), notes
+    return resolve_config(args.config, overrides), notes, []
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -233,7 +279,7 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         return
     if not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    if any(out.iterdir()) and not overwrite:
+    if any(p.name != ".lock" for p in out.iterdir()) and not overwrite:
         raise ValueError(
             f"--out {out} is not empty; pass --resume to continue that run, --overwrite to "
             "replace its outputs, or choose another folder"
@@ -346,29 +392,73 @@ def _dump_failure_state(sim, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
+    from .._util import lock_directory
     from ..sampling.md import build_md_system
 
     out = Path(args.out)
-    cfg, notes = _resolve(args)
+    cfg, notes, history = _resolve(args)
     _check_out(out, args.resume, args.overwrite)
     import torch
 
     if cfg.device != "cpu" and not torch.cuda.is_available():
         raise ValueError(f"--device {cfg.device}: CUDA is not available; use --device cpu")
     system, engine = build_md_system(cfg)  # all input errors surface before any write
-    for note in notes:
-        print(note)
-
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    if cfg.deterministic:
-        torch.use_deterministic_algorithms(True)
+    # One writer per --out (who holds it is in the message); dropped when this process ends.
+    lock = lock_directory(
+        out, command=f"sci-moe md run --out {out}" + (" --resume" if args.resume else "")
+    )
     try:
-        return _run_built(args, cfg, system, engine, out)
+        for note in notes:
+            print(note)
+        was_deterministic = torch.are_deterministic_algorithms_enabled()
+        if cfg.deterministic:
+            torch.use_deterministic_algorithms(True)
+        try:
+            return _run_built(args, cfg, system, engine, out, history)
+        finally:
+            torch.use_deterministic_algorithms(was_deterministic)
     finally:
-        torch.use_deterministic_algorithms(was_deterministic)
+        lock.release()
 
 
-def _run_built(args, cfg, system, engine, out: Path) -> int:
+def _write_failed(err: OSError, out: Path, sim) -> int:
+    last = getattr(sim, "last_checkpoint_step", None)
+    kept = (
+        f"the last checkpoint (step {last}) is kept; once there is room, continue with: "
+        f"sci-moe md run --out {out} --resume"
+        if last is not None
+        else "no checkpoint was written in this run"
+    )
+    what = {
+        errno.ENOSPC: "the disk is full",
+        errno.EFBIG: "a file exceeds the file-size limit (ulimit -f)",
+        getattr(errno, "EDQUOT", -1): "the disk quota is exceeded",
+    }.get(err.errno, err.strerror or type(err).__name__)
+    where = f" writing {err.filename}" if err.filename else ""
+    print(
+        f"sci-moe md run: error: cannot write the outputs{where}: {what} ({err}); {kept}",
+        file=sys.stderr,
+    )
+    return EXIT_WRITE_FAILED
+
+
+def _written(out: Path, cfg, total_steps: int) -> str:
+    """What the finished run left in ``out``, for the closing line."""
+    frames = sorted(p.name for p in out.glob(f"trajectory*.{cfg.trajectory_format}"))
+    names = ([frames[0]] if len(frames) == 1 else [f"{len(frames)} trajectory files"]) * bool(
+        frames
+    )
+    names += [n for n in ("log.csv", "checkpoint.pt") if (out / n).is_file()]
+    text = ", ".join(names) + f" in {out}"
+    if not frames:
+        text += (
+            f" (no trajectory frame or log row: the run ends at step {total_steps}, before the "
+            f"first report at --report-interval {cfg.report_interval})"
+        )
+    return text
+
+
+def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     from ..sampling.md import SimulationFailure, load_checkpoint, write_config
 
     total = cfg.n_steps
@@ -379,7 +469,7 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
         mismatch = [
             k
             for k, v in cfg.to_dict().items()
-            if k not in _RESUMABLE | {"extra"} and saved.get(k, v) != v
+            if k not in _resumable(args) | {"extra"} and saved.get(k, v) != v
         ]
         if mismatch:
             raise ValueError(
@@ -389,22 +479,27 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
         _clear_outputs(out)
     out.mkdir(parents=True, exist_ok=True)
     sim = _build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
-    if state is not None:
-        sim.load_checkpoint(state)
-        print(f"resuming {out} from step {sim.current_step} of {total}")
-    else:
-        _write_topology(system, out / "topology.pdb")
-    write_config(
-        cfg,
-        out / "config.yaml",
-        {
+    try:
+        if state is not None:
+            # Verifies every output (size, CRC-32 up to the checkpoint) before truncating any.
+            sim.load_checkpoint(state)
+            print(f"resuming {out} from step {sim.current_step} of {total}")
+            if history and args.change_timestep:
+                history[-1]["step"] = sim.current_step
+        else:
+            _write_topology(system, out / "topology.pdb")
+        extra = {
             "engine": engine,
             "system_description": system.name,
             "total_steps": total,
             # Coarse-grained models: which atoms of the system the particles are.
             "atom_indices": ((system.model_info or {}).get("config") or {}).get("atom_indices"),
-        },
-    )
+        }
+        if history:
+            extra["history"] = list(history)
+        write_config(cfg, out / "config.yaml", extra)
+    except OSError as err:
+        return _write_failed(err, out, sim)
     print(
         f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
         f"{cfg.timestep_fs:g} fs -> {out}"
@@ -441,6 +536,8 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
             file=sys.stderr,
         )
         return 130
+    except OSError as err:  # disk full, ulimit -f: the atomic checkpoint survives
+        return _write_failed(err, out, sim)
     except SimulationFailure as err:
         report = {
             "step": err.step,
@@ -449,12 +546,25 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
             "checkpoint_step": err.checkpoint_step,
             "message": str(err),
         }
-        (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
-        _dump_failure_state(sim, out / "failure_state.pt")
+        try:
+            (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
+            _dump_failure_state(sim, out / "failure_state.pt")
+        except OSError:
+            pass
         print(f"sci-moe md run: error: {err}", file=sys.stderr)
+        if err.checkpoint_step is not None:
+            print(
+                f"sci-moe md run: to continue from step {err.checkpoint_step} with a smaller "
+                f"timestep: sci-moe md run --out {out} --resume --change-timestep "
+                f"--timestep-fs {cfg.timestep_fs / 2:g}",
+                file=sys.stderr,
+            )
         return 1
     finally:
-        sim.close()
+        try:
+            sim.close()
+        except OSError:  # flushing into a full disk; the checkpoint is what counts
+            pass
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if result.status == "stopped":
@@ -471,7 +581,7 @@ def _run_built(args, cfg, system, engine, out: Path) -> int:
     else:
         print(
             f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
-            f"ns/day); trajectory, log.csv and checkpoint.pt in {out}"
+            f"ns/day); {_written(out, cfg, total)}"
         )
     return 0
 

@@ -27,10 +27,18 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from .._util import atomic_write_text
+from .._util import atomic_write_text, lock_directory
 
 __all__ = ["add_parser", "resolve_config", "run_spice"]
 
+# What a run writes to --out (an existing one is refused without --resume/--overwrite).
+_OUTPUTS = (
+    "config.yaml",
+    "checkpoint.pt",
+    "checkpoint_prev.pt",
+    "results.json",
+    "model.safetensors",
+)
 # flag name -> (section, key)
 _MODEL_FLAGS = (
     "hidden",
@@ -113,6 +121,11 @@ def add_spice_parser(tsub) -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, help="training seed (data order, router noise)")
     p.add_argument("--resume", action="store_true", help="continue OUT/checkpoint.pt")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in OUT (checkpoint, results, model) instead of refusing",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_spice)
     return p
@@ -135,6 +148,12 @@ def _read_config(path: Path | None) -> dict:
     unknown = set(cfg) - {"model", "train", "data"}
     if unknown:
         raise ValueError(f"{path}: unknown sections {sorted(unknown)}; use model, train, data")
+    bad = [k for k, v in cfg.items() if v is not None and not isinstance(v, dict)]
+    if bad:
+        raise ValueError(
+            f"{path}: section {bad[0]!r} must be a mapping of options, got "
+            f"{type(cfg[bad[0]]).__name__}"
+        )
     return {k: dict(v or {}) for k, v in cfg.items()}
 
 
@@ -192,6 +211,34 @@ def resolve_config(args: argparse.Namespace) -> dict:
 
 def run_spice(args: argparse.Namespace) -> int:
     """Run ``sci-moe train spice``; returns the exit code."""
+    cfg = resolve_config(args)
+    out: Path = args.out
+    _check_out(out, args.resume, args.overwrite)
+    # One writer per --out (the message names the holder); dropped when this process ends.
+    lock = lock_directory(
+        out, command=f"sci-moe train spice --out {out}" + (" --resume" if args.resume else "")
+    )
+    try:
+        return _run_locked(args, cfg, out)
+    finally:
+        lock.release()
+
+
+def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to replace a previous run silently (as ``sci-moe md run`` does)."""
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    present = [n for n in _OUTPUTS if (out / n).exists()]
+    if present and not resume and not overwrite:
+        raise ValueError(
+            f"--out {out} already holds a run ({', '.join(present)}); pass --resume to "
+            "continue it, --overwrite to replace it, or choose another --out"
+        )
+
+
+def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
     import torch
     import yaml
 
@@ -205,9 +252,6 @@ def run_spice(args: argparse.Namespace) -> int:
         save_model,
     )
 
-    cfg = resolve_config(args)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     saved = out / "config.yaml"
     if args.resume and saved.exists():
         previous = yaml.safe_load(saved.read_text())
@@ -216,10 +260,14 @@ def run_spice(args: argparse.Namespace) -> int:
                 f"--resume with a different config than {saved}; use the same options "
                 "or a new --out"
             )
+    data = cfg["data"]
+    ms = MoleculeSet.load(data["path"])  # bad input surfaces before any file is touched
+    if args.overwrite:
+        for name in _OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(saved, yaml.safe_dump(cfg, sort_keys=True))
 
-    data = cfg["data"]
-    ms = MoleculeSet.load(data["path"])
     targets = data["targets"] or list(ms.target_names)
     graphs = ms.graphs(heavy_only=bool(data["heavy_only"]), targets=targets)
     tr, va, te = ms.split(seed=int(data["split_seed"]))

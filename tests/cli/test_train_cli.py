@@ -123,4 +123,4 @@ def test_train_baseline_and_errors(tmp_path, data_dir):
     with pytest.raises(ValueError, match="unknown model options"):
         _run(["train", "spice", "--config", str(bad), "--data", str(data_dir), "--out", str(out)])
     with pytest.raises(ValueError, match="no molecule set"):
-        _run(["train", "spice", "--data", str(tmp_path), "--out", str(out), "--epochs", "1"])
+        _run(["train", "spice", "--data", str(tmp_path), "--out", str(out), "--overwrite"])

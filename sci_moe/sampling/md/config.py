@@ -61,6 +61,52 @@ TOY_SYSTEMS = {
     },
 }
 ENGINES = ("auto", "openmm", "torch")
+# Type of each setting (checked strictly, nothing is coerced) and which may be None.
+_KINDS = {
+    **dict.fromkeys(("deterministic", "minimize"), "bool"),
+    **dict.fromkeys(
+        (
+            "timestep_fs",
+            "temperature_k",
+            "friction_per_ps",
+            "kt",
+            "time_ns",
+            "max_hours",
+            "energy_jump_kj_mol",
+        ),
+        "number",
+    ),
+    **dict.fromkeys(
+        ("steps", "walkers", "seed", "report_interval", "checkpoint_interval"), "integer"
+    ),
+    **dict.fromkeys(
+        (
+            "system",
+            "model",
+            "forcefield",
+            "implicit_solvent",
+            "constraints",
+            "engine",
+            "integrator",
+            "trajectory_format",
+            "platform",
+            "device",
+        ),
+        "str",
+    ),
+    "extra": "table",
+}
+_OPTIONAL = {
+    "model",
+    "implicit_solvent",
+    "constraints",
+    "timestep_fs",
+    "kt",
+    "steps",
+    "time_ns",
+    "max_hours",
+    "energy_jump_kj_mol",
+}
 INTEGRATORS = ("langevin", "overdamped")
 TRAJECTORY_FORMATS = ("dcd", "xtc", "h5")
 
@@ -149,6 +195,7 @@ class MDConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        self._check_types()
         for name in ("model", "implicit_solvent", "constraints"):
             v = getattr(self, name)
             if isinstance(v, str) and v.strip().lower() in ("", "none", "null", "vacuum"):
@@ -205,6 +252,38 @@ class MDConfig:
         if self.integrator == "overdamped" and self.engine == "openmm":
             raise ValueError("the overdamped integrator runs on the torch engine (--engine torch)")
 
+    def _check_types(self) -> None:
+        """Strict types (no coercion): a bool is a bool, a number a number, a name a str."""
+        for f in dataclasses.fields(self):
+            name, v = f.name, getattr(self, f.name)
+            kind = _KINDS.get(name)
+            if kind is None:
+                continue
+            if v is None and name in _OPTIONAL:
+                continue
+            ok = {
+                "bool": isinstance(v, bool),
+                "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+                "integer": isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and math.isfinite(v)
+                and float(v).is_integer(),
+                "str": isinstance(v, str),
+                "table": isinstance(v, dict),
+            }[kind]
+            if not ok:
+                what = {
+                    "bool": "true or false",
+                    "number": "a number",
+                    "integer": "an integer",
+                    "str": "a string",
+                    "table": "a table (mapping)",
+                }[kind]
+                raise ValueError(
+                    f"{name} must be {what}{' or none' if name in _OPTIONAL else ''} (config "
+                    f"key {name!r}, flag {_flag(name)}), got {v!r} of type {type(v).__name__}"
+                )
+
     # ------------------------------------------------------------------ derived
     @property
     def is_toy(self) -> bool:
@@ -231,6 +310,11 @@ class MDConfig:
 
 
 _KEYS = {f.name for f in dataclasses.fields(MDConfig)}
+
+
+def _flag(name: str) -> str:
+    """The ``sci-moe md run`` flag that sets config key ``name``."""
+    return {"minimize": "--no-minimize", "extra": "(none)"}.get(name, "--" + name.replace("_", "-"))
 
 
 def _normalise(d: dict[str, Any], source: str) -> dict[str, Any]:
@@ -278,7 +362,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"cannot parse {path}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a table of settings, got {type(data).__name__}")
-    if set(data) == {"md"} and isinstance(data["md"], dict):
+    if "md" in data:
+        if not isinstance(data["md"], dict) or len(data) > 1:
+            raise ValueError(
+                f"{path}: 'md' must be a table of settings ([md] in TOML, md: in YAML) and "
+                "the only top-level entry; or put the settings at the top level"
+            )
         data = data["md"]
     return _normalise(data, str(path))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .report_protocol import Reporter, Snapshot
+from .report_protocol import Reporter, Snapshot, file_crc32
 
 __all__ = ["LogReporter"]
 
@@ -33,6 +33,7 @@ class LogReporter(Reporter):
         self.path = Path(path)
         self._fh = None
         self.rows = 0
+        self._crc_bytes, self._crc = 0, 0  # CRC-32 of the file's first _crc_bytes bytes
 
     @property
     def key(self) -> str:
@@ -57,19 +58,46 @@ class LogReporter(Reporter):
     def state_dict(self) -> dict[str, Any]:
         self.flush()
         size = self.path.stat().st_size if self.path.exists() else 0
-        return {"rows": self.rows, "bytes": size}
+        if size < self._crc_bytes:  # pragma: no cover - someone truncated it under us
+            self._crc_bytes, self._crc = 0, 0
+        if size > self._crc_bytes:
+            self._crc = file_crc32(self.path, self._crc_bytes, size, self._crc)
+            self._crc_bytes = size
+        return {"rows": self.rows, "bytes": size, "crc32": self._crc if size else 0}
+
+    def verify(self, state: dict[str, Any] | None) -> None:
+        if not state or state["bytes"] == 0:
+            return
+        nbytes = int(state["bytes"])
+        size = self.path.stat().st_size if self.path.exists() else None
+        if size is None or size < nbytes:
+            have = "is missing" if size is None else f"has {size} bytes"
+            raise ValueError(
+                f"{self.path} {have}, {nbytes} at the checkpoint: cannot resume (nothing was "
+                "changed); restore the file, or start again with --overwrite"
+            )
+        if "crc32" in state and file_crc32(self.path, 0, nbytes) != int(state["crc32"]):
+            raise ValueError(
+                f"{self.path} was changed or corrupted before the checkpoint (CRC-32 of its "
+                f"first {nbytes} bytes differs): cannot resume (nothing was changed); restore "
+                "the file, or start again with --overwrite"
+            )
 
     def restore(self, state: dict[str, Any] | None) -> None:
         self.close()
         if not state or state["bytes"] == 0:
             self.path.unlink(missing_ok=True)
             self.rows = 0
+            self._crc_bytes, self._crc = 0, 0
             return
-        if not self.path.exists() or self.path.stat().st_size < state["bytes"]:
-            raise ValueError(f"{self.path} is shorter than at the checkpoint: cannot resume")
+        self.verify(state)
         with open(self.path, "r+b") as fh:
             fh.truncate(int(state["bytes"]))
         self.rows = int(state["rows"])
+        if "crc32" in state:
+            self._crc_bytes, self._crc = int(state["bytes"]), int(state["crc32"])
+        else:
+            self._crc_bytes, self._crc = 0, 0
 
     def flush(self) -> None:
         if self._fh is not None:

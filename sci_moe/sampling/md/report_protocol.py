@@ -5,21 +5,57 @@ Every reporter answers :meth:`Reporter.describe_next_report` with a :class:`Repo
 nearest due report, builds **one** :class:`Snapshot` with the union of the requested fields
 and hands it to every reporter that is due (OpenMM's ``describeNextReport``/``report``).
 
-Reporters that write files expose :meth:`Reporter.state_dict` (bytes and frames written)
-which checkpoints store, and :meth:`Reporter.restore` which truncates the file back to that
-point on ``--resume``, so that the resumed output equals an uninterrupted run's, with
-nothing lost or duplicated. Other run loops (e.g. OpenMM simulated tempering,
-:mod:`sci_moe.sampling.tempering`) drive the same protocol with their own snapshots.
+Reporters that write files expose :meth:`Reporter.state_dict` (bytes and frames written,
+and a CRC-32 of the file up to there) which checkpoints store, :meth:`Reporter.verify`
+which checks a file against that record without changing it, and :meth:`Reporter.restore`
+which truncates the file back to that point on ``--resume``, so that the resumed output
+equals an uninterrupted run's, with nothing lost or duplicated. A run loop verifies every
+reporter before it restores any, so a refused resume leaves every file as it was. Other
+run loops (e.g. OpenMM simulated tempering, :mod:`sci_moe.sampling.tempering`) drive the
+same protocol with their own snapshots.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FIELDS", "ReportRequest", "Reporter", "Snapshot"]
+__all__ = ["FIELDS", "ReportRequest", "Reporter", "Snapshot", "file_crc32"]
+
+
+def file_crc32(
+    path: str | Path,
+    start: int,
+    stop: int,
+    crc: int = 0,
+    masked: tuple[tuple[int, int], ...] = (),
+) -> int:
+    """CRC-32 of bytes ``[start, stop)`` of ``path``, continuing ``crc`` (``zlib.crc32``).
+
+    Continuing lets a writer checksum only what was appended since the last checkpoint.
+    ``masked`` byte ranges ``[a, b)`` count as zeros (header fields a writer rewrites as
+    it appends, e.g. a DCD's frame count).
+    """
+    start, stop = int(start), int(stop)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        pos = start
+        while pos < stop:
+            data = bytearray(fh.read(min(1 << 20, stop - pos)))
+            if not data:
+                raise ValueError(f"{path} ends at byte {pos}, before {stop}")
+            for a, b in masked:
+                lo, hi = max(a, pos), min(b, pos + len(data))
+                if lo < hi:
+                    data[lo - pos : hi - pos] = bytes(hi - lo)
+            crc = zlib.crc32(data, crc)
+            pos += len(data)
+    return crc
+
 
 #: Fields a reporter may request.
 FIELDS = frozenset({"positions", "velocities", "energy", "temperature"})
@@ -113,6 +149,11 @@ class Reporter:
     def state_dict(self) -> dict[str, Any]:
         """File position to store in a checkpoint (empty for reporters without files)."""
         return {}
+
+    def verify(self, state: dict[str, Any] | None) -> None:
+        """Raise ``ValueError`` (naming the file and what to do) if this reporter's output
+        cannot continue from ``state``: missing, shorter than at the checkpoint, or changed
+        before the checkpointed size. Changes nothing."""
 
     def restore(self, state: dict[str, Any] | None) -> None:
         """Truncate this reporter's output back to ``state`` (from a checkpoint) and append."""

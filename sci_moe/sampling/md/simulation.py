@@ -163,8 +163,10 @@ class _RunLoop:
     # -- shared -----------------------------------------------------------------------
     @property
     def time_ps(self) -> float:
-        """Simulated time, ps."""
-        return self.current_step * self.timestep_ps
+        """Simulated time, ps (continued from a checkpoint's time when the timestep changed
+        on resume)."""
+        step0, time0 = getattr(self, "_time_origin", (0, 0.0))
+        return time0 + (self.current_step - step0) * self.timestep_ps
 
     def speed_ns_per_day(self) -> float | None:
         """Simulated ns per wall-clock day since the start of the current :meth:`run`."""
@@ -335,11 +337,14 @@ class _RunLoop:
                 f"the checkpoint is from the {state.get('engine')!r} engine, this simulation "
                 f"uses {self.engine!r}"
             )
+        saved = state.get("reporters", {})
+        for r in self.reporters:  # every file is checked before any is touched
+            r.verify(saved.get(r.key))
         self._load_engine_state(state["engine_state"])
         self.current_step = int(state["step"])
-        saved = state.get("reporters", {})
         for r in self.reporters:
             r.restore(saved.get(r.key))
+        self._time_origin = (self.current_step, float(state.get("time_ps", self.time_ps)))
         self.last_checkpoint_step = self.current_step
         self._last_checked_energy = None
         return state

@@ -151,6 +151,13 @@ def load_pdb(path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"PDB file {path} does not exist")
+    with open(path, "rb") as fh:
+        has_atoms = any(line.startswith((b"ATOM", b"HETATM")) for line in fh)
+    if not has_atoms:
+        raise ValueError(
+            f"PDB file {path} holds no ATOM/HETATM records (empty or not a PDB file); "
+            "give a PDB file with coordinates"
+        )
     try:
         pdb = app.PDBFile(str(path))
         pos = np.asarray(pdb.getPositions(asNumpy=True).value_in_unit(unit.nanometer))

@@ -4,7 +4,9 @@ A writer class is registered for an extension with :func:`register_trajectory_wr
 (``.dcd``, ``.xtc`` and ``.h5`` are built in) and found with :func:`trajectory_writer`,
 which raises a ``ValueError`` listing the known extensions for any other. A writer
 follows :class:`TrajectoryWriter`: it appends frames ``(N, 3)`` in nm and can truncate a
-file back to a checkpointed size (exact resume).
+file back to a checkpointed size (exact resume). A writer whose file only grows at the
+end sets :attr:`TrajectoryWriter.checksum_masked` (the header bytes it rewrites) so that
+checkpoints record a CRC-32 of the file, verified on resume.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class TrajectoryWriter:
     interval : int
         Steps between frames.
     """
+
+    #: Byte ranges ``[a, b)`` the writer rewrites as it appends (counted as zeros in the
+    #: checksum), or ``None``: the file is not append-only and is not checksummed.
+    checksum_masked: tuple[tuple[int, int], ...] | None = None
 
     def __init__(self, path: Path, topology, dt_ps: float, first_step: int, interval: int):
         raise NotImplementedError  # pragma: no cover - interface
@@ -96,6 +102,9 @@ def _as_xyz(positions: np.ndarray) -> np.ndarray:
 class _DCDWriter(TrajectoryWriter):
     """OpenMM's DCDFile with exact truncation (frames are fixed size after the header)."""
 
+    # frame count, first/last step, interval (bytes 8-24) and dt (44-48) are rewritten
+    checksum_masked = ((8, 24), (44, 48))
+
     def __init__(self, path: Path, topology, dt_ps: float, first_step: int, interval: int):
         from openmm.app import DCDFile
 
@@ -123,6 +132,8 @@ class _DCDWriter(TrajectoryWriter):
 
 class _XTCWriter(TrajectoryWriter):
     """OpenMM's XTCFile (each frame is appended and the file closed: always durable)."""
+
+    checksum_masked = ()
 
     def __init__(self, path: Path, topology, dt_ps: float, first_step: int, interval: int):
         from openmm.app import XTCFile

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .report_protocol import Reporter, Snapshot
+from .report_protocol import Reporter, Snapshot, file_crc32
 from .trajectory_formats import _as_xyz, dummy_topology, trajectory_writer, walker_paths
 
 __all__ = ["TrajectoryReporter"]
@@ -43,6 +43,8 @@ class TrajectoryReporter(Reporter):
         self._writers: list | None = None
         self.frames = 0
         self.first_step: int | None = None
+        self._masked = getattr(self._writer_cls, "checksum_masked", None)
+        self._crc: dict[Path, tuple[int, int]] = {}  # path -> (bytes covered, CRC-32)
 
     @property
     def key(self) -> str:
@@ -80,18 +82,51 @@ class TrajectoryReporter(Reporter):
             writer.write(_as_xyz(np.asarray(snapshot.positions[w], dtype=np.float64)))
         self.frames += 1
 
+    def _checksum(self, path: Path, size: int) -> int:
+        done, crc = self._crc.get(path, (0, 0))
+        if size < done:  # pragma: no cover - truncated under us
+            done, crc = 0, 0
+        crc = file_crc32(path, done, size, crc, self._masked)
+        self._crc[path] = (size, crc)
+        return crc
+
     def state_dict(self) -> dict[str, Any]:
         n = 0 if self.walkers is None else len(self.walkers)
         paths = walker_paths(self.path, n) if n else []
-        return {
+        sizes = [p.stat().st_size if p.exists() else 0 for p in paths]
+        state = {
             "frames": self.frames,
             "first_step": -1 if self.first_step is None else self.first_step,
             "walkers": list(self.walkers or []),
-            "bytes": [p.stat().st_size if p.exists() else 0 for p in paths],
+            "bytes": sizes,
         }
+        if self._masked is not None:
+            state["crc32"] = [self._checksum(p, b) for p, b in zip(paths, sizes, strict=True)]
+        return state
+
+    def verify(self, state: dict[str, Any] | None) -> None:
+        if not state or state["frames"] == 0:
+            return
+        paths = walker_paths(self.path, len(state["walkers"]))
+        crcs = state.get("crc32") if self._masked is not None else None
+        for k, (p, nbytes) in enumerate(zip(paths, state["bytes"], strict=True)):
+            size = p.stat().st_size if p.exists() else None
+            if size is None or size < nbytes:
+                have = "is missing" if size is None else f"has {size} bytes"
+                raise ValueError(
+                    f"{p} {have}, {nbytes} at the checkpoint: cannot resume (nothing was "
+                    "changed); restore the file, or start again with --overwrite"
+                )
+            if crcs is not None and file_crc32(p, 0, nbytes, 0, self._masked) != crcs[k]:
+                raise ValueError(
+                    f"{p} was changed or corrupted before the checkpoint (CRC-32 of its first "
+                    f"{nbytes} bytes, {state['frames']} frames, differs): cannot resume "
+                    "(nothing was changed); restore the file, or start again with --overwrite"
+                )
 
     def restore(self, state: dict[str, Any] | None) -> None:
         self.close()
+        self._crc = {}
         if not state or state["frames"] == 0:
             # No frame at the checkpoint: remove whatever a crashed run wrote after it.
             stale = [self.path, *self.path.parent.glob(f"{self.path.stem}_w[0-9][0-9][0-9]*")]
@@ -100,15 +135,15 @@ class TrajectoryReporter(Reporter):
                     p.unlink(missing_ok=True)
             self.frames, self.first_step = 0, None
             return
+        self.verify(state)
         self.walkers = list(state["walkers"])
         self.frames, self.first_step = int(state["frames"]), int(state["first_step"])
         paths = walker_paths(self.path, len(self.walkers))
-        for p, nbytes in zip(paths, state["bytes"], strict=True):
-            if not p.exists() or p.stat().st_size < nbytes:
-                raise ValueError(
-                    f"{p} is shorter than at the checkpoint ({nbytes} bytes): cannot resume"
-                )
+        crcs = state.get("crc32") if self._masked is not None else None
+        for k, (p, nbytes) in enumerate(zip(paths, state["bytes"], strict=True)):
             self._writer_cls.truncate(p, nbytes, self.frames, self.first_step, self.interval)
+            if crcs is not None:
+                self._crc[p] = (int(nbytes), int(crcs[k]))
 
     def close(self) -> None:
         for w in self._writers or []:
