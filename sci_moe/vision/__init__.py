@@ -9,6 +9,7 @@ incremental training loop with fine-tuning and single-prototype baselines.
 """
 
 from ._core_pending import GaussianMixtureFit, fit_gaussian_mixture, gaussian_component_log_prob
+from .folders import load_segmentation_folder
 from .incremental import IncrementalConfig, grc_loss, run_incremental, step_features
 from .memory import GaussianMixtureMemory, PrototypeMemory
 from .protocol import background_shift_labels, incremental_tasks, mean_iou, per_class_iou
@@ -28,6 +29,7 @@ __all__ = [
     "gaussian_component_log_prob",
     "grc_loss",
     "incremental_tasks",
+    "load_segmentation_folder",
     "mean_iou",
     "per_class_iou",
     "run_incremental",
