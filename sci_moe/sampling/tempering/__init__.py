@@ -26,7 +26,7 @@ from .diagnostics import (
     round_trips,
 )
 from .kernels import MALA, RWMH, KernelStep, sample
-from .ladder import adaptive_ladder, geometric_ladder
+from .ladder import adaptive_ladder, geometric_ladder, swap_acceptance
 from .langevin import BAOAB, energy_log_prob
 from .openmm_config import OpenMMTemperingConfig
 from .openmm_result import OpenMMTemperingResult
@@ -65,6 +65,7 @@ __all__ = [
     "park_pande_weights",
     "round_trips",
     "sample",
+    "swap_acceptance",
 ]
 
 
