@@ -15,7 +15,8 @@ time. Needs the ``functional`` extra (torchcde).
 * Data with an exact ground truth: :func:`make_oscillator_data` (scipy ``solve_ivp``).
 """
 
-from ._core_pending import concat_routings
+from sci_moe.moe import concat_routings
+
 from .attention import ContinuousAttention, FunctionCrossAttention, trapezoid_weights
 from .baselines import FunctionalLinearModel, GridMLP, ObservationGRU, bspline_basis
 from .data import (

@@ -7,8 +7,6 @@ from torch import nn
 
 from sci_moe.moe import MLPExperts, Router, Routing, dispatch
 
-from ._core_pending import concat_routings
-
 __all__ = ["MixtureVectorField"]
 
 
@@ -90,7 +88,7 @@ class MixtureVectorField(nn.Module):
         """
         r = self.router(summary)
         self.mixture = r
-        self._routing = concat_routings([r] * self.groups)
+        self._routing = Routing.concat([r] * self.groups)
         return r
 
     def forward(self, t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ from .experts import (
     MLPExperts,
     ResidualMLPExperts,
 )
+from .gates import GATE_SCORES, gate_scores, masked_dense_gate
 from .grouped import grouped_linear, grouped_mm_supported
 from .layer import MoE, MoEConfig, MoEInfo, SharedExperts, check_layer_input
 from .losses import (
@@ -48,7 +49,7 @@ from .merging import (
 )
 from .routed import RoutedLayer, RoutedPath, routed_paths
 from .router import Router, RouterConfig
-from .routing import DispatchPlan, Routing, make_plan
+from .routing import DispatchPlan, Routing, concat_routings, make_plan
 from .specialization import (
     orthogonality_loss,
     routing_diagnostics,
@@ -59,6 +60,7 @@ from .specialization import (
 from .tree import TreeExpertChoice, TreeLevel, tree_capacities
 
 __all__ = [
+    "GATE_SCORES",
     "AdapterExperts",
     "BiasBalancer",
     "DefaultOutputs",
@@ -85,11 +87,13 @@ __all__ = [
     "auxiliary_losses",
     "check_layer_input",
     "competence_routing",
+    "concat_routings",
     "copy_expert",
     "dispatch",
     "ensemble_distillation_loss",
     "ensemble_forward",
     "from_transformers",
+    "gate_scores",
     "get_activation",
     "group_expert_usage",
     "grouped_linear",
@@ -97,6 +101,7 @@ __all__ = [
     "load_balancing_loss",
     "load_equilibrium_loss",
     "make_plan",
+    "masked_dense_gate",
     "merge_experts",
     "merged_forward",
     "merged_parameters",

@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import check_int, check_real
+from .gates import GATE_SCORES, gate_scores
 from .routing import Routing
 
 __all__ = ["Router", "RouterConfig"]
 
-_SCORES = ("softmax", "sigmoid")
+_SCORES = GATE_SCORES
 _MODES = ("topk", "expert_choice", "dense")
 
 
@@ -31,9 +32,10 @@ class RouterConfig:
     top_k : int
         Experts per token (``mode="topk"``); for ``"expert_choice"`` the capacity is
         ``capacity_factor * T * top_k / E`` tokens per expert.
-    score : {"softmax", "sigmoid"}
-        Score function applied to the logits (softmax over experts, or independent
-        sigmoids as in DeepSeek-V3).
+    score : {"softmax", "sigmoid", "norm_softplus"}
+        Score function applied to the logits (:func:`~sci_moe.moe.gate_scores`): softmax
+        over experts, independent sigmoids as in DeepSeek-V3, or the normalised softplus
+        ``softplus(z) / (sum softplus(z) + 1e-9)`` of MoSES (Pan et al. 2025).
     mode : {"topk", "expert_choice", "dense"}
         Token-choice top-k, expert-choice with capacity (Zhou et al. 2022), or dense
         (soft) gating where every expert is used with its score as weight.
@@ -130,8 +132,9 @@ class RouterConfig:
 class Router(nn.Module):
     """Linear router producing a :class:`~sci_moe.moe.routing.Routing`.
 
-    ``logits = x W^T`` (computed in at least float32), ``s = softmax(logits)`` or
-    ``sigmoid(logits)``; selection on ``s + b`` (``b`` the optional selection bias, with
+    ``logits = x W^T`` (computed in at least float32), ``s = softmax(logits)``,
+    ``sigmoid(logits)`` or the normalised softplus (:func:`~sci_moe.moe.gate_scores`);
+    selection on ``s + b`` (``b`` the optional selection bias, with
     optional group limiting); weights ``w = s[selected]``, optionally renormalised and
     scaled.
 
@@ -215,7 +218,7 @@ class Router(nn.Module):
         """
         c = self.config
         logits = self.compute_logits(x)
-        probs = logits.softmax(-1) if c.score == "softmax" else logits.sigmoid()
+        probs = gate_scores(logits, c.score)
         if c.mode == "dense":
             T = x.shape[0]
             indices = torch.arange(c.num_experts, device=x.device).expand(T, -1).contiguous()

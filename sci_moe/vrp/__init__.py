@@ -9,7 +9,8 @@ adaptive gate (the core's dense :class:`~sci_moe.moe.Router`), REINFORCE with th
 shared baseline, nearest neighbour and PyVRP 0.14 ILS references (extra ``vrp``).
 """
 
-from ._core_pending import GATE_SCORES, masked_dense_gate
+from sci_moe.moe import GATE_SCORES, masked_dense_gate
+
 from .baselines import nearest_neighbour
 from .checker import check_solution, solution_cost
 from .env import MTVRPEnv, actions_to_routes, tour_cost

@@ -14,8 +14,8 @@ three modes, one per training stage:
 * ``"gated"`` (stage 3, adaptive gating):
   :math:`\\alpha = \\mathrm{act}(W^G h) \\in \\mathbb{R}^5`,
   :math:`h_{out} = \\alpha_0 W_0 h + \\sum_{i=1}^4 \\alpha_i B_i A_i h + \\hat B \\hat A h`
-  with ``act`` sigmoid / softmax / norm_softplus (:func:`masked_dense_gate`) and routing
-  ``"dense"`` (all four experts) or ``"exact"`` (variant-aware exact match: only the
+  with ``act`` sigmoid / softmax / norm_softplus (:func:`~sci_moe.moe.masked_dense_gate`)
+  and routing ``"dense"`` (all four experts) or ``"exact"`` (variant-aware exact match: only the
   variant's constituents). ``W^G`` is the core :class:`~sci_moe.moe.Router`'s projection
   (zero-initialised); the weights are scaled so that a zero gate gives
   :math:`\\alpha = 1` for sigmoid (scale 2) and uniform weights summing to the number
@@ -27,9 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sci_moe.moe import LoRAExperts, Router, Routing, dispatch
-
-from ._core_pending import GATE_SCORES, masked_dense_gate
+from sci_moe.moe import GATE_SCORES, LoRAExperts, Router, Routing, dispatch, masked_dense_gate
 
 __all__ = ["MODES", "ROUTINGS", "MoSESLinear"]
 
