@@ -221,6 +221,12 @@ class OpenMMSimulatedTempering:
         pos = np.asarray(positions, dtype=np.float64)
         if pos.shape != (system.getNumParticles(), 3):
             raise ValueError(f"positions must have shape ({system.getNumParticles()}, 3) in nm")
+        bad = np.flatnonzero(~np.isfinite(pos).all(1))
+        if bad.size:
+            raise ValueError(
+                f"positions have NaN/Inf coordinates at atoms {bad[:10].tolist()}; "
+                "pass finite positions in nm"
+            )
         sim.context.setPositions(pos * u.nanometer)
         if minimize:
             sim.minimizeEnergy()

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .checks import CheckedLogProb, check_finite_rows, check_finite_vector
 from .kernels import RWMH, LogProb
 from .langevin import BAOAB
 
@@ -102,6 +103,7 @@ class TemperingConfig:
             self.log_weights = torch.as_tensor(self.log_weights)
             if self.log_weights.shape != b.shape:
                 raise ValueError(f"log_weights must have shape {tuple(b.shape)}")
+            check_finite_vector(self.log_weights, "log_weights")
         check_weight_adaptation(self.gain0, self.gain_exponent, self.flatness, self.n_pilot_steps)
 
     @property
@@ -259,6 +261,7 @@ class _Base:
             raise TypeError("log_prob must be a callable (B, d) -> (B,)")
         self.log_prob = log_prob
         self.config = config
+        self._checked = CheckedLogProb(log_prob)
 
     @property
     def _dynamics(self) -> bool:
@@ -274,7 +277,7 @@ class _Base:
             if self._dynamics:
                 s = k.step(
                     x,
-                    self.log_prob,
+                    self._checked,
                     beta,
                     generator=gen,
                     step_size=h,
@@ -284,18 +287,19 @@ class _Base:
                 )
                 aux["v"], aux["g"] = s.velocities, s.grad
             else:
-                s = k.step(x, self.log_prob, beta, generator=gen, step_size=h, lp=lp)
+                s = k.step(x, self._checked, beta, generator=gen, step_size=h, lp=lp)
             x, lp = s.x, s.log_prob
             acc.index_add_(0, lev, s.accepted.to(acc.dtype))
             cnt.index_add_(0, lev, torch.ones_like(acc[lev]))
         return x, lp
 
-    @staticmethod
-    def _check(x0: Tensor, n_iterations: int) -> None:
+    def _check(self, x0: Tensor, n_iterations: int, what: str = "chain") -> None:
         if x0.ndim != 2:
             raise ValueError(f"x0 must have shape (B, d), got {tuple(x0.shape)}")
         if n_iterations < 1:
             raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+        check_finite_rows(x0, "x0", what)
+        self._checked.what = what
 
 
 class SimulatedTempering(_Base):
@@ -322,7 +326,7 @@ class SimulatedTempering(_Base):
         betas = cfg.betas.to(x0.dtype)
         means = []
         for beta in betas:
-            x, lp = x0.clone(), self.log_prob(x0)
+            x, lp = x0.clone(), self._checked(x0)
             bt = beta.expand(x.shape[0])
             lev = torch.zeros(x.shape[0], dtype=torch.long)
             vals, aux = [], {}
@@ -367,16 +371,27 @@ class SimulatedTempering(_Base):
         gen = generator or torch.Generator().manual_seed(0 if seed is None else seed)
         betas = cfg.betas.to(x0.dtype)
         t0 = time.perf_counter()
+        lp0 = self._checked.initial(x0).detach()
         if cfg.weights == "park-pande":
             g = self.pilot_weights(x0, gen)
         elif cfg.log_weights is not None:
             g = cfg.log_weights.to(x0.dtype).clone()
         else:
             g = torch.zeros(L, dtype=x0.dtype)
+        check_finite_vector(g, "log_weights")
         lev = torch.full((B,), L - 1, dtype=torch.long) if levels0 is None else levels0.clone()
-        if lev.shape != (B,) or int(lev.min()) < 0 or int(lev.max()) >= L:
-            raise ValueError(f"levels0 must have shape ({B},) with values in [0, {L - 1}]")
-        x, lp = x0.detach().clone(), self.log_prob(x0).detach()
+        if (
+            lev.shape != (B,)
+            or lev.dtype.is_floating_point
+            or lev.dtype == torch.bool
+            or int(lev.min()) < 0
+            or int(lev.max()) >= L
+        ):
+            raise ValueError(
+                f"levels0 must be an integer tensor of shape ({B},) with values in [0, {L - 1}]"
+            )
+        lev = lev.long()
+        x, lp = x0.detach().clone(), lp0
         aux = {"v": cfg.kernel.init_velocities(x, betas[lev], gen)} if self._dynamics else {}
         acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
         lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
@@ -413,6 +428,7 @@ class SimulatedTempering(_Base):
                 rec["lp"].append(lp)
                 rec["lev"].append(lev)
                 rec["g"].append(g)
+        self._checked.report()
         return TemperingResult(
             x=torch.stack(rec["x"]),
             log_prob=torch.stack(rec["lp"]),
@@ -456,7 +472,7 @@ class ParallelTempering(_Base):
             is the replica at level ``l`` of system ``m``); ``levels`` gives each replica's
             level, in the same layout keyed by replica id.
         """
-        self._check(x0, n_iterations)
+        self._check(x0, n_iterations, what="system")
         if thin < 1:
             raise ValueError(f"thin must be >= 1, got {thin}")
         cfg = self.config
@@ -465,7 +481,7 @@ class ParallelTempering(_Base):
         betas = cfg.betas.to(x0.dtype)
         t0 = time.perf_counter()
         x = x0.detach().repeat_interleave(L, dim=0)  # (M*L, d)
-        lp = self.log_prob(x).detach()
+        lp = self._checked.initial(x, group=L).detach()
         lev_of_pos = torch.arange(L).repeat(M)
         beta_pos = betas[lev_of_pos]
         replica = torch.arange(M * L)  # replica id at each position
@@ -504,6 +520,7 @@ class ParallelTempering(_Base):
                 rec["lp"].append(lp)
                 rec["lev"].append(lev_of_rep)
         T = len(rec["x"])
+        self._checked.report()
         return TemperingResult(
             x=torch.stack(rec["x"]),
             log_prob=torch.stack(rec["lp"]),
