@@ -10,6 +10,7 @@ parallel: :func:`sci_moe.molecules.generate_ensembles`.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,7 +38,8 @@ class ConformerConfig:
     max_confs : int
         Conformers kept (lowest energies after pruning).
     seed : int
-        ETKDG ``randomSeed`` (results are reproducible for a fixed seed and RDKit).
+        ETKDG ``randomSeed``, an integer >= 0 (results are reproducible for a fixed seed and
+        RDKit; RDKit's ``-1``, a random seed, is refused).
     prune_rms : float
         Heavy-atom RMSD threshold in Angstrom for symmetry-aware pruning after
         optimisation (0 switches pruning off); also ETKDG's ``pruneRmsThresh`` before it.
@@ -70,6 +72,15 @@ class ConformerConfig:
     assign_stereo: bool = True
 
     def __post_init__(self) -> None:
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
+            raise ValueError(
+                f"seed must be an integer >= 0, got {self.seed!r} (RDKit reads -1 as "
+                "'random', which is not reproducible)"
+            )
         if self.num_attempts < 1:
             raise ValueError(f"num_attempts must be >= 1, got {self.num_attempts}")
         if self.max_confs < 1:

@@ -101,6 +101,28 @@ class EnsembleBatch:
         """Number of atoms of each molecule, shape (M,)."""
         return torch.bincount(self.atom_to_mol, minlength=self.num_mols)
 
+    def check_finite(self) -> None:
+        """Raise a ``ValueError`` naming the molecule and conformer of any NaN/Inf position.
+
+        One ``isfinite`` reduction over ``pos`` (the slow path runs only on failure).
+        """
+        bad_pt = ~torch.isfinite(self.pos).all(1)
+        if bool(bad_pt.any()):
+            confs = torch.unique(self.point_to_conf[bad_pt]).tolist()
+            first = torch.zeros(self.num_mols, dtype=torch.long)
+            counts = self.confs_per_mol.cpu()
+            first[1:] = torch.cumsum(counts, 0)[:-1]
+            c2m = self.conf_to_mol.cpu()
+            where = []
+            for c in confs[:10]:
+                m = int(c2m[c])
+                name = self.names[m] if m < len(self.names) else ""
+                where.append(f"molecule {m} {name!r} conformer {c - int(first[m])}")
+            raise ValueError(
+                f"NaN/Inf coordinates in {len(confs)} conformer(s): {'; '.join(where)}; "
+                "fix or drop those conformers before predicting"
+            )
+
     def radius_graph(self, cutoff: float, max_neighbors: int | None = None) -> Tensor:
         """Radius graph of every conformer (see :func:`radius_graph_per_conformer`), (2, E)."""
         return radius_graph_per_conformer(self.pos, self.point_to_conf, cutoff, max_neighbors)

@@ -6,6 +6,7 @@ temperatures in K. Batches of these: :mod:`~sci_moe.molecules.ensemble_batch`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
@@ -20,6 +21,23 @@ __all__ = ["ANGSTROM_TO_NM", "EnsembleGraph"]
 
 #: Multiply RDKit coordinates (Angstrom) by this to get nm.
 ANGSTROM_TO_NM = 0.1
+
+
+def _unique_conformers(pos: np.ndarray, atol: float = 1e-6) -> tuple[list[int], np.ndarray]:
+    """Indices of the first of each group of identical conformers, and each one's keeper.
+
+    ``pos``: shape (C, N, 3), Angstrom; identical means every coordinate within ``atol``.
+    """
+    keep: list[int] = []
+    dup_of = np.arange(pos.shape[0])
+    for i in range(pos.shape[0]):
+        for k in keep:
+            if np.abs(pos[i] - pos[k]).max() <= atol:
+                dup_of[i] = k
+                break
+        else:
+            keep.append(i)
+    return keep, dup_of
 
 
 def _as_tensor(x, dtype) -> Tensor:
@@ -109,8 +127,12 @@ class EnsembleGraph:
             )
         if b and (int(self.bond_index.min()) < 0 or int(self.bond_index.max()) >= n):
             raise ValueError(f"{where}: bond_index refers to atoms outside 0..{n - 1}")
-        if not torch.isfinite(self.pos).all():
-            raise ValueError(f"{where}: positions contain NaN/Inf")
+        bad = ~torch.isfinite(self.pos).reshape(c, -1).all(1)
+        if bool(bad.any()):
+            raise ValueError(
+                f"{where}: positions contain NaN/Inf in conformers "
+                f"{torch.nonzero(bad).flatten()[:10].tolist()}; fix or drop them"
+            )
         if self.conf_y is not None:
             self.conf_y = _as_tensor(self.conf_y, fdt).reshape(c, -1)
             if self.conf_y.shape[1] != self.y.numel():
@@ -160,6 +182,13 @@ class EnsembleGraph:
             Drop hydrogens (their count stays in the ``num_hs`` atom feature).
         name : str
             Identifier.
+
+        Notes
+        -----
+        Duplicate conformers (identical coordinates to 1e-6 Angstrom, e.g. a ``conf_ids``
+        listing one twice, or unpruned optimisations that reached the same minimum) would
+        count twice in every readout; they are dropped with a ``UserWarning`` (explicit
+        ``weights`` of a dropped copy are added to the kept one).
         """
         from rdkit import Chem
 
@@ -170,7 +199,7 @@ class EnsembleGraph:
         conf_ids = list(conf_ids)
         if heavy_only:
             mol = Chem.RemoveHs(mol)
-        pos = np.stack([mol.GetConformer(int(c)).GetPositions() for c in conf_ids]) * ANGSTROM_TO_NM
+        pos_a = np.stack([mol.GetConformer(int(c)).GetPositions() for c in conf_ids])
         if energies_kj is None:
             energies_kj = np.zeros(len(conf_ids))
         e = np.asarray(energies_kj, dtype=np.float64)
@@ -178,13 +207,27 @@ class EnsembleGraph:
             raise ValueError(
                 f"{name}: need one energy per conformer ({len(conf_ids)}), got {e.shape}"
             )
-        if weights is None:
-            w = boltzmann_weights(e, temperature_k)
-        else:
+        w = None
+        if weights is not None:
             w = np.asarray(weights, dtype=np.float64)
             if w.shape != e.shape or (w < 0).any() or w.sum() <= 0:
                 raise ValueError(f"{name}: weights must be >= 0, one per conformer, not all zero")
-            w = w / w.sum()
+        keep, dup_of = _unique_conformers(pos_a)
+        if len(keep) < len(conf_ids):
+            dropped = [i for i in range(len(conf_ids)) if dup_of[i] != i]
+            warnings.warn(
+                f"{name or 'molecule'}: conformers {dropped} (positions in conf_ids) duplicate "
+                f"earlier ones and were dropped, so they do not count twice",
+                UserWarning,
+                stacklevel=2,
+            )
+            if w is not None:
+                w = np.bincount(dup_of, weights=w, minlength=len(conf_ids))[keep]
+            e = e[keep]
+            conf_y = None if conf_y is None else np.asarray(conf_y)[keep]
+            pos_a = pos_a[keep]
+        pos = pos_a * ANGSTROM_TO_NM
+        w = boltzmann_weights(e, temperature_k) if w is None else w / w.sum()
         return cls(
             z=np.array([a.GetAtomicNum() for a in mol.GetAtoms()], dtype=np.int64),
             atom_attr=atom_features(mol),

@@ -39,7 +39,9 @@ _NUM_HS = (0, 1, 2, 3, 4)
 # RDKit enum members by name (resolved on first use, so importing this module does not
 # load RDKit); ``str(member)`` is the name, as in the column names.
 _HYBRID = ("S", "SP", "SP2", "SP3", "SP3D", "SP3D2")
-_CHIRAL = ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW")
+# CIP labels (canonical): RDKit's CW/CCW tag is relative to the order of an atom's
+# neighbours, so the same enantiomer written as different SMILES got different features.
+_CHIRAL = ("none", "R", "S")
 _RING_SIZES = (3, 4, 5, 6, 7, 8)
 
 _BOND_TYPES = ("SINGLE", "DOUBLE", "TRIPLE", "AROMATIC")
@@ -53,7 +55,6 @@ def _enums() -> dict[str, tuple]:
 
     return {
         "hybridization": tuple(getattr(Chem.HybridizationType, n) for n in _HYBRID),
-        "chirality": tuple(getattr(Chem.ChiralType, n) for n in _CHIRAL),
         "bond_type": tuple(getattr(Chem.BondType, n) for n in _BOND_TYPES),
         "stereo": tuple(getattr(Chem.BondStereo, n) for n in _STEREO),
     }
@@ -93,6 +94,28 @@ def _one_hot(value, choices) -> list[float]:
     return out
 
 
+def _cip_labels(mol: Chem.Mol) -> list[str]:
+    """CIP label per atom: ``"R"``, ``"S"``, ``"none"`` (no tetrahedral tag) or ``"?"``.
+
+    Computed on a copy (the caller's molecule is not modified) with RDKit's legacy
+    ``AssignStereochemistry`` (canonical-rank based, cheap); ``"?"`` (a tagged atom that is
+    not a true stereocentre or has no label) falls in the "other" column.
+    """
+    from rdkit import Chem
+
+    m = Chem.Mol(mol)
+    Chem.AssignStereochemistry(m, cleanIt=True, force=True)
+    out = []
+    for a in m.GetAtoms():
+        if a.HasProp("_CIPCode"):
+            out.append(a.GetProp("_CIPCode"))
+        elif a.GetChiralTag() == Chem.ChiralType.CHI_UNSPECIFIED:
+            out.append("none")
+        else:
+            out.append("?")
+    return out
+
+
 def atom_features(mol: Chem.Mol) -> np.ndarray:
     """One-hot atom features.
 
@@ -105,10 +128,13 @@ def atom_features(mol: Chem.Mol) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (n_atoms, ATOM_FEATURE_DIM), float32
-        Columns as in :data:`ATOM_FEATURE_NAMES`.
+        Columns as in :data:`ATOM_FEATURE_NAMES`. Chirality is the CIP label
+        (``chirality=R``/``S``; ``none`` for atoms without a tetrahedral tag), which does not
+        depend on the atom order or on how the SMILES was written.
     """
     enums = _enums()
     ring_info = mol.GetRingInfo()
+    cip = _cip_labels(mol)
     rows = []
     for atom in mol.GetAtoms():
         idx = atom.GetIdx()
@@ -118,7 +144,7 @@ def atom_features(mol: Chem.Mol) -> np.ndarray:
             + _one_hot(atom.GetFormalCharge(), _CHARGES)
             + _one_hot(atom.GetTotalNumHs(includeNeighbors=True), _NUM_HS)
             + _one_hot(atom.GetHybridization(), enums["hybridization"])
-            + _one_hot(atom.GetChiralTag(), enums["chirality"])
+            + _one_hot(cip[idx], _CHIRAL)
             + [float(atom.GetIsAromatic()), float(atom.IsInRing())]
             + [float(ring_info.IsAtomInRingOfSize(idx, r)) for r in _RING_SIZES]
         )

@@ -132,6 +132,7 @@ class EnsembleRegressor(nn.Module):
                 f"expected an EnsembleBatch (sci_moe.molecules.collate_ensembles), "
                 f"got {type(batch).__name__}"
             )
+        batch.check_finite()  # NaN/Inf coordinates would give finite garbage
         pred_norm, aux, infos, w = self.forward_norm(batch)
         pred = pred_norm * self.target_std + self.target_mean
         return ModelOutput(pred, pred_norm, aux, infos, w)
