@@ -15,8 +15,6 @@ import argparse
 import json
 from pathlib import Path
 
-from .._util import atomic_save_json
-
 __all__ = ["add_parser", "run"]
 
 
@@ -166,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     systems = _systems(args, report) if args.radar else None
     print(report.format_table())
     if args.json:
+        from .._util import atomic_save_json
+
         out = {"model_note": spec.note, "hardware_note": hardware.note, **report.to_dict()}
         path = atomic_save_json(args.json, out, indent=2)
         print(f"wrote {path}")

@@ -15,8 +15,6 @@ import argparse
 import json
 from pathlib import Path
 
-from .._util import atomic_save_json, lock_directory
-
 __all__ = ["add_molecule_set_arguments", "add_parser", "run_molecule_set"]
 
 _LOADERS = ("drugs", "kraken", "bde", "ee")
@@ -101,6 +99,8 @@ def run_molecule_set(args: argparse.Namespace) -> int:
                 molecules.append((parts[1] if len(parts) > 1 else f"line{k + 1}", parts[0]))
         if not molecules:
             raise ValueError(f"--smiles file {args.smiles!r} holds no SMILES")
+    from .._util import lock_directory
+
     # One builder per --out (the message names the holder); dropped when this process ends.
     with lock_directory(args.out, command=f"sci-moe data molecules --out {args.out}"):
         ms = build_molecule_set(
@@ -146,5 +146,7 @@ def _marcel(args: argparse.Namespace) -> int:
     for f in ds.failures[:10]:
         print(f"  skipped {f['name']}: {f['reason']}")
     if args.json:
+        from .._util import atomic_save_json
+
         atomic_save_json(args.json, summary, indent=1)
     return 0

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_json, atomic_write_text
-
 __all__ = ["add_parser"]
 
 _MODELS = ("bow", "minilm", "byte")
@@ -120,6 +118,8 @@ def _train(args: argparse.Namespace) -> int:
         "confusion": conf.tolist(),
         "seed": args.seed,
     }
+    from .._util import atomic_save_json
+
     atomic_save_json(out / "metrics.json", metrics)
     print(
         f"{len(classes)}-way {args.model}: test accuracy {acc:.3f} (95% CI {lo:.3f}-{hi:.3f}, "
@@ -155,11 +155,14 @@ def _predict(args: argparse.Namespace) -> int:
             )
             print(f"{path}\t{doc_id}\t{clf.classes[k]}\t{prob[k]:.3f}")
     if args.json:
+        from .._util import atomic_save_json
+
         atomic_save_json(args.json, {"classes": list(clf.classes), "predictions": results})
     return 0
 
 
 def _build_wiki(args: argparse.Namespace) -> int:
+    from .._util import atomic_write_text
     from ..data.wiki_pipelines import build_pipeline_corpora, null_control_corpora
 
     out = Path(args.out)

@@ -27,8 +27,6 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from .._util import atomic_write_text, lock_directory
-
 __all__ = ["add_parser", "resolve_config", "run_spice"]
 
 # What a run writes to --out (an existing one is refused without --resume/--overwrite).
@@ -211,6 +209,8 @@ def resolve_config(args: argparse.Namespace) -> dict:
 
 def run_spice(args: argparse.Namespace) -> int:
     """Run ``sci-moe train spice``; returns the exit code."""
+    from .._util import lock_directory
+
     cfg = resolve_config(args)
     out: Path = args.out
     _check_out(out, args.resume, args.overwrite)
@@ -242,6 +242,7 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
     import torch
     import yaml
 
+    from .._util import atomic_write_text
     from ..data.molecule_set import MoleculeSet
     from ..molecules import (
         ATOM_FEATURE_DIM,
