@@ -435,3 +435,52 @@ def test_default_run_uses_the_shipped_model_when_present(tmp_path, capsys, monke
 
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     assert cfg["model"] == str(path) and cfg["extra"]["atom_indices"] == list(BACKBONE_ATOMS)
+
+
+def test_analyse_names_reference_and_warns_on_force_field_mismatch(tmp_path, capsys):
+    # Issue 27: an amber14 run was compared with the amber99sbildn reference without a word.
+    from sci_moe.sampling.md import alanine_dipeptide_pdb
+
+    out = tmp_path / "run"
+    argv = ["run", "--system", str(alanine_dipeptide_pdb()), "--forcefield", "amber14"]
+    argv += ["--implicit-solvent", "obc2", "--steps", "20", "--report-interval", "10"]
+    code, cap = _run([*argv, "--no-progress", "--out", str(out)], capsys)
+    assert code == 0, cap.err
+    code, cap = _run(["analyse", str(out), "--bins", "16"], capsys)
+    assert code == 0, cap.err
+    assert "reference: alanine_dipeptide_reference_amber99sbildn_obc_300K.npz" in cap.out
+    assert "(default; simulated with amber99sbildn + obc, 300 K)" in cap.out
+    assert "PMF error" in cap.out and "(kT)^2" in cap.out
+    assert "sci-moe md analyse: warning:" in cap.err
+    assert "amber14 + obc2, 300 K" in cap.err and "amber99sbildn + obc, 300 K" in cap.err
+    res = json.loads((out / "analysis.json").read_text())
+    assert len(res["warnings"]) == 1 and res["units"]["pmf_error"] == "(kT)^2"
+    assert res["reference_conditions"]["forcefield"] == "amber99sbildn"
+    assert "mean_potential_energy_kj_mol" in res
+
+
+def test_analyse_no_warning_when_reference_matches(tmp_path, capsys):
+    out = tmp_path / "md_out"
+    code, cap = _run(
+        ["run", "--steps", "20", "--report-interval", "10", "--no-progress", "--out", str(out)],
+        capsys,
+    )
+    assert code == 0, cap.err
+    code, cap = _run(["analyse", str(out), "--bins", "16"], capsys)
+    assert code == 0, cap.err
+    assert "warning" not in cap.err and "amber99sbildn + obc, 300 K" in cap.out
+    assert json.loads((out / "analysis.json").read_text())["warnings"] == []
+
+
+def test_analyse_toy_is_not_labelled_kj_mol_or_kelvin(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, cap = _run([*TOY, "--steps", "100", "--out", str(out)], capsys)
+    assert code == 0, cap.err
+    code, cap = _run(["analyse", str(out), "--bins", "20"], capsys)
+    assert code == 0, cap.err
+    assert "kJ/mol" not in cap.out + cap.err and " K" not in cap.out + cap.err
+    assert "PMF error" in cap.out and "(kT)^2" in cap.out
+    text = (out / "analysis.json").read_text()
+    assert "kj_mol" not in text and "temperature_k" not in text and "kJ/mol" not in text
+    res = json.loads(text)
+    assert res["units"]["energy"] == "reduced" and "mean_potential_energy" in res

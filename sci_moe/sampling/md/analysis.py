@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,8 @@ def _load_config(run_dir: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
+def _plot_traces(log: dict[str, np.ndarray], path: Path, reduced: bool = False) -> None:
+    """Energy and temperature traces; ``reduced`` labels toy systems' reduced units."""
     from matplotlib.figure import Figure
 
     # A bare Figure: no pyplot state, no backend switch in the caller's session.
@@ -125,12 +127,14 @@ def _plot_traces(log: dict[str, np.ndarray], path: Path) -> None:
     axes = fig.subplots(2, 1, sharex=True)
     t = log["time_ps"]
     axes[0].plot(t, log["potential_energy_kj_mol"], lw=0.8)
-    axes[0].set_ylabel("potential energy (kJ/mol)")
+    axes[0].set_ylabel(
+        "potential energy (reduced units)" if reduced else "potential energy (kJ/mol)"
+    )
     temp = log.get("temperature_k")
     if temp is not None and np.isfinite(temp).any():
         axes[1].plot(t, temp, lw=0.8, color="C1")
         axes[1].axhline(np.nanmean(temp), color="k", lw=0.8, ls="--")
-    axes[1].set_ylabel("temperature (K)")
+    axes[1].set_ylabel("temperature (reduced units)" if reduced else "temperature (K)")
     axes[1].set_xlabel("time (ps)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -215,16 +219,29 @@ def analyse_run(
     out_dir = Path(out_dir) if out_dir is not None else run_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"run": str(run_dir), "system": cfg.get("system"), "bins": bins}
+    toy = cfg.get("system") in ("muller-brown", "double-well")
+    # Toy systems are in reduced units: no kJ/mol or K in their keys, labels or messages.
+    energy_key, temp_key = (
+        ("mean_potential_energy", "mean_temperature")
+        if toy
+        else ("mean_potential_energy_kj_mol", "mean_temperature_k")
+    )
+    result["units"] = (
+        {"energy": "reduced", "temperature": "reduced", "pmf_error": "(kT)^2"}
+        if toy
+        else {"energy": "kJ/mol", "temperature": "K", "pmf_error": "(kT)^2"}
+    )
+    result["warnings"] = []
     log_path = run_dir / "log.csv"
     if log_path.is_file():
         log = read_log(log_path)
         if len(log["step"]):
-            _plot_traces(log, out_dir / "traces.png")
+            _plot_traces(log, out_dir / "traces.png", reduced=toy)
             result["traces_png"] = "traces.png"
-            result["mean_potential_energy_kj_mol"] = float(np.mean(log["potential_energy_kj_mol"]))
+            result[energy_key] = float(np.mean(log["potential_energy_kj_mol"]))
             temp = log["temperature_k"]
             if np.isfinite(temp).any():
-                result["mean_temperature_k"] = float(np.nanmean(temp))
+                result[temp_key] = float(np.nanmean(temp))
     dt_ps = float(cfg["timestep_fs"]) * 1e-3
     interval = int(cfg["report_interval"])
     x = load_run_positions(run_dir)
@@ -239,7 +256,6 @@ def analyse_run(
     if len(x) == 0:
         raise ValueError(f"no frames left after a burn-in of {burn_in_ps} ps")
     result["frames"] = len(x)
-    toy = cfg.get("system") in ("muller-brown", "double-well")
     result["js_divergence"] = result["pmf_error"] = result["reference"] = None
     if toy:
         kT = float(cfg.get("kt") or (23.0 if cfg["system"] == "muller-brown" else 1.0))
@@ -264,6 +280,17 @@ def analyse_run(
                 ref_path, bins, topology=run_dir / "topology.pdb", atom_indices=atom_indices
             )
             p_ref, result["reference"] = ref["p"], ref["description"]
+            result["reference_conditions"] = _conditions((ref["metadata"] or {}).get("config"))
+            mismatch = _mismatch(cfg, result["reference_conditions"])
+            if mismatch:
+                msg = (
+                    f"the run ({mismatch[0]}) and the reference {ref['description']} "
+                    f"({mismatch[1]}) differ: the JS divergence and PMF error mix the sampling "
+                    "error with the difference between the two; pass --reference FILE with a "
+                    "reference of the run's conditions"
+                )
+                result["warnings"].append(msg)
+                warnings.warn(msg, UserWarning, stacklevel=2)
     if p_ref is not None:
         result["js_divergence"] = js_divergence(p_ref, p)
         result["pmf_error"] = pmf_error(p_ref, p)
@@ -271,6 +298,40 @@ def analyse_run(
     result["free_energy_png"] = png
     atomic_write_text(out_dir / "analysis.json", json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _conditions(config) -> dict[str, Any] | None:
+    """Force field, implicit solvent and temperature of a shipped reference's config."""
+    if not isinstance(config, dict) or "forcefield" not in config:
+        return None
+    return {
+        "forcefield": config.get("forcefield"),
+        "implicit_solvent": config.get("implicit_solvent"),
+        "temperature_k": config.get("temperature_k"),
+    }
+
+
+def _describe(forcefield, solvent, temperature_k) -> str:
+    return f"{forcefield} + {solvent or 'vacuum'}, {float(temperature_k):g} K"
+
+
+def _mismatch(cfg: dict, ref: dict | None) -> tuple[str, str] | None:
+    """(run, reference) descriptions when a force-field run and its reference differ."""
+    if ref is None or cfg.get("model"):  # a learned model has no force field to compare
+        return None
+    run = (
+        cfg.get("forcefield", "amber99sbildn"),
+        cfg.get("implicit_solvent"),
+        float(cfg.get("temperature_k", 300.0)),
+    )
+    other = (ref["forcefield"], ref["implicit_solvent"], float(ref["temperature_k"] or 300.0))
+    if (
+        run[0] == other[0]
+        and (run[1] or None) == (other[1] or None)
+        and abs(run[2] - other[2]) < 1e-6
+    ):
+        return None
+    return _describe(*run), _describe(*other)
 
 
 def _toy_histograms(system: str, x: np.ndarray, bins: int, kT: float):
