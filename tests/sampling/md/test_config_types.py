@@ -17,7 +17,7 @@ from sci_moe.sampling.md import MDConfig, resolve_config
         ("steps = 2.5", r"steps must be an integer"),
         ("extra = 5", r"extra must be a table"),
         ("md = 5", r"'md' must be a table"),
-        ('steps = 4\n[md]\nseed = 1', r"'md' must be a table .* the only top-level entry"),
+        ("steps = 4\n[md]\nseed = 1", r"'md' must be a table .* the only top-level entry"),
     ],
 )
 def test_wrong_types_in_a_config_file_raise(tmp_path, text, match):
