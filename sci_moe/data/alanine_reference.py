@@ -199,25 +199,6 @@ def generate_reference(
             if "config" in done and json.loads(str(done["config"])) == config:
                 return out_path
         raise ValueError(f"{out_path} exists with other settings; remove it or pick another path")
-    config = {
-        "n_frames": int(n_frames),
-        "interval_steps": int(interval_steps),
-        "temperature_k": float(temperature_k),
-        "friction_per_ps": float(friction_per_ps),
-        "timestep_fs": float(timestep_fs),
-        "seed": int(seed),
-        "forcefield": forcefield,
-        "implicit_solvent": implicit_solvent,
-        "constraints": constraints,
-        "equilibration_steps": int(equilibration_steps),
-        "platform": platform,
-        "openmm_version": openmm.__version__,
-    }
-    if out_path.exists():
-        with np.load(out_path) as done:
-            if "config" in done and json.loads(str(done["config"])) == config:
-                return out_path
-        raise ValueError(f"{out_path} exists with other settings; remove it or pick another path")
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     _, system, pos0 = build_system(forcefield, implicit_solvent, constraints)
