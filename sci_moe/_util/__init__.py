@@ -20,7 +20,6 @@ from .io import (
 )
 from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
-from .scatter import scatter_mean, scatter_sum
 from .units import (
     BOLTZMANN_KJ_PER_MOL_K,
     KJ_PER_EV,
@@ -29,6 +28,19 @@ from .units import (
     kt_kj_per_mol,
 )
 from .unpickle import PLAIN_DATA_GLOBALS, RestrictedUnpickler, restricted_loads
+
+# The scatter reductions need torch; importing them lazily keeps ``sci_moe._util`` (and so
+# the command line's argument parsing and ``--help``) free of the torch import.
+_LAZY = {"scatter_mean": ".scatter", "scatter_sum": ".scatter"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BOLTZMANN_KJ_PER_MOL_K",

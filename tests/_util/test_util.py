@@ -140,3 +140,12 @@ def test_units():
     assert BOLTZMANN_KJ_PER_MOL_K * 1000 == pytest.approx(8.314462618)
     with pytest.raises(ValueError, match="> 0 K"):
         kt_kj_per_mol(0)
+
+
+def test_import_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, sci_moe._util; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"  # scatter_* load torch on first use only
