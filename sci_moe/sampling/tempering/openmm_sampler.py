@@ -493,7 +493,7 @@ class OpenMMSimulatedTempering:
                 pending[r] = due_at(r)
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Write the chain state to ``path`` atomically (one ``.npz``, no pickles).
+        """Write the chain state to ``path`` atomically (one file, nothing pickled).
 
         Holds the OpenMM context checkpoint (``Context.createCheckpoint``: positions,
         velocities, box, step count and the integrator's random-number state, for a bitwise
@@ -502,14 +502,15 @@ class OpenMMSimulatedTempering:
         estimator or OpenMM's own weight-update state; the numpy and Python generator
         states; the iteration counter; the trace and level-move counters of an unfinished
         :meth:`run`; and fingerprints of the config, system and integrator that
-        :meth:`load_checkpoint` checks. Written to a temporary file in the same folder,
-        ``fsync``-ed and moved over ``path`` with ``os.replace``, so a crash leaves either
-        the previous checkpoint or the new one.
+        :meth:`load_checkpoint` checks. Written through the md run layer's checkpoint code
+        (:func:`~sci_moe.sampling.tempering.openmm_checkpoint.write_checkpoint`: plain
+        tensors and JSON loaded with ``weights_only=True``; temporary file, ``fsync``,
+        ``os.replace``), so a crash leaves either the previous checkpoint or the new one.
 
         Parameters
         ----------
         path : path
-            File to write (the folder must exist); any name, e.g. ``"st.ckpt.npz"``.
+            File to write (the folder must exist); any name, e.g. ``"st.ckpt.pt"``.
         """
         path = Path(path)
         if not path.parent.is_dir():
