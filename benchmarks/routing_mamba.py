@@ -62,15 +62,15 @@ def plan(quick: bool) -> dict:
             scan=(8, 128, 64),
         )
     return dict(
-        d=48,
-        steps=300,
+        d=32,
+        steps=120,
         batch=16,
         seq=64,
         seeds=3,
         E=4,
-        eval_every=50,
-        hyb_steps=200,
-        scan=(16, 256, 96),
+        eval_every=10,
+        hyb_steps=80,
+        scan=(16, 256, 64),
     )
 
 
@@ -109,11 +109,25 @@ def flops_per_token(model, seq) -> float:
     return 2.0 * active + attn * 2 * seq * model.config.d_model
 
 
-def tokens_to(history, target):
-    for tok, loss in zip(history["tokens"], history["val_loss"], strict=True):
+def tokens_to(tokens, losses, target):
+    """First training-token count at which ``losses`` reach ``target``.
+
+    Linear interpolation between the two evaluations around the crossing (``None`` if
+    the curve never gets there; ``tokens[0]`` if it starts below).
+    """
+    for i, (tok, loss) in enumerate(zip(tokens, losses, strict=True)):
         if loss <= target:
-            return float(tok)
+            if i == 0:
+                return float(tok)
+            t0, l0 = tokens[i - 1], losses[i - 1]
+            return float(t0 + (l0 - target) / (l0 - loss) * (tok - t0))
     return None
+
+
+def mean_curve(runs):
+    """Training tokens and the seed-mean validation loss (nats) at each evaluation."""
+    tok = runs[0]["hist"]["tokens"]
+    return tok, [statistics.mean(r["hist"]["val_loss"][i] for r in runs) for i in range(len(tok))]
 
 
 def run_lm(p, cfg, seed, corpus, steps):
@@ -121,7 +135,7 @@ def run_lm(p, cfg, seed, corpus, steps):
         steps=steps,
         batch_size=p["batch"],
         lr=3e-3,
-        warmup=10,
+        warmup=min(20, steps // 4),
         eval_interval=p["eval_every"],
         eval_batches=4,
         seed=seed,
@@ -168,23 +182,20 @@ def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
                 f"  {name} seed {s}: bpb {hist['val_loss'][-1] / LN2:.3f}, {tps:.0f} tok/s",
                 file=sys.stderr,
             )
-        curves[name] = (
-            res[name][0]["hist"]["tokens"],
-            [
-                statistics.mean(r["hist"]["val_loss"][i] / LN2 for r in res[name])
-                for i in range(len(res[name][0]["hist"]["tokens"]))
-            ],
-        )
+        tok, loss = mean_curve(res[name])
+        curves[name] = (tok, [v / LN2 for v in loss])
     base = res["dense (equal active)"]
     target = statistics.mean(r["hist"]["val_loss"][-1] for r in base)
+    base_reach = tokens_to(*mean_curve(base), target)
     base_bpb = target / LN2
     base_tps = statistics.mean(r["tps"] for r in base)
     for name, rs in res.items():
         bpb = [r["hist"]["val_loss"][-1] / LN2 for r in rs]
         m, sd = statistics.mean(bpb), statistics.stdev(bpb)
         tps = statistics.mean(r["tps"] for r in rs)
-        reach = [tokens_to(r["hist"], target) for r in rs]
+        reach = [tokens_to(r["hist"]["tokens"], r["hist"]["val_loss"], target) for r in rs]
         reached = [t for t in reach if t is not None]
+        mean_reach = tokens_to(*mean_curve(rs), target)
         act, tot = rs[0]["params"]
         vs = None if name.startswith("dense (equal active)") else "dense (equal active)"
         rows.append(Row(name, "val_bpb", m, "bits/byte", vs, base_bpb / m if vs else None))
@@ -195,8 +206,9 @@ def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
         rows.append(Row(name, "active_params", act, "params"))
         rows.append(Row(name, "total_params", tot, "params"))
         rows.append(Row(name, "seeds_reaching_dense_final", len(reached), "seeds"))
-        if reached:
-            rows.append(Row(name, "tokens_to_dense_final", statistics.mean(reached), "tokens"))
+        if mean_reach is not None:
+            ratio = base_reach / mean_reach if vs else None
+            rows.append(Row(name, "tokens_to_dense_final", mean_reach, "tokens", vs, ratio))
         for mult in (1, 2, 4):
             v = statistics.mean(r["ctx"][mult] for r in rs)
             b = statistics.mean(r["ctx"][mult] for r in base)
@@ -211,12 +223,17 @@ def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
                 sd,
                 tps,
                 f"{len(reached)}/{len(rs)}",
-                statistics.mean(reached) if reached else "-",
+                mean_reach,
             ]
         )
 
 
-def exp_hybrid(p, seeds, corpus, rows, table):
+def exp_hybrid(p, seeds, corpus, rows, table, curves):
+    """Hybrid stacks; training FLOPs to reach the dense hybrid's final loss.
+
+    Training FLOPs = 3 x forward FLOPs/token (forward + backward) x tokens, at the
+    seed-mean curve's (interpolated) crossing of the dense hybrid's final mean loss.
+    """
     E = p["E"]
     cases = {
         "hybrid dense (ma)": ("ma", {"expand": 2}),
@@ -225,24 +242,61 @@ def exp_hybrid(p, seeds, corpus, rows, table):
     out = {}
     for name, (layers, mamba) in cases.items():
         cfg = lm_config(p, layers, mamba, ffn=True, positions=True)
-        bpb = []
+        runs = []
         for s in seeds:
             hist, model, _, _ = run_lm(p, cfg, s, corpus, p["hyb_steps"])
-            bpb.append(hist["val_loss"][-1] / LN2)
-        out[name] = (
-            statistics.mean(bpb),
-            statistics.stdev(bpb),
-            flops_per_token(model, p["seq"]),
-            *active_params(model),
+            runs.append(dict(hist=hist))
+        bpb = [r["hist"]["val_loss"][-1] / LN2 for r in runs]
+        tok, loss = mean_curve(runs)
+        curves[name] = (tok, [v / LN2 for v in loss])
+        out[name] = dict(
+            bpb=statistics.mean(bpb),
+            sd=statistics.stdev(bpb),
+            flops=flops_per_token(model, p["seq"]),
+            params=active_params(model),
+            curve=(tok, loss),
+            final=statistics.mean(r["hist"]["val_loss"][-1] for r in runs),
         )
-    b = out["hybrid dense (ma)"]
-    for name, (m, sd, fl, act, tot) in out.items():
+    base = out["hybrid dense (ma)"]
+    for name, o in out.items():
         vs = None if name == "hybrid dense (ma)" else "hybrid dense (ma)"
-        rows.append(Row(name, "val_bpb", m, "bits/byte", vs, b[0] / m if vs else None))
-        rows.append(Row(name, "val_bpb_sd", sd, "bits/byte"))
-        rows.append(Row(name, "active_flops_per_token", fl, "FLOP", vs, b[2] / fl if vs else None))
-        rows.append(Row(name, "total_params", tot, "params"))
-        table.append([name, m, sd, fl, act, tot])
+        reach = tokens_to(*o["curve"], base["final"])
+        b_reach = tokens_to(*base["curve"], base["final"])
+        fl = o["flops"]
+        rows.append(
+            Row(name, "val_bpb", o["bpb"], "bits/byte", vs, base["bpb"] / o["bpb"] if vs else None)
+        )
+        rows.append(Row(name, "val_bpb_sd", o["sd"], "bits/byte"))
+        rows.append(
+            Row(name, "active_flops_per_token", fl, "FLOP", vs, base["flops"] / fl if vs else None)
+        )
+        rows.append(Row(name, "active_params", o["params"][0], "params"))
+        rows.append(Row(name, "total_params", o["params"][1], "params"))
+        train_fl = None
+        if reach is not None:
+            rows.append(
+                Row(
+                    name,
+                    "tokens_to_dense_final",
+                    reach,
+                    "tokens",
+                    vs,
+                    b_reach / reach if vs else None,
+                )
+            )
+            train_fl = 3 * fl * reach
+            b_fl = 3 * base["flops"] * b_reach
+            rows.append(
+                Row(
+                    name,
+                    "train_flops_to_dense_final",
+                    train_fl,
+                    "FLOP",
+                    vs,
+                    b_fl / train_fl if vs else None,
+                )
+            )
+        table.append([name, o["bpb"], o["sd"], fl, *o["params"], reach, train_fl])
 
 
 def exp_scan(p, rows, table):
@@ -294,23 +348,32 @@ def exp_scan(p, rows, table):
         table.append([name, v, tps["parallel scan"] / v])
 
 
-def save_plots(curves, out_dir):
+def save_plots(curves, hyb_curves, out_dir):
+    """Validation curves (mean of seeds) of (a) and of the hybrids (c), as PNGs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    for name, (tok, bpb) in curves.items():
-        ax.plot(tok, bpb, marker="o", ms=3, label=name)
-    ax.set_xlabel("training tokens")
-    ax.set_ylabel("validation bits per byte (mean of seeds)")
-    ax.legend()
-    fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "routing_mamba_curves.png"
-    fig.savefig(path, dpi=120)
-    return path
+    paths = []
+    for fname, cs, title in (
+        ("routing_mamba_curves.png", curves, "Mamba stacks"),
+        ("routing_mamba_hybrid_curves.png", hyb_curves, "hybrid (Mamba + attention) stacks"),
+    ):
+        fig, ax = plt.subplots(figsize=(5.5, 3.5))
+        for name, (tok, bpb) in cs.items():
+            ax.plot(tok[1:], bpb[1:], marker="o", ms=3, label=name)
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("validation bits per byte (mean of seeds)")
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        path = out_dir / fname
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
 
 
 def main() -> None:
@@ -324,10 +387,10 @@ def main() -> None:
     seeds = list(range(args.seed, args.seed + p["seeds"]))
     other = OtherLoad()
     corpus = load_corpus()
-    rows, t_lm, t_ctx, t_hyb, t_scan, curves = [], [], [], [], [], {}
+    rows, t_lm, t_ctx, t_hyb, t_scan, curves, hyb_curves = [], [], [], [], [], {}, {}
     exp_scan(p, rows, t_scan)
     exp_lm(p, seeds, corpus, rows, t_lm, curves, t_ctx)
-    exp_hybrid(p, seeds, corpus, rows, t_hyb)
+    exp_hybrid(p, seeds, corpus, rows, t_hyb, hyb_curves)
     tokens = p["steps"] * p["batch"] * p["seq"]
     print_table(
         ["model", "active", "total", "val bpb", "sd", "tok/s", "reach dense", "tokens to dense"],
@@ -340,7 +403,16 @@ def main() -> None:
         f"(b) trained at {p['seq']}, evaluated at 1x/2x/4x",
     )
     print_table(
-        ["model", "val bpb", "sd", "FLOP/token", "active", "total"],
+        [
+            "model",
+            "val bpb",
+            "sd",
+            "FLOP/token",
+            "active",
+            "total",
+            "tokens to dense",
+            "train FLOP",
+        ],
         t_hyb,
         f"(c) hybrid, {p['hyb_steps']} steps",
     )
@@ -350,7 +422,8 @@ def main() -> None:
         f"(d) one block, batch x length x d_model = {p['scan']}",
     )
     if args.plots is not None:
-        print(f"saved {save_plots(curves, args.plots)}")
+        for path in save_plots(curves, hyb_curves, args.plots):
+            print(f"saved {path}")
     machine = machine_info(
         seed=args.seed,
         quick=args.quick,
