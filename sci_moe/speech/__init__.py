@@ -1,0 +1,37 @@
+"""Speech: offline espeak-ng synthesis, phoneme inventories and the Omni-Expert (OE).
+
+:func:`synthesize` speaks text with the espeak-ng library of the ``espeakng-loader`` wheel
+and returns the audio with espeak's own phoneme timings; :mod:`~sci_moe.speech.phonemes`
+maps them to the 39 ARPAbet phonemes + silence and to visemes. The Omni-Expert (Saha et
+al., NeurIPS 2025) replaces a 40-expert phoneme MoE by one expert with per-phoneme input
+transforms, for phoneme-specific dereverberation masks of cochlear-implant speech.
+"""
+
+from .phonemes import (
+    ARPABET,
+    ARPABET_TO_VISEME,
+    ESPEAK_TO_ARPABET,
+    N_PHONEME_CLASSES,
+    N_VISEMES,
+    SILENCE,
+    phoneme_index,
+    to_arpabet,
+    to_viseme,
+)
+from .tts import PhonemeEvent, Utterance, list_voices, synthesize
+
+__all__ = [
+    "ARPABET",
+    "ARPABET_TO_VISEME",
+    "ESPEAK_TO_ARPABET",
+    "N_PHONEME_CLASSES",
+    "N_VISEMES",
+    "SILENCE",
+    "PhonemeEvent",
+    "Utterance",
+    "list_voices",
+    "phoneme_index",
+    "synthesize",
+    "to_arpabet",
+    "to_viseme",
+]
