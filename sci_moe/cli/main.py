@@ -9,6 +9,7 @@ from . import cap as _cap
 from . import data as _data
 from . import md as _md
 from . import train as _train
+from . import vrp as _vrp
 
 __all__ = ["main"]
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _md.add_parser(sub)
     _train.add_parser(sub)
     _data.add_parser(sub)
+    _vrp.add_parser(sub)
     from . import provenance as _provenance
 
     _provenance.add_parser(sub)

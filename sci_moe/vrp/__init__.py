@@ -6,23 +6,37 @@ for the 16 CVRP variants with {O, B, L, TW} (RouteFinder's distribution), an ind
 feasibility checker, a POMO attention policy whose linear layers carry one gated-LoRA
 expert per basis constraint (the core's :class:`~sci_moe.moe.LoRAExperts`) mixed by an
 adaptive gate (the core's dense :class:`~sci_moe.moe.Router`), REINFORCE with the POMO
-shared baseline, nearest neighbour and PyVRP 0.14 ILS references (extra ``vrp``).
+shared baseline, nearest neighbour, greedy savings and PyVRP 0.14 ILS references (extra ``vrp``),
+VRPLIB instance files with feasibility checks that name the customer and field.
 """
 
 from sci_moe.moe import GATE_SCORES, masked_dense_gate
 
-from .baselines import nearest_neighbour
+from .baselines import greedy_savings, nearest_neighbour, routes_to_actions
 from .checker import check_solution, solution_cost
+from .checkpoint import load_policy, save_policy
 from .env import MTVRPEnv, actions_to_routes, tour_cost
 from .generator import CAPACITIES, MAX_TIME, MTVRPInstance, generate_instances
 from .layers import MODES, ROUTINGS, MoSESLinear
 from .model import MTVRPPolicy, PolicyConfig, node_features
 from .pyvrp_solver import SCALE, pyvrp_model, pyvrp_route_distance, solve_pyvrp
-from .train import STAGES, TrainConfig, augment, solve, stage_parameters, train_stage
+from .train import (
+    BASIS_VARIANTS,
+    STAGES,
+    TrainConfig,
+    augment,
+    solve,
+    stage_parameters,
+    train_moses,
+    train_stage,
+)
+from .validate import instance_problems, validate_instance
 from .variants import BASIS, HELD_OUT, SEEN, VARIANTS, flags_tensor, variant_flags, variant_name
+from .vrplib_io import read_vrplib, to_unit_square, write_solution, write_vrplib
 
 __all__ = [
     "BASIS",
+    "BASIS_VARIANTS",
     "CAPACITIES",
     "GATE_SCORES",
     "HELD_OUT",
@@ -44,17 +58,28 @@ __all__ = [
     "check_solution",
     "flags_tensor",
     "generate_instances",
+    "greedy_savings",
+    "instance_problems",
+    "load_policy",
     "masked_dense_gate",
     "nearest_neighbour",
     "node_features",
     "pyvrp_model",
     "pyvrp_route_distance",
+    "read_vrplib",
+    "routes_to_actions",
+    "save_policy",
     "solution_cost",
     "solve",
     "solve_pyvrp",
     "stage_parameters",
+    "to_unit_square",
     "tour_cost",
+    "train_moses",
     "train_stage",
+    "validate_instance",
     "variant_flags",
     "variant_name",
+    "write_solution",
+    "write_vrplib",
 ]

@@ -45,6 +45,39 @@ def solution_cost(instance: MTVRPInstance, b: int, routes) -> float:
     return total
 
 
+def _route_problems(c: dict, k: int, r, tol: float) -> list[str]:
+    """Violations of route ``k`` (customers ``r``) on the instance dict ``c`` of :func:`_one`."""
+    out = []
+    lh = sum(c["q"][j] for j in r)
+    bh = sum(c["p"][j] for j in r)
+    if lh > c["Q"] + tol:
+        out.append(f"route {k}: linehaul load {lh} exceeds capacity {c['Q']}")
+    if bh > c["Q"] + tol:
+        out.append(f"route {k}: backhaul load {bh} exceeds capacity {c['Q']}")
+    kinds = "".join("b" if c["p"][j] > 0 else "l" for j in r)
+    if "bl" in kinds:
+        out.append(f"route {k}: a linehaul customer follows a backhaul customer")
+    path = [0, *r] + ([] if c["open"] else [0])
+    length = sum(_d(c["xy"], i, j) for i, j in itertools.pairwise(path))
+    if length > c["L"] + tol:
+        out.append(f"route {k}: length {length:.6f} exceeds the limit {c['L']:.6f}")
+    t, prev = c["tw"][0][0], 0
+    for j in r:
+        t = max(t + _d(c["xy"], prev, j), c["tw"][j][0])
+        if t > c["tw"][j][1] + tol:
+            out.append(
+                f"route {k}: customer {j} served at {t:.6f}, after its window closes "
+                f"at {c['tw'][j][1]:.6f}"
+            )
+        t += c["s"][j]
+        prev = j
+    if not c["open"] and r:
+        t += _d(c["xy"], prev, 0)
+        if t > c["tw"][0][1] + tol:
+            out.append(f"route {k}: back at the depot at {t:.6f}, after it closes")
+    return out
+
+
 def check_solution(instance: MTVRPInstance, b: int, routes, tol: float = 1e-5) -> list[str]:
     """Constraint violations of ``routes`` on instance ``b`` (empty list = feasible).
 
@@ -72,31 +105,5 @@ def check_solution(instance: MTVRPInstance, b: int, routes, tol: float = 1e-5) -
         dup = sorted({x for x in seen if seen.count(x) > 1})
         out.append(f"customers must be visited exactly once: missing {missing}, repeated {dup}")
     for k, r in enumerate(routes):
-        lh = sum(c["q"][j] for j in r)
-        bh = sum(c["p"][j] for j in r)
-        if lh > c["Q"] + tol:
-            out.append(f"route {k}: linehaul load {lh} exceeds capacity {c['Q']}")
-        if bh > c["Q"] + tol:
-            out.append(f"route {k}: backhaul load {bh} exceeds capacity {c['Q']}")
-        kinds = "".join("b" if c["p"][j] > 0 else "l" for j in r)
-        if "bl" in kinds:
-            out.append(f"route {k}: a linehaul customer follows a backhaul customer")
-        path = [0, *r] + ([] if c["open"] else [0])
-        length = sum(_d(c["xy"], i, j) for i, j in itertools.pairwise(path))
-        if length > c["L"] + tol:
-            out.append(f"route {k}: length {length:.6f} exceeds the limit {c['L']:.6f}")
-        t, prev = c["tw"][0][0], 0
-        for j in r:
-            t = max(t + _d(c["xy"], prev, j), c["tw"][j][0])
-            if t > c["tw"][j][1] + tol:
-                out.append(
-                    f"route {k}: customer {j} served at {t:.6f}, after its window closes "
-                    f"at {c['tw'][j][1]:.6f}"
-                )
-            t += c["s"][j]
-            prev = j
-        if not c["open"] and r:
-            t += _d(c["xy"], prev, 0)
-            if t > c["tw"][0][1] + tol:
-                out.append(f"route {k}: back at the depot at {t:.6f}, after it closes")
+        out += _route_problems(c, k, r, tol)
     return out

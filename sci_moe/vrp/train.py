@@ -22,14 +22,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
+
+from sci_moe._util import progress_bar
 
 from .generator import MTVRPInstance, generate_instances
 from .model import MTVRPPolicy
+from .variants import SEEN
 
-__all__ = ["STAGES", "TrainConfig", "augment", "solve", "stage_parameters", "train_stage"]
+__all__ = [
+    "BASIS_VARIANTS",
+    "STAGES",
+    "TrainConfig",
+    "augment",
+    "solve",
+    "stage_parameters",
+    "train_moses",
+    "train_stage",
+]
 
 STAGES = ("backbone", "expert", "gated")
+#: The single-constraint variants that train the basis experts (stage 2), in expert order.
+BASIS_VARIANTS = ("OVRP", "VRPB", "VRPL", "VRPTW")
 
 
 @dataclass
@@ -109,7 +122,7 @@ def train_stage(
     g = torch.Generator().manual_seed(config.seed)
     policy.train()
     costs = []
-    for _ in tqdm(range(config.steps), desc=f"stage {stage}", disable=not progress):
+    for _ in progress_bar(range(config.steps), desc=f"stage {stage}", disable=not progress):
         ins = generate_instances(config.batch_size, config.num_customers, variants, generator=g)
         _, logp, cost = policy(ins, generator=g)
         adv = cost - cost.mean(dim=1, keepdim=True)
@@ -120,6 +133,50 @@ def train_stage(
         opt.step()
         costs.append(float(cost.mean()))
     return costs
+
+
+def train_moses(
+    policy: MTVRPPolicy,
+    steps=(100, 50, 50),
+    *,
+    batch_size: int = 16,
+    num_customers: int = 20,
+    variants=SEEN,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, list[float]]:
+    """MoSES's three stages in turn: CVRP backbone, basis experts, adaptive gate.
+
+    Parameters
+    ----------
+    policy : MTVRPPolicy
+        With experts (``rank > 0``).
+    steps : tuple of 3 int
+        Updates of stages 1 (CVRP), 2 (:data:`BASIS_VARIANTS`) and 3 (``variants``).
+    batch_size, num_customers : int
+    variants : sequence of str
+        The stage-3 training mixture (default :data:`~sci_moe.vrp.SEEN`).
+    lr : float
+    seed : int
+        Stage ``k`` uses the generator seed ``seed * 100 + k``.
+    progress : bool
+
+    Returns
+    -------
+    dict
+        Mean rollout cost per step of each stage.
+    """
+    if len(steps) != 3:
+        raise ValueError(f"steps must give the updates of the 3 stages, got {steps!r}")
+    if policy.config.rank < 1:
+        raise ValueError("train_moses needs a policy with experts (PolicyConfig.rank >= 1)")
+    mixes = {"backbone": "CVRP", "expert": list(BASIS_VARIANTS), "gated": list(variants)}
+    out = {}
+    for k, (stage, n) in enumerate(zip(STAGES, steps, strict=True), 1):
+        cfg = TrainConfig(int(n), batch_size, num_customers, lr, 100 * seed + k)
+        out[stage] = train_stage(policy, stage, mixes[stage], cfg, progress=progress)
+    return out
 
 
 def augment(instance: MTVRPInstance, k: int = 8) -> MTVRPInstance:

@@ -1,0 +1,75 @@
+"""``sci-moe vrp generate|train|solve`` through the installed entry point, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vrplib")
+
+
+def _exe() -> list[str]:
+    exe = Path(sys.executable).with_name("sci-moe")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("sci-moe")
+    return [found] if found else [sys.executable, "-m", "sci_moe.cli.main"]
+
+
+def _run(args, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SCI_MOE_PROGRESS": "off"}
+    return subprocess.run(
+        [*_exe(), "vrp", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_help_does_not_import_torch():
+    probe = (
+        "import sys\nfrom sci_moe.cli.main import main\n"
+        "try:\n    main(['vrp', 'solve', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: sci-moe vrp solve" in proc.stdout and "TORCH False" in proc.stdout
+
+
+def test_generate_train_solve_and_bad_input(tmp_path):
+    # generate and train in-process (quick); solve through the entry point
+    from sci_moe.cli.main import main
+
+    inst_dir, model = tmp_path / "inst", str(tmp_path / "m.pt")
+    args = ["generate", "--variant", "OVRPBTW", "--customers", "8", "--out", str(inst_dir)]
+    assert main(["vrp", *args]) == 0
+    inst = inst_dir / "OVRPBTW_000.vrp"
+    assert "TYPE: OVRPBTW" in inst.read_text()
+    train = ["train", "--out", model, "--steps", "1", "1", "1", "--customers", "6"]
+    train += ["--batch-size", "2", "--d-model", "16", "--rank", "2", "--no-progress"]
+    assert main(["vrp", *train]) == 0
+    solve = ["solve", str(inst), "--model", "m.pt", "--out", "a.sol", "--json", "a.json"]
+    p = _run(solve, tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "a.json").read_text())
+    assert res["variant"] == "OVRPBTW" and sorted(c for r in res["routes"] for c in r) == list(
+        range(1, 9)
+    )
+    assert res["cost"] > 0 and "cost" in p.stdout
+    sol = (tmp_path / "a.sol").read_text()
+    assert sol.startswith("Route #1: ") and f"Cost: {res['cost']:.6f}" in sol
+    # an infeasible instance: exit 2, the message names the customer and the field
+    lines = inst.read_text().splitlines()
+    i = lines.index("DEMAND_SECTION")
+    lines[i + 2] = "2 99"  # customer 1 (node 2)
+    text = "\n".join(lines) + "\n"
+    (tmp_path / "bad.vrp").write_text(text)
+    p = _run(["solve", "bad.vrp", "--model", "m.pt"], tmp_path)
+    assert p.returncode == 2
+    assert "sci-moe vrp solve: error:" in p.stderr and "customer 1" in p.stderr
+    assert "CAPACITY" in p.stderr
+    assert main(["vrp", "solve", str(inst), "--model", str(tmp_path / "missing.pt")]) == 2
