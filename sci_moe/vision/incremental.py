@@ -31,11 +31,13 @@ stored old-class components.
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from sci_moe._util import atomic_torch_save
 
@@ -251,6 +253,7 @@ def run_incremental(
     checkpoint_dir: str | Path | None = None,
     stop_after: int | None = None,
     start_state: dict | None = None,
+    progress: bool = True,
 ) -> dict:
     """Run all steps of the protocol; returns per-step metrics.
 
@@ -265,6 +268,9 @@ def run_incremental(
     start_state : dict, optional
         A step-0 state ``{"model": state_dict}`` to start from (shares a base model
         between methods); step 0 is then not retrained.
+    progress : bool
+        Show a tqdm bar over the training iterations of all steps (only when stderr is a
+        terminal, so logs stay free of bar redraws).
 
     Returns
     -------
@@ -296,7 +302,22 @@ def run_incremental(
                 for row in state["metrics"].tolist()
             ]
             first = done[-1] + 1
+    last = len(tasks) - 1 if stop_after is None else min(stop_after, len(tasks) - 1)
+    todo = [
+        0
+        if (t == 0 and start_state is not None)
+        else (cfg.base_iters if t == 0 else cfg.step_iters)
+        for t in range(first, last + 1)
+    ]
+    bar = tqdm(
+        total=sum(todo),
+        desc=f"CoGaMiD {cfg.method}",
+        unit="it",
+        leave=False,
+        disable=not (progress and sys.stderr.isatty()),
+    )
     for t in range(first, len(tasks)):
+        bar.set_postfix(step=t)
         x, y = _step_data(world, cfg, tasks, t)
         g = _gen(cfg.seed, t, 2)
         n_seen = sum(len(task) for task in tasks[: t + 1])
@@ -333,6 +354,7 @@ def run_incremental(
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                bar.update()
         if cfg.dynamic_adjustment and t > 0:
             _dynamic_adjustment(model, memory, x, y, n_seen, cfg, g)
         if memory is not None:
@@ -355,4 +377,5 @@ def run_incremental(
             atomic_torch_save(ckdir / f"step_{t}.pt", state)
         if stop_after is not None and t >= stop_after:
             break
+    bar.close()
     return {"config": asdict(cfg), "steps": steps, "model": model, "memory": memory}
