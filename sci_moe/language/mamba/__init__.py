@@ -4,7 +4,8 @@
 parameter layout of transformers' ``MambaMixer`` (:func:`from_transformers_mixer`),
 with a parallel chunked scan (:func:`selective_scan`), the step-by-step reference
 (:func:`selective_scan_reference`) and a constant-size :class:`MambaState` for
-generation. :class:`RoMBlock` (Zhan et al., NeurIPS 2025) routes its Conv, Gate and Out
+generation; on CUDA the scan runs as Triton kernels (:func:`triton_selective_scan`,
+chosen automatically). :class:`RoMBlock` (Zhan et al., NeurIPS 2025) routes its Conv, Gate and Out
 projections through core expert banks driven by one shared :class:`~sci_moe.moe.Routing`.
 """
 
@@ -12,6 +13,12 @@ from .block import MambaBlock, MambaConfig, MambaState
 from .interop import config_from_transformers, from_transformers_mixer
 from .rom import PROJECTIONS, RoMBlock, RoMConfig
 from .scan import linear_scan, selective_scan, selective_scan_reference, selective_state_step
+from .scan_kernel import (
+    triton_scan_available,
+    triton_scan_supported,
+    triton_selective_scan,
+    use_triton_scan,
+)
 
 __all__ = [
     "PROJECTIONS",
@@ -26,4 +33,8 @@ __all__ = [
     "selective_scan",
     "selective_scan_reference",
     "selective_state_step",
+    "triton_scan_available",
+    "triton_scan_supported",
+    "triton_selective_scan",
+    "use_triton_scan",
 ]

@@ -36,6 +36,8 @@ __all__ = [
     "selective_state_step",
 ]
 
+_BACKENDS = ("auto", "torch", "triton")
+
 
 def linear_scan(
     a: torch.Tensor, b: torch.Tensor, dim: int, want_decay: bool = True
@@ -158,8 +160,9 @@ def selective_scan(
     initial_state: torch.Tensor | None = None,
     return_last_state: bool = False,
     chunk_size: int = 256,
+    backend: str = "auto",
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Selective scan, parallel over time (chunked log-depth scan).
+    """Selective scan, parallel over time (chunked log-depth scan), Triton on CUDA.
 
     Parameters
     ----------
@@ -184,6 +187,11 @@ def selective_scan(
     chunk_size : int
         Time steps per chunk of the parallel scan (a power of two is most efficient);
         at least the length scans the whole sequence in one piece.
+    backend : {"auto", "torch", "triton"}
+        ``"auto"`` runs the Triton kernels (:func:`~.scan_kernel.triton_selective_scan`)
+        for CUDA tensors when :func:`~.scan_kernel.use_triton_scan` allows it and the
+        torch chunked scan otherwise (CPU, float64, no triton, ``SCI_MOE_KERNELS=0``);
+        ``"torch"`` and ``"triton"`` force one.
 
     Returns
     -------
@@ -194,6 +202,17 @@ def selective_scan(
     _check(u, delta, A, B, C, D, z, delta_bias, initial_state)
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if backend != "torch":
+        from .scan_kernel import triton_selective_scan, use_triton_scan
+
+        tensors = (u, delta, A, B, C, D, z, delta_bias, initial_state)
+        if backend == "triton" or (u.numel() and use_triton_scan(*tensors)):
+            return triton_selective_scan(
+                u, delta, A, B, C, D, z, delta_bias, delta_softplus, initial_state,
+                return_last_state,
+            )  # fmt: skip
     b, d, L = u.shape
     n = A.shape[1]
     dA, dBu, dtype = _discretize(u, delta, A, B, delta_bias, delta_softplus)
