@@ -2,10 +2,10 @@
 
 One copy of each: physical constants and units (:mod:`.units`), atomic file writes and
 checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), locking of run
-directories (:mod:`.lock`), a failure-tolerant process pool (:mod:`.parallel`) and
-scatter reductions (:mod:`.scatter`). Nothing here imports any other part of ``sci_moe``;
-every other floor may import from here. Not a public API: fields re-export what their
-users need.
+directories (:mod:`.lock`), a failure-tolerant process pool (:mod:`.parallel`),
+log-friendly progress bars (:mod:`.progress`) and scatter reductions (:mod:`.scatter`).
+Nothing here imports any other part of ``sci_moe``; every other floor may import from here.
+Not a public API: fields re-export what their users need.
 """
 
 from .io import (
@@ -20,6 +20,7 @@ from .io import (
 )
 from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
+from .progress import LineWriter, progress_bar, progress_mode
 from .units import (
     BOLTZMANN_KJ_PER_MOL_K,
     KJ_PER_EV,
@@ -51,6 +52,7 @@ __all__ = [
     "PLAIN_DATA_GLOBALS",
     "DirectoryLock",
     "DirectoryLocked",
+    "LineWriter",
     "RestrictedUnpickler",
     "atomic_open",
     "atomic_save_json",
@@ -63,6 +65,8 @@ __all__ = [
     "lock_directory",
     "parallel_map",
     "previous_path",
+    "progress_bar",
+    "progress_mode",
     "restricted_loads",
     "scatter_mean",
     "scatter_sum",

@@ -128,9 +128,9 @@ def parallel_map(
     results: list = [None] * len(jobs)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress_bar
 
-        bar = tqdm(total=len(jobs), desc=desc or getattr(fn, "__name__", ""), unit=unit)
+        bar = progress_bar(total=len(jobs), desc=desc or getattr(fn, "__name__", ""), unit=unit)
 
     def done(i, res):
         results[i] = res

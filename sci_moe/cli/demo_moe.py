@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
+from .._util import progress_bar
 from ..moe import MoE, SharedExperts
 
 __all__ = ["DemoConfig", "run_demo"]
@@ -98,7 +98,7 @@ def _train(model, x, y, cfg: DemoConfig, label: str):
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     losses = []
-    bar = tqdm(range(cfg.steps), desc=f"train {label}", unit="step", leave=False)
+    bar = progress_bar(range(cfg.steps), desc=f"train {label}", unit="step", leave=False)
     for _ in bar:
         idx = torch.randint(0, len(y), (cfg.batch_size,), generator=gen)
         logits, aux, _ = model(x[idx])

@@ -58,11 +58,40 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    prog = command_prog(args)
     try:
         return args.func(args)
     except ValueError as err:
-        print(f"sci-moe {args.command}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        print(f"{prog}: error: {_os_message(err)}; check the path you gave", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(
+            f"{prog}: error: cannot read or write {_os_message(err)} (disk full, quota or I/O "
+            "error?); files written before this point are kept",
+            file=sys.stderr,
+        )
+        return 3
+
+
+def command_prog(args: argparse.Namespace) -> str:
+    """The prefix of every message a command prints, as argparse writes it: ``sci-moe md run``.
+
+    Sub-subcommands are found by the ``<command>_command`` destination their parser uses.
+    """
+    words = ["sci-moe"]
+    command = getattr(args, "command", None)
+    while command:
+        words.append(command)
+        command = getattr(args, f"{command.replace('-', '_')}_command", None)
+    return " ".join(words)
+
+
+def _os_message(err: OSError) -> str:
+    where = f"{err.filename}: " if getattr(err, "filename", None) else ""
+    return f"{where}{err.strerror or err}"
 
 
 if __name__ == "__main__":  # pragma: no cover

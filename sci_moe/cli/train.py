@@ -27,6 +27,8 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
+from ._errors import flag_error
+
 __all__ = ["add_parser", "resolve_config", "run_spice"]
 
 # What a run writes to --out (an existing one is refused without --resume/--overwrite).
@@ -199,7 +201,10 @@ def resolve_config(args: argparse.Namespace) -> dict:
     bad = set(train) - {f.name for f in fields(TrainConfig)}
     if bad:
         raise ValueError(f"unknown train options {sorted(bad)}")
-    TrainConfig(**train)  # validate early, before loading data
+    try:
+        TrainConfig(**train)  # validate early, before loading data
+    except ValueError as err:
+        raise flag_error(err, "train", _TRAIN_FLAGS) from None
     if train.get("upcycle_epochs", 0) > 0:
         if model["name"] != "spice":
             raise ValueError("--upcycle-epochs needs --model spice (a model with MoE layers)")
@@ -276,7 +281,10 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
     model_opts.update(n_targets=len(targets), atom_dim=ATOM_FEATURE_DIM, bond_dim=BOND_FEATURE_DIM)
     tcfg = TrainConfig(**cfg["train"])
     torch.manual_seed(tcfg.seed)
-    model = build_model(cfg["model"]["name"], **model_opts)
+    try:
+        model = build_model(cfg["model"]["name"], **model_opts)
+    except ValueError as err:
+        raise flag_error(err, "model", _MODEL_FLAGS) from None
     print(
         f"{cfg['model']['name']}: {model.num_parameters():,} parameters; "
         f"{len(tr)}/{len(va)}/{len(te)} molecules (train/val/test); targets {targets}",

@@ -85,8 +85,7 @@ def muller_brown_samples(
     -------
     numpy.ndarray, shape (n_samples, 2)
     """
-    from tqdm.auto import tqdm
-
+    from .._util import progress_bar
     from ..sampling.md import LangevinBAOAB, MuellerBrown, PotentialForces
 
     if n_samples < 1 or n_walkers < 1 or stride < 1 or burn_in < 0:
@@ -100,7 +99,7 @@ def muller_brown_samples(
     n_frames = -(-n_samples // n_walkers)
     state = integ.step(state, provider, gen, n_steps=burn_in) if burn_in else state
     out = np.empty((n_frames, n_walkers, 2))
-    for i in tqdm(range(n_frames), disable=not progress, desc="Mueller-Brown Langevin"):
+    for i in progress_bar(range(n_frames), disable=not progress, desc="Mueller-Brown Langevin"):
         state = integ.step(state, provider, gen, n_steps=stride)
         out[i] = state.positions[:, 0].detach().numpy()
     return out.transpose(1, 0, 2).reshape(-1, 2)[:n_samples]

@@ -141,7 +141,7 @@ class FunctionOnFunctionRegressor:
         -------
         self
         """
-        from tqdm.auto import tqdm
+        from .._util import progress_bar
 
         torch.manual_seed(self.seed)
         from .samples import check_inputs, check_outputs
@@ -179,7 +179,9 @@ class FunctionOnFunctionRegressor:
         N, order, pos = len(data), torch.randperm(len(data), generator=gen), 0
         self.model.train()
         t0 = time.perf_counter()
-        bar = tqdm(range(self.steps), desc="FAME fit", disable=not self.progress, leave=False)
+        bar = progress_bar(
+            range(self.steps), desc="FAME fit", disable=not self.progress, leave=False
+        )
         for _ in bar:
             if pos + self.batch_size > N and pos > 0:
                 order, pos = torch.randperm(N, generator=gen), 0

@@ -110,9 +110,9 @@ def pretrain(
     result = PretrainResult(encoded=encoded)
     steps = range(config.steps)
     if progress:
-        from tqdm.auto import tqdm
+        from .._util import progress_bar
 
-        steps = tqdm(steps, desc="pretrain")
+        steps = progress_bar(steps, desc="pretrain")
     model.train()
     for step in steps:
         if assignment is None and step % config.reassign_every == 0:

@@ -216,9 +216,9 @@ def fine_tune_merging(
     B = config.batch_size
     steps = range(config.steps)
     if progress:
-        from tqdm.auto import tqdm
+        from .._util import progress_bar
 
-        steps = tqdm(steps, desc=config.strategy)
+        steps = progress_bar(steps, desc=config.strategy)
     for _ in steps:
         opt.zero_grad()
         for g, (z, data) in enumerate(zip(encoded, graphs, strict=True)):

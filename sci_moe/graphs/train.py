@@ -111,7 +111,7 @@ def train_node_classifier(
     -------
     TrainResult
     """
-    from tqdm.auto import tqdm
+    from .._util import progress_bar
 
     config = TrainConfig() if config is None else config
     if graph.y is None or graph.train_mask is None or graph.test_mask is None:
@@ -123,7 +123,7 @@ def train_node_classifier(
     y, tr = graph.y, graph.train_mask
     va = graph.val_mask if graph.val_mask is not None and bool(graph.val_mask.any()) else None
     best, best_state, best_epoch, history = -1.0, None, config.epochs - 1, []
-    for epoch in tqdm(range(config.epochs), disable=not config.progress, desc="train"):
+    for epoch in progress_bar(range(config.epochs), disable=not config.progress, desc="train"):
         model.train()
         opt.zero_grad()
         out, logits = _logits(model, graph)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from .._util import atomic_torch_save
+from .._util import atomic_torch_save, progress_bar
 from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from .data import BatchSampler, TextCorpus, load_corpus, validation_windows
 from .model import MoELMConfig, MoETransformerLM
@@ -354,8 +352,8 @@ def train(
     if step == 0 and not history["step"]:
         run_eval()
     model.train()
-    show = train_cfg.progress and sys.stderr.isatty()
-    bar = tqdm(
+    show = train_cfg.progress
+    bar = progress_bar(
         total=train_cfg.steps,
         initial=step,
         desc="train",

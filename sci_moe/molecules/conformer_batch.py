@@ -158,9 +158,9 @@ def generate_ensembles(
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .._util import progress_bar
 
-        bar = tqdm(total=len(items), initial=n_cached, desc="conformers", unit="mol")
+        bar = progress_bar(total=len(items), initial=n_cached, desc="conformers", unit="mol")
 
     def done(i, res):
         if res.get("failed") and "stage" not in res:  # the worker process itself failed

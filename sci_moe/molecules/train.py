@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
@@ -27,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from .._util import atomic_save_json, atomic_torch_save, atomic_write_bytes
+from .._util import atomic_save_json, atomic_torch_save, atomic_write_bytes, progress_bar
 from .graph import EnsembleGraph, collate_ensembles
 from .model import EnsembleRegressor
 
@@ -460,8 +458,8 @@ def fit(
     def stopping() -> bool:
         return cfg.patience > 0 and bad >= cfg.patience
 
-    show = cfg.progress and sys.stderr.isatty()
-    bar = tqdm(total=cfg.epochs, initial=epoch, desc="fit", disable=not show, leave=False)
+    show = cfg.progress
+    bar = progress_bar(total=cfg.epochs, initial=epoch, desc="fit", disable=not show, leave=False)
     ran = 0
     try:
         while epoch < cfg.epochs and not stopping():

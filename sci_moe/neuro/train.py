@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from .._util import progress_bar
 from .encoder import MoREBrainEncoder
 
 __all__ = [
@@ -136,7 +136,7 @@ def train_encoder(
     dtype = next(model.parameters()).dtype
     model.train()
     history = []
-    for step in tqdm(range(cfg.steps), disable=not cfg.progress, desc="train"):
+    for step in progress_bar(range(cfg.steps), disable=not cfg.progress, desc="train"):
         name = names[step % len(names)]
         x, y = data[name]
         b = min(cfg.batch_size, x.shape[0])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+
+from ..._util import progress_bar
 
 __all__ = ["fit_classifier", "predict_logits"]
 
@@ -37,8 +37,8 @@ def fit_classifier(
     warm = max(1, steps // 20)
     losses = []
     model.train()
-    show = progress and sys.stderr.isatty()
-    for step in tqdm(range(steps), desc=desc, disable=not show, leave=False):
+    show = progress
+    for step in progress_bar(range(steps), desc=desc, disable=not show, leave=False):
         f = (step + 1) / warm if step < warm else 0.5 * (1 + math.cos(math.pi * step / steps))
         for g in opt.param_groups:
             g["lr"] = lr * f

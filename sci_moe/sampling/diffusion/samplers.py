@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from tqdm.auto import tqdm
 
+from ..._util import progress_bar
 from .sde import SDE, _bcast
 
 __all__ = ["probability_flow_sample", "reverse_sde_sample"]
@@ -73,7 +73,7 @@ def reverse_sde_sample(
     dtype = dtype or torch.get_default_dtype()
     x = sde.prior_sample(shape, generator, dtype=dtype) if x_init is None else x_init.clone()
     ts = torch.linspace(1.0, t_end, n_steps + 1, dtype=torch.float64)
-    for i in tqdm(range(n_steps), disable=not progress, desc="reverse SDE"):
+    for i in progress_bar(range(n_steps), disable=not progress, desc="reverse SDE"):
         t, dt = ts[i].item(), (ts[i] - ts[i + 1]).item()
         tv = torch.full((shape[0],), t, dtype=dtype)
         a = _bcast(sde.drift_coeff(tv), x)
@@ -123,7 +123,7 @@ def probability_flow_sample(
         a, g2 = _bcast(sde.drift_coeff(tv), x), _bcast(sde.g2(tv), x)
         return a * x - 0.5 * g2 * _score(score_fn, x, tv)
 
-    for i in tqdm(range(n_steps), disable=not progress, desc="probability flow"):
+    for i in progress_bar(range(n_steps), disable=not progress, desc="probability flow"):
         t0, t1 = ts[i].item(), ts[i + 1].item()
         h = t1 - t0  # negative
         k1 = velocity(x, t0)

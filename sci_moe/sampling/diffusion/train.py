@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from ..._util import atomic_torch_save
+from ..._util import atomic_torch_save, progress_bar
 from .losses import dsm_loss, fp_loss, time_weight
 from .sde import SDE
 
@@ -250,7 +249,7 @@ def train(
             ema = [e.to(dtype) for e in ck["ema"]]
             e0 = start_epoch
         total = max(1, stage.epochs * steps_per_epoch)
-        bar = tqdm(
+        bar = progress_bar(
             range(e0, stage.epochs),
             disable=not cfg.progress,
             desc=f"stage {si + 1}/{len(cfg.stages)}",

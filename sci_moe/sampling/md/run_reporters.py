@@ -65,9 +65,9 @@ class ProgressReporter(Reporter):
 
     def report(self, simulation, snapshot: Snapshot) -> None:
         if self._bar is None:
-            from tqdm.auto import tqdm
+            from ..._util import progress_bar
 
-            self._bar = tqdm(
+            self._bar = progress_bar(
                 total=self.total_steps,
                 initial=simulation.run_start_step,
                 unit=self.unit,

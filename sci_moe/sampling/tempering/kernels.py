@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+
+from ..._util import progress_bar
 
 if TYPE_CHECKING:
     from .langevin import BAOAB
@@ -207,7 +208,7 @@ def sample(
     v = g = None
     if dynamics:
         v = kernel.init_velocities(x, beta, generator)
-    for t in tqdm(
+    for t in progress_bar(
         range(n_steps), disable=None if progress is None else not progress, desc="mcmc", leave=False
     ):
         if dynamics:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from ..._util import progress_bar
 from .checks import CheckedLogProb, check_finite_rows, check_finite_vector
 from .kernels import RWMH, LogProb
 from .langevin import BAOAB
@@ -399,7 +399,7 @@ class SimulatedTempering(_Base):
         if adapt:
             online = OnlineWeights(cfg.weights, L, cfg.gain0, cfg.gain_exponent, cfg.flatness)
         rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": [], "g": []}
-        for t in tqdm(
+        for t in progress_bar(
             range(1, n_iterations + 1),
             disable=None if progress is None else not progress,
             desc="simulated tempering",
@@ -489,7 +489,7 @@ class ParallelTempering(_Base):
         acc, cnt = torch.zeros(L, dtype=x.dtype), torch.zeros(L, dtype=x.dtype)
         lacc, lcnt = torch.zeros(L - 1, dtype=x.dtype), torch.zeros(L - 1, dtype=x.dtype)
         rec: dict[str, list[Tensor]] = {"x": [], "lp": [], "lev": []}
-        for t in tqdm(
+        for t in progress_bar(
             range(1, n_iterations + 1),
             disable=None if progress is None else not progress,
             desc="parallel tempering",

@@ -197,9 +197,11 @@ def sweep_alpha(
     -------
     list of OptimalSD, one per ``alpha``
     """
-    from tqdm.auto import tqdm
+    from ..._util import progress_bar
 
     return [
         optimize_sd(dataclasses.replace(model, alpha=float(alpha)), n_stages, **kwargs)
-        for alpha in tqdm(list(alphas), disable=not progress, desc=f"optimal {n_stages - 1}-SD")
+        for alpha in progress_bar(
+            list(alphas), disable=not progress, desc=f"optimal {n_stages - 1}-SD"
+        )
     ]
