@@ -270,3 +270,50 @@ def test_triton_scan_on_cuda():
     assert not bad, "\n".join(bad)
     u = torch.randn(1, 4, 8, device="cuda")
     assert use_triton_scan(u)
+
+
+_IO = ("u_ptr", "delta_ptr", "b_ptr", "c_ptr", "z_ptr", "y_ptr", "dy_ptr")
+
+
+def _compile_for(fn, consts: dict, capability: int = 90):
+    """Compile ``fn`` ahead of time for an NVIDIA target (no GPU needed; triton's ptxas).
+
+    bfloat16 sequence tensors (``u, delta, B, C, z, y, dy``), float32 parameters, states
+    and gradients; 16-divisible pointers, as a launch specialises them.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            sig[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            sig[name] = "*bf16" if name in _IO else "*fp32"
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            sig[name] = "i32"
+    src = ASTSource(fn, sig, consts, attrs)
+    target = GPUTarget("cuda", capability, 32)
+    return triton.compile(src, target=target, options=dict(num_warps=4, num_stages=2))
+
+
+@needs_triton
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_kernels_compile_for_hopper():
+    """Forward and backward compile for sm90 (the interpreter does not check that)."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("the interpreter is on in this process")
+    nvidia = pytest.importorskip("triton.backends.nvidia")
+    ptxas = os.environ.get("TRITON_PTXAS_PATH") or Path(nvidia.__file__).parent / "bin" / "ptxas"
+    if not Path(ptxas).is_file():
+        pytest.skip("triton's ptxas is not available")
+    from sci_moe.language.mamba import _triton_scan as K
+
+    consts = dict(HAS_Z=True, SOFTPLUS=True, BLOCK_D=32, BLOCK_N=16)
+    fwd = _compile_for(K._scan_fwd_kernel, dict(consts, STORE_STATES=True))
+    bwd = _compile_for(K._scan_bwd_kernel, consts)
+    for kernel in (fwd, bwd):
+        assert ".target sm_90" in kernel.asm["ptx"]
+        assert kernel.asm.get("cubin")
