@@ -85,3 +85,41 @@ def test_grc_loss_value_and_gradient(float_dtype):
     g2 = torch.autograd.grad(ref, f)[0]
     torch.testing.assert_close(g1, g2, atol=tol * 10, rtol=tol * 10)
     assert float(grc_loss(f, y, [3], old).detach()) == 0.0
+
+
+def test_resume_from_base_step_is_bit_identical(tmp_path):
+    # Interrupt right after step 0 (the base model): the replay steps are then re-run
+    # from the checkpoint only, and must repeat the uninterrupted run exactly.
+    full = run_incremental(_cfg("prototype"))
+    run_incremental(_cfg("prototype"), checkpoint_dir=tmp_path, stop_after=0)
+    assert [p.name for p in tmp_path.glob("step_*.pt")] == ["step_0.pt"]
+    resumed = run_incremental(_cfg("prototype"), checkpoint_dir=tmp_path)
+    assert len(resumed["steps"]) == 3
+    for a, b in zip(full["steps"], resumed["steps"], strict=True):
+        assert {k: v for k, v in a.items() if v == v} == {k: v for k, v in b.items() if v == v}
+    for a, b in zip(
+        full["model"].state_dict().values(), resumed["model"].state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b)
+    sa, sb = full["memory"].state_dict(), resumed["memory"].state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_progress_bar_on_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    cfg = _cfg("finetune")
+    run_incremental(cfg, stop_after=0)
+    assert "CoGaMiD finetune" in err.getvalue()
+    assert f"{cfg.base_iters}/{cfg.base_iters}" in err.getvalue()
+    quiet = Tty()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    run_incremental(cfg, stop_after=0, progress=False)
+    assert quiet.getvalue() == ""

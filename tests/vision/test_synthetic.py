@@ -49,3 +49,10 @@ def test_bad_config():
         SceneConfig(modes_per_class=())
     with pytest.raises(ValueError, match="classes"):
         SceneGenerator(SceneConfig(image_size=16)).generate(2, classes=[7])
+
+
+def test_unimodal_world_has_one_mode_per_class():
+    gen = SceneGenerator(SceneConfig(image_size=16, modes_per_class=(1,)))
+    assert [len(m) for m in gen.modes] == [1] * 6
+    x, m = gen.generate(3, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (3, 3, 16, 16) and bool((m > 0).any())
