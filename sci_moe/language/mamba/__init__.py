@@ -10,6 +10,7 @@ projections through core expert banks driven by one shared :class:`~sci_moe.moe.
 """
 
 from .block import MambaBlock, MambaConfig, MambaState
+from .generate import initial_states, lm_step, recurrent_generate
 from .interop import config_from_transformers, from_transformers_mixer
 from .rom import PROJECTIONS, RoMBlock, RoMConfig
 from .scan import linear_scan, selective_scan, selective_scan_reference, selective_state_step
@@ -29,7 +30,10 @@ __all__ = [
     "RoMConfig",
     "config_from_transformers",
     "from_transformers_mixer",
+    "initial_states",
     "linear_scan",
+    "lm_step",
+    "recurrent_generate",
     "selective_scan",
     "selective_scan_reference",
     "selective_state_step",
