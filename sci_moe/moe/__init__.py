@@ -15,6 +15,13 @@ from .auxiliary import auxiliary_losses
 from .balancing import BiasBalancer
 from .competence import competence_routing
 from .convert import from_transformers, to_transformers
+from .decoder_budget import (
+    DECOMPOSITION_KINDS,
+    DecompositionSizes,
+    decomposition_parameters,
+    match_decomposition_sizes,
+)
+from .decoders import DecompositionOutput, MixtureOfDecoders, normalized_mse
 from .default_moe import DefaultOutputs
 from .diagnostics import group_expert_usage, pairwise_js_divergence, tree_level_diagnostics
 from .discrepancy import mmd2, pairwise_discrepancy_loss
@@ -57,12 +64,16 @@ from .specialization import (
     selection_scores,
     variance_loss,
 )
+from .transcoders import SkipTranscoder, Transcoder
 from .tree import TreeExpertChoice, TreeLevel, tree_capacities
 
 __all__ = [
+    "DECOMPOSITION_KINDS",
     "GATE_SCORES",
     "AdapterExperts",
     "BiasBalancer",
+    "DecompositionOutput",
+    "DecompositionSizes",
     "DefaultOutputs",
     "DispatchPlan",
     "Dispatcher",
@@ -72,6 +83,7 @@ __all__ = [
     "LoRAExperts",
     "LocalDispatch",
     "MLPExperts",
+    "MixtureOfDecoders",
     "MoE",
     "MoEConfig",
     "MoEInfo",
@@ -82,6 +94,8 @@ __all__ = [
     "RouterConfig",
     "Routing",
     "SharedExperts",
+    "SkipTranscoder",
+    "Transcoder",
     "TreeExpertChoice",
     "TreeLevel",
     "auxiliary_losses",
@@ -89,6 +103,7 @@ __all__ = [
     "competence_routing",
     "concat_routings",
     "copy_expert",
+    "decomposition_parameters",
     "dispatch",
     "ensemble_distillation_loss",
     "ensemble_forward",
@@ -102,10 +117,12 @@ __all__ = [
     "load_equilibrium_loss",
     "make_plan",
     "masked_dense_gate",
+    "match_decomposition_sizes",
     "merge_experts",
     "merged_forward",
     "merged_parameters",
     "mmd2",
+    "normalized_mse",
     "orthogonality_loss",
     "pairwise_discrepancy_loss",
     "pairwise_js_divergence",

@@ -5,6 +5,7 @@ from .assertions import (
     assert_routed_bank_matches_reference,
     default_tolerance,
 )
+from .decoders import reference_decomposition_forward
 from .equivariance import assert_equivariant, cartesian_action, equivariance_error
 from .forces import assert_forces_match_energy, finite_difference_forces
 from .reference import reference_moe_forward, reference_routed_forward, reference_routing
@@ -18,6 +19,7 @@ __all__ = [
     "default_tolerance",
     "equivariance_error",
     "finite_difference_forces",
+    "reference_decomposition_forward",
     "reference_moe_forward",
     "reference_routed_forward",
     "reference_routing",
