@@ -229,7 +229,7 @@ def _check_data(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
         )
 
 
-def _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg) -> dict:
+def _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg, running) -> dict:
     return {
         "module": module.state_dict(),
         "optimizer": opt.state_dict(),
@@ -239,6 +239,7 @@ def _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg)
         "last_active": last_active,
         "history": [list(h) for h in history],
         "resampled": resampled,
+        "running": list(running),
         "config": cfg._identity(),
     }
 
@@ -279,6 +280,7 @@ def train_decomposition(
     opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
     gen = torch.Generator().manual_seed(cfg.seed)
     step, tokens, resampled, history = 0, 0, 0, []
+    running, n_running = 0.0, 0
     last_active = torch.zeros(n_units, dtype=torch.int64)
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.is_file():
@@ -295,6 +297,7 @@ def train_decomposition(
         last_active = state["last_active"].clone()
         history = [tuple(h) for h in state["history"]]
         resampled = int(state["resampled"])
+        running, n_running = float(state["running"][0]), int(state["running"][1])
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at)
     unit_norm = _unit_norm(module)
     module.train()
@@ -305,7 +308,6 @@ def train_decomposition(
         unit="step",
         disable=not cfg.show_progress,
     )
-    running, n_running = 0.0, 0
     T = x.shape[0]
     try:
         while step < end:
@@ -324,7 +326,7 @@ def train_decomposition(
             step += 1
             fired = out.indices[out.values > 0].unique()
             last_active[fired] = tokens
-            running += float(loss)
+            running += float(loss.detach())
             n_running += 1
             if step % cfg.log_every == 0 or step == cfg.steps:
                 history.append((step, running / n_running))
@@ -337,15 +339,38 @@ def train_decomposition(
                 resampled += got
             if path is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 atomic_torch_save(
-                    _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg),
                     path,
+                    _state(
+                        module,
+                        opt,
+                        step,
+                        tokens,
+                        gen,
+                        last_active,
+                        history,
+                        resampled,
+                        cfg,
+                        (running, n_running),
+                    ),
                 )
             bar.update(1)
     finally:
         bar.close()
     if path is not None:
         atomic_torch_save(
-            _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg), path
+            path,
+            _state(
+                module,
+                opt,
+                step,
+                tokens,
+                gen,
+                last_active,
+                history,
+                resampled,
+                cfg,
+                (running, n_running),
+            ),
         )
     dead_fraction = (
         float(((tokens - last_active) >= cfg.dead_window).float().mean())

@@ -1,0 +1,127 @@
+import pytest
+import torch
+
+from sci_moe.language.interpret import (
+    DecompositionTrainConfig,
+    evaluate_decomposition,
+    resample_dead_units,
+    train_decomposition,
+)
+from sci_moe.moe import MixtureOfDecoders, SkipTranscoder, Transcoder
+
+
+def _teacher_data(n=600, d=6, seed=0):
+    """Activations of a random GELU MLP (a known target)."""
+    g = torch.Generator().manual_seed(seed)
+    w1, w2 = torch.randn(d, 24, generator=g) / d**0.5, torch.randn(24, d, generator=g) / 24**0.5
+    x = torch.randn(n, d, generator=g)
+    return x, torch.nn.functional.gelu(x @ w1) @ w2
+
+
+def _layers():
+    torch.manual_seed(0)
+    return {
+        "mxd": MixtureOfDecoders(6, 6, num_experts=40, top_k=4, d_hidden=12),
+        "transcoder": Transcoder(6, 6, d_latent=52, top_k=4),
+        "skip": SkipTranscoder(6, 6, d_latent=46, top_k=4),
+    }
+
+
+@pytest.mark.parametrize("kind", ["mxd", "transcoder", "skip"])
+def test_training_fits_a_known_mlp(kind):
+    x, y = _teacher_data()
+    layer = _layers()[kind]
+    before = evaluate_decomposition(layer, x, y)
+    cfg = DecompositionTrainConfig(
+        steps=150, batch_size=64, lr=1e-2, log_every=50, show_progress=False, dead_window=640
+    )
+    res = train_decomposition(layer, x, y, cfg)
+    after = evaluate_decomposition(layer, x, y)
+    assert res.step == 150 and res.tokens_seen == 150 * 64 and len(res.history) == 3
+    assert after["nmse"] < 0.5 * before["nmse"]
+    assert after["fvu"] < 0.5
+    assert 0.0 <= res.dead_fraction <= 1.0 and after["l0"] <= 4
+    if kind == "mxd":  # unit-norm expert vectors are kept unit-norm
+        torch.testing.assert_close(layer.C.norm(dim=1), torch.ones(40))
+
+
+@pytest.mark.parametrize("kind", ["mxd", "transcoder"])
+def test_resume_is_bit_identical(kind, tmp_path):
+    x, y = _teacher_data()
+    cfg = DecompositionTrainConfig(
+        steps=12,
+        batch_size=32,
+        lr=5e-3,
+        show_progress=False,
+        log_every=4,
+        dead_window=96,
+        resample_every=5,
+    )
+    straight = _layers()[kind]
+    r1 = train_decomposition(straight, x, y, cfg)
+    resumed = _layers()[kind]
+    ck = tmp_path / "ck.pt"
+    part = train_decomposition(resumed, x, y, cfg, checkpoint=ck, stop_at=7)
+    assert part.step == 7
+    fresh = _layers()[kind]  # a new process: new layer object, state from the file
+    r2 = train_decomposition(fresh, x, y, cfg, checkpoint=ck)
+    assert r2.step == 12 and r2.history == r1.history and r2.resampled == r1.resampled
+    for (n, a), (_, b) in zip(
+        straight.state_dict().items(), fresh.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), n
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    x, y = _teacher_data()
+    ck = tmp_path / "ck.pt"
+    cfg = DecompositionTrainConfig(steps=2, batch_size=8, show_progress=False)
+    train_decomposition(_layers()["transcoder"], x, y, cfg, checkpoint=ck)
+    other = DecompositionTrainConfig(steps=4, batch_size=8, lr=0.1, show_progress=False)
+    with pytest.raises(ValueError, match="another configuration"):
+        train_decomposition(_layers()["transcoder"], x, y, other, checkpoint=ck)
+
+
+def test_resampling_revives_dead_units():
+    x, y = _teacher_data()
+    layer = _layers()["transcoder"]
+    with torch.no_grad():
+        layer.b_enc[:10] = -100.0  # these latents can never fire
+    opt = torch.optim.Adam(layer.parameters())
+    dead = torch.zeros(52, dtype=torch.bool)
+    dead[:10] = True
+    got = resample_dead_units(layer, opt, dead, x[:64], y[:64], torch.Generator().manual_seed(0))
+    assert got == 10 and bool((layer.b_enc[:10] == 0).all())
+    torch.testing.assert_close(layer.W_dec[:10].norm(dim=1), torch.ones(10))
+    # each revived latent points at an input it now responds to (it could never fire before)
+    pre = x[:64] @ layer.W_enc + layer.b_enc
+    assert bool((pre[:, :10].max(0).values > 0).all())
+
+
+def test_dead_fraction_counts_units_that_never_fire():
+    x, y = _teacher_data()
+    layer = _layers()["transcoder"]
+    with torch.no_grad():
+        layer.b_enc[:13] = -100.0
+    cfg = DecompositionTrainConfig(
+        steps=5, batch_size=32, lr=1e-6, dead_window=64, show_progress=False
+    )
+    res = train_decomposition(layer, x, y, cfg)
+    assert res.dead_fraction >= 13 / 52
+    assert evaluate_decomposition(layer, x, y)["dead_fraction"] >= 13 / 52
+
+
+def test_bad_training_input():
+    x, y = _teacher_data()
+    with pytest.raises(ValueError, match="steps"):
+        DecompositionTrainConfig(steps=0)
+    with pytest.raises(ValueError, match="lr"):
+        DecompositionTrainConfig(lr=float("nan"))
+    with pytest.raises(ValueError, match="MLP's sizes"):
+        train_decomposition(
+            Transcoder(5, 6, 8, 2), x, y, DecompositionTrainConfig(steps=1, show_progress=False)
+        )
+    with pytest.raises(ValueError, match="not a sparse decomposition"):
+        mod = torch.nn.Linear(6, 6)
+        mod.d_in = mod.d_out = 6
+        train_decomposition(mod, x, y)
