@@ -1,12 +1,19 @@
 """MoSES (multi-task VRP with gated-LoRA basis experts) vs baselines, gap to PyVRP 0.14 ILS.
 
-For every seed: pretrain a CVRP backbone (stage 1), train the four basis LoRA experts
-on OVRP / VRPB / VRPL / VRPTW (stage 2), train the adaptive gate + residual LoRA on the
-seen variants (stage 3; exact-match and dense routing, from the same stage-2 model);
-train a same-architecture multi-task model without experts on the seen variants for the
-same number of updates (MTPOMO-like). Evaluate on seen and held-out variants against
-PyVRP 0.14 ILS (fixed time limit) and nearest neighbour, all on the same instances.
-Gap = mean over instances of ``cost / pyvrp - 1`` in %.
+For every seed, at ``--train-customers`` (default 20): pretrain a CVRP backbone (stage 1),
+train the four basis LoRA experts on OVRP / VRPB / VRPL / VRPTW (stage 2), train the
+adaptive sigmoid gate + residual LoRA on the seen variants (stage 3; exact-match and
+dense routing, both from the same stage-2 model); train a same-architecture multi-task
+model without experts on the seen variants for as many updates as the three stages
+together (MTPOMO-like); keep the stage-1 CVRP backbone alone. Evaluate at N = 20 and
+N = 50 on seen and held-out (never trained on) variants against PyVRP 0.14 ILS (fixed
+time limit), greedy savings (Clarke-Wright) and nearest neighbour, all on the same
+instances; every solution is verified by the independent checker. Gap = mean over
+instances of ``cost / pyvrp - 1`` in %. Also: inference seconds per instance, and the
+stage-3 gate weights of every variant (all 16) with their alignment to the variant's
+constituents (mean weight of expert ``i`` on variants with constraint ``i`` minus on
+variants without). Ratios: ``gap(mt_no_experts) / gap(model)`` (above 1: the model is
+closer to PyVRP than the expert-free model) and ``PyVRP seconds / model seconds``.
 """
 
 from __future__ import annotations
@@ -15,158 +22,289 @@ import copy
 import statistics
 import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import _common
 import torch
 
 from sci_moe.vrp import (
+    BASIS,
+    SEEN,
+    VARIANTS,
     MTVRPPolicy,
     PolicyConfig,
     TrainConfig,
     actions_to_routes,
     check_solution,
     generate_instances,
+    greedy_savings,
     nearest_neighbour,
     solve,
     solve_pyvrp,
+    train_moses,
     train_stage,
+    variant_flags,
 )
-from sci_moe.vrp.variants import SEEN
 
-EVAL = ("CVRP", "VRPTW", "OVRPB", "VRPBLTW", "OVRPBLTW")
-HELD = ("VRPBLTW", "OVRPBLTW")
-BASIS_VARIANTS = ["OVRP", "VRPB", "VRPL", "VRPTW"]
-GATE_NAMES = ("backbone", "O", "B", "L", "TW")
+EVAL_SEEN = ("CVRP", "VRPTW", "OVRPB")
+EVAL_HELD = ("VRPBLTW", "OVRPBLTW", "OVRPLTW")
+EVAL = EVAL_SEEN + EVAL_HELD
+GATE_NAMES = ("backbone", *BASIS)
+MODELS = ("moses_exact", "moses_dense", "backbone", "mt_no_experts")
 
 
 def _gap(cost, ref):
-    return 100.0 * float((cost / ref - 1).mean())
+    return 100.0 * float((cost.double() / ref - 1).mean())
 
 
-def _gate(policy, ins):
-    solve(policy, ins, augmentations=1)
-    enc = [m for m in policy.layers.modules() if getattr(m, "last_gate", None) is not None]
-    g = torch.stack([m.last_gate.reshape(-1, 5).mean(0) for m in enc]).mean(0)
-    return g.tolist()
+@torch.no_grad()
+def gate_table(policy, num_customers=20, per_variant=8):
+    """Mean stage-3 weights (backbone, O, B, L, TW) of the encoder layers per variant."""
+    policy.eval()
+    out = {}
+    for k, v in enumerate(VARIANTS):
+        policy.encode(generate_instances(per_variant, num_customers, v, seed=500 + k))
+        enc = [m for m in policy.layers.modules() if getattr(m, "last_gate", None) is not None]
+        out[v] = torch.stack([m.last_gate.reshape(-1, 5).mean(0) for m in enc]).mean(0).tolist()
+    return out
+
+
+def alignment(gates):
+    """Per constraint: mean weight on variants with it minus on variants without it."""
+    res = {}
+    for i, c in enumerate(BASIS):
+        on = [g[i + 1] for v, g in gates.items() if variant_flags(v)[i]]
+        off = [g[i + 1] for v, g in gates.items() if not variant_flags(v)[i]]
+        res[c] = statistics.mean(on) - statistics.mean(off)
+    return res
+
+
+def plot(path_dir, rows):
+    """Gate heatmaps and gap bars from the JSON rows (``--plot-from`` redraws a stored run)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    val = {(r["case"], r["metric"]): r["value"] for r in rows}
+    sizes = sorted({int(c.split("N=")[1].split()[0]) for c, _ in val if " N=" in c and "seen" in c})
+    path_dir = Path(path_dir)
+    path_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 6.5), constrained_layout=True)
+    for ax, name in zip(axes, ("moses_dense", "moses_exact"), strict=True):
+        m = torch.tensor(
+            [[val[(f"{v} gate {name}", f"alpha_{g}")] for g in GATE_NAMES] for v in VARIANTS]
+        )
+        im = ax.imshow(m, cmap="viridis", vmin=0, vmax=max(1.05, float(m.max())), aspect="auto")
+        ax.set_xticks(range(5), list(GATE_NAMES))
+        ax.set_yticks(range(16), VARIANTS)
+        for r, v in enumerate(VARIANTS):
+            for c, on in enumerate(variant_flags(v)):
+                if on:
+                    ax.add_patch(
+                        plt.Rectangle((c + 0.5, r - 0.5), 1, 1, fill=False, ec="red", lw=1.5)
+                    )
+        ax.set_title(f"{name.replace('_', ' ')} routing: mean gate weight")
+    fig.colorbar(im, ax=axes, shrink=0.6, label="alpha (red box: constituent of the variant)")
+    fig.savefig(path_dir / "vrp_gates.png", dpi=110)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 3.8), constrained_layout=True)
+    names = (*MODELS, "greedy_savings", "nearest_neighbour")
+    for ax, n in zip(axes, sizes, strict=True):
+        w = 0.13
+        for k, name in enumerate(names):
+            vals = []
+            for v in EVAL:
+                split = "held-out" if v in EVAL_HELD else "seen"
+                vals.append(val[(f"{v} N={n} {split} {name}", "gap_vs_pyvrp_mean")])
+            ax.bar([i + (k - 2.5) * w for i in range(len(EVAL))], vals, w, label=name)
+        ax.set_xticks(range(len(EVAL)), [v + ("*" if v in EVAL_HELD else "") for v in EVAL])
+        ax.set_ylabel("gap to PyVRP 0.14 ILS (%)")
+        ax.set_title(f"N = {n} (* held-out variant)")
+    axes[0].legend(fontsize=7)
+    fig.savefig(path_dir / "vrp_gaps.png", dpi=110)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
-    p.add_argument("--num-customers", type=int, default=20)
+    p.add_argument("--train-customers", type=int, default=20)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--pyvrp-seconds", type=float, default=None)
+    p.add_argument("--plot-dir", type=Path, default=None, help="write vrp_*.png here")
+    p.add_argument("--plot-from", type=Path, default=None, help="only redraw from this JSON")
     args = p.parse_args(argv)
+    if args.plot_from is not None:
+        import json
+
+        plot(args.plot_dir or Path("."), json.loads(args.plot_from.read_text())["rows"])
+        return 0
     _common.setup(args)
     load = _common.OtherLoad()
+    t_start = time.perf_counter()
     q = args.quick
-    N = args.num_customers
-    n_eval = 8 if q else 32
-    t_lim = args.pyvrp_seconds or (0.2 if q else 1.0)
-    s1, s2, s3, bs = (12, 6, 6, 8) if q else (150, 60, 60, 16)
+    sizes = (20, 50)
+    n_eval = {20: 4, 50: 2} if q else {20: 10, 50: 6}
+    aug = {20: 8, 50: 2}
+    t_lim = {20: 0.1, 50: 0.2} if q else {20: 0.5, 50: 1.0}
+    s1, s2, s3, bs = (10, 5, 5, 6) if q else (50, 20, 20, 10)
     s_mt = s1 + s2 + s3
+    Nt = args.train_customers
     cfg = PolicyConfig(d_model=32, num_heads=4, num_layers=2, d_ff=64, rank=4)
 
-    evals = {v: generate_instances(n_eval, N, v, seed=10_000 + i) for i, v in enumerate(EVAL)}
-    ref, nn_cost = {}, {}
-    for v, ins in evals.items():
-        sols = [solve_pyvrp(ins, b, t_lim, seed=0) for b in range(n_eval)]
-        if not all(s["feasible"] for s in sols):
-            raise SystemExit(f"PyVRP returned an infeasible solution on {v}")
-        ref[v] = torch.tensor([s["cost"] for s in sols])
-        nn_cost[v] = nearest_neighbour(ins.to(torch.float64))[0].float()
-    rows, gaps, gates, times = [], {}, {}, {}
+    evals, ref, gaps, times = {}, {}, {}, {}
+    for n in sizes:
+        for i, v in enumerate(EVAL):
+            ins = generate_instances(n_eval[n], n, v, seed=10_000 + 100 * n + i)
+            evals[(n, v)] = ins
+            t0 = time.perf_counter()
+            sols = [solve_pyvrp(ins, b, t_lim[n], seed=0) for b in range(n_eval[n])]
+            times.setdefault((n, "pyvrp"), []).append((time.perf_counter() - t0) / n_eval[n])
+            if not all(s["feasible"] for s in sols):
+                raise SystemExit(f"PyVRP returned an infeasible solution on {v} N={n}")
+            ref[(n, v)] = torch.tensor([s["cost"] for s in sols], dtype=torch.float64)
+            ins64 = ins.to(torch.float64)
+            for name, fn in (
+                ("nearest_neighbour", nearest_neighbour),
+                ("greedy_savings", greedy_savings),
+            ):
+                t0 = time.perf_counter()
+                cost, acts = fn(ins64)
+                times.setdefault((n, name), []).append((time.perf_counter() - t0) / n_eval[n])
+                for b in range(n_eval[n]):
+                    assert not check_solution(ins, b, actions_to_routes(acts[b])), (name, v)
+                gaps[(n, v, name)] = [_gap(cost, ref[(n, v)])]
+    print(f"references done ({time.perf_counter() - t_start:.0f} s)", file=sys.stderr, flush=True)
+    gates = {"moses_exact": [], "moses_dense": []}
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         moses = MTVRPPolicy(cfg)
-        tc = lambda steps, k: TrainConfig(steps, bs, N, 1e-3, 100 * seed + k)  # noqa: E731, B023
-        train_stage(moses, "backbone", "CVRP", tc(s1, 1), progress=False)
+        common = {"batch_size": bs, "num_customers": Nt, "seed": seed, "progress": False}
+        train_moses(moses, (s1, s2, 0), **common)
         backbone = copy.deepcopy(moses)
         backbone.mode = "backbone"
-        train_stage(moses, "expert", BASIS_VARIANTS, tc(s2, 2), progress=False)
         dense = copy.deepcopy(moses)
         for m in dense.moses_layers():
             m.routing = "dense"
-        train_stage(moses, "gated", list(SEEN), tc(s3, 3), progress=False)
-        train_stage(dense, "gated", list(SEEN), tc(s3, 3), progress=False)
+        for pol in (moses, dense):
+            train_stage(
+                pol, "gated", list(SEEN), TrainConfig(s3, bs, Nt, 1e-3, 100 * seed + 3), False
+            )
         torch.manual_seed(seed)
         mt = MTVRPPolicy(PolicyConfig(**{**cfg.__dict__, "rank": 0}))
-        train_stage(mt, "backbone", list(SEEN), tc(s_mt, 4), progress=False)
-        models = {
-            "moses_exact": moses,
-            "moses_dense": dense,
-            "backbone": backbone,
-            "mt_no_experts": mt,
-        }
-        for v, ins in evals.items():
+        train_stage(
+            mt, "backbone", list(SEEN), TrainConfig(s_mt, bs, Nt, 1e-3, 100 * seed + 4), False
+        )
+        models = dict(zip(MODELS, (moses, dense, backbone, mt), strict=True))
+        for (n, v), ins in evals.items():
             for name, pol in models.items():
                 t0 = time.perf_counter()
-                cost, acts = solve(pol, ins)
-                times.setdefault(name, []).append((time.perf_counter() - t0) / n_eval)
+                cost, acts = solve(pol, ins, augmentations=aug[n])
+                times.setdefault((n, name), []).append((time.perf_counter() - t0) / n_eval[n])
                 bad = sum(
-                    bool(check_solution(ins, b, actions_to_routes(acts[b]))) for b in range(n_eval)
+                    bool(check_solution(ins, b, actions_to_routes(acts[b])))
+                    for b in range(n_eval[n])
                 )
                 if bad:
-                    raise SystemExit(f"{name} produced {bad} infeasible solutions on {v}")
-                gaps.setdefault((v, name), []).append(_gap(cost, ref[v]))
-            for name in ("moses_exact", "moses_dense"):
-                gates.setdefault((v, name), []).append(_gate(models[name], ins))
-        print(f"seed {seed} done", file=sys.stderr, flush=True)
+                    raise SystemExit(f"{name} produced {bad} infeasible solutions on {v} N={n}")
+                gaps.setdefault((n, v, name), []).append(_gap(cost, ref[(n, v)]))
+        for name in gates:
+            gates[name].append(gate_table(models[name], Nt))
+        print(
+            f"seed {seed} done ({time.perf_counter() - t_start:.0f} s)", file=sys.stderr, flush=True
+        )
     params = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
-    table = []
-    for v in EVAL:
-        split = "held-out" if v in HELD else "seen"
-        base = statistics.mean(gaps[(v, "mt_no_experts")])
-        for name in ("moses_exact", "moses_dense", "backbone", "mt_no_experts"):
-            g = gaps[(v, name)]
-            m, sd = statistics.mean(g), statistics.stdev(g) if len(g) > 1 else 0.0
-            case = f"{v} N={N} {split} {name}"
-            ratio = (base / m) if name != "mt_no_experts" and m > 0 else None
-            rows.append(_common.Row(case, "gap_vs_pyvrp_mean", m, "%", "mt_no_experts", ratio))
-            rows.append(_common.Row(case, "gap_vs_pyvrp_std_over_seeds", sd, "%"))
-            table.append([case, m, sd])
-        nn_gap = _gap(nn_cost[v], ref[v])
-        rows.append(
-            _common.Row(f"{v} N={N} {split} nearest_neighbour", "gap_vs_pyvrp_mean", nn_gap, "%")
-        )
-        table.append([f"{v} N={N} {split} nearest_neighbour", nn_gap, 0.0])
-        rows.append(
-            _common.Row(
-                f"{v} N={N} pyvrp_0.14_ils_{t_lim}s", "mean_cost", float(ref[v].mean()), "distance"
+    active = sum(p.numel() for p in mt.parameters())
+    rows, table = [], []
+    for n in sizes:
+        for v in EVAL:
+            split = "held-out" if v in EVAL_HELD else "seen"
+            base = statistics.mean(gaps[(n, v, "mt_no_experts")])
+            for name in (*MODELS, "greedy_savings", "nearest_neighbour"):
+                g = gaps[(n, v, name)]
+                m = statistics.mean(g)
+                case = f"{v} N={n} {split} {name}"
+                ratio = base / m if name != "mt_no_experts" and m > 0 else None
+                rows.append(_common.Row(case, "gap_vs_pyvrp_mean", m, "%", "mt_no_experts", ratio))
+                if len(g) > 1:
+                    sd = statistics.stdev(g)
+                    rows.append(_common.Row(case, "gap_vs_pyvrp_std_over_seeds", sd, "%"))
+                    for s, x in enumerate(g):
+                        rows.append(_common.Row(f"{case} seed{s}", "gap_vs_pyvrp", x, "%"))
+                else:
+                    sd = 0.0
+                table.append([case, m, sd])
+            rows.append(
+                _common.Row(
+                    f"{v} N={n} pyvrp_0.14_ils_{t_lim[n]}s",
+                    "mean_cost",
+                    float(ref[(n, v)].mean()),
+                    "distance",
+                )
             )
-        )
-        for name in ("moses_exact", "moses_dense"):
-            mean_gate = torch.tensor(gates[(v, name)]).mean(0).tolist()
-            for gname, a in zip(GATE_NAMES, mean_gate, strict=True):
+    mean_gates = {}
+    for name, per_seed in gates.items():
+        mean_gates[name] = {
+            v: torch.tensor([g[v] for g in per_seed]).mean(0).tolist() for v in VARIANTS
+        }
+        for v in VARIANTS:
+            for gname, a in zip(GATE_NAMES, mean_gates[name][v], strict=True):
                 rows.append(_common.Row(f"{v} gate {name}", f"alpha_{gname}", a, "1"))
-    for name, t in times.items():
+        al = [alignment(g) for g in per_seed]
+        for c in BASIS:
+            vals = [a[c] for a in al]
+            rows.append(
+                _common.Row(
+                    f"gate alignment {name}",
+                    f"alpha_{c}_with_minus_without",
+                    statistics.mean(vals),
+                    "1",
+                )
+            )
+            rows.append(
+                _common.Row(
+                    f"gate alignment {name}",
+                    f"alpha_{c}_with_minus_without_min_over_seeds",
+                    min(vals),
+                    "1",
+                )
+            )
+    for (n, name), t in sorted(times.items()):
+        lim = t_lim[n]
         rows.append(
             _common.Row(
-                f"N={N} {name}",
+                f"N={n} {name}",
                 "inference_s_per_instance",
                 statistics.mean(t),
                 "s",
-                "pyvrp_time_limit",
-                t_lim / statistics.mean(t),
+                f"pyvrp_0.14_ils_{lim}s",
+                statistics.mean(times[(n, "pyvrp")]) / statistics.mean(t),
             )
         )
-    for name, n in params.items():
-        rows.append(_common.Row(f"{name}", "parameters", float(n), "count"))
+    for name, k in params.items():
+        rows.append(_common.Row(name, "parameters", float(k), "count"))
+    rows.append(_common.Row("active_without_experts", "parameters", float(active), "count"))
     _common.print_table(
         ["case", "gap % (mean)", "std over seeds"],
         table,
-        title=f"gap to PyVRP 0.14 ILS ({t_lim}s), N={N}, {args.seeds} seeds",
+        title=f"gap to PyVRP 0.14 ILS, {args.seeds} seeds",
     )
     if args.json:
         machine = _common.machine_info(
             seed=args.seed,
             quick=q,
             seeds=list(range(args.seeds)),
+            train_customers=Nt,
             steps={"backbone": s1, "expert": s2, "gated": s3, "mt_no_experts": s_mt, "batch": bs},
-            eval_instances_per_variant=n_eval,
-            reference=f"PyVRP 0.14 ILS, {t_lim} s per instance",
+            eval_instances_per_variant={str(k): v for k, v in n_eval.items()},
+            augmentations={str(k): v for k, v in aug.items()},
+            reference={str(k): f"PyVRP 0.14 ILS, {v} s per instance" for k, v in t_lim.items()},
+            wall_s=round(time.perf_counter() - t_start, 1),
             contention=load.report(),
         )
         _common.write_json(args.json, "vrp", machine, rows)
+    if args.plot_dir is not None:
+        plot(args.plot_dir, [asdict(r) for r in rows])
     return 0
 
 
