@@ -2,7 +2,10 @@ r"""A speech recogniser on a frozen pretrained transformer, with MoME or baselin
 
 Pipeline (per rate combination ``c``, e.g. audio rate 4 and video rate 2):
 
-1. each modality's frames ``(B, T_m, d_m)`` are compressed at its rate
+1. each modality's frames ``(B, T_m, d_m)`` optionally pass a small trainable
+   convolutional encoder shared by every rate (two width-5 ``Conv1d`` + GELU, standing in
+   for the paper's pretrained audio/video encoders, which have no offline equivalent
+   here), then are compressed at its rate
    (:func:`~sci_moe.speech.mome.compress`, average pooling or stacking);
 2. a trainable linear projector maps them to the backbone width ``d``; streams are
    fused on the time line of the stream with the most tokens (the others are resampled
@@ -114,6 +117,9 @@ class RecognizerConfig:
         the attention block, MHSA).
     upsample : int
         CTC output frames per token.
+    encoder_dim : int
+        Width of the per-modality convolutional encoder before compression (0: none,
+        the frames are compressed directly).
     """
 
     input_dims: dict = field(default_factory=lambda: {"audio": 40})
@@ -124,6 +130,7 @@ class RecognizerConfig:
     bottleneck: int = 8
     target: str = "attention"
     upsample: int = 4
+    encoder_dim: int = 0
 
     def __post_init__(self) -> None:
         if self.adapter not in ADAPTER_KINDS:
@@ -146,6 +153,8 @@ class RecognizerConfig:
             raise ValueError(f"upsample must be an integer >= 1, got {self.upsample!r}")
         if self.bottleneck < 1:
             raise ValueError(f"bottleneck must be >= 1, got {self.bottleneck}")
+        if self.encoder_dim < 0:
+            raise ValueError(f"encoder_dim must be >= 0 (0 = no encoder), got {self.encoder_dim}")
 
 
 @dataclass
@@ -228,12 +237,23 @@ class SpeechRecognizer(nn.Module):
         rates = c.compression
         stack = rates.mode == "stack"
         self.projectors = nn.ModuleDict()
+        self.encoders = nn.ModuleDict()
         for m in rates.modalities:
+            d_in = c.input_dims[m]
+            if c.encoder_dim:
+                e = c.encoder_dim
+                self.encoders[m] = nn.Sequential(
+                    nn.Conv1d(d_in, e, 5, padding=2),
+                    nn.GELU(),
+                    nn.Conv1d(e, e, 5, padding=2),
+                    nn.GELU(),
+                )
+                d_in = e
             if stack:
                 for r in rates.rates[m]:
-                    self.projectors[f"{m}_{r}"] = nn.Linear(c.input_dims[m] * r, d)
+                    self.projectors[f"{m}_{r}"] = nn.Linear(d_in * r, d)
             else:
-                self.projectors[m] = nn.Linear(c.input_dims[m], d)
+                self.projectors[m] = nn.Linear(d_in, d)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, c.upsample * len(VOCAB))
         layers = list(backbone.encoder.layer)
@@ -259,6 +279,9 @@ class SpeechRecognizer(nn.Module):
 
     def _project(self, m: str, x: torch.Tensor, mask: torch.Tensor, rate: int):
         mode = self.config.compression.mode
+        if m in self.encoders:
+            x = x * mask.unsqueeze(-1).to(x.dtype)
+            x = self.encoders[m](x.transpose(1, 2)).transpose(1, 2)
         z, zmask = compress(x, rate, mode, mask)
         key = f"{m}_{rate}" if mode == "stack" else m
         return self.projectors[key](z), zmask

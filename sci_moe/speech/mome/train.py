@@ -146,8 +146,8 @@ def train_recognizer(
             ctc = model.ctc_loss(out, batch.targets, batch.target_lengths)
             loss = (ctc + config.balance_coef * out.aux_loss) / len(combos)
             loss.backward()  # one combination at a time: same gradient, less memory
-            ctc_sum += float(ctc)
-            bal_sum += float(out.aux_loss)
+            ctc_sum += float(ctc.detach())
+            bal_sum += float(out.aux_loss.detach())
         torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         opt.step()
         sched.step()
