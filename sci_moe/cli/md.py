@@ -311,6 +311,13 @@ def _write_topology(system, path: Path) -> None:
         PDBFile.writeFile(system.topology, pos * unit.nanometer, fh)
 
 
+def _reduced(cfg) -> bool:
+    """Toy systems run in reduced units: their logs and messages claim no fs, K or kJ/mol."""
+    from ..sampling.md.config import TOY_SYSTEMS
+
+    return cfg.system in TOY_SYSTEMS
+
+
 def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
     import torch
 
@@ -327,11 +334,14 @@ def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress
         TrajectoryReporter(
             out / f"trajectory.{cfg.trajectory_format}", cfg.report_interval, system.topology
         ),
-        LogReporter(out / "log.csv", cfg.report_interval),
+        LogReporter(out / "log.csv", cfg.report_interval, reduced=_reduced(cfg)),
         CheckpointReporter(out / "checkpoint.pt", cfg.checkpoint_interval),
     ]
     if progress:
-        reporters.append(ProgressReporter(total_steps, desc="md", file=sys.stderr))
+        speed_unit = "time/day" if _reduced(cfg) else "ns/day"
+        reporters.append(
+            ProgressReporter(total_steps, desc="md", file=sys.stderr, speed_unit=speed_unit)
+        )
     meta = {"config": cfg.to_dict(), "engine": engine, "system": system.name}
     if engine == "openmm":
         return OpenMMSimulation(
@@ -504,7 +514,12 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         return _write_failed(err, out, sim)
     print(
         f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
-        f"{cfg.timestep_fs:g} fs -> {out}"
+        + (
+            f"dt {cfg.timestep_fs * 1e-3:g} (reduced time units)"
+            if _reduced(cfg)
+            else f"{cfg.timestep_fs:g} fs"
+        )
+        + f" -> {out}"
     )
     remaining = max(0, total - sim.current_step)
     received: list[int] = []
@@ -583,6 +598,6 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     else:
         print(
             f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
-            f"ns/day); {_written(out, cfg, total)}"
+            f"{'time units/day' if _reduced(cfg) else 'ns/day'}); {_written(out, cfg, total)}"
         )
     return 0

@@ -53,6 +53,10 @@ __all__ = [
 ]
 
 
+_COLUMNS = ("step", "time_ps", "potential_energy_kj_mol", "temperature_k", "speed_ns_per_day")
+_REDUCED_COLUMNS = ("step", "time", "potential_energy", "temperature", "speed_time_per_day")
+
+
 def read_log(path) -> dict[str, np.ndarray]:
     """Read a :class:`~sci_moe.sampling.md.reporters.LogReporter` CSV into column arrays
     (empty cells -> NaN)."""
@@ -65,7 +69,13 @@ def read_log(path) -> dict[str, np.ndarray]:
     names = lines[0].split(",")
     rows = [[float(v) if v else np.nan for v in line.split(",")] for line in lines[1:]]
     data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
-    return {n: data[:, i] for i, n in enumerate(names)}
+    log = {n: data[:, i] for i, n in enumerate(names)}
+    # Reduced-unit logs (toy systems) name their columns without units: also expose them
+    # under the standard names, so that one reader serves both.
+    for reduced, standard in zip(_REDUCED_COLUMNS, _COLUMNS, strict=True):
+        if reduced in log and standard not in log:
+            log[standard] = log[reduced]
+    return log
 
 
 @contextlib.contextmanager

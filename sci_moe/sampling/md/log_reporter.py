@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._util import BOLTZMANN_KJ_PER_MOL_K
 from .report_protocol import Reporter, Snapshot, file_crc32
 
 __all__ = ["LogReporter"]
@@ -18,18 +19,35 @@ class LogReporter(Reporter):
 
     Columns: ``step``, ``time_ps``, ``potential_energy_kj_mol``, ``temperature_k``,
     ``speed_ns_per_day``. With several walkers, energy and temperature are walker means.
-    Temperature is empty for overdamped dynamics (no velocities); for toy potentials in
-    reduced units it is :math:`2K/(n_\\mathrm{dof} k_B)` with the energy unit read as
-    kJ/mol. Speed is simulated time (per walker) per wall-clock day since the start of the
-    current ``run`` call.
+    Temperature is empty for overdamped dynamics (no velocities). Speed is simulated time
+    (per walker) per wall-clock day since the start of the current ``run`` call.
     Every row is flushed.
+
+    With ``reduced=True`` (toy potentials in reduced units) no physical unit is claimed: the
+    columns are ``step``, ``time``, ``potential_energy``, ``temperature`` (the kinetic
+    temperature :math:`2K/n_\\mathrm{dof}` in energy units, comparable to ``kT``) and
+    ``speed_time_per_day`` (:data:`REDUCED_COLUMNS`).
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file (appended to when it exists, e.g. on resume).
+    interval : int
+        Steps between rows.
+    reduced : bool, optional
+        Reduced-unit column names (default ``False``: OpenMM units).
     """
 
     include = frozenset({"energy", "temperature"})
     COLUMNS = ("step", "time_ps", "potential_energy_kj_mol", "temperature_k", "speed_ns_per_day")
+    #: Column names for toy systems in reduced units (same order and meaning as COLUMNS).
+    REDUCED_COLUMNS = ("step", "time", "potential_energy", "temperature", "speed_time_per_day")
 
-    def __init__(self, path, interval: int):
+    def __init__(self, path, interval: int, *, reduced: bool = False):
         super().__init__(interval)
+        self.reduced = bool(reduced)
+        self.columns = self.REDUCED_COLUMNS if reduced else self.COLUMNS
+        self._kb = BOLTZMANN_KJ_PER_MOL_K
         self.path = Path(path)
         self._fh = None
         self.rows = 0
@@ -45,9 +63,13 @@ class LogReporter(Reporter):
             append = self.path.exists() and self.path.stat().st_size > 0
             self._fh = open(self.path, "a" if append else "w", encoding="utf-8")
             if not append:
-                self._fh.write(",".join(self.COLUMNS) + "\n")
+                self._fh.write(",".join(self.columns) + "\n")
         energy = float(np.mean(snapshot.potential_energy))
-        temp = "" if snapshot.temperature is None else f"{float(np.mean(snapshot.temperature)):.4f}"
+        if snapshot.temperature is None:
+            temp = ""
+        else:  # kelvin, or 2K/n_dof in energy units (k_B T) for reduced units
+            t = float(np.mean(snapshot.temperature)) * (self._kb if self.reduced else 1.0)
+            temp = f"{t:.4f}"
         speed = simulation.speed_ns_per_day()
         speed_text = "" if speed is None else f"{speed:.4g}"
         row = f"{snapshot.step},{snapshot.time_ps:.6f},{energy:.6f},{temp},{speed_text}\n"

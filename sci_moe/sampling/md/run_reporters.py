@@ -45,6 +45,9 @@ class ProgressReporter(Reporter):
         Passed to tqdm (no output; ``None``: only on a terminal).
     unit : str
         What one step is called on the bar (``"step"``; e.g. ``"iteration"``).
+    speed_unit : str
+        The label of the simulated-time speed (``"ns/day"``; ``"time/day"`` for toy systems
+        in reduced units).
     """
 
     def __init__(
@@ -54,11 +57,13 @@ class ProgressReporter(Reporter):
         *,
         disable=False,
         unit: str = "step",
+        speed_unit: str = "ns/day",
         **tqdm_kw,
     ):
         super().__init__(interval or max(1, int(total_steps) // 200))
         self.total_steps = int(total_steps)
         self.unit = unit
+        self.speed_unit = speed_unit
         self.disable = disable
         self._tqdm_kw = tqdm_kw
         self._bar = None
@@ -81,7 +86,7 @@ class ProgressReporter(Reporter):
         speed_fn = getattr(simulation, "speed_ns_per_day", None)
         speed = None if speed_fn is None else speed_fn()
         if speed is not None:
-            self._bar.set_postfix_str(f"{speed:.3g} ns/day", refresh=False)
+            self._bar.set_postfix_str(f"{speed:.3g} {self.speed_unit}", refresh=False)
 
     def close(self) -> None:
         if self._bar is not None:
