@@ -75,12 +75,7 @@ from .level_moves import (
     neighbour_move,
     rao_blackwell_acceptance,
 )
-from .openmm_checkpoint import (
-    CHECKPOINT_FORMAT,
-    check_fingerprints,
-    read_checkpoint,
-    write_checkpoint,
-)
+from .openmm_checkpoint import capture_state, restore_state, write_checkpoint
 from .openmm_config import OpenMMTemperingConfig, config_dict
 from .openmm_result import OpenMMTemperingResult
 from .tempering import OnlineWeights, park_pande_weights
@@ -88,15 +83,6 @@ from .tempering import OnlineWeights, park_pande_weights
 __all__ = ["OpenMMSimulatedTempering"]
 
 _CHUNK = 200  # iterations per simulation.step call at most (progress updates)
-PARENT_FIELDS = (  # ExpandedEnsembleSampler state (its own Wang-Landau for weights="openmm")
-    "currentIteration",
-    "_stage",
-    "currentStateIndex",
-    "_weights",
-    "_weightUpdateFactor",
-    "_histogram",
-    "_hasMadeTransition",
-)
 
 
 class _Sampler(_ees.ExpandedEnsembleSampler):
@@ -515,52 +501,7 @@ class OpenMMSimulatedTempering:
         path = Path(path)
         if not path.parent.is_dir():
             raise ValueError(f"checkpoint folder {path.parent} does not exist; create it first")
-        ctx = self.simulation.context
-        st = ctx.getState(positions=True, velocities=True)
-        py_state = self._py_rng.getstate()
-        meta = {
-            "format": CHECKPOINT_FORMAT,
-            **self._fingerprints(),
-            "started": self._sampler is not None,
-            "level": self.current_level,
-            "iteration": self._iteration,
-            "time_ps": st.getTime().value_in_unit(u.picosecond),
-            "step_count": int(ctx.getStepCount()),
-            "numpy_rng": self._rng.bit_generator.state,
-            "python_rng": [py_state[0], list(py_state[1]), py_state[2]],
-        }
-        arrays = {
-            "context_checkpoint": np.frombuffer(ctx.createCheckpoint(), dtype=np.uint8),
-            "positions": np.asarray(st.getPositions(asNumpy=True).value_in_unit(u.nanometer)),
-            "velocities": np.asarray(
-                st.getVelocities(asNumpy=True).value_in_unit(u.nanometer / u.picosecond)
-            ),
-            "box": np.asarray(st.getPeriodicBoxVectors(asNumpy=True).value_in_unit(u.nanometer)),
-            "log_weights": np.asarray(self._g, dtype=np.float64),
-        }
-        if self._online is not None:
-            on = self._online
-            meta["online"] = {"stage": on.stage, "t_stage": on.t_stage, "gamma": on.gamma}
-            if on.hist is not None:
-                arrays["online_hist"] = np.asarray(on.hist, dtype=np.float64)
-        if self._sampler is not None and self.config.weights == "openmm":
-            meta["openmm_sampler"] = {f: getattr(self._sampler, f) for f in PARENT_FIELDS}
-        if self._in_run is not None:  # part-way through run(n): keep its trace
-            total, t0, wall0 = self._in_run
-            tr = self._trace
-            meta["run"] = {"n_iterations": total, "wall_time": wall0 + time.perf_counter() - t0}
-            n_atoms = self.simulation.system.getNumParticles()
-            arrays.update(
-                trace_level=np.asarray(tr["level"], dtype=np.int64),
-                trace_sampled=np.asarray(tr["sampled"], dtype=np.int64),
-                trace_energy=np.asarray(tr["energy"], dtype=np.float64),
-                trace_g=np.asarray(tr["g"], dtype=np.float64).reshape(-1, self.config.n_levels),
-                trace_pos=np.stack(tr["pos"]) if tr["pos"] else np.zeros((0, n_atoms, 3), "f4"),
-                trace_pos_it=np.asarray(tr["pos_it"], dtype=np.int64),
-                trace_acc=self._acc.copy(),
-                trace_cnt=self._cnt.copy(),
-            )
-        write_checkpoint(path, meta, arrays)
+        write_checkpoint(path, *capture_state(self))
 
     def load_checkpoint(self, path: str | os.PathLike, *, exact: bool = True) -> None:
         """Restore the chain state written by :meth:`save_checkpoint`.
@@ -586,57 +527,4 @@ class OpenMMSimulatedTempering:
         FileNotFoundError
             If there is no file at ``path``.
         """
-        if self._sampler is not None or self._iteration or self._unfinished is not None:
-            raise ValueError(
-                "load_checkpoint needs a freshly built sampler (before run()); build a new "
-                "OpenMMSimulatedTempering and load the checkpoint into it"
-            )
-        path = Path(path)
-        meta, data = read_checkpoint(path)
-        check_fingerprints(path, meta, self._fingerprints(), exact=exact)
-        cfg, ctx = self.config, self.simulation.context
-        self._g = np.asarray(data["log_weights"], dtype=np.float64).copy()
-        self._iteration = int(meta["iteration"])
-        self._rng.bit_generator.state = meta["numpy_rng"]
-        v, state, gauss = meta["python_rng"]
-        self._py_rng.setstate((v, tuple(state), gauss))
-        if meta["started"]:
-            self._start(pilot=False)
-            if self._online is not None:
-                on = meta["online"]
-                self._online.stage, self._online.t_stage = int(on["stage"]), int(on["t_stage"])
-                self._online.gamma = float(on["gamma"])
-                self._online.hist = data.get("online_hist")
-            if cfg.weights == "openmm":
-                for f in PARENT_FIELDS:
-                    setattr(self._sampler, f, meta["openmm_sampler"][f])
-            level = int(meta["level"])
-            self._sampler.currentStateIndex = level
-            self._sampler._sampler.applyState(level)
-        if exact:
-            try:
-                ctx.loadCheckpoint(data["context_checkpoint"].tobytes())
-            except openmm.OpenMMException as exc:
-                raise ValueError(
-                    f"OpenMM cannot load the context checkpoint in {path} ({exc}); it may come "
-                    "from another OpenMM version or device: pass exact=False to restore "
-                    "positions, velocities and box only"
-                ) from exc
-        else:
-            a, b, c = (openmm.Vec3(*row) for row in data["box"])
-            ctx.setPeriodicBoxVectors(a, b, c)
-            ctx.setPositions(data["positions"] * u.nanometer)
-            ctx.setVelocities(data["velocities"] * (u.nanometer / u.picosecond))
-            ctx.setTime(float(meta["time_ps"]) * u.picosecond)
-            ctx.setStepCount(int(meta["step_count"]))
-        self._reset_trace()
-        if "run" in meta:
-            tr = self._trace
-            tr["level"] = [int(x) for x in data["trace_level"]]
-            tr["sampled"] = [int(x) for x in data["trace_sampled"]]
-            tr["energy"] = [float(x) for x in data["trace_energy"]]
-            tr["g"] = list(data["trace_g"])
-            tr["pos"] = list(data["trace_pos"])
-            tr["pos_it"] = [int(x) for x in data["trace_pos_it"]]
-            self._acc, self._cnt = data["trace_acc"].copy(), data["trace_cnt"].copy()
-            self._unfinished = (int(meta["run"]["n_iterations"]), float(meta["run"]["wall_time"]))
+        restore_state(self, path, exact=exact)
