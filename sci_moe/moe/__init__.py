@@ -54,6 +54,13 @@ from .merging import (
     merged_parameters,
     proximity_loss,
 )
+from .mixtures import (
+    GaussianMixtureFit,
+    fit_gaussian_mixture,
+    gaussian_component_log_prob,
+    gaussian_mixture_log_prob,
+    sample_gaussian_mixture,
+)
 from .routed import RoutedLayer, RoutedPath, routed_paths
 from .router import Router, RouterConfig
 from .routing import DispatchPlan, Routing, concat_routings, make_plan
@@ -79,6 +86,7 @@ __all__ = [
     "Dispatcher",
     "ExpertBank",
     "GLUExperts",
+    "GaussianMixtureFit",
     "LinearExperts",
     "LoRAExperts",
     "LocalDispatch",
@@ -107,8 +115,11 @@ __all__ = [
     "dispatch",
     "ensemble_distillation_loss",
     "ensemble_forward",
+    "fit_gaussian_mixture",
     "from_transformers",
     "gate_scores",
+    "gaussian_component_log_prob",
+    "gaussian_mixture_log_prob",
     "get_activation",
     "group_expert_usage",
     "grouped_linear",
@@ -130,6 +141,7 @@ __all__ = [
     "routed_paths",
     "router_z_loss",
     "routing_diagnostics",
+    "sample_gaussian_mixture",
     "selected_outputs",
     "selection_scores",
     "slice_experts",
