@@ -20,6 +20,7 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from _common import (
@@ -70,7 +71,7 @@ def plan(quick: bool) -> dict:
         E=4,
         eval_every=10,
         hyb_steps=80,
-        scan=(16, 256, 64),
+        scan=(8, 128, 64),
     )
 
 
@@ -130,6 +131,42 @@ def mean_curve(runs):
     return tok, [statistics.mean(r["hist"]["val_loss"][i] for r in runs) for i in range(len(tok))]
 
 
+class RunStore:
+    """Training runs by key, optionally cached as JSON files and split into shards.
+
+    With ``cache`` every finished run is written to ``cache/<key>.json`` and later
+    lookups read it back; with ``shard=(i, n)`` only the runs whose position in the
+    fixed job order is ``i`` mod ``n`` are computed (the others return ``None``), so
+    ``n`` processes can train in parallel and a final process without ``--shard``
+    aggregates from the cache.
+    """
+
+    def __init__(self, cache=None, shard=None):
+        self.cache, self.shard, self.position = cache, shard, 0
+
+    def get(self, key, compute):
+        import json
+        import re
+
+        from _common import write_json_doc
+
+        position, self.position = self.position, self.position + 1
+        path = None
+        if self.cache is not None:
+            path = self.cache / (re.sub(r"[^A-Za-z0-9]+", "_", key) + ".json")
+            if path.is_file():
+                return json.loads(path.read_text())
+        if self.shard is not None and position % self.shard[1] != self.shard[0]:
+            return None
+        result = compute()
+        if path is not None:
+            write_json_doc(path, result)
+        return result
+
+
+STORE = RunStore()
+
+
 def run_lm(p, cfg, seed, corpus, steps):
     tc = TrainConfig(
         steps=steps,
@@ -171,19 +208,28 @@ def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
         cfg = lm_config(p, layers, mamba)
         res[name] = []
         for s in seeds:
-            hist, model, tps, _ = run_lm(p, cfg, s, corpus, p["steps"])
-            ctx = {}
-            for mult in (1, 2, 4):
-                L = p["seq"] * mult
-                vx, vy = validation_windows(corpus.val, L, max(4, 32 // mult))
-                ctx[mult] = evaluate(model, vx, vy, 8)["loss"] / LN2
-            res[name].append(dict(hist=hist, tps=tps, ctx=ctx, params=active_params(model)))
-            print(
-                f"  {name} seed {s}: bpb {hist['val_loss'][-1] / LN2:.3f}, {tps:.0f} tok/s",
-                file=sys.stderr,
-            )
+
+            def job(cfg=cfg, s=s, name=name):
+                hist, model, tps, _ = run_lm(p, cfg, s, corpus, p["steps"])
+                ctx = {}
+                for mult in (1, 2, 4):
+                    L = p["seq"] * mult
+                    vx, vy = validation_windows(corpus.val, L, max(4, 32 // mult))
+                    ctx[str(mult)] = evaluate(model, vx, vy, 8)["loss"] / LN2
+                print(
+                    f"  {name} seed {s}: bpb {hist['val_loss'][-1] / LN2:.3f}, {tps:.0f} tok/s",
+                    file=sys.stderr,
+                )
+                h = {"tokens": hist["tokens"], "val_loss": hist["val_loss"]}
+                return dict(hist=h, tps=tps, ctx=ctx, params=list(active_params(model)))
+
+            res[name].append(STORE.get(f"lm {name} seed {s}", job))
+        if any(r is None for r in res[name]):
+            continue
         tok, loss = mean_curve(res[name])
         curves[name] = (tok, [v / LN2 for v in loss])
+    if any(r is None for rs in res.values() for r in rs):
+        return  # a shard: the other runs are another process's
     base = res["dense (equal active)"]
     target = statistics.mean(r["hist"]["val_loss"][-1] for r in base)
     base_reach = tokens_to(*mean_curve(base), target)
@@ -210,8 +256,8 @@ def exp_lm(p, seeds, corpus, rows, table, curves, ctx_rows):
             ratio = base_reach / mean_reach if vs else None
             rows.append(Row(name, "tokens_to_dense_final", mean_reach, "tokens", vs, ratio))
         for mult in (1, 2, 4):
-            v = statistics.mean(r["ctx"][mult] for r in rs)
-            b = statistics.mean(r["ctx"][mult] for r in base)
+            v = statistics.mean(r["ctx"][str(mult)] for r in rs)
+            b = statistics.mean(r["ctx"][str(mult)] for r in base)
             rows.append(Row(name, f"val_bpb_ctx{mult}x", v, "bits/byte", vs, b / v if vs else None))
             ctx_rows.append([name, f"{mult}x", v])
         table.append(
@@ -244,8 +290,15 @@ def exp_hybrid(p, seeds, corpus, rows, table, curves):
         cfg = lm_config(p, layers, mamba, ffn=True, positions=True)
         runs = []
         for s in seeds:
-            hist, model, _, _ = run_lm(p, cfg, s, corpus, p["hyb_steps"])
-            runs.append(dict(hist=hist))
+
+            def job(cfg=cfg, s=s):
+                hist, _, _, _ = run_lm(p, cfg, s, corpus, p["hyb_steps"])
+                return dict(hist={"tokens": hist["tokens"], "val_loss": hist["val_loss"]})
+
+            runs.append(STORE.get(f"hybrid {name} seed {s}", job))
+        if any(r is None for r in runs):
+            continue
+        model = MoETransformerLM(cfg)  # for the parameter and FLOP counts
         bpb = [r["hist"]["val_loss"][-1] / LN2 for r in runs]
         tok, loss = mean_curve(runs)
         curves[name] = (tok, [v / LN2 for v in loss])
@@ -257,6 +310,8 @@ def exp_hybrid(p, seeds, corpus, rows, table, curves):
             curve=(tok, loss),
             final=statistics.mean(r["hist"]["val_loss"][-1] for r in runs),
         )
+    if len(out) < len(cases):
+        return  # a shard
     base = out["hybrid dense (ma)"]
     for name, o in out.items():
         vs = None if name == "hybrid dense (ma)" else "hybrid dense (ma)"
@@ -378,8 +433,26 @@ def save_plots(curves, hyb_curves, out_dir):
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--plots", type=__import__("pathlib").Path, default=None, metavar="DIR")
+    parser.add_argument("--plots", type=Path, default=None, metavar="DIR")
+    parser.add_argument(
+        "--cache", type=Path, default=None, metavar="DIR", help="keep each training run here"
+    )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="train only shard I of N of the runs into --cache, then stop (run N of "
+        "these in parallel, then once without --shard to aggregate)",
+    )
     args = parser.parse_args()
+    global STORE
+    shard = None
+    if args.shard is not None:
+        i, n = (int(v) for v in args.shard.split("/"))
+        if args.cache is None or not 0 <= i < n:
+            parser.error("--shard I/N needs --cache and 0 <= I < N")
+        shard = (i, n)
+    STORE = RunStore(args.cache, shard)
     if args.threads is None:
         args.threads = 1
     setup(args)
@@ -388,9 +461,13 @@ def main() -> None:
     other = OtherLoad()
     corpus = load_corpus()
     rows, t_lm, t_ctx, t_hyb, t_scan, curves, hyb_curves = [], [], [], [], [], {}, {}
-    exp_scan(p, rows, t_scan)
+    if shard is None:
+        exp_scan(p, rows, t_scan)
     exp_lm(p, seeds, corpus, rows, t_lm, curves, t_ctx)
     exp_hybrid(p, seeds, corpus, rows, t_hyb, hyb_curves)
+    if shard is not None:
+        print(f"shard {args.shard} done, wall time {other.report()['wall_s']} s")
+        return
     tokens = p["steps"] * p["batch"] * p["seq"]
     print_table(
         ["model", "active", "total", "val bpb", "sd", "tok/s", "reach dense", "tokens to dense"],
@@ -431,6 +508,7 @@ def main() -> None:
         plan=p,
         contention=other.report(),
         command=" ".join(["python", *sys.argv]),
+        training_runs_cache=None if args.cache is None else str(args.cache),
     )
     print(f"wall time {machine['contention']['wall_s']} s")
     if args.json is not None:
