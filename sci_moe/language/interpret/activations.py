@@ -114,6 +114,7 @@ class ActivationCache:
         return -(-self.key.n_windows // self.key.chunk_windows)
 
     def chunk_path(self, i: int) -> Path:
+        """Path of chunk ``i``."""
         return self.path / f"chunk_{i:05d}.safetensors"
 
     def missing(self) -> list[int]:
@@ -122,6 +123,7 @@ class ActivationCache:
 
     @property
     def complete(self) -> bool:
+        """Whether every chunk is on disk."""
         return not self.missing()
 
     def chunk(self, i: int) -> dict[str, torch.Tensor]:

@@ -37,6 +37,7 @@ class MeanAblation(nn.Module):
         self.register_buffer("mean", mean.detach().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean output broadcast to ``x``'s leading shape: ``(..., d_model)``."""
         return self.mean.to(x.dtype).expand(*x.shape[:-1], -1)
 
 

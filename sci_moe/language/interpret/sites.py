@@ -53,6 +53,8 @@ class MLPSite:
         The module whose *input* is the MLP input (``mlp`` / ``intermediate``).
     output_module : nn.Module
         The module whose *output* is the MLP output (``mlp`` / ``output.dense``).
+    block : nn.Module
+        The transformer block holding the MLP.
     """
 
     architecture: str

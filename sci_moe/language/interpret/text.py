@@ -56,6 +56,7 @@ class TokenWindows:
 
     @property
     def context_len(self) -> int:
+        """Tokens per window."""
         return self.ids.shape[1]
 
     def subset(self, index: torch.Tensor | slice) -> TokenWindows:
