@@ -133,6 +133,14 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--plot-dir", type=Path, default=None, help="write vrp_*.png here")
     p.add_argument("--plot-from", type=Path, default=None, help="only redraw from this JSON")
+    p.add_argument(
+        "--steps", type=int, nargs=3, default=None, help="stage updates (full: 50 20 20)"
+    )
+    p.add_argument("--batch-size", type=int, default=None, help="training batch (full: 10)")
+    p.add_argument(
+        "--eval", type=int, nargs=2, default=None, help="instances per variant at N=20, N=50"
+    )
+    p.add_argument("--augment", type=int, nargs=2, default=None, help="x-aug at N=20, N=50")
     args = p.parse_args(argv)
     if args.plot_from is not None:
         import json
@@ -148,6 +156,14 @@ def main(argv=None) -> int:
     aug = {20: 8, 50: 2}
     t_lim = {20: 0.1, 50: 0.2} if q else {20: 0.5, 50: 1.0}
     s1, s2, s3, bs = (10, 5, 5, 6) if q else (50, 20, 20, 10)
+    if args.steps is not None:
+        s1, s2, s3 = args.steps
+    if args.batch_size is not None:
+        bs = args.batch_size
+    if args.eval is not None:
+        n_eval = dict(zip(sizes, args.eval, strict=True))
+    if args.augment is not None:
+        aug = dict(zip(sizes, args.augment, strict=True))
     s_mt = s1 + s2 + s3
     Nt = args.train_customers
     cfg = PolicyConfig(d_model=32, num_heads=4, num_layers=2, d_ff=64, rank=4)
