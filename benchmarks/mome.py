@@ -2,13 +2,13 @@
 
 Task (synthetic speech, not LRS2/LRS3): phrases of 2-4 words cut from the offline corpus
 of ``sci_moe.language.load_corpus``, spoken by espeak-ng with 4 voices, 3 speaking rates
-and 3 pitches (2 variants per phrase), split by phrase (seeded). Features: 40 log-mel
-bins at 100 frames/s, per-utterance normalised; white noise at a chosen SNR. Model: a
-trainable linear projector into the **frozen** all-MiniLM-L6-v2 (its first
-``--layers`` transformer layers) after a small trainable convolutional encoder (two
-width-5 Conv1d of 128 channels, shared by all rates, standing in for the paper's
-pretrained audio encoder), adapters beside every attention block, a CTC character head
-with 8 outputs per token; greedy decoding.
+and 3 pitches (2 variants per phrase; 40 phrases quick, 150 full), split by phrase
+(seeded). Features: 40 log-mel bins at 100 frames/s, per-utterance normalised; white
+noise at a chosen SNR. Model: a trainable linear projector into the **frozen**
+all-MiniLM-L6-v2 (its first ``--layers`` transformer layers: 1 quick, 2 full; the
+average-pooled log-mel frames go straight into the projector, no audio encoder),
+adapters beside every attention block, a CTC character head with 8 outputs per token;
+greedy decoding.
 
 ASR at audio rates 4, 8, 16 (average pooling; 25, 12.5, 6.25 tokens/s). Methods at equal
 trainable adapter parameters:
@@ -20,8 +20,9 @@ trainable adapter parameters:
 * ``single``: one dense adapter (bottleneck matched) trained at the lowest compression
   (rate 4) only, evaluated at every rate.
 
-Training: AdamW 3e-3 one-cycle, batch 8, noise augmentation (clean, 10 dB, 5 dB per
-batch). Evaluation on the test phrases: clean, and at 10, 5, 0 dB (noise seed 0).
+Training: 30 (quick) / 120 steps, AdamW 3e-3 one-cycle, batch 8, noise augmentation
+(clean, 10 dB, 5 dB per batch). Evaluation on the test phrases: clean, and at 10, 5,
+0 dB (noise seed 0).
 Routing consistency of MoME: per layer, expert-usage histograms of the test tokens at
 each rate; mean pairwise Jensen-Shannon divergence across rates, against a control that
 permutes expert ids independently per rate (200 draws).
@@ -37,7 +38,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, write_json
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    machine_info,
+    print_table,
+    setup,
+    write_json,
+    write_json_doc,
+)
 
 from sci_moe.speech.mome import (
     MatryoshkaRates,
@@ -60,11 +70,11 @@ SNRS = (None, 10.0, 5.0, 0.0)
 METHODS = ("mome", "per_rate", "single")
 
 
-def settings(quick: bool, layers: int | None) -> dict:
+def settings(quick: bool, layers: int | None, steps: int | None = None) -> dict:
     return dict(
-        num_phrases=80 if quick else 200,
-        layers=layers if layers is not None else (2 if quick else 4),
-        steps=60 if quick else 250,
+        num_phrases=40 if quick else 150,
+        layers=layers if layers is not None else (1 if quick else 2),
+        steps=steps if steps is not None else (30 if quick else 120),
         batch_size=8,
         lr=3e-3,
         num_experts=8,
@@ -72,7 +82,7 @@ def settings(quick: bool, layers: int | None) -> dict:
         num_shared=1,
         bottleneck=8,
         upsample=8,
-        encoder_dim=128,
+        encoder_dim=0,
         train_snr=(None, 10.0, 5.0),
     )
 
@@ -102,8 +112,8 @@ def build_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognizer:
     return SpeechRecognizer(backbone, cfg)
 
 
-def run(quick: bool, seed0: int, layers: int | None, cache: Path) -> dict:
-    s = settings(quick, layers)
+def run(quick: bool, seed0: int, layers: int | None, cache: Path, steps: int | None) -> dict:
+    s = settings(quick, layers, steps)
     data = build_speech_set(
         SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
     )
@@ -148,6 +158,12 @@ def run(quick: bool, seed0: int, layers: int | None, cache: Path) -> dict:
             runs.append(rec)
     results["runs"] = runs
     return results
+
+
+def _jsonable(rec: dict) -> dict:
+    out = dict(rec)
+    out["eval"] = {f"{r}/{snr}": v for (r, snr), v in rec["eval"].items()}
+    return out
 
 
 def _stat(runs, method, key, which):
@@ -286,7 +302,9 @@ def plot(res: dict, folder: Path, suffix: str) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0])
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
-    parser.add_argument("--layers", type=int, default=None, help="MiniLM layers (2 quick, 4 full)")
+    parser.add_argument("--layers", type=int, default=None, help="MiniLM layers (1 quick, 2 full)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 120)")
+    parser.add_argument("--raw", type=Path, default=None, help="also dump the raw runs (JSON)")
     parser.add_argument(
         "--cache",
         type=Path,
@@ -295,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     setup(args)
-    s = settings(args.quick, args.layers)
+    s = settings(args.quick, args.layers, args.steps)
     machine = machine_info(
         seed=args.seed,
         quick=args.quick,
@@ -308,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     other = OtherLoad()
     t0 = time.perf_counter()
-    res = run(args.quick, args.seed, args.layers, args.cache)
+    res = run(args.quick, args.seed, args.layers, args.cache, args.steps)
+    if args.raw is not None:
+        raw = {**res, "runs": [_jsonable(r) for r in res["runs"]]}
+        write_json_doc(args.raw, raw)
     machine["n_utterances"] = res["n_utts"]
     rows: list[Row] = []
     report(res, rows)
