@@ -8,7 +8,8 @@ phonemes, then ``"SIL"`` last).
 
 **espeak-ng -> ARPAbet** (:data:`ESPEAK_TO_ARPABET`; stress marks ``' , % =`` are removed
 first). Consonants map one-to-one (``D``->DH, ``T``->TH, ``S``->SH, ``Z``->ZH, ``N``->NG,
-``tS``->CH, ``dZ``->JH, ``j``->Y, ``h``->HH; the flap ``t#`` and glottal stop ``?``->T;
+``tS``->CH, ``dZ``->JH, ``j``->Y, ``h``->HH; the flap ``t#``, ``t2`` and the glottal
+stop ``?``->T; the linking glide ``;`` (*the* before a vowel: *the-y-object*)->Y;
 syllabic ``n-``->N, ``m-``->M, ``@L``/``l-``->L; ``r-``/``*``->R; ``x``->HH). Vowels:
 schwas ``@ @2 @5 a# V``->AH; ``3 3:``->ER; ``a aa``->AE; ``A: A@ 0 02 aa#``->AA (US *lot*,
 *start*); ``O: O O2 O@ o@``->AO; ``E E2 E3 e@``->EH (*square*); ``eI``->EY; ``I I# I2 IR``->IH;
@@ -57,8 +58,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "B": ("b",), "CH": ("tS",), "D": ("d",), "DH": ("D",), "F": ("f",), "G": ("g",),
     "HH": ("h", "x"), "JH": ("dZ",), "K": ("k",), "L": ("l", "@L", "l-"),
     "M": ("m", "m-"), "N": ("n", "n-"), "NG": ("N",), "P": ("p",), "R": ("r", "r-", "*"),
-    "S": ("s",), "SH": ("S",), "T": ("t", "t#", "?"), "TH": ("T",), "V": ("v",),
-    "W": ("w",), "Y": ("j",), "Z": ("z",), "ZH": ("Z",),
+    "S": ("s",), "SH": ("S",), "T": ("t", "t#", "t2", "?"), "TH": ("T",), "V": ("v",),
+    "W": ("w",), "Y": ("j", ";"), "Z": ("z",), "ZH": ("Z",),
     # vowels
     "AH": ("@", "@2", "a#", "V", "@-"), "ER": ("3", "3:", "VR"), "AE": ("a", "aa"),
     "AA": ("A:", "A@", "0", "02", "A", "aa#"), "AO": ("O:", "O", "O2", "O@", "o@"),

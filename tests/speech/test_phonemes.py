@@ -20,7 +20,8 @@ PARAGRAPH = (
     "The juice of lemons makes fine punch. Four hours of steady work faced us. "
     "Oh boy, what a pleasure: the usual thing, a measure of beige azure joy! "
     "Bottle, button, rhythm, tour, poor, sure, fire, hour, near, hair, car, door, cure, "
-    "caught, cot, bath, father, thought, judge, vision, singing, oil, toy, mouth, butter."
+    "caught, cot, bath, father, thought, judge, vision, singing, oil, toy, mouth, butter. "
+    "The assigned object should be a sequence object of the same type."
 )
 
 

@@ -1,0 +1,192 @@
+"""Reverberant synthetic speech for the Omni-Expert benchmark (espeak-ng + ShoeBox rooms).
+
+Sentences are real English text: the sentences of Python's own documentation topics
+(:mod:`pydoc_data.topics`, shipped with CPython) that consist of plain words. Speakers
+are espeak-ng voices/variants with seeded rate and pitch; train and test use *disjoint*
+voices, sentences and room responses (source/microphone positions), all drawn from one
+seed. Room impulse responses are cached (``.npz``, atomic writes) because a long RT60
+takes seconds to simulate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sci_moe._util import atomic_save_npz, progress_bar
+from sci_moe.speech import (
+    PhonemeEvent,
+    RoomConfig,
+    RoomImpulseResponse,
+    reverberate,
+    simulate_rir,
+    synthesize,
+)
+
+__all__ = ["ReverbSpeechConfig", "ReverbUtterance", "build_reverberant_speech", "corpus_sentences"]
+
+
+@dataclass(frozen=True)
+class ReverbSpeechConfig:
+    """What to synthesise and how to reverberate it.
+
+    Parameters
+    ----------
+    n_train, n_test : int
+        Utterances per split (disjoint sentences).
+    rt60 : float
+        Reverberation time in s.
+    n_rirs : int
+        Room responses per split (train and test pools are disjoint positions).
+    seed : int
+        Seeds sentence order, speaker settings and positions.
+    train_voices, test_voices : tuple of str
+        Disjoint espeak-ng voices.
+    rate_range, pitch_range : tuple of int
+        Uniform ranges of espeak rate (words/min) and pitch (0-100).
+    room_dim : tuple of float
+        Room size in m.
+    sample_rate : int
+        Hz.
+    """
+
+    n_train: int = 120
+    n_test: int = 24
+    rt60: float = 0.6
+    n_rirs: int = 4
+    seed: int = 0
+    train_voices: tuple[str, ...] = ("en-us", "en-us+m3", "en-us+f3", "en-us+m1", "en")
+    test_voices: tuple[str, ...] = ("en-us+f2", "en-us+m2")
+    rate_range: tuple[int, int] = (150, 200)
+    pitch_range: tuple[int, int] = (35, 65)
+    room_dim: tuple[float, float, float] = (6.0, 5.0, 3.0)
+    sample_rate: int = 16000
+
+    def __post_init__(self):
+        if self.n_train < 1 or self.n_test < 1 or self.n_rirs < 1:
+            raise ValueError("n_train, n_test and n_rirs must be >= 1")
+        if set(self.train_voices) & set(self.test_voices):
+            raise ValueError(
+                f"train and test voices overlap: {set(self.train_voices) & set(self.test_voices)}"
+            )
+        RoomConfig(rt60=self.rt60, room_dim=tuple(self.room_dim))  # validates the RT60
+
+
+@dataclass
+class ReverbUtterance:
+    """One reverberant utterance with its direct path and espeak's phoneme events."""
+
+    text: str
+    voice: str
+    rate: int
+    pitch: int
+    direct: np.ndarray
+    reverberant: np.ndarray
+    phonemes: tuple[PhonemeEvent, ...]
+    rir_index: int
+
+    @property
+    def duration(self) -> float:
+        """Seconds (at the builder's 16 kHz default: ``len(direct) / 16000``)."""
+        return self.direct.size / 16000
+
+
+_WORDS = re.compile(r"^[A-Z][a-z]*(?:,? [a-z]+){4,13}\.$")
+
+
+def corpus_sentences() -> list[str]:
+    """Plain-word English sentences (5-14 words) of :mod:`pydoc_data.topics`, deduplicated."""
+    from pydoc_data.topics import topics
+
+    seen, out = set(), []
+    for text in topics.values():
+        for sent in re.split(r"(?<=\.)\s+", " ".join(text.split())):
+            if _WORDS.match(sent) and sent not in seen:
+                seen.add(sent)
+                out.append(sent)
+    return out
+
+
+def _rir_pool(cfg: ReverbSpeechConfig, split: int, cache_dir, progress) -> list:
+    room = RoomConfig(rt60=cfg.rt60, room_dim=tuple(cfg.room_dim))
+    pool = []
+    for k in progress_bar(range(cfg.n_rirs), disable=not progress, desc=f"rooms RT60={cfg.rt60}"):
+        seed = cfg.seed * 1000 + split * 100 + k
+        key = hashlib.sha1(repr((cfg.rt60, cfg.room_dim, cfg.sample_rate, seed)).encode())
+        path = Path(cache_dir) / f"rir_{key.hexdigest()[:16]}.npz" if cache_dir else None
+        if path is not None and path.exists():
+            with np.load(path) as z:
+                pool.append(
+                    RoomImpulseResponse(
+                        z["rir"], z["rir_direct"], cfg.sample_rate, z["source"], z["mic"], cfg.rt60
+                    )
+                )
+            continue
+        r = simulate_rir(room, cfg.sample_rate, seed=seed)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_save_npz(
+                path,
+                {"rir": r.rir, "rir_direct": r.rir_direct, "source": r.source, "mic": r.microphone},
+            )
+        pool.append(r)
+    return pool
+
+
+def build_reverberant_speech(
+    config: ReverbSpeechConfig | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> tuple[list[ReverbUtterance], list[ReverbUtterance]]:
+    """Synthesise, reverberate and split the corpus.
+
+    Parameters
+    ----------
+    config : ReverbSpeechConfig, optional
+    cache_dir : path, optional
+        Where room responses are cached (none if omitted).
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    train, test : list of ReverbUtterance
+    """
+    cfg = config or ReverbSpeechConfig()
+    sents = corpus_sentences()
+    need = cfg.n_train + cfg.n_test
+    if len(sents) < need:
+        raise ValueError(f"only {len(sents)} sentences available, asked for {need}")
+    rng = np.random.default_rng(cfg.seed)
+    order = rng.permutation(len(sents))
+    splits = []
+    for split, (n, voices, start) in enumerate(
+        ((cfg.n_train, cfg.train_voices, 0), (cfg.n_test, cfg.test_voices, cfg.n_train))
+    ):
+        pool = _rir_pool(cfg, split, cache_dir, progress)
+        out = []
+        for i in progress_bar(range(n), disable=not progress, desc=f"speech split {split}"):
+            text = sents[order[start + i]]
+            voice = voices[int(rng.integers(len(voices)))]
+            rate = int(rng.integers(cfg.rate_range[0], cfg.rate_range[1] + 1))
+            pitch = int(rng.integers(cfg.pitch_range[0], cfg.pitch_range[1] + 1))
+            k = int(rng.integers(len(pool)))
+            utt = synthesize(text, voice=voice, rate=rate, pitch=pitch, sample_rate=cfg.sample_rate)
+            rev = reverberate(utt.audio, utt.sample_rate, pool[k])
+            # the direct path arrives after the propagation (+ filter) delay: shift the events
+            delay = float(np.argmax(np.abs(pool[k].rir_direct))) / cfg.sample_rate
+            end = rev.direct.size / cfg.sample_rate
+            events = tuple(
+                PhonemeEvent(e.symbol, min(e.start + delay, end), min(e.end + delay, end))
+                for e in utt.phonemes
+                if e.start + delay < end
+            )
+            out.append(
+                ReverbUtterance(text, voice, rate, pitch, rev.direct, rev.reverberant, events, k)
+            )
+        splits.append(out)
+    return splits[0], splits[1]
