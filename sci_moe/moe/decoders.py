@@ -283,17 +283,22 @@ class MixtureOfDecoders(_Decomposition):
         y = _sparse_decode(values, indices, self.C) * (z @ self.D) + self.bias
         return self._output(x, y, values, indices, self.num_experts)
 
-    def moe_form(self, x: torch.Tensor) -> DecompositionOutput:
+    def moe_form(self, x: torch.Tensor, max_weight_elements: int = 2**28) -> DecompositionOutput:
         """MoE form ``y = sum_n a_n W_n^T z + b`` with ``W_n = D diag(c_n)``, for checking.
 
         Only the experts selected somewhere in the batch are built: ``W_n`` for the
         ``U <= T k`` distinct ids (``U x d_out x H`` memory), run through the core's
         dispatch (expert-sorted rows, one grouped GEMM, weighted combine). Equal to
-        :meth:`forward` up to rounding, with the same gradients.
+        :meth:`forward` up to rounding, with the same gradients. Meant for small
+        batches: at SmolLM2-135M size (``H = 2304``, ``d_out = 576``) 64 tokens with
+        ``k = 32`` can select 2,048 experts, 11 GB of float32 weights.
 
         Parameters
         ----------
         x : Tensor, shape (..., d_in)
+        max_weight_elements : int
+            Refuse (``ValueError``) to build more than this many expert-weight entries
+            (default ``2**28``, 1 GiB in float32); pass fewer tokens or raise it.
 
         Returns
         -------
@@ -303,6 +308,13 @@ class MixtureOfDecoders(_Decomposition):
         T = xf.shape[0]
         z, values, indices = self.encode(xf)
         used, local = torch.unique(indices, return_inverse=True)
+        size = used.numel() * self.d_hidden * self.d_out
+        if size > max_weight_elements:
+            raise ValueError(
+                f"moe_form would build {used.numel()} expert matrices of {self.d_hidden} x "
+                f"{self.d_out} ({size} entries > max_weight_elements={max_weight_elements}); "
+                "pass fewer tokens (it is a check of the efficient forward) or raise the limit"
+            )
         # nn.Linear layout of W_n^T = diag(c_n) D^T: (U, d_out, H)
         weight = self.C[used].unsqueeze(-1) * self.D.t().unsqueeze(0)
         plan = Routing.from_assignments(local, values, int(used.numel())).plan

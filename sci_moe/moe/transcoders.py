@@ -83,13 +83,13 @@ class Transcoder(_Decomposition):
                 "a SkipTranscoder's decoder is zero-initialised and cannot start with unit "
                 "rows; pass normalize_decoder=False"
             )
-        self.W_enc = nn.Parameter(nn.Linear(self.d_in, self.d_latent).weight.data.t().clone())
+        self.W_enc = nn.Parameter(nn.Linear(self.d_in, self.d_latent).weight.data.t().contiguous())
         self.b_enc = nn.Parameter(torch.zeros(self.d_latent))
         if self._skip:
             self.W_dec = nn.Parameter(torch.zeros(self.d_latent, self.d_out))
             self.W_skip = nn.Parameter(torch.zeros(self.d_in, self.d_out))
         else:
-            w = nn.Linear(self.d_latent, self.d_out).weight.data.t().clone()
+            w = nn.Linear(self.d_latent, self.d_out).weight.data.t().contiguous()
             self.W_dec = nn.Parameter(_unit_rows(w) if self.normalize_decoder else w)
         self.b_dec = nn.Parameter(torch.zeros(self.d_out))
 

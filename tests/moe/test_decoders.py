@@ -137,6 +137,7 @@ def test_initialisation_follows_the_public_code():
         and float(skip.W_skip.detach().abs().max()) == 0.0
     )
     tc = Transcoder(d_in=6, d_out=5, d_latent=10, top_k=2, normalize_decoder=True)
+    assert all(p.is_contiguous() for p in [*tc.parameters(), *skip.parameters()])
     torch.testing.assert_close(tc.W_dec.norm(dim=1), torch.ones(10))
 
 
@@ -219,6 +220,8 @@ def test_bad_input_raises_clear_errors():
         layer(torch.randn(3, 5))
     with pytest.raises(ValueError, match="dtype"):
         layer(torch.randn(3, 6, dtype=torch.float64))
+    with pytest.raises(ValueError, match="pass fewer tokens"):
+        layer.moe_form(torch.randn(3, 6), max_weight_elements=100)
     with pytest.raises(ValueError, match="out of range"):
         layer.expert_weight(17)
     with pytest.raises(ValueError, match="kind"):
