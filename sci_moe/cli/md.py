@@ -30,12 +30,12 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import shutil
 import signal
 import sys
 from pathlib import Path
 
 from .md_analyse import analyse
+from .md_build import build_simulation, dump_failure_state, reduced_units, write_topology
 
 __all__ = ["EXIT_WRITE_FAILED", "add_parser", "analyse", "run"]
 
@@ -296,112 +296,6 @@ def _clear_outputs(out: Path) -> None:
             p.unlink()
 
 
-def _write_topology(system, path: Path) -> None:
-    import numpy as np
-    from openmm.app import PDBFile
-
-    if system.pdb_path is not None:
-        shutil.copyfile(system.pdb_path, path)
-        return
-    from openmm import unit
-
-    pos = np.zeros((len(system.positions), 3))
-    pos[:, : system.positions.shape[1]] = system.positions
-    with open(path, "w", encoding="utf-8") as fh:
-        PDBFile.writeFile(system.topology, pos * unit.nanometer, fh)
-
-
-def _reduced(cfg) -> bool:
-    """Toy systems run in reduced units: their logs and messages claim no fs, K or kJ/mol."""
-    from ..sampling.md.config import TOY_SYSTEMS
-
-    return cfg.system in TOY_SYSTEMS
-
-
-def _build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
-    import torch
-
-    from ..sampling.md import (
-        CheckpointReporter,
-        LogReporter,
-        OpenMMSimulation,
-        ProgressReporter,
-        Simulation,
-        TrajectoryReporter,
-    )
-
-    reporters = [
-        TrajectoryReporter(
-            out / f"trajectory.{cfg.trajectory_format}", cfg.report_interval, system.topology
-        ),
-        LogReporter(out / "log.csv", cfg.report_interval, reduced=_reduced(cfg)),
-        CheckpointReporter(out / "checkpoint.pt", cfg.checkpoint_interval),
-    ]
-    if progress:
-        speed_unit = "time/day" if _reduced(cfg) else "ns/day"
-        reporters.append(
-            ProgressReporter(total_steps, desc="md", file=sys.stderr, speed_unit=speed_unit)
-        )
-    meta = {"config": cfg.to_dict(), "engine": engine, "system": system.name}
-    if engine == "openmm":
-        return OpenMMSimulation(
-            system.system,
-            system.positions,
-            reporters,
-            topology=system.topology,
-            timestep_ps=cfg.timestep_ps,
-            temperature_k=cfg.temperature_k,
-            friction_per_ps=cfg.friction_per_ps,
-            seed=cfg.seed,
-            platform=cfg.platform,
-            deterministic=cfg.deterministic,
-            minimize=cfg.minimize,
-            energy_jump_kj_mol=cfg.energy_jump_kj_mol,
-            metadata=meta,
-        )
-    from ..sampling.md import LangevinBAOAB, OverdampedEulerMaruyama
-
-    cls = LangevinBAOAB if cfg.integrator == "langevin" else OverdampedEulerMaruyama
-    integrator = cls(cfg.timestep_ps, cfg.temperature_k, cfg.friction_per_ps, kT=system.kT)
-    dtype = torch.float64
-    device = torch.device(cfg.device)
-    model = getattr(system.provider, "model", None)
-    if isinstance(model, torch.nn.Module):
-        model.to(device)
-        params = list(model.parameters())
-        dtype = params[0].dtype if params else torch.float64
-    x0 = torch.as_tensor(system.positions, dtype=dtype, device=device)
-    x0 = x0[None].repeat(cfg.walkers, 1, 1)
-    sim = Simulation(
-        system.provider,
-        integrator,
-        x0,
-        reporters,
-        seed=cfg.seed,
-        topology=system.topology,
-        energy_jump_kj_mol=cfg.energy_jump_kj_mol,
-        metadata=meta,
-    )
-    return sim
-
-
-def _dump_failure_state(sim, path: Path) -> None:
-    """The state at the failing step, for debugging (like OpenMM's DebuggingReporter):
-    ``torch.load(path, weights_only=True)`` gives step, positions, velocities, energies."""
-    import torch
-
-    try:
-        snap = sim.snapshot()
-    except Exception:  # the engine itself may be unusable now
-        return
-    dump = {"step": snap.step}
-    for key in ("positions", "velocities", "potential_energy"):
-        value = getattr(snap, key)
-        if value is not None:
-            dump[key] = torch.as_tensor(value)
-    torch.save(dump, path)
-
-
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
     from .._util import lock_directory
@@ -490,7 +384,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     if args.overwrite and out.is_dir():
         _clear_outputs(out)
     out.mkdir(parents=True, exist_ok=True)
-    sim = _build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
+    sim = build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
     try:
         if state is not None:
             # Verifies every output (size, CRC-32 up to the checkpoint) before truncating any.
@@ -499,7 +393,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
             if history and args.change_timestep:
                 history[-1]["step"] = sim.current_step
         else:
-            _write_topology(system, out / "topology.pdb")
+            write_topology(system, out / "topology.pdb")
         extra = {
             "engine": engine,
             "system_description": system.name,
@@ -516,7 +410,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
         + (
             f"dt {cfg.timestep_fs * 1e-3:g} (reduced time units)"
-            if _reduced(cfg)
+            if reduced_units(cfg)
             else f"{cfg.timestep_fs:g} fs"
         )
         + f" -> {out}"
@@ -565,7 +459,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         }
         try:
             (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
-            _dump_failure_state(sim, out / "failure_state.pt")
+            dump_failure_state(sim, out / "failure_state.pt")
         except OSError:
             pass
         print(f"sci-moe md run: error: {err}", file=sys.stderr)
@@ -598,6 +492,6 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     else:
         print(
             f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
-            f"{'time units/day' if _reduced(cfg) else 'ns/day'}); {_written(out, cfg, total)}"
+            f"{'time units/day' if reduced_units(cfg) else 'ns/day'}); {_written(out, cfg, total)}"
         )
     return 0
