@@ -8,7 +8,9 @@ mnemonic and the sample where the phoneme starts). The audio is resampled to the
 requested rate with a polyphase filter; event times are converted to seconds from
 espeak's native sample index, so they are exact to one native sample (45 µs).
 
-espeak-ng keeps global state; all calls go through one lock, so :func:`synthesize` is
+espeak-ng 1.52 is not bit-reproducible: the same call can return a few samples more or
+less (the phoneme sequence and its timing agree to about a millisecond). espeak-ng keeps
+global state; all calls go through one lock, so :func:`synthesize` is
 thread-safe but not parallel within a process (use processes for parallel synthesis).
 """
 

@@ -48,6 +48,18 @@ def test_rate_changes_duration_and_sample_rate_is_respected():
     assert [e.symbol for e in slow.phonemes] == [e.symbol for e in fast.phonemes]
 
 
+def test_repeated_synthesis_agrees_to_a_few_samples():
+    """espeak-ng 1.52 is not bit-reproducible (lengths vary by a few samples between calls,
+    even after re-initialising it); the phoneme sequence and timing are stable."""
+    a = synthesize(SENTENCE, voice="en-us+m3", rate=170, pitch=40)
+    synthesize("Something else in between.", voice="en-us+f2", rate=190, pitch=60)
+    b = synthesize(SENTENCE, voice="en-us+m3", rate=170, pitch=40)
+    assert abs(a.audio.size - b.audio.size) < 0.002 * a.sample_rate
+    assert [e.symbol for e in a.phonemes] == [e.symbol for e in b.phonemes]
+    np.testing.assert_allclose([e.start for e in a.phonemes], [e.start for e in b.phonemes],
+                               atol=0.002)  # fmt: skip
+
+
 def test_voices():
     voices = list_voices()
     assert "gmw/en-US" in voices and len(voices) > 50
