@@ -36,12 +36,22 @@ unimodal world start with ``unimodal/``. ``--plots PREFIX`` writes
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, write_json
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    machine_info,
+    print_table,
+    setup,
+    write_json,
+    write_json_doc,
+)
 
 from sci_moe.vision import (
     GaussianMixtureMemory,
@@ -102,8 +112,9 @@ def _std(vals) -> float:
 
 def _world_methods(world: str, quick: bool) -> list[str]:
     if world == "multimodal":
-        return list(METHODS)
-    return ["prototype", "gmm_k3"] if quick else ["prototype", "gmm_k1", "gmm_k3"]
+        # The DA+GRC ablation runs in --quick only (CPU budget of the full run).
+        return list(METHODS) if quick else [m for m in METHODS if m != "gmm_k3_da_grc"]
+    return ["prototype", "gmm_k3"]
 
 
 def _config(quick: bool, seed: int, world: str = "multimodal", **kw) -> IncrementalConfig:
@@ -359,17 +370,80 @@ def _plots(prefix: str, results: dict, quick: bool) -> list[Path]:
     return written
 
 
+def _save_raw(path: Path, results: dict, seeds: list[int], args, wall: float, load) -> None:
+    doc = {"seeds": seeds, "quick": args.quick, "wall": wall, "contention": load, "worlds": {}}
+    for world, (runs, ll, ex) in results.items():
+        doc["worlds"][world] = {
+            "runs": runs,
+            "ll": ll,
+            "examples": {k: v.tolist() for k, v in ex.items()},
+        }
+    write_json_doc(path, doc)
+
+
+def _load_raw(paths: list[Path]):
+    """Merge ``--raw-out`` parts (any split of worlds and seeds) in seed order."""
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    if len({p["quick"] for p in parts}) != 1:
+        raise SystemExit("--combine: mix of --quick and full parts; combine one kind only")
+    results, seeds_of = {}, {}
+    for world in WORLDS:
+        have = [(p["seeds"], p["worlds"][world]) for p in parts if world in p["worlds"]]
+        if not have:
+            raise SystemExit(f"--combine: no part holds the {world} world")
+        have.sort(key=lambda h: h[0][0])
+        seeds_of[world] = [s for h in have for s in h[0]]
+        runs = {k: [r for h in have for r in h[1]["runs"][k]] for k in have[0][1]["runs"]}
+        ll = {k: [v for h in have for v in h[1]["ll"][k]] for k in have[0][1]["ll"]}
+        ex = {k: torch.tensor(v) for k, v in have[0][1]["examples"].items()}
+        results[world] = (runs, ll, ex)
+    if len({tuple(v) for v in seeds_of.values()}) != 1:
+        raise SystemExit(f"--combine: the worlds have different seeds {seeds_of}")
+    info = {
+        "quick": parts[0]["quick"],
+        "wall": [p["wall"] for p in parts],
+        "contention": [p["contention"] for p in parts],
+    }
+    return results, seeds_of["multimodal"], info
+
+
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     p.add_argument("--plots", default=None, metavar="PREFIX", help="write PREFIX_*.png plots")
+    p.add_argument(
+        "--worlds", nargs="+", choices=list(WORLDS), default=list(WORLDS), help="worlds to run"
+    )
+    p.add_argument(
+        "--raw-out", type=Path, default=None, help="save the raw per-seed results of this part"
+    )
+    p.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="RAW",
+        help="do not run: merge --raw-out parts (run as separate processes) into one result",
+    )
     args = p.parse_args()
     setup(args)
-    seeds = [args.seed + i for i in range(args.seeds)]
-    load = OtherLoad()
-    t0 = time.time()
-    results = {world: _run_world(world, args, seeds) for world in WORLDS}
-    wall = time.time() - t0
+    if args.combine:
+        results, seeds, info = _load_raw(args.combine)
+        args.quick = info["quick"]
+        wall = sum(info["wall"])
+        load = info["contention"]
+    else:
+        seeds = [args.seed + i for i in range(args.seeds)]
+        probe = OtherLoad()
+        t0 = time.time()
+        results = {world: _run_world(world, args, seeds) for world in args.worlds}
+        wall = time.time() - t0
+        load = probe.report()
+        if args.raw_out:
+            _save_raw(args.raw_out, results, seeds, args, wall, load)
+        if set(results) != set(WORLDS):
+            print(f"wall time {wall:.1f} s (one part; merge the parts with --combine)")
+            return
     rows: list[Row] = []
     for world, (runs, ll, _) in results.items():
         world_rows, table = _rows(world, runs, ll, seeds)
@@ -398,7 +472,7 @@ def main() -> None:
     rows.append(
         Row("gmm_k3", "gap_multimodal_minus_unimodal", gap["multimodal"] - gap["unimodal"], "IoU")
     )
-    rows.append(Row("all", "wall_time", wall, "s"))
+    rows.append(Row("all", "wall_time", wall, "s"))  # summed over the parts of a --combine
     print(
         f"GMM K=3 minus prototype, last-step mIoU: multimodal {gap['multimodal']:+.3f}, "
         f"unimodal {gap['unimodal']:+.3f}"
@@ -408,7 +482,9 @@ def main() -> None:
         for path in _plots(args.plots, results, args.quick):
             print(f"wrote {path}")
     if args.json:
-        machine = machine_info(seed=args.seed, seeds=seeds, quick=args.quick, load=load.report())
+        machine = machine_info(seed=seeds[0], seeds=seeds, quick=args.quick, contention=load)
+        if args.combine:
+            machine["parts"] = [str(p) for p in args.combine]
         write_json(args.json, "cogamid", machine, rows)
 
 
