@@ -20,7 +20,7 @@ trainable adapter parameters:
 * ``single``: one dense adapter (bottleneck matched) trained at the lowest compression
   (rate 4) only, evaluated at every rate.
 
-Training: 30 (quick) / 120 steps, AdamW 3e-3 one-cycle, batch 8, noise augmentation
+Training: 30 steps of batch 8 (quick) / 100 of batch 6, AdamW 3e-3 one-cycle, noise augmentation
 (clean, 10 dB, 5 dB per batch). Evaluation on the test phrases: clean, and at 10, 5,
 0 dB (noise seed 0).
 Routing consistency of MoME: per layer, expert-usage histograms of the test tokens at
@@ -70,12 +70,14 @@ SNRS = (None, 10.0, 5.0, 0.0)
 METHODS = ("mome", "per_rate", "single")
 
 
-def settings(quick: bool, layers: int | None, steps: int | None = None) -> dict:
+def settings(
+    quick: bool, layers: int | None, steps: int | None = None, batch: int | None = None
+) -> dict:
     return dict(
         num_phrases=40 if quick else 150,
         layers=layers if layers is not None else (1 if quick else 2),
-        steps=steps if steps is not None else (30 if quick else 120),
-        batch_size=8,
+        steps=steps if steps is not None else (30 if quick else 100),
+        batch_size=batch if batch is not None else (8 if quick else 6),
         lr=3e-3,
         num_experts=8,
         top_k=2,
@@ -112,8 +114,8 @@ def build_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognizer:
     return SpeechRecognizer(backbone, cfg)
 
 
-def run(quick: bool, seed0: int, layers: int | None, cache: Path, steps: int | None) -> dict:
-    s = settings(quick, layers, steps)
+def run(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
+    s = settings(quick, layers, steps, batch)
     data = build_speech_set(
         SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
     )
@@ -299,12 +301,125 @@ def plot(res: dict, folder: Path, suffix: str) -> list[Path]:
     return out
 
 
+AV_RATES = {"audio": (4, 16), "video": (1, 2)}
+AV_SNRS = (None, 5.0, 0.0, -5.0)
+AV_METHODS = ("mome", "per_rate", "mome_audio_only")
+
+
+def build_av_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognizer:
+    mc = MoMEConfig(
+        d_model=384,
+        num_experts=s["num_experts"],
+        top_k=s["top_k"],
+        num_shared=s["num_shared"],
+        bottleneck=s["bottleneck"],
+    )
+    rates = {"audio": AV_RATES["audio"]} if method == "mome_audio_only" else AV_RATES
+    comp = MatryoshkaRates(rates)
+    adapter = "per_rate" if method == "per_rate" else "mome"
+    cfg = RecognizerConfig(
+        input_dims={"audio": 40, "video": 22},
+        frame_rates={"audio": 100.0, "video": 25.0},
+        compression=comp,
+        adapter=adapter,
+        mome=mc,
+        bottleneck=matched_bottleneck(mc, len(comp.combinations())),
+        upsample=s["upsample"],
+    )
+    torch.manual_seed(seed)
+    return SpeechRecognizer(backbone, cfg)
+
+
+def run_avsr(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
+    """AVSR: audio rates (4, 16) x video rates (1, 2) of the synthetic viseme stream."""
+    s = settings(quick, layers, steps, batch)
+    data = build_speech_set(
+        SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
+    )
+    runs = []
+    for seed in range(seed0, seed0 + 3):
+        for method in AV_METHODS:
+            model = build_av_model(method, s, load_minilm(s["layers"]), seed)
+            tcfg = TrainConfig(
+                steps=s["steps"],
+                batch_size=s["batch_size"],
+                lr=s["lr"],
+                snr_db=s["train_snr"],
+                video_dropout=0.3,
+                seed=seed,
+            )
+            t0 = time.perf_counter()
+            train_recognizer(model, data, tcfg, progress=True)
+            rec = {"seed": seed, "method": method, "train_s": time.perf_counter() - t0, "eval": {}}
+            rec["params"] = model.parameter_counts()
+            combos = model.config.compression.combinations()
+            for combo in combos:
+                for snr in AV_SNRS:
+                    ev = evaluate(model, data, combo, "test", snr_db=snr, video_dropout=0.3)
+                    rec["eval"][(combo_name(combo), snr_name(snr))] = (ev["cer"], ev["wer"])
+            print(f"seed {seed} {method}: " + ", ".join(
+                f"{k[0]} {k[1]} CER {v[0]:.3f}" for k, v in rec["eval"].items() if k[1] == "0dB"
+            ), flush=True)  # fmt: skip
+            runs.append(rec)
+    return {"settings": s, "n_utts": {k: len(v) for k, v in data.splits.items()}, "runs": runs}
+
+
+def combo_name(combo: dict) -> str:
+    return ",".join(f"{m}={r}" for m, r in combo.items())
+
+
+def report_avsr(res: dict, rows: list[Row]) -> None:
+    runs = res["runs"]
+    table = []
+    for a in AV_RATES["audio"]:
+        for v in AV_RATES["video"]:
+            for snr in AV_SNRS:
+                sn = snr_name(snr)
+                key_av, key_a = (f"audio={a},video={v}", sn), (f"audio={a}", sn)
+                cells = [f"{a}", f"{v}", sn]
+                for metric, which in (("cer", 0), ("wer", 1)):
+                    mome = _stat(runs, "mome", key_av, which)
+                    per = _stat(runs, "per_rate", key_av, which)
+                    aud = _stat(runs, "mome_audio_only", key_a, which)
+                    case = f"avsr/mome/{key_av[0]}/{sn}"
+                    for base_case, base in (
+                        (f"avsr/per_rate/{key_av[0]}/{sn}", per),
+                        (f"asr/mome_audio_only/{key_a[0]}/{sn}", aud),
+                    ):
+                        ratio = round(base[0] / mome[0], 3) if mome[0] > 0 else None
+                        rows.append(Row(case, metric, round(mome[0], 4), "fraction", base_case,
+                                        ratio))  # fmt: skip
+                    rows.append(Row(case, f"{metric}_std", round(mome[1], 4), "fraction"))
+                    rows.append(Row(f"avsr/per_rate/{key_av[0]}/{sn}", metric, round(per[0], 4),
+                                    "fraction"))  # fmt: skip
+                    rows.append(Row(f"avsr/per_rate/{key_av[0]}/{sn}", f"{metric}_std",
+                                    round(per[1], 4), "fraction"))  # fmt: skip
+                    if v == AV_RATES["video"][0]:
+                        rows.append(Row(f"asr/mome_audio_only/{key_a[0]}/{sn}", metric,
+                                        round(aud[0], 4), "fraction"))  # fmt: skip
+                        rows.append(Row(f"asr/mome_audio_only/{key_a[0]}/{sn}", f"{metric}_std",
+                                        round(aud[1], 4), "fraction"))  # fmt: skip
+                    if which == 0:
+                        cells += [f"{mome[0]:.3f}", f"{per[0]:.3f}", f"{aud[0]:.3f}"]
+                table.append(cells)
+    for m in AV_METHODS:
+        p = next(r["params"] for r in runs if r["method"] == m)
+        for k in ("trainable", "adapter", "adapter_active"):
+            rows.append(Row(f"params/avsr/{m}", k, p[k], "parameters"))
+    print_table(["audio", "video", "SNR", "CER MoME AV", "CER per-rate AV", "CER MoME A-only"],
+                table, "AVSR character error rate (synthetic viseme stream)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0])
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument("--layers", type=int, default=None, help="MiniLM layers (1 quick, 2 full)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 120)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 100)")
+    parser.add_argument("--batch", type=int, default=None, help="batch size (8 quick, 6)")
     parser.add_argument("--raw", type=Path, default=None, help="also dump the raw runs (JSON)")
+    parser.add_argument(
+        "--avsr", action="store_true", help="run the audio-visual part instead (synthetic visemes)"
+    )
     parser.add_argument(
         "--cache",
         type=Path,
@@ -313,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     setup(args)
-    s = settings(args.quick, args.layers, args.steps)
+    s = settings(args.quick, args.layers, args.steps, args.batch)
     machine = machine_info(
         seed=args.seed,
         quick=args.quick,
@@ -326,14 +441,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     other = OtherLoad()
     t0 = time.perf_counter()
-    res = run(args.quick, args.seed, args.layers, args.cache, args.steps)
+    runner = run_avsr if args.avsr else run
+    res = runner(args.quick, args.seed, args.layers, args.cache, args.steps, args.batch)
     if args.raw is not None:
         raw = {**res, "runs": [_jsonable(r) for r in res["runs"]]}
         write_json_doc(args.raw, raw)
     machine["n_utterances"] = res["n_utts"]
+    machine["part"] = "avsr" if args.avsr else "asr"
     rows: list[Row] = []
-    report(res, rows)
-    if args.plots is not None:
+    (report_avsr if args.avsr else report)(res, rows)
+    if args.plots is not None and not args.avsr:
         for p in plot(res, args.plots, "_quick" if args.quick else ""):
             print(f"plot in {p}")
     load = other.report()
