@@ -70,7 +70,7 @@ def plan(quick: bool) -> dict:
         seeds=3,
         E=4,
         eval_every=10,
-        hyb_steps=80,
+        hyb_steps=40,
         scan=(8, 128, 64),
     )
 
@@ -138,11 +138,12 @@ class RunStore:
     lookups read it back; with ``shard=(i, n)`` only the runs whose position in the
     fixed job order is ``i`` mod ``n`` are computed (the others return ``None``), so
     ``n`` processes can train in parallel and a final process without ``--shard``
-    aggregates from the cache.
+    aggregates from the cache; ``jobs`` (a regular expression) likewise computes only
+    the runs whose key (``"lm RoM shared seed 0"``, ``"hybrid ... seed 0"``) matches.
     """
 
-    def __init__(self, cache=None, shard=None):
-        self.cache, self.shard, self.position = cache, shard, 0
+    def __init__(self, cache=None, shard=None, jobs=None):
+        self.cache, self.shard, self.jobs, self.position = cache, shard, jobs, 0
 
     def get(self, key, compute):
         import json
@@ -157,6 +158,8 @@ class RunStore:
             if path.is_file():
                 return json.loads(path.read_text())
         if self.shard is not None and position % self.shard[1] != self.shard[0]:
+            return None
+        if self.jobs is not None and not re.search(self.jobs, key):
             return None
         result = compute()
         if path is not None:
@@ -444,6 +447,12 @@ def main() -> None:
         help="train only shard I of N of the runs into --cache, then stop (run N of "
         "these in parallel, then once without --shard to aggregate)",
     )
+    parser.add_argument(
+        "--jobs",
+        default=None,
+        metavar="REGEX",
+        help="like --shard: train only the runs whose key matches REGEX into --cache",
+    )
     args = parser.parse_args()
     global STORE
     shard = None
@@ -452,7 +461,11 @@ def main() -> None:
         if args.cache is None or not 0 <= i < n:
             parser.error("--shard I/N needs --cache and 0 <= I < N")
         shard = (i, n)
-    STORE = RunStore(args.cache, shard)
+    if args.jobs is not None:
+        if args.cache is None:
+            parser.error("--jobs needs --cache")
+        shard = shard or (0, 1)
+    STORE = RunStore(args.cache, shard, args.jobs)
     if args.threads is None:
         args.threads = 1
     setup(args)
@@ -466,7 +479,7 @@ def main() -> None:
     exp_lm(p, seeds, corpus, rows, t_lm, curves, t_ctx)
     exp_hybrid(p, seeds, corpus, rows, t_hyb, hyb_curves)
     if shard is not None:
-        print(f"shard {args.shard} done, wall time {other.report()['wall_s']} s")
+        print(f"shard {args.shard} {args.jobs} done, wall time {other.report()['wall_s']} s")
         return
     tokens = p["steps"] * p["batch"] * p["seq"]
     print_table(
