@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .tempering import check_weight_adaptation
+from .weights import check_weight_adaptation
 
 __all__ = ["OpenMMTemperingConfig", "config_dict"]
 

@@ -78,7 +78,7 @@ from .level_moves import (
 from .openmm_checkpoint import capture_state, restore_state, write_checkpoint
 from .openmm_config import OpenMMTemperingConfig, config_dict
 from .openmm_result import OpenMMTemperingResult
-from .tempering import OnlineWeights, park_pande_weights
+from .weights import OnlineWeights, park_pande_weights
 
 __all__ = ["OpenMMSimulatedTempering"]
 
