@@ -120,6 +120,7 @@ def plot(path_dir, rows):
                 vals.append(val[(f"{v} N={n} {split} {name}", "gap_vs_pyvrp_mean")])
             ax.bar([i + (k - 2.5) * w for i in range(len(EVAL))], vals, w, label=name)
         ax.set_xticks(range(len(EVAL)), [v + ("*" if v in EVAL_HELD else "") for v in EVAL])
+        ax.tick_params(axis="x", rotation=30)
         ax.set_ylabel("gap to PyVRP 0.14 ILS (%)")
         ax.set_title(f"N = {n} (* held-out variant)")
     axes[0].legend(fontsize=7)
