@@ -64,12 +64,19 @@ from .mixtures import (
 from .routed import RoutedLayer, RoutedPath, routed_paths
 from .router import Router, RouterConfig
 from .routing import DispatchPlan, Routing, concat_routings, make_plan
+from .slot_routing import SlotExpandedRouter, slot_expanded_top_m, slot_to_expert
 from .specialization import (
     orthogonality_loss,
     routing_diagnostics,
     selected_outputs,
     selection_scores,
     variance_loss,
+)
+from .task_affine import (
+    TaskAffineTable,
+    bank_macs_per_token,
+    task_affine_forward,
+    task_affine_macs,
 )
 from .transcoders import SkipTranscoder, Transcoder
 from .tree import TreeExpertChoice, TreeLevel, tree_capacities
@@ -103,10 +110,13 @@ __all__ = [
     "Routing",
     "SharedExperts",
     "SkipTranscoder",
+    "SlotExpandedRouter",
+    "TaskAffineTable",
     "Transcoder",
     "TreeExpertChoice",
     "TreeLevel",
     "auxiliary_losses",
+    "bank_macs_per_token",
     "check_layer_input",
     "competence_routing",
     "concat_routings",
@@ -145,7 +155,11 @@ __all__ = [
     "selected_outputs",
     "selection_scores",
     "slice_experts",
+    "slot_expanded_top_m",
+    "slot_to_expert",
     "stacked_names",
+    "task_affine_forward",
+    "task_affine_macs",
     "to_transformers",
     "tree_capacities",
     "tree_level_diagnostics",

@@ -21,6 +21,7 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu_pytorch_tanh": _gelu_tanh,
     "gelu_tanh": _gelu_tanh,
     "relu": F.relu,
+    "leaky_relu": F.leaky_relu,  # negative slope 0.01
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
     "identity": lambda x: x,

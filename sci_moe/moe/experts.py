@@ -100,7 +100,7 @@ class LinearExperts(ExpertBank):
 
 
 class MLPExperts(ExpertBank):
-    """Two-layer MLP experts ``y = W2_e act(W1_e x + b1_e) + b2_e``.
+    """Two-layer MLP experts ``y = sigma(W2_e act(W1_e x + b1_e) + b2_e)``.
 
     Parameters
     ----------
@@ -110,6 +110,10 @@ class MLPExperts(ExpertBank):
     bias : bool
     d_out : int, optional
         Output size (default ``d_model``).
+    output_activation : str, optional
+        ``sigma``, applied to every expert's output *before* the routing weights mix
+        them (``sum_j w_j sigma(.)``: e.g. sigmoid masks, the phoneme MoE of the
+        Omni-Expert paper, Saha et al. 2025). ``None`` (default): no output activation.
     """
 
     def __init__(
@@ -120,12 +124,16 @@ class MLPExperts(ExpertBank):
         activation: str = "gelu",
         bias: bool = False,
         d_out: int | None = None,
+        *,
+        output_activation: str | None = None,
     ) -> None:
         super().__init__()
         self.num_experts, self.d_in, self.d_hidden = num_experts, d_model, d_hidden
         self.d_out = d_model if d_out is None else d_out
         self.activation = activation
         self._act = get_activation(activation)
+        self.output_activation = output_activation
+        self._out_act = None if output_activation is None else get_activation(output_activation)
         self.up = nn.Parameter(torch.empty(num_experts, d_hidden, d_model))
         self.down = nn.Parameter(torch.empty(num_experts, self.d_out, d_hidden))
         _init_stacked(self.up, d_model)
@@ -135,13 +143,15 @@ class MLPExperts(ExpertBank):
 
     def forward_sorted(self, x, plan):
         h = self._act(self._linear(x, self.up, plan, self.up_bias))
-        return self._linear(h, self.down, plan, self.down_bias)
+        y = self._linear(h, self.down, plan, self.down_bias)
+        return y if self._out_act is None else self._out_act(y)
 
     def forward_expert(self, e, x):
         F = nn.functional
         ub = None if self.up_bias is None else self.up_bias[e]
         db = None if self.down_bias is None else self.down_bias[e]
-        return F.linear(self._act(F.linear(x, self.up[e], ub)), self.down[e], db)
+        y = F.linear(self._act(F.linear(x, self.up[e], ub)), self.down[e], db)
+        return y if self._out_act is None else self._out_act(y)
 
 
 class GLUExperts(ExpertBank):
