@@ -13,6 +13,8 @@ rounds and local epochs afterwards, Adam 3e-3, batch 16, in the in-process simul
 
 * ``fedlease``: clustering of the warm-up B matrices (average linkage, M by silhouette,
   M_max = 8), cluster-mean expert init, slot-expanded top-M router, per-cluster FedAvg;
+* ``fedlease_oracle``: the same with the true tasks as clusters (an ablation that
+  separates the clustering from the experts and router);
 * ``fedit``: one LoRA + head for everyone (FedAvg);
 * ``local``: every client alone;
 * ``ifca``: K = number of true tasks (an oracle K), models initialised from K random
@@ -47,7 +49,7 @@ from sci_moe.federated import (
 )
 
 BENCHMARK = "fedlease"
-METHODS = ("fedlease", "fedit", "local", "ifca")
+METHODS = ("fedlease", "fedlease_oracle", "fedit", "local", "ifca")
 
 
 def run_seed(seed, cfg, cache):
@@ -71,6 +73,8 @@ def run_seed(seed, cfg, cache):
         t0 = time.perf_counter()
         if name == "fedlease":
             strat = FedLEASE(fs.spec, n, plan, max_clusters=8)
+        elif name == "fedlease_oracle":
+            strat = FedLEASE(fs.spec, n, plan, max_clusters=8, fixed_labels=fs.tasks.tolist())
         elif name == "ifca":
             strat = IFCA(fs.spec, n, plan, num_clusters=len(TASKS))
         else:
@@ -84,6 +88,8 @@ def run_seed(seed, cfg, cache):
             "bytes_up": [h["bytes_up"] for h in server.history],
             "seconds": time.perf_counter() - t0,
         }
+        if name.startswith("fedlease"):
+            res["experts_used"] = [metrics[c]["experts_used"] for c in range(n)]
         if name == "fedlease":
             res["labels"] = list(strat.labels)
             res["M"] = strat.num_experts
@@ -114,13 +120,14 @@ def plots(results, folder):
     acc = {m: np.mean([r[m]["accuracy"] for r in results], axis=0) for m in METHODS}
     fig, ax = plt.subplots(figsize=(8, 3.2))
     x = np.arange(len(tasks))
+    w = 0.8 / len(METHODS)
     for k, m in enumerate(METHODS):
-        ax.bar(x + (k - 1.5) * 0.2, acc[m], width=0.2, label=m)
+        ax.bar(x + (k - (len(METHODS) - 1) / 2) * w, acc[m], width=w, label=m)
     ax.set_xticks(x, [f"{i}\n{TASKS[t][:4]}" for i, t in enumerate(tasks)], fontsize=7)
     ax.set_ylim(0.3, 1.0)
     ax.set_ylabel("test accuracy (mean over seeds)")
     ax.set_xlabel("client (true task)")
-    ax.legend(ncol=4, fontsize=8)
+    ax.legend(ncol=5, fontsize=7)
     fig.tight_layout()
     fig.savefig(folder / "fedlease_accuracy.png", dpi=120)
     plt.close(fig)
@@ -153,24 +160,32 @@ def main(argv=None):
         cfg = dict(clients_per_task=3, per_class=80, alpha=1.0, rounds=8, warmup_epochs=2)
     seeds = [args.seed + s for s in range(3)]
     load = OtherLoad()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results = [run_seed(s, cfg, args.cache) for s in seeds]
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     n_tasks = len(TASKS)
     rows = []
     accs = {m: [float(np.mean(r[m]["accuracy"])) for r in results] for m in METHODS}
     mean = {m: float(np.mean(v)) for m, v in accs.items()}
     for m in METHODS:
         rows.append(Row(m, "mean client accuracy", mean[m], "fraction"))
-    for b in ("fedit", "local", "ifca"):
+    for m, b in (
+        ("fedlease", "fedit"),
+        ("fedlease", "local"),
+        ("fedlease", "ifca"),
+        ("fedlease_oracle", "fedit"),
+        ("fedlease_oracle", "local"),
+        ("fedlease_oracle", "ifca"),
+        ("fedlease_oracle", "fedlease"),
+    ):
         rows.append(
             Row(
-                "fedlease",
+                m,
                 f"mean client accuracy vs {b}",
-                mean["fedlease"],
+                mean[m],
                 "fraction",
                 vs=b,
-                ratio=mean["fedlease"] / mean[b],
+                ratio=mean[m] / mean[b],
             )
         )
     for s, r in zip(seeds, results, strict=True):
@@ -194,11 +209,9 @@ def main(argv=None):
         Row("fedlease", "mean ARI", float(np.mean([r["fedlease"]["ari"] for r in results])), "ARI")
     )
     rows.append(Row("ifca", "mean ARI", float(np.mean([r["ifca"]["ari"] for r in results])), "ARI"))
-    for proj in ("query", "value"):
-        used = [np.mean([u[proj] for u in r["fedlease"]["experts_used"]]) for r in results]
-        rows.append(
-            Row("fedlease", f"experts used per token ({proj})", float(np.mean(used)), "experts")
-        )
+    for m, proj in [(m, p) for m in ("fedlease", "fedlease_oracle") for p in ("query", "value")]:
+        used = [np.mean([u[proj] for u in r[m]["experts_used"]]) for r in results]
+        rows.append(Row(m, f"experts used per token ({proj})", float(np.mean(used)), "experts"))
     for m in METHODS:
         down = float(np.mean([np.mean(r[m]["bytes_down"][1:]) for r in results]))
         up = float(np.mean([np.mean(r[m]["bytes_up"][1:]) for r in results]))
@@ -211,6 +224,7 @@ def main(argv=None):
         [m, mean[m], *(accs[m]), r_ari]
         for m, r_ari in (
             ("fedlease", np.mean([r["fedlease"]["ari"] for r in results])),
+            ("fedlease_oracle", 1.0),
             ("fedit", None),
             ("local", None),
             ("ifca", np.mean([r["ifca"]["ari"] for r in results])),
@@ -230,6 +244,7 @@ def main(argv=None):
         quick=args.quick,
         config=cfg,
         wall_s=wall,
+        cpu_s=cpu,
         other_load=load.report(),
         per_client={m: [r[m]["accuracy"] for r in results] for m in METHODS},
         fedlease_labels=[r["fedlease"]["labels"] for r in results],

@@ -63,8 +63,11 @@ class TrainConfig:
     Parameters
     ----------
     lr : float
-        Adam learning rate.
+        Learning rate.
     batch_size : int
+    optimizer : {"adam", "sgd"}
+        Adam, or plain SGD with momentum 0.9 (then the warm-up ``B`` is proportional to
+        the accumulated gradient instead of Adam's sign-like normalised steps).
     seed : int
         Base seed; the minibatch order of client ``i`` in round ``t`` is seeded from
         ``(seed, i, t)``, so a run is reproducible whichever engine runs the client.
@@ -73,12 +76,15 @@ class TrainConfig:
     lr: float = 3e-3
     batch_size: int = 16
     seed: int = 0
+    optimizer: str = "adam"
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
             raise ValueError(f"batch_size must be an int, got {self.batch_size!r}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
@@ -176,7 +182,10 @@ class Client:
             own = int(msg["own"])
         train_router = bool(msg.get("train_router", False))
         params = model.trainable_parameters(own, train_router)
-        opt = torch.optim.Adam(params, lr=self.train.lr)
+        if self.train.optimizer == "adam":
+            opt = torch.optim.Adam(params, lr=self.train.lr)
+        else:
+            opt = torch.optim.SGD(params, lr=self.train.lr, momentum=0.9)
         inputs = self._inputs(model, "train")
         y = self.data.y_train
         g = torch.Generator().manual_seed(

@@ -110,9 +110,9 @@ def _client_main(rank: int, world: int, port: int, client: Client, threads: int,
 class ProcessEngine:
     """Clients as separate processes, messages over loopback with ``torch.distributed`` (gloo).
 
-    Use as a context manager: entering spawns one process per client (``spawn`` start
-    method; each process gets a pickled copy of its :class:`Client`) and joins the process
-    group as rank 0; leaving sends every client the stop message and joins them.
+    Use as a context manager: entering starts one process per client (each gets a pickled
+    copy of its :class:`Client`) and joins the process group as rank 0; leaving sends
+    every client the stop message and joins them.
 
     Parameters
     ----------
@@ -122,20 +122,37 @@ class ProcessEngine:
         :class:`Simulator` run with one thread).
     timeout_s : float
         Process-group timeout (a client that never answers fails the round after it).
+    start_method : {"forkserver", "spawn"}
+        ``"forkserver"`` (default on Linux) imports torch and :mod:`sci_moe.federated` once
+        in a server process and forks the clients from it (fast start); ``"spawn"``
+        starts each client from a fresh interpreter (portable).
 
     Examples
     --------
     ``with ProcessEngine(clients) as engine: server.run(engine)``
     """
 
-    def __init__(self, clients: Sequence[Client], threads: int = 1, timeout_s: float = 300.0):
+    def __init__(
+        self,
+        clients: Sequence[Client],
+        threads: int = 1,
+        timeout_s: float = 300.0,
+        start_method: str | None = None,
+    ):
         self.clients = list(clients)
         for i, c in enumerate(self.clients):
             if c.client_id != i:
                 raise ValueError(f"clients[{i}] has client_id {c.client_id}; order them by id")
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        self.threads, self.timeout_s = threads, timeout_s
+        import multiprocessing
+
+        if start_method is None:
+            available = multiprocessing.get_all_start_methods()
+            start_method = "forkserver" if "forkserver" in available else "spawn"
+        if start_method not in ("forkserver", "spawn"):
+            raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {start_method!r}")
+        self.threads, self.timeout_s, self.start_method = threads, timeout_s, start_method
         self._procs: list = []
         self._open = False
 
@@ -147,7 +164,9 @@ class ProcessEngine:
             raise ValueError("a torch.distributed process group is already active here")
         port = _free_port()
         world = len(self.clients) + 1
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context(self.start_method)
+        if self.start_method == "forkserver":
+            ctx.set_forkserver_preload(["torch", "sci_moe.federated"])
         env_threads = os.environ.get("OMP_NUM_THREADS")
         os.environ["OMP_NUM_THREADS"] = str(self.threads)
         try:

@@ -201,12 +201,33 @@ class FedLEASE(_Clustered):
         ``M_max`` of the silhouette search.
     linkage : str
         Agglomerative linkage on the precomputed distances.
+    fixed_labels : sequence of int, optional
+        Use these clusters instead of the ``B``-matrix clustering (an oracle ablation:
+        e.g. the true tasks); experts are still initialised from the cluster means.
     """
 
     name = "fedlease"
 
-    def __init__(self, spec, num_clients, plan, max_clusters: int = 8, linkage: str = "average"):
+    def __init__(
+        self,
+        spec,
+        num_clients,
+        plan,
+        max_clusters: int = 8,
+        linkage: str = "average",
+        fixed_labels=None,
+    ):
         super().__init__(spec, num_clients, plan)
+        if fixed_labels is not None:
+            fixed_labels = [int(v) for v in fixed_labels]
+            if len(fixed_labels) != num_clients or sorted(set(fixed_labels)) != list(
+                range(max(fixed_labels) + 1)
+            ):
+                raise ValueError(
+                    "fixed_labels must give one cluster per client, numbered 0..M-1 "
+                    f"without gaps; got {fixed_labels}"
+                )
+        self.fixed_labels = fixed_labels
         if isinstance(max_clusters, bool) or not isinstance(max_clusters, int):
             raise ValueError(f"max_clusters must be an int, got {max_clusters!r}")
         if max_clusters < 2:
@@ -265,16 +286,22 @@ class FedLEASE(_Clustered):
             )
         names = [k for k in self.init_expert if k.endswith(".lora_b")]
         bs = [{k: self.local[i][k] for k in names} for i in warm]
-        res = cluster_clients(b_matrix_distances(bs), self.max_clusters, self.linkage)
         labels = np.full(self.num_clients, -1)
-        labels[warm] = res.labels
-        sizes = np.bincount(res.labels, minlength=res.num_clusters)
+        if self.fixed_labels is None:
+            res = cluster_clients(b_matrix_distances(bs), self.max_clusters, self.linkage)
+            labels[warm] = res.labels
+            self.silhouette = res.silhouette
+            M = res.num_clusters
+        else:
+            labels[warm] = np.asarray(self.fixed_labels)[warm]
+            M = max(self.fixed_labels) + 1
+            if len(set(labels[warm].tolist())) < M:
+                raise ValueError("a fixed cluster has no client that finished the warm-up")
+        sizes = np.bincount(labels[warm], minlength=M)
         for i in np.flatnonzero(labels < 0):
             labels[i] = int(sizes.argmax())
             log.warning("client %d missed the warm-up; assigned to the largest cluster", i)
         self.labels = [int(v) for v in labels]
-        self.silhouette = res.silhouette
-        M = res.num_clusters
         self.experts = []
         for c in range(M):
             members = [i for i in warm if labels[i] == c]

@@ -16,6 +16,7 @@ from sci_moe.federated import (
     RoundPlan,
     Server,
     Simulator,
+    TrainConfig,
 )
 from tests.federated._tiny import tiny_clients
 
@@ -126,6 +127,28 @@ def test_process_engine_matches_simulator():
     assert _states_equal(sim.strategy.state_dict(), mp.strategy.state_dict())
     assert [e["bytes_up"] for e in sim.history] == [e["bytes_up"] for e in mp.history]
     assert _states_equal(sim_metrics, mp_metrics)
+
+
+def test_fixed_labels_and_sgd(setup):
+    spec, clients = setup
+    strat = FedLEASE(spec, 6, RoundPlan(rounds=1, warmup_epochs=1), fixed_labels=[0, 1] * 3)
+    Server(strat).run(Simulator(clients), until=1)
+    assert strat.labels == [0, 1] * 3 and strat.num_experts == 2
+    # expert c starts as the plain mean of its members' warm-up states (Eq. 3)
+    mean0 = (
+        strat.local[0]["query.lora_b"]
+        + strat.local[2]["query.lora_b"]
+        + strat.local[4]["query.lora_b"]
+    ) / 3
+    torch.testing.assert_close(strat.experts[0]["query.lora_b"], mean0)
+    with pytest.raises(ValueError, match="fixed_labels"):
+        FedLEASE(spec, 6, PLAN, fixed_labels=[0, 2, 0, 2, 0, 2])
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(optimizer="lbfgs")
+    c = clients[0]
+    sgd = type(c)(0, c.data, spec, TrainConfig(lr=0.1, optimizer="sgd"))
+    reply = sgd.handle(FedIT(spec, 6, PLAN).messages(0)[0])
+    assert reply["kind"] == "update" and reply["loss"] > 0
 
 
 def test_bad_configs():
