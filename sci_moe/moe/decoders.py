@@ -102,9 +102,13 @@ def _check_top_k(top_k, num_units: int, what: str) -> int:
 
 
 def _sparse_top_k(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``TopK_k(ReLU(pre))`` over the last axis: values (decreasing) and indices."""
-    top = F.relu(pre).topk(k, dim=-1)
-    return top.values, top.indices
+    """``TopK_k(ReLU(pre))`` over the last axis: values (decreasing) and indices.
+
+    ReLU is monotone, so this is ``ReLU`` of the top-``k`` of ``pre`` (no ``(T, N)``
+    ReLU is formed); among units whose value is 0 the choice is arbitrary either way.
+    """
+    top = pre.topk(k, dim=-1)
+    return F.relu(top.values), top.indices
 
 
 def _sparse_decode(values: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor):
