@@ -5,10 +5,10 @@ Class Incremental Semantic Segmentation") stores, for every old class, a Gaussia
 of penultimate pixel features and replays pseudo-features sampled from it when new classes
 arrive. This package holds the per-class memories, a procedural multimodal scene
 generator with exact masks, the background-shift protocol, a small UNet and the
-incremental training loop with fine-tuning and single-prototype baselines.
+incremental training loop with fine-tuning and single-prototype baselines. The EM fit of
+the mixtures is the core's :func:`sci_moe.moe.fit_gaussian_mixture`.
 """
 
-from ._core_pending import GaussianMixtureFit, fit_gaussian_mixture, gaussian_component_log_prob
 from .folders import load_segmentation_folder
 from .incremental import IncrementalConfig, grc_loss, run_incremental, step_features
 from .memory import GaussianMixtureMemory, PrototypeMemory
@@ -17,7 +17,6 @@ from .synthetic import SceneConfig, SceneGenerator
 from .unet import SmallUNet
 
 __all__ = [
-    "GaussianMixtureFit",
     "GaussianMixtureMemory",
     "IncrementalConfig",
     "PrototypeMemory",
@@ -25,8 +24,6 @@ __all__ = [
     "SceneGenerator",
     "SmallUNet",
     "background_shift_labels",
-    "fit_gaussian_mixture",
-    "gaussian_component_log_prob",
     "grc_loss",
     "incremental_tasks",
     "load_segmentation_folder",

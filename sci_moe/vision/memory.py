@@ -7,7 +7,7 @@ of penultimate pixel features
 
     p(f \\mid c) = \\sum_{k=1}^{K} \\pi_{ck}\\, N(f; \\mu_{ck}, \\Sigma_{ck})
 
-fitted by EM (:func:`sci_moe.vision._core_pending.fit_gaussian_mixture`); the density and
+fitted by EM (:func:`sci_moe.moe.fit_gaussian_mixture`); the density and
 sampler are :class:`sci_moe.sampling.md.GaussianMixture`. The single-prototype baseline
 keeps only the class mean (STAR replays the prototype itself).
 """
@@ -17,9 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from sci_moe.moe import fit_gaussian_mixture
 from sci_moe.sampling.md import GaussianMixture
-
-from ._core_pending import fit_gaussian_mixture
 
 __all__ = ["GaussianMixtureMemory", "PrototypeMemory"]
 
