@@ -145,6 +145,11 @@ class _Decomposition(nn.Module):
             num_units,
         )
 
+    @property
+    def num_units(self) -> int:
+        """Units of the sparse code: experts ``N`` (MxD) or latents (transcoders)."""
+        return self.num_experts if hasattr(self, "num_experts") else self.d_latent
+
     def num_parameters(self) -> int:
         """Number of trainable scalars (what :func:`decomposition_parameters` counts)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

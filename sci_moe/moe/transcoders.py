@@ -125,6 +125,17 @@ class Transcoder(_Decomposition):
         """Project every row of :attr:`W_dec` to unit norm (zero rows stay zero)."""
         self.W_dec.copy_(_unit_rows(self.W_dec))
 
+    @torch.no_grad()
+    def remove_parallel_grad_(self) -> None:
+        """Remove from ``W_dec.grad`` its component along each (unit) row of :attr:`W_dec`.
+
+        ``g_l <- g_l - (g_l . w_l) w_l`` (call before the optimiser step, then
+        :meth:`renormalize_` after it), as for :class:`~sci_moe.moe.MixtureOfDecoders`.
+        """
+        if self.W_dec.grad is not None:
+            parallel = (self.W_dec.grad * self.W_dec).sum(-1, keepdim=True)
+            self.W_dec.grad -= parallel * self.W_dec
+
 
 class SkipTranscoder(Transcoder):
     """Skip-transcoder: a :class:`Transcoder` plus a linear skip connection.

@@ -149,6 +149,13 @@ def test_unit_norm_projection_helpers():
     layer.remove_parallel_grad_()
     parallel = (layer.C.grad * layer.C).sum(-1)
     torch.testing.assert_close(parallel, torch.zeros(17), atol=1e-5, rtol=0)
+    tc = _randomise(Transcoder(6, 5, d_latent=11, top_k=3, normalize_decoder=True))
+    tc.renormalize_()
+    tc(torch.randn(5, 6)).y.sum().backward()
+    tc.remove_parallel_grad_()
+    parallel = (tc.W_dec.grad * tc.W_dec).sum(-1)
+    torch.testing.assert_close(parallel, torch.zeros(11), atol=1e-5, rtol=0)
+    assert (layer.num_units, tc.num_units) == (17, 11)
 
 
 @pytest.mark.parametrize("d_in,d_out", [(6, 5), (16, 16)])
