@@ -64,13 +64,13 @@ from sci_moe.moe import match_decomposition_sizes
 METHODS = ("mxd", "transcoder", "skip_transcoder")
 
 FULL = dict(
-    layer=5, context_len=64, train_windows=256, val_windows=16, ce_windows=8,
+    layer=2, context_len=64, train_windows=128, val_windows=16, ce_windows=8,
     ks=(16, 32, 64, 128), seeds=(0, 1), latent_multiplier=2, d_hidden=576,
-    steps=100, batch_size=256, lr=5e-3, probe_units=8, probe_tokens=8192,
+    steps=60, batch_size=128, lr=5e-3, probe_units=8, probe_tokens=4096,
     paper_scale_throughput=True,
 )  # fmt: skip
 QUICK = dict(
-    layer=5, context_len=32, train_windows=32, val_windows=8, ce_windows=4,
+    layer=2, context_len=32, train_windows=32, val_windows=8, ce_windows=4,
     ks=(16, 64), seeds=(0, 1), latent_multiplier=2, d_hidden=576,
     steps=30, batch_size=128, lr=5e-3, probe_units=8, probe_tokens=2048,
     paper_scale_throughput=False,
@@ -108,7 +108,7 @@ def _probe_code(module, tr, va, n, n_tokens):
     return sparse_probe(code_columns(v, i, top), labels, code_columns(vv, vi, top), va["source"])
 
 
-def _throughput(site, sizes, k, T=1024):
+def _throughput(site, sizes, k, T=512):
     """fwd+bwd tokens/s of the MxD layer and of the dense MLP (own trainable copy)."""
     import copy
 
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     )
     if cfg["paper_scale_throughput"]:
         big = match_decomposition_sizes(d, d, latent_multiplier=32, d_hidden=1536)
-        tb = _throughput(site, big, k=32, T=256)
+        tb = _throughput(site, big, k=32, T=64)
         rows.append(
             Row(
                 f"mxd_N{big.num_experts}",

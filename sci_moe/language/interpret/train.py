@@ -37,6 +37,7 @@ __all__ = [
     "DecompositionTrainConfig",
     "TrainResult",
     "evaluate_decomposition",
+    "output_bias",
     "resample_dead_units",
     "train_decomposition",
     "unit_parameters",
@@ -65,6 +66,11 @@ class DecompositionTrainConfig:
         Write the checkpoint every this many steps (0: only at the end).
     log_every : int
         Record the training loss every this many steps.
+    init_output_bias : bool
+        Before the first step, set the layer's output bias (``bias`` of MxD, ``b_dec`` of
+        the transcoders) to the mean MLP output over the training tokens (SAE practice;
+        with few steps a zero bias otherwise dominates the error). Applied to every layer
+        alike; not repeated on resume.
     show_progress : bool
     """
 
@@ -76,6 +82,7 @@ class DecompositionTrainConfig:
     resample_every: int = 0
     checkpoint_every: int = 0
     log_every: int = 50
+    init_output_bias: bool = True
     show_progress: bool = True
 
     def __post_init__(self) -> None:
@@ -137,6 +144,15 @@ def _unit_norm(module: nn.Module) -> bool:
     return bool(
         getattr(module, "normalize_experts", False) or getattr(module, "normalize_decoder", False)
     )
+
+
+def output_bias(module: nn.Module) -> nn.Parameter:
+    """The output bias of a decomposition (``bias`` of MxD, ``b_dec`` of transcoders)."""
+    b = getattr(module, "b_dec", None)
+    b = getattr(module, "bias", None) if b is None else b
+    if not isinstance(b, nn.Parameter):
+        raise ValueError(f"{type(module).__name__} has no output bias (b_dec or bias)")
+    return b
 
 
 def unit_parameters(module: nn.Module) -> tuple[tuple[nn.Parameter, int], ...]:
@@ -298,6 +314,9 @@ def train_decomposition(
         history = [tuple(h) for h in state["history"]]
         resampled = int(state["resampled"])
         running, n_running = float(state["running"][0]), int(state["running"][1])
+    elif cfg.init_output_bias:
+        with torch.no_grad():
+            output_bias(module).copy_(y.mean(0))
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at)
     unit_norm = _unit_norm(module)
     module.train()

@@ -111,6 +111,16 @@ def test_dead_fraction_counts_units_that_never_fire():
     assert evaluate_decomposition(layer, x, y)["dead_fraction"] >= 13 / 52
 
 
+def test_output_bias_starts_at_the_mean_target():
+    x, y = _teacher_data()
+    y = y + 3.0
+    for kind, layer in _layers().items():
+        cfg = DecompositionTrainConfig(steps=1, batch_size=8, lr=1e-9, show_progress=False)
+        train_decomposition(layer, x, y, cfg)
+        name = "bias" if kind == "mxd" else "b_dec"
+        torch.testing.assert_close(getattr(layer, name).detach(), y.mean(0), atol=1e-6, rtol=0)
+
+
 def test_bad_training_input():
     x, y = _teacher_data()
     with pytest.raises(ValueError, match="steps"):
