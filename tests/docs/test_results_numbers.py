@@ -152,6 +152,16 @@ _MB_TABLE = (
 
 #: page -> {quoted string: why it is not (directly) a JSON figure}.
 NOT_FROM_JSON: dict[str, dict[str, str]] = {
+    "fedlease.rst": {
+        "2509.15087": "arXiv id",
+        "3.2": "section number of the paper",
+        "87.76": "the paper's GLUE average (FedLEASE)",
+        "82.23": "the paper's GLUE average (FedIT)",
+        "84.60": "the paper's GLUE average (FedSA)",
+        "5.53": "the paper's headline gain (87.76 - 82.23)",
+        "3.16": "arithmetic on the paper's numbers (87.76 - 84.60)",
+        "2.3": "ratio of two JSON rows (fedlease / fedit bytes down per round)",
+    },
     "energy_diffusion.rst": {
         "2506.17139": "arXiv id",
         "1.98": "per-model PMF before/after FP from the run log, not a JSON row (not verified)",
