@@ -3,7 +3,8 @@
 FedLEASE (Wang, Bian, Zhang and Xu, "Adaptive LoRA Experts Allocation and Selection for
 Federated Fine-Tuning", NeurIPS 2025, arXiv:2509.15087) clusters clients by their LoRA
 ``B`` matrices after a warm-up, gives each cluster one LoRA expert, and lets each client
-mix its own expert with the others through a slot-expanded adaptive top-``M`` router.
+mix its own expert with the others through a slot-expanded adaptive top-``M`` router
+(:class:`sci_moe.moe.SlotExpandedRouter`, in the core).
 
 * model: :class:`ModelSpec`, :class:`FedLoRAClassifier` (frozen BERT layer, routed LoRA on
   Q/V, exact at the first token: :class:`CLSAdaptedLayer`, :class:`LoRAMixtureLinear`);
@@ -16,7 +17,6 @@ mix its own expert with the others through a slot-expanded adaptive top-``M`` ro
   client, ``torch.distributed`` gloo over loopback).
 """
 
-from ._core_pending import SlotExpandedRouter, slot_expanded_top_m, slot_to_expert
 from .aggregation import fedavg
 from .backbone import CLSAdaptedLayer
 from .client import Client, ClientData, TrainConfig
@@ -44,7 +44,6 @@ __all__ = [
     "RoundPlan",
     "Server",
     "Simulator",
-    "SlotExpandedRouter",
     "Strategy",
     "TrainConfig",
     "b_matrix_distances",
@@ -53,6 +52,4 @@ __all__ = [
     "decode_message",
     "encode_message",
     "fedavg",
-    "slot_expanded_top_m",
-    "slot_to_expert",
 ]

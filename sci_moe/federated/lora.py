@@ -5,9 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sci_moe.moe import LoRAExperts, Routing, dispatch
-
-from ._core_pending import SlotExpandedRouter
+from sci_moe.moe import LoRAExperts, Routing, SlotExpandedRouter, dispatch
 
 __all__ = ["LoRAMixtureLinear"]
 
@@ -16,8 +14,8 @@ class LoRAMixtureLinear(nn.Module):
     """``y = W0 x + b0 + sum_e w_e(x) (alpha / r) B_e A_e x`` with FedLEASE routing.
 
     With one expert the layer is plain LoRA (weight 1, no router parameters are used);
-    with ``M > 1`` experts a :class:`SlotExpandedRouter` picks the experts of each token
-    around the client's *own* expert (:func:`slot_expanded_top_m`).
+    with ``M > 1`` experts a :class:`~sci_moe.moe.SlotExpandedRouter` picks the experts of
+    each token around the client's *own* expert (:func:`~sci_moe.moe.slot_expanded_top_m`).
 
     Parameters
     ----------
@@ -36,7 +34,7 @@ class LoRAMixtureLinear(nn.Module):
     ----------
     bank : LoRAExperts
         ``lora_a`` of shape ``(M, r, d_in)``, ``lora_b`` of shape ``(M, d_out, r)``.
-    router : SlotExpandedRouter
+    router : sci_moe.moe.SlotExpandedRouter
         ``weight`` of shape ``(2M - 1, d_in)``.
     last_routing : Routing or None
         The routing of the last forward (for usage statistics).
