@@ -162,7 +162,7 @@ def task_affine_forward(
     ----------
     expert : callable
         Maps ``(n, *S, d)`` to ``(n, d_out)``, row-wise (rows must not interact).
-    x : Tensor, shape (T, *S, d)
+    x : Tensor, shape ``(T, *S, d)``
         Input rows; the transform acts on the last axis and broadcasts over ``S`` (e.g.
         the frames of a context window).
     probs : Tensor, shape (T, N)
