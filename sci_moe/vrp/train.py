@@ -40,6 +40,7 @@ __all__ = [
     "train_stage",
 ]
 
+#: The three training stages, in order (also the :attr:`MTVRPPolicy.mode` they set).
 STAGES = ("backbone", "expert", "gated")
 #: The single-constraint variants that train the basis experts (stage 2), in expert order.
 BASIS_VARIANTS = ("OVRP", "VRPB", "VRPL", "VRPTW")
@@ -153,7 +154,8 @@ def train_moses(
     policy : MTVRPPolicy
         With experts (``rank > 0``).
     steps : tuple of 3 int
-        Updates of stages 1 (CVRP), 2 (:data:`BASIS_VARIANTS`) and 3 (``variants``).
+        Updates of stages 1 (CVRP), 2 (:data:`BASIS_VARIANTS`) and 3 (``variants``); a
+        stage with 0 updates is skipped.
     batch_size, num_customers : int
     variants : sequence of str
         The stage-3 training mixture (default :data:`~sci_moe.vrp.SEEN`).
@@ -167,13 +169,16 @@ def train_moses(
     dict
         Mean rollout cost per step of each stage.
     """
-    if len(steps) != 3:
-        raise ValueError(f"steps must give the updates of the 3 stages, got {steps!r}")
+    if len(steps) != 3 or min(steps) < 0:
+        raise ValueError(f"steps must give the updates (>= 0) of the 3 stages, got {steps!r}")
     if policy.config.rank < 1:
         raise ValueError("train_moses needs a policy with experts (PolicyConfig.rank >= 1)")
     mixes = {"backbone": "CVRP", "expert": list(BASIS_VARIANTS), "gated": list(variants)}
     out = {}
     for k, (stage, n) in enumerate(zip(STAGES, steps, strict=True), 1):
+        if n == 0:  # skipped (for example to branch copies before stage 3)
+            out[stage] = []
+            continue
         cfg = TrainConfig(int(n), batch_size, num_customers, lr, 100 * seed + k)
         out[stage] = train_stage(policy, stage, mixes[stage], cfg, progress=progress)
     return out
