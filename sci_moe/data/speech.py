@@ -43,7 +43,10 @@ class ReverbSpeechConfig:
     n_rirs : int
         Room responses per split (train and test pools are disjoint positions).
     seed : int
-        Seeds sentence order, speaker settings and positions.
+        Seeds sentence order and speaker settings.
+    room_seed : int
+        Seeds the source/microphone positions (kept apart from ``seed`` so several seeds
+        can share one cached pool of room responses).
     train_voices, test_voices : tuple of str
         Disjoint espeak-ng voices.
     rate_range, pitch_range : tuple of int
@@ -59,6 +62,7 @@ class ReverbSpeechConfig:
     rt60: float = 0.6
     n_rirs: int = 4
     seed: int = 0
+    room_seed: int = 0
     train_voices: tuple[str, ...] = ("en-us", "en-us+m3", "en-us+f3", "en-us+m1", "en")
     test_voices: tuple[str, ...] = ("en-us+f2", "en-us+m2")
     rate_range: tuple[int, int] = (150, 200)
@@ -115,7 +119,7 @@ def _rir_pool(cfg: ReverbSpeechConfig, split: int, cache_dir, progress) -> list:
     room = RoomConfig(rt60=cfg.rt60, room_dim=tuple(cfg.room_dim))
     pool = []
     for k in progress_bar(range(cfg.n_rirs), disable=not progress, desc=f"rooms RT60={cfg.rt60}"):
-        seed = cfg.seed * 1000 + split * 100 + k
+        seed = cfg.room_seed * 1000 + split * 100 + k
         key = hashlib.sha1(repr((cfg.rt60, cfg.room_dim, cfg.sample_rate, seed)).encode())
         path = Path(cache_dir) / f"rir_{key.hexdigest()[:16]}.npz" if cache_dir else None
         if path is not None and path.exists():

@@ -11,7 +11,6 @@ for speech recognition at several compression rates, is the subpackage
 """
 
 from ._core_pending import (
-    OutputMLPExperts,
     TaskAffineTable,
     bank_macs_per_token,
     task_affine_forward,
@@ -43,6 +42,7 @@ from .omni import (
     istft,
     label_agreement,
     log_magnitude,
+    log_spectral_distance,
     mask_loss,
     measure_rt60,
     model_costs,
@@ -85,7 +85,6 @@ __all__ = [
     "MaskNetConfig",
     "ModelCost",
     "OmniExpertMask",
-    "OutputMLPExperts",
     "PhonemeClassifier",
     "PhonemeEvent",
     "PhonemeIndependentMask",
@@ -109,6 +108,7 @@ __all__ = [
     "label_agreement",
     "list_voices",
     "log_magnitude",
+    "log_spectral_distance",
     "mask_loss",
     "measure_rt60",
     "model_costs",

@@ -1,5 +1,6 @@
-"""Task-affine expert (one expert + per-task FiLM table) and the output-activation bank,
-against naive references: outputs and all gradients, float32 and float64."""
+"""Task-affine expert (one expert + per-task FiLM table), now in the core and re-exported by
+``sci_moe.speech``, and the sigmoid-output bank the OE models use, against naive
+references: outputs and all gradients, float32 and float64."""
 
 import pytest
 import torch
@@ -7,7 +8,6 @@ from torch import nn
 
 from sci_moe.moe import MLPExperts, Routing
 from sci_moe.speech import (
-    OutputMLPExperts,
     TaskAffineTable,
     bank_macs_per_token,
     task_affine_forward,
@@ -131,7 +131,7 @@ def test_one_hot_forms_agree_and_errors():
 
 @pytest.mark.parametrize("dense", [False, True])
 def test_output_bank_dispatch_matches_core_reference(float_dtype, dense):
-    bank = OutputMLPExperts(N, 6, 8, "relu", "sigmoid", True, d_out=3)
+    bank = MLPExperts(N, 6, 8, "relu", True, d_out=3, output_activation="sigmoid")
     if dense:
         probs = torch.softmax(torch.randn(T, N), -1)
         routing = Routing.from_assignments(torch.arange(N).expand(T, N), probs, N)
@@ -147,7 +147,7 @@ def test_output_bank_dispatch_matches_core_reference(float_dtype, dense):
 
 
 def test_mac_counts_by_hand():
-    bank = OutputMLPExperts(40, 325, 128, d_out=65)
+    bank = MLPExperts(40, 325, 128, d_out=65, output_activation="sigmoid")
     assert bank_macs_per_token(bank) == 325 * 128 + 128 * 65
     assert bank_macs_per_token(_expert()) == S * D * 6 + 6 * 2
     e = 1000

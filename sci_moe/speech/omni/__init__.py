@@ -24,6 +24,7 @@ from .frontend import (
     ideal_ratio_mask,
     istft,
     log_magnitude,
+    log_spectral_distance,
     stft,
 )
 from .models import (
@@ -72,6 +73,7 @@ __all__ = [
     "istft",
     "label_agreement",
     "log_magnitude",
+    "log_spectral_distance",
     "mask_loss",
     "measure_rt60",
     "model_costs",

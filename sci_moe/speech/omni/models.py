@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sci_moe.moe import Routing, dispatch, upcycle
+from sci_moe.moe import MLPExperts, Routing, TaskAffineTable, dispatch, task_affine_forward, upcycle
 
-from .._core_pending import OutputMLPExperts, TaskAffineTable, task_affine_forward
 from ..phonemes import N_PHONEME_CLASSES
 
 __all__ = [
@@ -85,13 +84,20 @@ def _check(x: torch.Tensor, cfg: MaskNetConfig) -> None:
         )
 
 
+def _mask_bank(num_experts: int, cfg: MaskNetConfig) -> MLPExperts:
+    """``num_experts`` MLP experts ``d_in -> hidden (ReLU) -> n_bins (sigmoid)``."""
+    return MLPExperts(
+        num_experts, cfg.d_in, cfg.hidden, "relu", True, cfg.n_bins, output_activation="sigmoid"
+    )
+
+
 def oracle_probs(labels: torch.Tensor, n_classes: int = N_PHONEME_CLASSES) -> torch.Tensor:
     """One-hot probabilities of oracle labels, shape ``(T, n_classes)`` (default dtype)."""
     return nn.functional.one_hot(labels.long(), n_classes).to(torch.get_default_dtype())
 
 
 class PhonemeIndependentMask(nn.Module):
-    """PI model: one expert (a one-expert :class:`OutputMLPExperts` bank) for all frames.
+    """PI model: one expert (a one-expert sigmoid-output MLP bank) for all frames.
 
     Parameters
     ----------
@@ -101,7 +107,7 @@ class PhonemeIndependentMask(nn.Module):
     def __init__(self, config: MaskNetConfig | None = None) -> None:
         super().__init__()
         self.config = cfg = config or MaskNetConfig()
-        self.bank = OutputMLPExperts(1, cfg.d_in, cfg.hidden, "relu", "sigmoid", True, cfg.n_bins)
+        self.bank = _mask_bank(1, cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Mask of shape ``(T, n_bins)`` from features ``(T, context, n_bins)``."""
@@ -120,9 +126,7 @@ class PhonemeMoEMask(nn.Module):
     def __init__(self, config: MaskNetConfig | None = None) -> None:
         super().__init__()
         self.config = cfg = config or MaskNetConfig()
-        self.bank = OutputMLPExperts(
-            cfg.n_classes, cfg.d_in, cfg.hidden, "relu", "sigmoid", True, cfg.n_bins
-        )
+        self.bank = _mask_bank(cfg.n_classes, cfg)
 
     @classmethod
     def from_pi(cls, pi: PhonemeIndependentMask) -> PhonemeMoEMask:
