@@ -31,7 +31,9 @@ from sci_moe.moe import GATE_SCORES, LoRAExperts, Router, Routing, dispatch, mas
 
 __all__ = ["MODES", "ROUTINGS", "MoSESLinear"]
 
+#: Modes of :class:`MoSESLinear`, one per training stage.
 MODES = ("backbone", "expert", "gated")
+#: Stage-3 routings: all four experts (``"dense"``) or only the variant's constituents.
 ROUTINGS = ("dense", "exact")
 _NUM_BASIS = 4
 

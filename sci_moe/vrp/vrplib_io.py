@@ -12,7 +12,8 @@ Fields (the conventions of CVRPLIB and PyVRP's reader; node 1 is the depot)::
     TIME_WINDOW_SECTION  node earliest latest (TW only; row 1 = the depot's hours)
     DEPOT_SECTION        1  -1
 
-Open routes (O) are given by the TYPE only. Reading checks the file's structure and the
+Open routes (O) are given by the TYPE only; ``VEHICLES`` is ignored (the fleet is
+unlimited, as in RouteFinder and MoSES). Reading checks the file's structure and the
 instance's feasibility (:func:`~sci_moe.vrp.instance_problems`) and raises a
 ``ValueError`` naming the file, the field and the customer.
 """
