@@ -350,6 +350,31 @@ def write_json(path: str | Path, benchmark: str, machine: dict, rows: Sequence[R
     write_json_doc(path, doc)
 
 
+def finish(
+    args: argparse.Namespace,
+    benchmark: str,
+    machine: dict,
+    rows: Sequence[Row],
+    other: OtherLoad,
+    t0: float,
+) -> int:
+    """The common end of a benchmark's ``main``: record the contention, say the total time,
+    write the JSON when ``--json`` was given; returns the exit code 0.
+
+    ``machine["contention"]`` gets :meth:`OtherLoad.report` (wall time and the CPU seconds
+    other processes used meanwhile), so a page quoting the JSON can state the load.
+    """
+    load = other.report()
+    machine["contention"] = load
+    print(
+        f"total {time.perf_counter() - t0:.0f} s; other processes used {load['other_cpu_s']} CPU s"
+    )
+    if getattr(args, "json", None) is not None:
+        write_json(args.json, benchmark, machine, rows)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def write_json_doc(path: str | Path, doc: dict, indent: int = 2) -> None:
     """Write any JSON document to ``path`` atomically (a killed run leaves the old file)."""
     from sci_moe._util import atomic_write_text

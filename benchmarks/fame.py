@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, write_json
+from _common import OtherLoad, Row, base_parser, finish, machine_info, print_table, setup
 
 from sci_moe.data.elnino import ELNINO_DOMAIN, ELNINO_MONTHS, elnino_next_year
 from sci_moe.functional import (
@@ -278,15 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         name = "fame_quick.png" if args.quick else "fame.png"
         plot(osc, args.plots / name)
         print(f"plot in {args.plots / name}")
-    load = other.report()
-    machine["contention"] = load
-    print(
-        f"total {time.perf_counter() - t0:.0f} s; other processes used {load['other_cpu_s']} CPU s"
-    )
-    if args.json is not None:
-        write_json(args.json, BENCHMARK, machine, rows)
-        print(f"wrote {args.json}")
-    return 0
+    return finish(args, BENCHMARK, machine, rows, other, t0)
 
 
 if __name__ == "__main__":
