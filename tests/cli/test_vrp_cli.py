@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -53,6 +54,9 @@ def test_generate_train_solve_and_bad_input(tmp_path):
     train += ["--batch-size", "2", "--d-model", "16", "--rank", "2", "--no-progress"]
     assert main(["vrp", *train]) == 0
     solve = ["solve", str(inst), "--model", "m.pt", "--out", "a.sol", "--json", "a.json"]
+    pyvrp = importlib.util.find_spec("pyvrp") is not None
+    if pyvrp:
+        solve += ["--pyvrp-seconds", "0.05"]
     p = _run(solve, tmp_path)
     assert p.returncode == 0, p.stderr
     res = json.loads((tmp_path / "a.json").read_text())
@@ -60,6 +64,10 @@ def test_generate_train_solve_and_bad_input(tmp_path):
         range(1, 9)
     )
     assert res["cost"] > 0 and "cost" in p.stdout
+    assert res["greedy_savings_cost"] > 0 and res["nearest_neighbour_cost"] >= res["cost"] * 0.5
+    if pyvrp:
+        gap = 100 * (res["cost"] / res["pyvrp_0.14_ils_cost"] - 1)
+        assert res["gap_vs_pyvrp_percent"] == pytest.approx(gap) and "PyVRP 0.14 ILS" in p.stdout
     sol = (tmp_path / "a.sol").read_text()
     assert sol.startswith("Route #1: ") and f"Cost: {res['cost']:.6f}" in sol
     # an infeasible instance: exit 2, the message names the customer and the field
