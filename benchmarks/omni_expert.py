@@ -59,8 +59,8 @@ def _settings(quick: bool) -> dict:
     if quick:
         return dict(rt60s=[0.6], n_train=12, n_test=3, n_rirs=2, pi_epochs=4, ft_epochs=3,
                     n_align=2)  # fmt: skip
-    return dict(rt60s=[0.3, 0.6, 1.0], n_train=24, n_test=6, n_rirs=2, pi_epochs=6, ft_epochs=4,
-                n_align=2)  # fmt: skip
+    return dict(rt60s=[0.3, 0.6, 1.0], n_train=16, n_test=4, n_rirs=2, pi_epochs=5, ft_epochs=4,
+                n_align=1)  # fmt: skip
 
 
 def _masks(models, frames, norm, net):

@@ -163,6 +163,16 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "2.3": "ratio of two JSON rows (fedlease / fedit bytes down per round)",
     },
     "mome.rst": {"2510.04136": "arXiv id"},
+    "omni_expert.rst": {
+        "0.797": "the paper's STOI (PI, LSTM, Table 2)",
+        "0.807": "the paper's STOI (OE^p, LSTM, Table 2)",
+        "0.836": "the paper's STOI (OE^k, LSTM, Table 2)",
+        "0.819": "the paper's Table 3 (OE^p GRU+A, no transform)",
+        "0.826": "the paper's Table 3 (shift)",
+        "0.829": "the paper's Table 3 (scale, both)",
+        "109.45": "the paper's MMACs (OE, App. A.4)",
+        "109.44": "the paper's MMACs (PI, App. A.4)",
+    },
     "energy_diffusion.rst": {
         "2506.17139": "arXiv id",
         "1.98": "per-model PMF before/after FP from the run log, not a JSON row (not verified)",
