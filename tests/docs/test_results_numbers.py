@@ -200,6 +200,7 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "0.017": "Monte Carlo s.e. of the Bayes oracle, printed by the run, not a JSON row",
         "1.39": "ln 4, the entropy of uniform use of four experts",
     },
+    "mxd.rst": {"2505.21364": "arXiv id"},
     "routing_mamba.rst": {
         "2506.18145": "arXiv id",
         "0.15": "rounded prose range over the context-length rows",
