@@ -410,6 +410,52 @@ def report_avsr(res: dict, rows: list[Row]) -> None:
                 table, "AVSR character error rate (synthetic viseme stream)")  # fmt: skip
 
 
+def plot_avsr(res: dict, folder: Path, suffix: str = "") -> Path:
+    """CER vs audio SNR per rate pair: MoME AV, per-rate AV, MoME audio only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = res["runs"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = [(a, v) for a in AV_RATES["audio"] for v in AV_RATES["video"]]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(14, 3.6), sharey=True)
+    xs = [10 if s is None else s for s in AV_SNRS]
+    for ax, (a, v) in zip(axes, pairs, strict=True):
+        for m, stream in (
+            ("mome", f"audio={a},video={v}"),
+            ("per_rate", f"audio={a},video={v}"),
+            ("mome_audio_only", f"audio={a}"),
+        ):
+            st = [_stat(runs, m, (stream, snr_name(snr)), 0) for snr in AV_SNRS]
+            ax.errorbar(xs, [x for x, _ in st], yerr=[y for _, y in st], marker="o", capsize=3,
+                        label=m)  # fmt: skip
+        ax.set(title=f"audio {a}, video {v}", xlabel="audio SNR (dB; 10 = clean)")
+    axes[0].set_ylabel("CER")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("synthetic viseme stream (30 % frame dropout), mean ± sd over 3 seeds")
+    fig.tight_layout()
+    path = folder / f"mome_avsr{suffix}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def load_raw(path: Path) -> dict:
+    """A ``--raw`` dump back in the form :func:`report` / :func:`plot` take."""
+    import json
+
+    res = json.loads(Path(path).read_text())
+    for rec in res["runs"]:
+        ev = {}
+        for k, v in rec["eval"].items():
+            rate, snr = k.rsplit("/", 1)
+            ev[(int(rate) if rate.isdigit() else rate, snr)] = tuple(v)
+        rec["eval"] = ev
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0])
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
@@ -417,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 100)")
     parser.add_argument("--batch", type=int, default=None, help="batch size (8 quick, 6)")
     parser.add_argument("--raw", type=Path, default=None, help="also dump the raw runs (JSON)")
+    parser.add_argument(
+        "--replot", type=Path, default=None, help="only redraw the plots from a --raw dump"
+    )
     parser.add_argument(
         "--avsr", action="store_true", help="run the audio-visual part instead (synthetic visemes)"
     )
@@ -428,6 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     setup(args)
+    if args.replot is not None:
+        res = load_raw(args.replot)
+        folder = args.plots or Path(".")
+        suffix = "_quick" if args.quick else ""
+        paths = [plot_avsr(res, folder, suffix)] if args.avsr else plot(res, folder, suffix)
+        for p in paths:
+            print(f"plot in {p}")
+        return 0
     s = settings(args.quick, args.layers, args.steps, args.batch)
     machine = machine_info(
         seed=args.seed,
@@ -450,8 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     machine["part"] = "avsr" if args.avsr else "asr"
     rows: list[Row] = []
     (report_avsr if args.avsr else report)(res, rows)
-    if args.plots is not None and not args.avsr:
-        for p in plot(res, args.plots, "_quick" if args.quick else ""):
+    if args.plots is not None:
+        suffix = "_quick" if args.quick else ""
+        paths = [plot_avsr(res, args.plots, suffix)] if args.avsr else plot(res, args.plots, suffix)
+        for p in paths:
             print(f"plot in {p}")
     load = other.report()
     machine["contention"] = load
