@@ -27,8 +27,17 @@ Routing consistency of MoME: per layer, expert-usage histograms of the test toke
 each rate; mean pairwise Jensen-Shannon divergence across rates, against a control that
 permutes expert ids independently per rate (200 draws).
 
-Run: ``python benchmarks/mome.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
-[--cache DIR]`` (``--seed`` offsets the three seeds). Needs ``sci-moe[speech,features]``.
+AVSR (``--avsr``): audio rates 4, 16 x video rates 1, 2 of the **synthetic** viseme
+stream (22 SAPI visemes at 25 frames/s from espeak's phoneme timings, one-hot, 30 % of
+the frames zeroed in training and test), video tokens added to the audio tokens at the
+nearest time. MoME and per-rate adapters (one per rate pair) trained on all four pairs
+per step, and MoME trained on audio only (rates 4, 16) as the reference; CER at audio
+SNR clean, 5, 0, -5 dB. Rows ``avsr/*`` carry ``ratio`` = baseline CER / MoME CER.
+
+Run: ``python benchmarks/mome.py [--quick] [--avsr] [--json PATH] [--seed 0]
+[--plots DIR] [--cache DIR] [--layers N] [--steps N] [--batch N] [--raw PATH]``
+(``--seed`` offsets the three seeds; ``--replot RAW`` redraws the plots from a ``--raw``
+dump). Needs ``sci-moe[speech,features]``.
 """
 
 from __future__ import annotations
