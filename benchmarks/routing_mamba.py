@@ -142,8 +142,9 @@ class RunStore:
     the runs whose key (``"lm RoM shared seed 0"``, ``"hybrid ... seed 0"``) matches.
     """
 
-    def __init__(self, cache=None, shard=None, jobs=None):
+    def __init__(self, cache=None, shard=None, jobs=None, train=True):
         self.cache, self.shard, self.jobs, self.position = cache, shard, jobs, 0
+        self.train = train
 
     def get(self, key, compute):
         import json
@@ -160,6 +161,8 @@ class RunStore:
         if self.shard is not None and position % self.shard[1] != self.shard[0]:
             return None
         if self.jobs is not None and not re.search(self.jobs, key):
+            return None
+        if not self.train:
             return None
         result = compute()
         if path is not None:
@@ -463,6 +466,11 @@ def main() -> None:
         metavar="REGEX",
         help="like --shard: train only the runs whose key matches REGEX into --cache",
     )
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="aggregate the runs in --cache without training missing ones (they are left out)",
+    )
     args = parser.parse_args()
     global STORE
     shard = None
@@ -475,7 +483,7 @@ def main() -> None:
         if args.cache is None:
             parser.error("--jobs needs --cache")
         shard = shard or (0, 1)
-    STORE = RunStore(args.cache, shard, args.jobs)
+    STORE = RunStore(args.cache, shard, args.jobs, train=not args.cached_only)
     if args.threads is None:
         args.threads = 1
     setup(args)
