@@ -37,7 +37,8 @@ SNR clean, 5, 0, -5 dB. Rows ``avsr/*`` carry ``ratio`` = baseline CER / MoME CE
 Run: ``python benchmarks/mome.py [--quick] [--avsr] [--json PATH] [--seed 0]
 [--plots DIR] [--cache DIR] [--layers N] [--steps N] [--batch N] [--raw PATH]``
 (``--seed`` offsets the three seeds; ``--replot RAW`` redraws the plots from a ``--raw``
-dump). Needs ``sci-moe[speech,features]``.
+dump; ``--untrained-routing`` measures only the routing consistency of the untrained
+MoME models, the control for the trained router's). Needs ``sci-moe[speech,features]``.
 """
 
 from __future__ import annotations
@@ -465,6 +466,38 @@ def load_raw(path: Path) -> dict:
     return res
 
 
+def run_untrained_routing(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
+    """Routing consistency of *untrained* MoME routers (the fresh model of each seed)."""
+    s = settings(quick, layers, steps, batch)
+    data = build_speech_set(
+        SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
+    )
+    runs = []
+    for seed in range(seed0, seed0 + 3):
+        model = build_model("mome", s, load_minilm(s["layers"]), seed).eval()
+        rc = routing_consistency(model, data, [{"audio": r} for r in RATES], "test")
+        runs.append({"seed": seed, "routing": rc})
+        print(f"seed {seed} untrained: JS {rc['js']:.4f} vs shuffled {rc['js_shuffled']:.4f}")
+    return {"settings": s, "n_utts": {k: len(v) for k, v in data.splits.items()}, "runs": runs}
+
+
+def report_untrained_routing(res: dict, rows: list[Row]) -> None:
+    js = [r["routing"]["js"] for r in res["runs"]]
+    ctl = [r["routing"]["js_shuffled"] for r in res["runs"]]
+    rows.append(
+        Row("routing/untrained", "js_across_rates", round(float(np.mean(js)), 4), "nats",
+            "routing/untrained_shuffled",
+            round(float(np.mean(ctl)) / max(float(np.mean(js)), 1e-12), 3))
+    )  # fmt: skip
+    rows.append(
+        Row("routing/untrained", "js_across_rates_std", round(float(np.std(js)), 4), "nats")
+    )
+    rows.append(
+        Row("routing/untrained_shuffled", "js_across_rates", round(float(np.mean(ctl)), 4), "nats")
+    )
+    print(f"untrained router JS {np.mean(js):.4f} vs shuffled {np.mean(ctl):.4f} nats")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0])
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
@@ -474,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=None, help="also dump the raw runs (JSON)")
     parser.add_argument(
         "--replot", type=Path, default=None, help="only redraw the plots from a --raw dump"
+    )
+    parser.add_argument(
+        "--untrained-routing",
+        action="store_true",
+        help="only the routing consistency of untrained MoME routers (control)",
     )
     parser.add_argument(
         "--avsr", action="store_true", help="run the audio-visual part instead (synthetic visemes)"
@@ -508,14 +546,20 @@ def main(argv: list[str] | None = None) -> int:
     other = OtherLoad()
     t0 = time.perf_counter()
     runner = run_avsr if args.avsr else run
+    reporter = report_avsr if args.avsr else report
+    if args.untrained_routing:
+        runner, reporter = run_untrained_routing, report_untrained_routing
+        args.plots = None
     res = runner(args.quick, args.seed, args.layers, args.cache, args.steps, args.batch)
     if args.raw is not None:
         raw = {**res, "runs": [_jsonable(r) for r in res["runs"]]}
         write_json_doc(args.raw, raw)
     machine["n_utterances"] = res["n_utts"]
     machine["part"] = "avsr" if args.avsr else "asr"
+    if args.untrained_routing:
+        machine["part"] = "untrained routing control"
     rows: list[Row] = []
-    (report_avsr if args.avsr else report)(res, rows)
+    reporter(res, rows)
     if args.plots is not None:
         suffix = "_quick" if args.quick else ""
         paths = [plot_avsr(res, args.plots, suffix)] if args.avsr else plot(res, args.plots, suffix)
