@@ -203,7 +203,6 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
     "mxd.rst": {"2505.21364": "arXiv id"},
     "routing_mamba.rst": {
         "2506.18145": "arXiv id",
-        "0.15": "rounded prose range over the context-length rows",
     },
     "md.rst": {
         "3.9": "range over several rows of md.json (prose, rounded)",
