@@ -52,10 +52,10 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    finish,
     machine_info,
     print_table,
     setup,
-    write_json,
     write_json_doc,
 )
 
@@ -565,15 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = [plot_avsr(res, args.plots, suffix)] if args.avsr else plot(res, args.plots, suffix)
         for p in paths:
             print(f"plot in {p}")
-    load = other.report()
-    machine["contention"] = load
-    print(
-        f"total {time.perf_counter() - t0:.0f} s; other processes used {load['other_cpu_s']} CPU s"
-    )
-    if args.json is not None:
-        write_json(args.json, BENCHMARK, machine, rows)
-        print(f"wrote {args.json}")
-    return 0
+    return finish(args, BENCHMARK, machine, rows, other, t0)
 
 
 if __name__ == "__main__":
