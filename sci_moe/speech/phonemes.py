@@ -26,7 +26,8 @@ off. Pauses ``_ _: _! _| ||``->SIL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -70,7 +71,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 #: espeak-ng English phoneme mnemonic (stress removed) -> ARPAbet class.
-ESPEAK_TO_ARPABET: dict[str, str] = {sym: cls for cls, syms in _GROUPS.items() for sym in syms}
+ESPEAK_TO_ARPABET: Mapping[str, str] = MappingProxyType(
+    {sym: cls for cls, syms in _GROUPS.items() for sym in syms}
+)
 
 _VISEME_GROUPS: tuple[tuple[str, ...], ...] = (
     (SILENCE,), ("AE", "AH"), ("AA",), ("AO",), ("EY", "EH", "UH"), ("ER",), ("Y", "IY", "IH"),
@@ -80,7 +83,9 @@ _VISEME_GROUPS: tuple[tuple[str, ...], ...] = (
 )  # fmt: skip
 
 #: ARPAbet class -> Microsoft SAPI viseme id (0-21).
-ARPABET_TO_VISEME: dict[str, int] = {p: v for v, group in enumerate(_VISEME_GROUPS) for p in group}
+ARPABET_TO_VISEME: Mapping[str, int] = MappingProxyType(
+    {p: v for v, group in enumerate(_VISEME_GROUPS) for p in group}
+)
 N_VISEMES = len(_VISEME_GROUPS)
 _INDEX = {p: i for i, p in enumerate(ARPABET)}
 
