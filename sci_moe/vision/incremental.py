@@ -31,16 +31,15 @@ stored old-class components.
 from __future__ import annotations
 
 import copy
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from sci_moe._util import atomic_torch_save
 
+from .._util import progress_bar
 from .memory import GaussianMixtureMemory, PrototypeMemory
 from .protocol import background_shift_labels, incremental_tasks, mean_iou
 from .synthetic import SceneConfig, SceneGenerator
@@ -269,8 +268,8 @@ def run_incremental(
         A step-0 state ``{"model": state_dict}`` to start from (shares a base model
         between methods); step 0 is then not retrained.
     progress : bool
-        Show a tqdm bar over the training iterations of all steps (only when stderr is a
-        terminal, so logs stay free of bar redraws).
+        Show progress over the training iterations of all steps: a tqdm bar on a terminal,
+        plain periodic lines when stderr is not one (``sci_moe._util.progress_bar``).
 
     Returns
     -------
@@ -309,12 +308,12 @@ def run_incremental(
         else (cfg.base_iters if t == 0 else cfg.step_iters)
         for t in range(first, last + 1)
     ]
-    bar = tqdm(
+    bar = progress_bar(
         total=sum(todo),
         desc=f"CoGaMiD {cfg.method}",
         unit="it",
         leave=False,
-        disable=not (progress and sys.stderr.isatty()),
+        disable=not progress,
     )
     for t in range(first, len(tasks)):
         bar.set_postfix(step=t)

@@ -125,3 +125,8 @@ def test_progress_bar_on_a_terminal(monkeypatch):
     monkeypatch.setattr(sys, "stderr", quiet)
     run_incremental(cfg, stop_after=0, progress=False)
     assert quiet.getvalue() == ""
+    log = io.StringIO()  # not a terminal: plain lines, no carriage-return redraws
+    monkeypatch.setattr(sys, "stderr", log)
+    run_incremental(cfg, stop_after=0)
+    assert "\r" not in log.getvalue()
+    assert f"{cfg.base_iters}/{cfg.base_iters}" in log.getvalue()
