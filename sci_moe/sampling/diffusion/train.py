@@ -100,6 +100,18 @@ class TrainConfig:
         ``c`` of the residual (None: exact ``D``; 1: ScoreMD's code).
     max_batches_per_epoch : int or None
         Cap on optimiser steps per epoch (for quick runs).
+    fp_batched : bool
+        Batched FP estimator (one forward + one gradient for both probes and the time
+        stencil, :func:`~.losses.fp_residual_probe`); ``False`` is the reference loop
+        (same loss, slower).
+    fused_optimizer : bool
+        ``torch.optim.AdamW(fused=True)`` (one fused kernel per step; equal to the
+        unfused update to float rounding).
+    check_every : int
+        Steps between host reads of the running losses (the non-finite check of the NaN
+        policy and the logged sums; no per-step ``.item()``). A non-finite loss is
+        caught at the next check or at the epoch end and the epoch is retried from its
+        snapshot, so the NaN never survives.
     seed : int
         Seeds the generator behind batches, times, noise, probes and rotations.
     progress : bool
@@ -120,6 +132,9 @@ class TrainConfig:
     fp_hd: float = 5e-4
     fp_dim_offset: float | None = None
     max_batches_per_epoch: int | None = None
+    fp_batched: bool = True
+    fused_optimizer: bool = True
+    check_every: int = 50
     seed: int = 0
     progress: bool = True
 
@@ -135,6 +150,8 @@ class TrainConfig:
             raise ValueError("max_retries and fp_off_after must be >= 0")
         if self.max_batches_per_epoch is not None and self.max_batches_per_epoch < 1:
             raise ValueError("max_batches_per_epoch must be >= 1 or None")
+        if self.check_every < 1:
+            raise ValueError(f"check_every must be >= 1, got {self.check_every}")
 
 
 def random_rotations(
@@ -241,7 +258,12 @@ def train(
                 "the FP term needs an energy network"
             )
         params = [p for p in target.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=stage.lr, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(
+            params,
+            lr=stage.lr,
+            weight_decay=cfg.weight_decay,
+            fused=cfg.fused_optimizer or None,
+        )
         ema = [p.detach().clone() for p in params]
         e0 = 0
         if ck is not None and si == start_stage and start_epoch > 0:
@@ -333,7 +355,10 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
     n, bs = len(data), cfg.batch_size
     perm = torch.randperm(n, generator=gen)
     lo, hi = stage.t_range
-    sums = {"loss": 0.0, "dsm": 0.0, "fp": 0.0}
+    # loss, dsm, fp summed in float64 as the old per-step float() sums were; read on the
+    # host only every check
+    sums = torch.zeros(3, dtype=torch.float64)
+    zero = torch.zeros((), dtype=data.dtype)
     for b in range(n_steps):
         x0 = data[perm[b * bs : (b + 1) * bs]]
         B = len(x0)
@@ -345,7 +370,7 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
         w = time_weight(t, stage.mid, lo, hi)
         l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
         loss = l_dsm
-        l_fp = torch.zeros(())
+        l_fp = zero
         if use_fp:
             l_fp = fp_loss(
                 target.energy,
@@ -358,10 +383,9 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
                 hs=cfg.fp_hs,
                 hd=cfg.fp_hd,
                 dim_offset=cfg.fp_dim_offset,
+                batched=cfg.fp_batched,
             )
             loss = loss + stage.fp_weight * l_fp
-        if not torch.isfinite(loss):
-            return None
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -377,7 +401,7 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
             decay = min(cfg.ema_decay, (1 + k) / (10 + k))
             with torch.no_grad():
                 torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
-        sums["loss"] += float(loss.detach())
-        sums["dsm"] += float(l_dsm.detach())
-        sums["fp"] += float(l_fp.detach())
-    return {k: v / n_steps for k, v in sums.items()}
+        sums += torch.stack([loss.detach(), l_dsm.detach(), l_fp.detach()])
+        if ((b + 1) % cfg.check_every == 0 or b + 1 == n_steps) and not torch.isfinite(sums).all():
+            return None  # the caller restores the epoch's snapshot and retries
+    return dict(zip(("loss", "dsm", "fp"), (sums / n_steps).tolist(), strict=True))

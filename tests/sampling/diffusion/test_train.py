@@ -119,3 +119,20 @@ def test_config_errors():
             VPSDE(),
             TrainConfig(stages=[Stage(1, ranges[0], None, 1.0, expert=0)], progress=False),
         )
+
+
+def test_fast_defaults_equal_reference_path():
+    """Fused AdamW + the batched FP estimator train to the same weights as the reference."""
+    nets = []
+    for fast in (False, True):
+        torch.manual_seed(0)
+        net = MLPEnergy((1, 2), (16, 16)).double()
+        cfg = _cfg(2, fp=1e-2, fp_batched=fast, fused_optimizer=fast, check_every=3)
+        out = train(net, _data(256).double(), VPSDE(), cfg)
+        nets.append((net, out["history"]))
+    (a, ha), (b, hb) = nets
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pb, pa, rtol=1e-6, atol=1e-9)
+    for ra, rb in zip(ha, hb, strict=True):
+        for k in ("loss", "dsm", "fp"):
+            assert abs(ra[k] - rb[k]) <= 1e-6 * abs(ra[k]) + 1e-12
