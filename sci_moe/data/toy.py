@@ -86,13 +86,12 @@ def muller_brown_samples(
     numpy.ndarray, shape (n_samples, 2)
     """
     from .._util import progress_bar
-    from ..sampling.md import LangevinBAOAB, MuellerBrown, PotentialForces
+    from ..sampling.md import LangevinBAOAB, MuellerBrown
 
     if n_samples < 1 or n_walkers < 1 or stride < 1 or burn_in < 0:
         raise ValueError("n_samples, n_walkers, stride must be >= 1 and burn_in >= 0")
     gen = torch.Generator().manual_seed(seed)
-    pot = MuellerBrown()
-    provider = PotentialForces(pot, torch.tensor([mass], dtype=torch.float64))
+    provider = _muller_brown_provider(MuellerBrown(), mass)
     integ = LangevinBAOAB(dt, friction_per_ps=friction, kT=kT)
     x0 = torch.tensor(start, dtype=torch.float64).expand(n_walkers, 1, 2).clone()
     state = integ.init_state(provider, x0, gen)
@@ -102,7 +101,41 @@ def muller_brown_samples(
     for i in progress_bar(range(n_frames), disable=not progress, desc="Mueller-Brown Langevin"):
         state = integ.step(state, provider, gen, n_steps=stride)
         out[i] = state.positions[:, 0].detach().numpy()
+    if not np.isfinite(out).all():
+        raise ValueError("Mueller-Brown Langevin run diverged (non-finite positions); lower dt")
     return out.transpose(1, 0, 2).reshape(-1, 2)[:n_samples]
+
+
+def _muller_brown_provider(pot, mass: float):
+    """Force provider of ``pot`` with the same arithmetic as ``PotentialForces(pot)``.
+
+    ``MuellerBrown.energy_and_forces`` rebuilds its six parameter tensors twice per call,
+    evaluates the exponentials twice (energy and forces) and checks the positions for
+    finiteness (a host sync) on every step. This provider builds the parameters once and
+    shares the exponentials; every elementwise op and every reduction is the one of
+    :meth:`MuellerBrown.analytic_forces` / ``forward`` on the same shapes, so the
+    trajectories are bit-identical (tested). Positions are checked once, at the end.
+    """
+    from ..sampling.md import ForceProvider
+
+    p = {k: torch.tensor(getattr(pot, k), dtype=torch.float64) for k in ("A", "a", "b", "c")}
+    x0 = torch.tensor(pot.x0, dtype=torch.float64)
+    y0 = torch.tensor(pot.y0, dtype=torch.float64)
+    A, a, b, c, scale = p["A"], p["a"], p["b"], p["c"], pot.scale
+
+    class _Provider(ForceProvider):
+        masses = torch.tensor([mass], dtype=torch.float64)
+        dim = 2
+
+        def energy_and_forces(self, x):
+            dx = x[..., 0:1] - x0
+            dy = x[..., 1:2] - y0
+            ex = A * torch.exp(a * dx**2 + b * dx * dy + c * dy**2)
+            gx = (ex * (2 * a * dx + b * dy)).sum(-1)
+            gy = (ex * (b * dx + 2 * c * dy)).sum(-1)
+            return (scale * ex.sum(-1)).sum(-1), -scale * torch.stack([gx, gy], dim=-1)
+
+    return _Provider()
 
 
 def muller_brown_density(

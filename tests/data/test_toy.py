@@ -63,3 +63,32 @@ def test_muller_brown_density_and_samples():
     np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError):
         muller_brown_samples(0)
+
+
+def _muller_brown_reference(n, walkers, stride, burn_in, seed, mass=0.5):
+    """The generator as it was: ``PotentialForces(MuellerBrown())`` in LangevinBAOAB."""
+    from sci_moe.sampling.md import LangevinBAOAB, MuellerBrown, PotentialForces
+
+    gen = torch.Generator().manual_seed(seed)
+    prov = PotentialForces(MuellerBrown(), torch.tensor([mass], dtype=torch.float64))
+    integ = LangevinBAOAB(5e-3, friction_per_ps=1.0, kT=23.0)
+    x0 = torch.tensor((-0.558, 1.442), dtype=torch.float64).expand(walkers, 1, 2).clone()
+    state = integ.init_state(prov, x0, gen)
+    state = integ.step(state, prov, gen, n_steps=burn_in)
+    out = []
+    for _ in range(-(-n // walkers)):
+        state = integ.step(state, prov, gen, n_steps=stride)
+        out.append(state.positions[:, 0].numpy().copy())
+    return np.stack(out).transpose(1, 0, 2).reshape(-1, 2)[:n], state
+
+
+def test_muller_brown_fast_provider_bit_identical():
+    from sci_moe.data.toy import _muller_brown_provider
+    from sci_moe.sampling.md import MuellerBrown
+
+    ref, state = _muller_brown_reference(300, 30, 7, 50, seed=3)
+    x = muller_brown_samples(300, n_walkers=30, stride=7, burn_in=50, seed=3, progress=False)
+    np.testing.assert_array_equal(x, ref)
+    e, f = _muller_brown_provider(MuellerBrown(), 0.5).energy_and_forces(state.positions)
+    e0, f0 = MuellerBrown().energy_and_forces(state.positions)
+    assert torch.equal(e, e0) and torch.equal(f, f0)
