@@ -35,6 +35,7 @@ from .networks import energy_and_score
 from .sde import SDE, _bcast
 
 __all__ = [
+    "dsm_fp_loss",
     "dsm_loss",
     "fp_loss",
     "fp_residual_exact",
@@ -248,7 +249,9 @@ def fp_residual_probe(
     return torch.stack(out)
 
 
-def _probe_batched(energy_fn, x, t, a, g2, c, n_probes, sigma, hs, hd, create_graph, generator):
+def _probe_batched(
+    energy_fn, x, t, a, g2, c, n_probes, sigma, hs, hd, create_graph, generator, lead=None
+):
     """:func:`fp_residual_probe` with two batched network calls for all probes.
 
     Rows (each block ``B`` long), for probes ``k = 0 .. P-1``: ``x + v_k`` and ``x - v_k``
@@ -256,6 +259,9 @@ def _probe_batched(energy_fn, x, t, a, g2, c, n_probes, sigma, hs, hd, create_gr
     ``f0``), then ``x + v_k`` at ``t + hd`` and at ``t - hs`` (``2P`` blocks, one plain
     forward). Stacking all ``4P`` blocks into the gradient call instead costs more: their
     rows would go through the double backward for nothing (measured, 2 cores).
+
+    ``lead`` (shape of ``x``, optional): extra rows at ``t`` put first into the gradient
+    call; then ``(R, e_lead, s_lead)`` is returned instead of ``R``.
     """
     P, B = n_probes, x.shape[0]
     # the probes in the reference loop's order (nothing else draws in between)
@@ -269,9 +275,14 @@ def _probe_batched(energy_fn, x, t, a, g2, c, n_probes, sigma, hs, hd, create_gr
     xp, xm = x + v, x - v
     # scores at x +- v: one forward + one gradient over 2 P B rows
     with torch.enable_grad():
-        xg = torch.cat([xp, xm]).flatten(0, 1).detach().requires_grad_(True)
-        e = energy_fn(xg, t.repeat(2 * P))
+        rows = [xp, xm] if lead is None else [lead.detach()[None], xp, xm]
+        L = 0 if lead is None else 1  # blocks of lead rows
+        xg = torch.cat(rows).flatten(0, 1).detach().requires_grad_(True)
+        e = energy_fn(xg, t.repeat(2 * P + L))
         (gx,) = torch.autograd.grad(e.sum(), xg, create_graph=create_graph)
+    if lead is not None:
+        e_lead, s_lead = e[:B], -gx[:B]
+        e, gx = e[B:], gx[B:]
     # the time stencil at x + v: one forward over 2 P B rows (no x-gradient needed, so
     # its rows stay out of the double backward)
     e_t = energy_fn(
@@ -284,7 +295,69 @@ def _probe_batched(energy_fn, x, t, a, g2, c, n_probes, sigma, hs, hd, create_gr
     xs = (xp.flatten(2) * s_p).sum(2)
     f0, f_fwd, f_bwd = -e[0], -e[2], -e[3]
     dt = (hs**2 * f_fwd + (hd**2 - hs**2) * f0 - hd**2 * f_bwd) / (hs * hd * (hd + hs))
-    return 0.5 * g2 * (div + s_p.pow(2).sum(2)) - a * xs - a * c - dt
+    r = 0.5 * g2 * (div + s_p.pow(2).sum(2)) - a * xs - a * c - dt
+    return r if lead is None else (r, e_lead, s_lead)
+
+
+def dsm_fp_loss(
+    energy_fn: EnergyFn,
+    sde: SDE,
+    x0: torch.Tensor,
+    t: torch.Tensor,
+    noise: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    sigma: float = 1e-4,
+    hs: float = 1e-3,
+    hd: float = 5e-4,
+    dim_offset: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`dsm_loss` and :func:`fp_loss` of an energy model from two network calls.
+
+    The DSM score at ``x_t`` joins the probes' scores in one forward + one gradient
+    (``5B`` rows), the time stencil is a second forward (``4B`` rows). The probes are
+    drawn from ``generator`` after ``noise`` as in the separate calls, and both losses
+    equal theirs (to rounding).
+
+    Parameters
+    ----------
+    energy_fn : callable ``(x, t) -> E (B,)``
+        An energy network; its score is :math:`-\nabla_x E`.
+    sde, x0, t, noise, weight
+        As in :func:`dsm_loss`.
+    generator, sigma, hs, hd, dim_offset
+        As in :func:`fp_loss`.
+
+    Returns
+    -------
+    l_dsm, l_fp : Tensor, scalar
+    """
+    if sigma <= 0 or hs <= 0 or hd <= 0:
+        raise ValueError("sigma, hs and hd must be > 0")
+    D = x0[0].numel()
+    xt, _ = sde.perturb(x0, t, noise)
+    a, g2 = sde.drift_coeff(t), sde.g2(t)
+    r, _, s = _probe_batched(
+        energy_fn,
+        xt.detach(),
+        t,
+        a,
+        g2,
+        _offset(dim_offset, D),
+        2,
+        sigma,
+        hs,
+        hd,
+        True,
+        generator,
+        lead=xt,
+    )
+    sig = _bcast(sde.sigma(t), x0)
+    per = (noise + sig * s).pow(2).flatten(1).mean(1)
+    fp = r[0] * r[1]
+    if weight is not None:
+        per, fp = per * weight, fp * weight
+    return per.mean(), fp.mean() / D**2
 
 
 def fp_loss(

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from ..._util import atomic_torch_save, progress_bar
-from .losses import dsm_loss, fp_loss, time_weight
+from .losses import dsm_fp_loss, dsm_loss, fp_loss, time_weight
+from .networks import EnergyNet
 from .sde import SDE
 
 __all__ = ["CHECKPOINT_NAME", "Stage", "TrainConfig", "random_rotations", "train"]
@@ -368,10 +369,28 @@ def _run_epoch(target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_st
         t = lo + (hi - lo) * torch.rand(B, generator=gen, dtype=x0.dtype)
         noise = torch.randn(x0.shape, generator=gen, dtype=x0.dtype)
         w = time_weight(t, stage.mid, lo, hi)
-        l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
-        loss = l_dsm
         l_fp = zero
-        if use_fp:
+        joint = use_fp and cfg.fp_batched and isinstance(target, EnergyNet)
+        if joint:
+            # the DSM score joins the probes' gradient call (same losses, fewer calls)
+            l_dsm, l_fp = dsm_fp_loss(
+                target,
+                sde,
+                x0,
+                t,
+                noise,
+                w,
+                gen,
+                sigma=cfg.fp_sigma,
+                hs=cfg.fp_hs,
+                hd=cfg.fp_hd,
+                dim_offset=cfg.fp_dim_offset,
+            )
+            loss = l_dsm + stage.fp_weight * l_fp
+        else:
+            l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
+            loss = l_dsm
+        if use_fp and not joint:
             l_fp = fp_loss(
                 target.energy,
                 sde,

@@ -53,3 +53,28 @@ def test_batched_residual_equals_reference_three_probes():
     ]
     assert r[1].shape == (3, len(t))
     torch.testing.assert_close(r[1], r[0], rtol=1e-6, atol=1e-9)
+
+
+def test_joint_dsm_fp_loss_equals_separate_calls():
+    from sci_moe.sampling.diffusion.losses import dsm_fp_loss, dsm_loss
+
+    model, x0, t = _setup((3, 3))
+    sde = VPSDE()
+    noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(2), dtype=x0.dtype)
+    w = torch.linspace(0.5, 1.5, len(t), dtype=torch.float64)
+    out = []
+    for joint in (False, True):
+        gen = torch.Generator().manual_seed(11)
+        model.zero_grad(set_to_none=True)
+        if joint:
+            l_dsm, l_fp = dsm_fp_loss(model, sde, x0, t, noise, w, gen)
+        else:
+            l_dsm, xt = dsm_loss(model.score, sde, x0, t, noise, w)
+            l_fp = fp_loss(model, sde, xt, t, w, gen, batched=False)
+        (l_dsm + 1e-2 * l_fp).backward()
+        out.append((l_dsm.detach(), l_fp.detach(), [p.grad.clone() for p in model.parameters()]))
+    (d0, f0, g0), (d1, f1, g1) = out
+    torch.testing.assert_close(d1, d0, rtol=1e-9, atol=0)
+    torch.testing.assert_close(f1, f0, rtol=1e-6, atol=0)
+    for a, b in zip(g1, g0, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
