@@ -328,6 +328,14 @@ def train_decomposition(
         disable=not cfg.show_progress,
     )
     T = x.shape[0]
+
+    def save() -> None:  # the whole training state, read by the resume branch above
+        state = _state(
+            module, opt, step, tokens, gen, last_active, history, resampled, cfg,
+            (running, n_running),
+        )  # fmt: skip
+        atomic_torch_save(path, state)
+
     try:
         while step < end:
             idx = torch.randint(0, T, (cfg.batch_size,), generator=gen)
@@ -357,40 +365,12 @@ def train_decomposition(
                 last_active[dead] = tokens
                 resampled += got
             if path is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                atomic_torch_save(
-                    path,
-                    _state(
-                        module,
-                        opt,
-                        step,
-                        tokens,
-                        gen,
-                        last_active,
-                        history,
-                        resampled,
-                        cfg,
-                        (running, n_running),
-                    ),
-                )
+                save()
             bar.update(1)
     finally:
         bar.close()
     if path is not None:
-        atomic_torch_save(
-            path,
-            _state(
-                module,
-                opt,
-                step,
-                tokens,
-                gen,
-                last_active,
-                history,
-                resampled,
-                cfg,
-                (running, n_running),
-            ),
-        )
+        save()
     dead_fraction = (
         float(((tokens - last_active) >= cfg.dead_window).float().mean())
         if tokens >= cfg.dead_window
