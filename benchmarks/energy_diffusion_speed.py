@@ -14,7 +14,8 @@ that a change of the machine's load hits all paths; the median of 3 repeats is r
 Both paths compute the same loss (``tests/sampling/diffusion/test_fp_batched.py``,
 ``test_train.py::test_fast_defaults_equal_reference_path``).
 
-Also the Mueller-Brown data generator (``sci_moe.data.toy.muller_brown_samples``, 100
+Also AdamW's step alone on the MLP's parameters (unfused vs fused, us), and the
+Mueller-Brown data generator (``sci_moe.data.toy.muller_brown_samples``, 100
 walkers, BAOAB): microseconds per integrator step with the generic
 ``PotentialForces(MuellerBrown())`` provider (reference) and with the generator's own
 provider (bit-identical trajectories).
@@ -64,6 +65,22 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
     return time.perf_counter() - t0
 
 
+def _adamw_step_us(fused: bool, n: int = 1000) -> float:
+    """Microseconds per AdamW step (lr set each step, as the trainer does) on the MLP."""
+    net = MLPEnergy((1, 2), HIDDEN)
+    for p in net.parameters():
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-4, weight_decay=1e-4, fused=fused or None)
+    for _ in range(20):
+        opt.step()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        for g in opt.param_groups:
+            g["lr"] = 3e-4
+        opt.step()
+    return 1e6 * (time.perf_counter() - t0) / n
+
+
 def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
     """The generator's loop with the generic provider (as before this benchmark's change)."""
     from sci_moe.sampling.md import LangevinBAOAB, MuellerBrown, PotentialForces
@@ -87,12 +104,13 @@ def main() -> int:
     warn = _common.busy_warning()
     if warn:
         print(warn)
-    steps = 100 if args.quick else 400
+    steps = 200 if args.quick else 1000
     mb_frames = 10 if args.quick else 100
     walkers, stride = 100, 50
     g = torch.Generator().manual_seed(args.seed)
     data = (torch.randn(BATCH * steps, 1, 2, generator=g) * 0.4).float()
     rows: list[Row] = []
+    repeats_ms: dict[str, list[float]] = {}
     for variant in ("plain", "fp"):
         times: dict[str, list[float]] = {k: [] for k in PATHS}
         for path in PATHS:  # warm-up
@@ -101,6 +119,8 @@ def main() -> int:
             for path in PATHS:
                 times[path].append(_train_seconds(variant, path, steps, data, args.seed))
         ms = {k: 1e3 * sorted(v)[len(v) // 2] / steps for k, v in times.items()}
+        for k, v in times.items():
+            repeats_ms[f"{variant}/{k}"] = [round(1e3 * x / steps, 3) for x in v]
         rows.append(Row(f"{variant}/reference", "ms_per_step", round(ms["reference"], 3), "ms"))
         for path in ("fused_adamw", "fast"):
             rows.append(
@@ -113,6 +133,22 @@ def main() -> int:
                     round(ms["reference"] / ms[path], 3),
                 )
             )
+    adam: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(args.repeats):
+        for fused in (False, True):
+            adam[fused].append(_adamw_step_us(fused))
+    au = {k: sorted(v)[len(v) // 2] for k, v in adam.items()}
+    rows.append(Row("adamw_step/unfused", "us_per_step", round(au[False], 1), "us"))
+    rows.append(
+        Row(
+            "adamw_step/fused",
+            "us_per_step",
+            round(au[True], 1),
+            "us",
+            "adamw_step/unfused",
+            round(au[False] / au[True], 3),
+        )
+    )
     mb: dict[str, list[float]] = {"reference": [], "fast": []}
     n_steps = mb_frames * stride
     _mb_reference(1, walkers, stride, args.seed)
@@ -152,6 +188,7 @@ def main() -> int:
             f"median of {args.repeats}; Mueller-Brown: {walkers} walkers x {n_steps} steps"
         ),
         busy_warning=warn,
+        repeats_ms_per_step=repeats_ms,
         quick=args.quick,
     )
     return _common.finish(args, "energy_diffusion_speed", machine, rows, other, t0)
