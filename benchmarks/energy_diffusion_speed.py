@@ -23,7 +23,7 @@ provider (bit-identical trajectories).
 Run::
 
     OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --quick \\
-        --json benchmarks/results/energy_diffusion_speed_quick.json
+        --json benchmarks/results/energy_diffusion_speed.json
 """
 
 from __future__ import annotations
