@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 from .md_analyse import analyse
-from .md_build import build_simulation, dump_failure_state, reduced_units, write_topology
+from .md_build import build_simulation, dump_failure_state, write_topology
 
 __all__ = ["EXIT_WRITE_FAILED", "add_parser", "analyse", "run"]
 
@@ -410,7 +410,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
         + (
             f"dt {cfg.timestep_fs * 1e-3:g} (reduced time units)"
-            if reduced_units(cfg)
+            if cfg.is_toy
             else f"{cfg.timestep_fs:g} fs"
         )
         + f" -> {out}"
@@ -492,6 +492,6 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     else:
         print(
             f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
-            f"{'time units/day' if reduced_units(cfg) else 'ns/day'}); {_written(out, cfg, total)}"
+            f"{'time units/day' if cfg.is_toy else 'ns/day'}); {_written(out, cfg, total)}"
         )
     return 0

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["build_simulation", "dump_failure_state", "reduced_units", "write_topology"]
+__all__ = ["build_simulation", "dump_failure_state", "write_topology"]
 
 
 def write_topology(system, path: Path) -> None:
@@ -26,13 +26,6 @@ def write_topology(system, path: Path) -> None:
     pos[:, : system.positions.shape[1]] = system.positions
     with open(path, "w", encoding="utf-8") as fh:
         PDBFile.writeFile(system.topology, pos * unit.nanometer, fh)
-
-
-def reduced_units(cfg) -> bool:
-    """Toy systems run in reduced units: their logs and messages claim no fs, K or kJ/mol."""
-    from ..sampling.md.config import TOY_SYSTEMS
-
-    return cfg.system in TOY_SYSTEMS
 
 
 def build_simulation(cfg, system, engine, out: Path, total_steps: int, progress: bool):
@@ -52,11 +45,11 @@ def build_simulation(cfg, system, engine, out: Path, total_steps: int, progress:
         TrajectoryReporter(
             out / f"trajectory.{cfg.trajectory_format}", cfg.report_interval, system.topology
         ),
-        LogReporter(out / "log.csv", cfg.report_interval, reduced=reduced_units(cfg)),
+        LogReporter(out / "log.csv", cfg.report_interval, reduced=cfg.is_toy),
         CheckpointReporter(out / "checkpoint.pt", cfg.checkpoint_interval),
     ]
     if progress:
-        speed_unit = "time/day" if reduced_units(cfg) else "ns/day"
+        speed_unit = "time/day" if cfg.is_toy else "ns/day"
         reporters.append(
             ProgressReporter(total_steps, desc="md", file=sys.stderr, speed_unit=speed_unit)
         )

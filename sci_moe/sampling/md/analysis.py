@@ -25,6 +25,7 @@ import numpy as np
 
 from ..._util import atomic_write_text
 from .alanine import alanine_phi_psi
+from .config import TOY_SYSTEMS
 from .histograms import (
     angle_histogram,
     boltzmann_histogram,
@@ -34,6 +35,7 @@ from .histograms import (
     kl_divergence,
     pmf_error,
 )
+from .log_reporter import LogReporter
 from .reference import reference_histogram, shipped_reference
 
 __all__ = [
@@ -53,10 +55,6 @@ __all__ = [
 ]
 
 
-_COLUMNS = ("step", "time_ps", "potential_energy_kj_mol", "temperature_k", "speed_ns_per_day")
-_REDUCED_COLUMNS = ("step", "time", "potential_energy", "temperature", "speed_time_per_day")
-
-
 def read_log(path) -> dict[str, np.ndarray]:
     """Read a :class:`~sci_moe.sampling.md.reporters.LogReporter` CSV into column arrays
     (empty cells -> NaN)."""
@@ -72,7 +70,7 @@ def read_log(path) -> dict[str, np.ndarray]:
     log = {n: data[:, i] for i, n in enumerate(names)}
     # Reduced-unit logs (toy systems) name their columns without units: also expose them
     # under the standard names, so that one reader serves both.
-    for reduced, standard in zip(_REDUCED_COLUMNS, _COLUMNS, strict=True):
+    for reduced, standard in zip(LogReporter.REDUCED_COLUMNS, LogReporter.COLUMNS, strict=True):
         if reduced in log and standard not in log:
             log[standard] = log[reduced]
     return log
@@ -229,7 +227,7 @@ def analyse_run(
     out_dir = Path(out_dir) if out_dir is not None else run_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"run": str(run_dir), "system": cfg.get("system"), "bins": bins}
-    toy = cfg.get("system") in ("muller-brown", "double-well")
+    toy = cfg.get("system") in TOY_SYSTEMS
     # Toy systems are in reduced units: no kJ/mol or K in their keys, labels or messages.
     energy_key, temp_key = (
         ("mean_potential_energy", "mean_temperature")

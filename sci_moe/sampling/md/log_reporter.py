@@ -47,7 +47,6 @@ class LogReporter(Reporter):
         super().__init__(interval)
         self.reduced = bool(reduced)
         self.columns = self.REDUCED_COLUMNS if reduced else self.COLUMNS
-        self._kb = BOLTZMANN_KJ_PER_MOL_K
         self.path = Path(path)
         self._fh = None
         self.rows = 0
@@ -68,7 +67,8 @@ class LogReporter(Reporter):
         if snapshot.temperature is None:
             temp = ""
         else:  # kelvin, or 2K/n_dof in energy units (k_B T) for reduced units
-            t = float(np.mean(snapshot.temperature)) * (self._kb if self.reduced else 1.0)
+            t = float(np.mean(snapshot.temperature))
+            t *= BOLTZMANN_KJ_PER_MOL_K if self.reduced else 1.0
             temp = f"{t:.4f}"
         speed = simulation.speed_ns_per_day()
         speed_text = "" if speed is None else f"{speed:.4g}"
