@@ -17,6 +17,7 @@ from .io import (
     atomic_write_text,
     fsync_dir,
     previous_path,
+    sha256_file,
 )
 from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
@@ -70,4 +71,5 @@ __all__ = [
     "restricted_loads",
     "scatter_mean",
     "scatter_sum",
+    "sha256_file",
 ]

@@ -10,6 +10,7 @@ power loss; ``keep_previous=True`` keeps the replaced file as ``<stem>_prev<suff
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -28,6 +29,7 @@ __all__ = [
     "atomic_write_text",
     "fsync_dir",
     "previous_path",
+    "sha256_file",
 ]
 
 
@@ -168,3 +170,25 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any, **kw) -> Path:
     with atomic_open(path, "wb", **kw) as fh:
         torch.save(obj, fh)
     return Path(path)
+
+
+def sha256_file(path: str | os.PathLike, block_size: int = 1 << 22) -> str:
+    """SHA-256 (hex digest) of a file's bytes, read in blocks (constant memory).
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    block_size : int, optional
+        Bytes read at a time (default 4 MiB).
+
+    Returns
+    -------
+    str
+        64 hexadecimal characters.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(block_size), b""):
+            h.update(block)
+    return h.hexdigest()

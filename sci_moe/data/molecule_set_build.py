@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_npz, atomic_write_text
+from .._util import atomic_save_npz, atomic_write_text, sha256_file
 from ..molecules import (
     ConformerConfig,
     ConformerEnsemble,
@@ -33,7 +33,6 @@ from .molecule_set_store import (
     REPORT_FILE,
     TARGET_UNITS,
     MoleculeSet,
-    _sha256_file,
 )
 from .nci import _canonical, nci_pool
 from .xtb import XTBConfig
@@ -389,6 +388,6 @@ def build_molecule_set(
     if plot:
         _plot(ms, out / "labels.png")
         files.append("labels.png")
-    sums = "".join(f"{_sha256_file(out / f)}  {f}\n" for f in files)
+    sums = "".join(f"{sha256_file(out / f)}  {f}\n" for f in files)
     atomic_write_text(out / CHECKSUM_FILE, sums)
     return ms

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_npz
+from .._util import atomic_save_npz, sha256_file
 from ..molecules import EnsembleDataset, EnsembleGraph, boltzmann_weights
 
 __all__ = ["CHECKSUM_FILE", "DATA_FILE", "REPORT_FILE", "TARGETS", "TARGET_UNITS", "MoleculeSet"]
@@ -35,14 +35,6 @@ def _marcel_shuffle(n: int, seed: int) -> np.ndarray:
     idx = np.arange(n)
     np.random.RandomState(seed).shuffle(idx)  # the legacy stream sklearn uses
     return idx
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
@@ -249,7 +241,7 @@ class MoleculeSet:
                 for line in sums.read_text().splitlines()
                 if line.strip()
             }
-            if npz.name in expected and expected[npz.name] != _sha256_file(npz):
+            if npz.name in expected and expected[npz.name] != sha256_file(npz):
                 raise ValueError(f"{npz} does not match its sha256 in {sums}; rebuild it")
         with np.load(npz, allow_pickle=False) as z:
             d = {k: z[k] for k in z.files}

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from ..._util import sha256_file
+
 __all__ = [
     "SMOLLM2_GGUF",
     "PretrainedModel",
@@ -69,11 +71,7 @@ class PretrainedModel:
 
 @functools.lru_cache(maxsize=8)
 def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)
 
 
 def file_sha256(path: str | os.PathLike) -> str:
