@@ -23,7 +23,6 @@ V, :class:`sci_moe.federated.CLSAdaptedLayer`); those hidden states are cached i
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 
 from .._util import atomic_save_npz
+from .gensim_files import gensim_test_file
 from .minilm import minilm_model_path, text_hash
 from .newsgroups import newsgroup_sentences, split_sentences
 
@@ -47,16 +47,6 @@ __all__ = [
 
 #: The four task names, in cluster order.
 TASKS = ("topic", "sentiment", "source", "negation")
-
-
-def _gensim_file(name: str) -> Path:
-    spec = importlib.util.find_spec("gensim")
-    if spec is None or spec.origin is None:
-        raise ImportError("the federated text tasks read gensim's test data: pip install gensim")
-    path = Path(spec.origin).parent / "test" / "test_data" / name
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the gensim wheel")
-    return path
 
 
 def _balanced(texts, labels, per_class, rng):
@@ -145,7 +135,7 @@ def task_sentences(task: str, per_class: int, seed: int = 0) -> tuple[list[str],
         return _balanced(texts, labels.astype(int), per_class, rng)
     if task == "sentiment":
         texts, labels = [], []
-        with open(_gensim_file("pang_lee_polarity.cor"), encoding="latin-1") as fh:
+        with open(gensim_test_file("pang_lee_polarity.cor"), encoding="latin-1") as fh:
             for line in fh:
                 tag, _, text = line.strip().partition(" ")
                 if text:
@@ -155,7 +145,7 @@ def task_sentences(task: str, per_class: int, seed: int = 0) -> tuple[list[str],
     if task == "source":
         from .wiki_markup import read_wiki_pages, strip_plain
 
-        with open(_gensim_file("lee_background.cor"), encoding="utf-8", errors="replace") as fh:
+        with open(gensim_test_file("lee_background.cor"), encoding="utf-8", errors="replace") as fh:
             lee = [s for line in fh for s in split_sentences(line.strip(), 6, 40)]
         wiki = [s for _, m in read_wiki_pages() for s in split_sentences(strip_plain(m), 6, 40)]
         return _balanced(lee + wiki, [0] * len(lee) + [1] * len(wiki), per_class, rng)

@@ -24,7 +24,6 @@ arrays and never imports ``sci_moe.data``).
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import re
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util import RestrictedUnpickler
+from .gensim_files import gensim_test_file
 
 __all__ = [
     "MINI_NEWSGROUP_FILE",
@@ -92,12 +92,7 @@ def load_mini_newsgroups(path: str | os.PathLike | None = None) -> dict:
         ``Bunch``.
     """
     if path is None:
-        spec = importlib.util.find_spec("gensim")  # locate, without importing gensim
-        if spec is None or spec.origin is None:  # pragma: no cover - gensim is a dependency
-            raise ImportError(
-                "the newsgroup corpus ships inside gensim's wheel: pip install 'gensim>=4.3'"
-            )
-        path = Path(spec.origin).parent / "test" / "test_data" / MINI_NEWSGROUP_FILE
+        path = gensim_test_file(MINI_NEWSGROUP_FILE)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"newsgroup corpus file not found: {path}")

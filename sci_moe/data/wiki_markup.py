@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import bz2
 import html
-import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from .gensim_files import gensim_test_file
 
 __all__ = [
     "WIKI_XML_FILE",
@@ -40,16 +41,7 @@ WIKI_XML_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortene
 
 def wiki_xml_path() -> Path:
     """Path of the Wikipedia XML excerpt inside the installed gensim package."""
-    spec = importlib.util.find_spec("gensim")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "the Wikipedia excerpt ships in gensim's wheel: pip install 'gensim>=4.3'"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "test" / "test_data"
-    path = path / WIKI_XML_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; reinstall gensim (its wheel ships it)")
-    return path
+    return gensim_test_file(WIKI_XML_FILE)
 
 
 def read_wiki_pages(path: str | Path | None = None) -> list[tuple[str, str]]:
