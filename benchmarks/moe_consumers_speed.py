@@ -1,0 +1,153 @@
+"""Training steps/s of two models built on ``sci_moe.moe``: SPiCE and the byte-level MoE LM.
+
+A fixed, synthetic workload (no data set needed) that exercises the MoE core the way
+its consumers do, so a change to the core can be quoted as "steps/s before / after":
+
+``spice``
+    ``sci_moe.molecules.build_model("spice", ...)`` with the options of
+    ``benchmarks/spice.py`` (hidden 32, 2 PaiNN layers, 16 RBFs, cutoff 0.5 nm, 8
+    experts, top-2, 4 heads, noise 0.1); batches of 4 random chain molecules of 12-20
+    heavy atoms with 6 conformers each (seeded). One step: ``model.loss(batch)``,
+    backward, AdamW.
+``lm``
+    ``sci_moe.language.MoETransformerLM`` with the default ``MoELMConfig`` (d_model 64,
+    2 layers, 4 heads, seq_len 64, SwiGLU experts of 64, 8 experts, top-2), batches of
+    16 random byte windows. One step: ``model.loss``, ``(ce + aux).backward()``, AdamW.
+
+The figure is ``steps / s`` from the median over ``--repeats`` blocks of ``--steps``
+steps each (after one warm-up block). Run with ``OMP_NUM_THREADS=1``::
+
+    python benchmarks/moe_consumers_speed.py --threads 1 --json PATH [--quick]
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from _common import OtherLoad, Row, base_parser, finish, machine_info, print_table, setup
+
+BENCHMARK = "moe_consumers_speed"
+
+
+def _random_molecule(n: int, c: int, seed: int, n_targets: int):
+    from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM, EnsembleGraph
+
+    g = torch.Generator().manual_seed(seed)
+    pos = torch.cumsum(torch.randn(c, n, 3, generator=g) * 0.1, dim=1)
+    bi = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    bi = torch.cat([bi, bi.flip(0)], dim=1)
+    e = torch.rand(c, generator=g) * 5
+    return EnsembleGraph(
+        z=torch.randint(1, 10, (n,), generator=g),
+        atom_attr=torch.randn(n, ATOM_FEATURE_DIM, generator=g),
+        bond_index=bi,
+        bond_attr=torch.randn(bi.shape[1], BOND_FEATURE_DIM, generator=g),
+        pos=pos,
+        conf_energy=e - e.min(),
+        conf_weight=torch.softmax(-e, 0),
+        y=torch.randn(n_targets, generator=g),
+        name=f"mol{seed}",
+    )
+
+
+def spice_step(seed: int):
+    """A SPiCE training step (closure) at the sizes of ``benchmarks/spice.py``."""
+    from sci_moe.molecules import (
+        ATOM_FEATURE_DIM,
+        BOND_FEATURE_DIM,
+        build_model,
+        collate_ensembles,
+    )
+
+    torch.manual_seed(seed)
+    model = build_model(
+        "spice",
+        n_targets=3,
+        atom_dim=ATOM_FEATURE_DIM,
+        bond_dim=BOND_FEATURE_DIM,
+        hidden=32,
+        num_layers=2,
+        num_rbf=16,
+        cutoff_nm=0.5,
+        num_experts=8,
+        top_k=2,
+        heads=4,
+        noise_std=0.1,
+    )
+    mols = [_random_molecule(12 + (s % 9), 6, seed * 1000 + s, 3) for s in range(16)]
+    batches = [collate_ensembles(mols[i : i + 4]) for i in range(0, 16, 4)]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    state = {"i": 0}
+
+    def step():
+        batch = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        loss, _ = model.loss(batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def lm_step(seed: int):
+    """A training step (closure) of the default byte-level MoE LM."""
+    from sci_moe.language import MoELMConfig, MoETransformerLM
+
+    torch.manual_seed(seed)
+    cfg = MoELMConfig()
+    model = MoETransformerLM(cfg)
+    g = torch.Generator().manual_seed(seed)
+    data = torch.randint(0, cfg.vocab_size, (8, 16, cfg.seq_len + 1), generator=g)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    state = {"i": 0}
+
+    def step():
+        w = data[state["i"] % data.shape[0]]
+        state["i"] += 1
+        ce, aux, _ = model.loss(w[:, :-1], w[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        (ce + aux).backward()
+        opt.step()
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=None, help="steps per block (20; quick 8)")
+    p.add_argument("--repeats", type=int, default=5, help="timed blocks (default 5)")
+    p.add_argument("--label", default="", help="suffix of the case names (e.g. before/after)")
+    args = p.parse_args(argv)
+    setup(args)
+    steps = args.steps or (8 if args.quick else 20)
+    t0 = time.perf_counter()
+    other = OtherLoad()
+    machine = machine_info(seed=args.seed, steps=steps, repeats=args.repeats)
+    rows, table = [], []
+    for name, make in (("spice", spice_step), ("lm", lm_step)):
+        step = make(args.seed)
+        for _ in range(steps):  # warm-up block
+            step()
+        times = []
+        for _ in range(args.repeats):
+            s0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times.append(time.perf_counter() - s0)
+        med = sorted(times)[len(times) // 2]
+        rate = steps / med
+        spread = (max(times) - min(times)) / med
+        case = f"{name}{(' ' + args.label) if args.label else ''}"
+        rows.append(Row(case, "steps_per_s", rate, "steps/s"))
+        table.append([case, steps, args.repeats, rate, 1e3 / rate, spread])
+        print(f"{case}: {rate:.2f} steps/s", flush=True)
+    print_table(["model", "steps/block", "blocks", "steps/s", "ms/step", "spread"], table)
+    return finish(args, BENCHMARK, machine, rows, other, t0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
