@@ -27,7 +27,16 @@ from .backbone import (
     scatter_sum,
     vectors_to_irreps,
 )
-from .baselines import GNN2D, MODEL_NAMES, BaselineConfig, ConformerBaseline, build_model
+from .baselines import (
+    GNN2D,
+    MODEL_NAMES,
+    MODELS,
+    BaselineConfig,
+    ConformerBaseline,
+    build_model,
+    pick_conformer,
+)
+from .distributed import DistributedContext, init_distributed
 from .ensemble import (
     CrossConformerIntegration,
     EnsembleEncoder,
@@ -70,6 +79,7 @@ from .model import (
     moe_load,
     segment_softmax,
 )
+from .set_readouts import SET_READOUTS, SetReadout
 from .train import (
     CHECKPOINT_NAME,
     RESULTS_NAME,
@@ -129,14 +139,17 @@ __all__ = [
     "ELEMENTS",
     "GNN2D",
     "KCAL_TO_KJ",
+    "MODELS",
     "MODEL_NAMES",
     "RESULTS_NAME",
+    "SET_READOUTS",
     "BaselineConfig",
     "BesselBasis",
     "ConformerBaseline",
     "ConformerConfig",
     "ConformerEnsemble",
     "CrossConformerIntegration",
+    "DistributedContext",
     "EnsembleBatch",
     "EnsembleDataset",
     "EnsembleEncoder",
@@ -155,6 +168,7 @@ __all__ = [
     "PaiNNUpdate",
     "SPiCE",
     "SPiCEConfig",
+    "SetReadout",
     "TrainConfig",
     "VectorExperts",
     "atom_features",
@@ -171,11 +185,13 @@ __all__ = [
     "evaluate",
     "fit",
     "generate_ensembles",
+    "init_distributed",
     "load_checkpoint",
     "load_model",
     "moe_load",
     "pack_by_group",
     "parallel_map",
+    "pick_conformer",
     "radius_graph_per_conformer",
     "save_model",
     "scatter_mean",

@@ -1,14 +1,23 @@
 """Baselines for SPiCE, on the same batches and with the same backbone.
 
-* :class:`ConformerBaseline` with ``conformers="lowest"`` — the PaiNN backbone on the
-  lowest-energy conformer only (MARCEL's single-conformer 3D models);
-* :class:`ConformerBaseline` with ``conformers="all"`` — the backbone on every
-  conformer, then a DeepSets ensemble readout ``rho(mean_c psi(g_c))`` (MARCEL's
-  ``Model4D`` with a DeepSets set encoder), or a plain mean (``set_readout="mean"``);
-* :class:`GNN2D` — a 2D GINE network on the bond graph (no coordinates; MARCEL's 2D GIN);
-* SPiCE without MoE — :class:`~sci_moe.molecules.model.SPiCE` with ``use_moe=False``.
+Every 3D baseline runs the PaiNN backbone of SPiCE (same blocks, cutoff and readout MLP
+``phi``) on the conformers of a batch in one call; they differ in which conformers they
+see and how the conformer embeddings are pooled (:mod:`~sci_moe.molecules.set_readouts`):
 
-:func:`build_model` builds any of them by name, with the sizes shared by all.
+* ``single_conformer`` — the lowest-energy conformer only (MARCEL's 1-conformer 3D);
+* ``random_conformer`` — one uniformly random conformer per molecule and step in
+  training, the first stored conformer in evaluation (MARCEL's random-conformer
+  augmentation);
+* ``mean_ensemble`` / ``deepsets`` / ``attention_ensemble`` / ``boltzmann_ensemble`` —
+  all conformers, pooled by a mean, DeepSets, self-attention + attention pooling, or the
+  Boltzmann weights (MARCEL's ``Model4D`` set encoders);
+* ``gnn2d_3d`` — "2D + 3D": the 2D GINE embedding of :class:`GNN2D` concatenated with the
+  DeepSets-pooled 3D ensemble embedding;
+* ``gnn2d`` — :class:`GNN2D`, a 2D GINE network on the bond graph (no coordinates);
+* ``spice_dense`` — :class:`~sci_moe.molecules.model.SPiCE` without MoE.
+
+:data:`MODELS` is the registry (name -> description); :func:`build_model` builds any of
+them by name with the sizes shared by all.
 """
 
 from __future__ import annotations
@@ -22,17 +31,33 @@ from .backbone import scatter_sum
 from .ensemble import EnsembleEncoder, EnsembleEncoderConfig, scatter_mean
 from .graph import EnsembleBatch, radius_graph_per_conformer
 from .model import AtomEmbedding, EnsembleRegressor, SPiCE, SPiCEConfig
+from .set_readouts import SET_READOUTS, SetReadout
 
 __all__ = [
     "GNN2D",
+    "MODELS",
     "MODEL_NAMES",
     "BaselineConfig",
     "ConformerBaseline",
     "build_model",
 ]
 
+#: Registry of :func:`build_model`: name -> one-line description.
+MODELS = {
+    "spice": "SPiCE: backbone + geometric MoE + cross-conformer integration",
+    "spice_dense": "SPiCE without MoE (one dense expert per path)",
+    "single_conformer": "backbone on the lowest-energy conformer",
+    "random_conformer": "backbone on one random conformer (first one in evaluation)",
+    "mean_ensemble": "backbone on all conformers, mean of the conformer embeddings",
+    "deepsets": "backbone on all conformers, DeepSets readout",
+    "attention_ensemble": "backbone on all conformers, self-attention + attention pooling",
+    "boltzmann_ensemble": "backbone on all conformers, Boltzmann-weighted readout",
+    "gnn2d_3d": "2D GINE embedding concatenated with the DeepSets 3D ensemble embedding",
+    "gnn2d": "2D GINE network on the bond graph (no coordinates)",
+}
 #: Names accepted by :func:`build_model`.
-MODEL_NAMES = ("spice", "spice_dense", "single_conformer", "deepsets", "mean_ensemble", "gnn2d")
+MODEL_NAMES = tuple(MODELS)
+_CONFORMERS = ("lowest", "random", "all")
 
 
 @dataclass
@@ -45,11 +70,17 @@ class BaselineConfig:
     cutoff_nm : float
     max_neighbors : int, optional
     num_atom_types : int
-    conformers : {"lowest", "all"}
-        :class:`ConformerBaseline` only: encode the lowest-energy conformer or all.
-    set_readout : {"deepsets", "mean"}
-        :class:`ConformerBaseline` with ``conformers="all"``: DeepSets
-        ``rho(mean_c psi(g_c))`` or the mean of the conformer embeddings.
+    conformers : {"lowest", "random", "all"}
+        :class:`ConformerBaseline` only: encode the lowest-energy conformer, one random
+        conformer (training; the first in evaluation) or all.
+    set_readout : {"deepsets", "mean", "attention", "boltzmann"}
+        :class:`ConformerBaseline` with ``conformers="all"``: see
+        :class:`~sci_moe.molecules.set_readouts.SetReadout`.
+    with_2d : bool
+        :class:`ConformerBaseline` only: concatenate a :class:`GNN2D` embedding of the
+        bond graph to the ensemble embedding before the head ("2D + 3D").
+    heads : int
+        Attention heads of the ``"attention"`` readout.
     atom_pool : {"sum", "mean"}
     """
 
@@ -64,15 +95,19 @@ class BaselineConfig:
     num_atom_types: int = 100
     conformers: str = "all"
     set_readout: str = "deepsets"
+    with_2d: bool = False
+    heads: int = 4
     atom_pool: str = "sum"
 
     def __post_init__(self) -> None:
         if self.n_targets < 1 or self.hidden < 1 or self.num_layers < 1:
             raise ValueError("n_targets, hidden and num_layers must be >= 1")
-        if self.conformers not in ("lowest", "all"):
-            raise ValueError(f"conformers must be 'lowest' or 'all', got {self.conformers!r}")
-        if self.set_readout not in ("deepsets", "mean"):
-            raise ValueError(f"set_readout must be 'deepsets' or 'mean', got {self.set_readout!r}")
+        if self.conformers not in _CONFORMERS:
+            raise ValueError(f"conformers must be one of {_CONFORMERS}, got {self.conformers!r}")
+        if self.set_readout not in SET_READOUTS:
+            raise ValueError(f"set_readout must be one of {SET_READOUTS}, got {self.set_readout!r}")
+        if self.set_readout == "attention" and self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} must be divisible by heads={self.heads}")
         if self.atom_pool not in ("sum", "mean"):
             raise ValueError(f"atom_pool must be 'sum' or 'mean', got {self.atom_pool!r}")
         if not self.cutoff_nm > 0:
@@ -81,6 +116,28 @@ class BaselineConfig:
 
 def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_in, hidden), nn.SiLU(), nn.Linear(hidden, d_out))
+
+
+def pick_conformer(batch: EnsembleBatch, random: bool) -> EnsembleBatch:
+    """One conformer per molecule: uniformly random (global torch RNG) or the first.
+
+    Parameters
+    ----------
+    batch : EnsembleBatch
+    random : bool
+        ``True``: a random conformer of each molecule; ``False``: its first conformer.
+
+    Returns
+    -------
+    EnsembleBatch
+        With ``num_confs == num_mols``.
+    """
+    C, M = batch.num_confs, batch.num_mols
+    dev = batch.conf_to_mol.device
+    key = torch.rand(C, device=dev) if random else -torch.arange(C, device=dev, dtype=torch.float)
+    best = key.new_full((M,), float("-inf")).scatter_reduce(0, batch.conf_to_mol, key, "amax")
+    keep = key == best[batch.conf_to_mol]
+    return batch.select_conformers(keep)
 
 
 class ConformerBaseline(EnsembleRegressor):
@@ -106,13 +163,19 @@ class ConformerBaseline(EnsembleRegressor):
             )
         )
         self.phi = _mlp(2 * c.hidden, c.hidden, c.hidden)
-        self.psi = _mlp(c.hidden, c.hidden, c.hidden) if c.set_readout == "deepsets" else None
-        self.head = _mlp(c.hidden, c.hidden, c.n_targets)
+        kind = c.set_readout if c.conformers == "all" else "mean"
+        self.set_readout = SetReadout(kind, c.hidden, c.heads)
+        self.gnn2d = GNN2D(c, head=False) if c.with_2d else None
+        width = 2 * c.hidden if c.with_2d else c.hidden
+        self.head = _mlp(width, c.hidden, c.n_targets)
 
     def forward_norm(self, batch: EnsembleBatch):
         c = self.config
+        full = batch
         if c.conformers == "lowest":
             batch = batch.lowest_energy()
+        elif c.conformers == "random":
+            batch = pick_conformer(batch, random=self.training)
         t = self.embedding(batch)
         h = t[batch.point_to_atom]
         pos = batch.pos.to(h.dtype)
@@ -121,9 +184,9 @@ class ConformerBaseline(EnsembleRegressor):
         x = torch.cat([h, torch.sqrt(v.square().sum(1) + 1e-8)], dim=-1)
         pool = scatter_sum if c.atom_pool == "sum" else scatter_mean
         g = pool(self.phi(x), batch.point_to_conf, batch.num_confs)
-        if self.psi is not None:
-            g = self.psi(g)
-        gm = scatter_mean(g, batch.conf_to_mol, batch.num_mols)
+        gm = self.set_readout(g, batch.conf_to_mol, batch.num_mols, batch.conf_weight)
+        if self.gnn2d is not None:
+            gm = torch.cat([gm, self.gnn2d.embed(full)], dim=-1)
         return self.head(gm), h.new_zeros(()), [], None
 
 
@@ -156,22 +219,29 @@ class GNN2D(EnsembleRegressor):
     ----------
     config : BaselineConfig
         ``num_layers`` GINE layers of width ``hidden``.
+    head : bool
+        Build the output MLP (``False`` for the 2D branch of ``gnn2d_3d``, which only
+        uses :meth:`embed`).
     """
 
-    def __init__(self, config: BaselineConfig) -> None:
+    def __init__(self, config: BaselineConfig, head: bool = True) -> None:
         super().__init__(config.n_targets)
         c = self.config = config
         self.embedding = AtomEmbedding(c.hidden, c.num_atom_types, c.atom_dim)
         self.layers = nn.ModuleList(GINELayer(c.hidden, c.bond_dim) for _ in range(c.num_layers))
-        self.head = _mlp(c.hidden, c.hidden, c.n_targets)
+        self.head = _mlp(c.hidden, c.hidden, c.n_targets) if head else None
 
-    def forward_norm(self, batch: EnsembleBatch):
+    def embed(self, batch: EnsembleBatch) -> torch.Tensor:
+        """Molecule embeddings of shape ``(M, hidden)`` (pooled GINE atom features)."""
         x = self.embedding(batch)
         for layer in self.layers:
             x = layer(x, batch.bond_index, batch.bond_attr)
         pool = scatter_sum if self.config.atom_pool == "sum" else scatter_mean
-        g = pool(x, batch.atom_to_mol, batch.num_mols)
-        return self.head(g), x.new_zeros(()), [], None
+        return pool(x, batch.atom_to_mol, batch.num_mols)
+
+    def forward_norm(self, batch: EnsembleBatch):
+        g = self.embed(batch)
+        return self.head(g), g.new_zeros(()), [], None
 
 
 def build_model(name: str, **options) -> EnsembleRegressor:
@@ -180,10 +250,8 @@ def build_model(name: str, **options) -> EnsembleRegressor:
     Parameters
     ----------
     name : str
-        One of :data:`MODEL_NAMES`: ``"spice"`` (SPiCE), ``"spice_dense"`` (SPiCE without
-        MoE), ``"single_conformer"`` (backbone on the lowest-energy conformer),
-        ``"deepsets"`` / ``"mean_ensemble"`` (backbone on all conformers with a DeepSets
-        / mean readout), ``"gnn2d"`` (2D GINE).
+        One of :data:`MODEL_NAMES` (described in :data:`MODELS` and the module
+        docstring).
     **options
         Fields of :class:`~sci_moe.molecules.model.SPiCEConfig` (SPiCE variants) or
         :class:`BaselineConfig` (baselines); options the chosen model does not have are
@@ -193,7 +261,7 @@ def build_model(name: str, **options) -> EnsembleRegressor:
     -------
     EnsembleRegressor
     """
-    if name not in MODEL_NAMES:
+    if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {MODEL_NAMES}")
     if name in ("spice", "spice_dense"):
         fields = SPiCEConfig.__dataclass_fields__
@@ -205,9 +273,18 @@ def build_model(name: str, **options) -> EnsembleRegressor:
     kw = {k: v for k, v in options.items() if k in fields}
     if name == "gnn2d":
         return GNN2D(BaselineConfig(**kw))
+    kw["conformers"], kw["with_2d"] = "all", False
     if name == "single_conformer":
         kw["conformers"] = "lowest"
+    elif name == "random_conformer":
+        kw["conformers"] = "random"
+    elif name == "gnn2d_3d":
+        kw.update(set_readout="deepsets", with_2d=True)
     else:
-        kw["conformers"] = "all"
-        kw["set_readout"] = "deepsets" if name == "deepsets" else "mean"
+        kw["set_readout"] = {
+            "mean_ensemble": "mean",
+            "deepsets": "deepsets",
+            "attention_ensemble": "attention",
+            "boltzmann_ensemble": "boltzmann",
+        }[name]
     return ConformerBaseline(BaselineConfig(**kw))

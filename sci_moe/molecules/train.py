@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .._util import atomic_save_json, atomic_torch_save, atomic_write_bytes, progress_bar
+from .distributed import all_reduce_sum, current_context, local_order, wrap_loss
 from .graph import EnsembleGraph, collate_ensembles
 from .model import EnsembleRegressor
 from .train_config import TrainConfig
@@ -74,11 +75,12 @@ def split_indices(
     return idx[:n_train], idx[n_train : n_train + n_val], idx[n_train + n_val :]
 
 
-def _batches(graphs: Sequence[EnsembleGraph], size: int, order=None):
+def _batches(graphs: Sequence[EnsembleGraph], size: int, order=None, device=None):
     order = range(len(graphs)) if order is None else order
     order = list(order)
     for s in range(0, len(order), size):
-        yield collate_ensembles([graphs[i] for i in order[s : s + size]])
+        batch = collate_ensembles([graphs[i] for i in order[s : s + size]])
+        yield batch if device is None or device.type == "cpu" else batch.to(device)
 
 
 @torch.no_grad()
@@ -99,13 +101,14 @@ def evaluate(
     model.eval()
     preds, ys, weights = [], [], []
     load: list[dict] | None = None
+    device = next(iter(model.buffers())).device
     try:
-        for batch in _batches(graphs, batch_size):
+        for batch in _batches(graphs, batch_size, device=device):
             out = model(batch)
-            preds.append(out.pred)
-            ys.append(batch.y.to(out.pred.dtype))
+            preds.append(out.pred.cpu())
+            ys.append(batch.y.to(out.pred.dtype).cpu())
             if out.conf_weight is not None:
-                w = out.conf_weight
+                w = out.conf_weight.cpu()
                 counts = batch.confs_per_mol.tolist()
                 weights += [x.numpy() for x in torch.split(w, counts)]
             if out.moe:
@@ -113,8 +116,8 @@ def evaluate(
                 for info in out.moe:
                     counts_l.append(
                         {
-                            "scalar": info.scalar_routing.load.double(),
-                            "vector": info.vector_routing.load.double(),
+                            "scalar": info.scalar_routing.load.double().cpu(),
+                            "vector": info.vector_routing.load.double().cpu(),
                         }
                     )
                 if load is None:
@@ -269,6 +272,15 @@ def fit(
         Return after this many epochs of *this call* (a deliberate interruption, e.g.
         to test resuming); the results then describe the state so far.
 
+    Notes
+    -----
+    Under ``torchrun`` (a process group started by
+    :func:`~sci_moe.molecules.distributed.init_distributed`) the model is wrapped in
+    DistributedDataParallel, every global batch of ``config.batch_size`` molecules is
+    split over the ranks (:func:`~sci_moe.molecules.distributed.local_order`), and only
+    rank 0 writes the checkpoint and the results; every rank evaluates the full
+    validation and test sets (same numbers on every rank).
+
     Returns
     -------
     dict
@@ -300,6 +312,8 @@ def fit(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
 
+    ctx = current_context()
+    model.to(ctx.device)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = _optimizer(model, cfg)
@@ -330,7 +344,7 @@ def fit(
         model.set_target_stats(torch.stack([g.y for g in train]))
 
     def save() -> None:
-        if ckpt is None:
+        if ckpt is None or not ctx.is_main:
             return
         atomic_torch_save(
             ckpt,
@@ -355,7 +369,8 @@ def fit(
     def stopping() -> bool:
         return cfg.patience > 0 and bad >= cfg.patience
 
-    show = cfg.progress
+    show = cfg.progress and ctx.is_main
+    loss_fn = wrap_loss(model, ctx)
     bar = progress_bar(total=cfg.epochs, initial=epoch, desc="fit", disable=not show, leave=False)
     ran = 0
     try:
@@ -367,12 +382,13 @@ def fit(
             model.train()
             t0 = time.perf_counter()
             order = torch.randperm(len(train), generator=gen).tolist()
+            order, local_bs = local_order(order, cfg.batch_size, ctx)
             tot, tot_aux, n = 0.0, 0.0, 0
-            for batch in _batches(train, cfg.batch_size, order):
+            for batch in _batches(train, local_bs, order, ctx.device):
                 lr = cfg.lr_at(step, steps_per_epoch)
                 for g in optimizer.param_groups:
                     g["lr"] = lr
-                loss, o = model.loss(batch)
+                loss, aux = loss_fn(batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip is not None:
@@ -380,8 +396,9 @@ def fit(
                 optimizer.step()
                 step += 1
                 tot += float(loss.detach()) * batch.num_mols
-                tot_aux += float(o.aux_loss.detach()) * batch.num_mols
+                tot_aux += float(aux) * batch.num_mols
                 n += batch.num_mols
+            tot, tot_aux, n = all_reduce_sum([tot, tot_aux, n], ctx)
             train_time += time.perf_counter() - t0
             ev = evaluate(model, val, cfg.eval_batch_size)
             val_mae = ev["mae"]
@@ -438,6 +455,6 @@ def fit(
         "train_time_s": train_time,
         "history": history,
     }
-    if out is not None:
+    if out is not None and ctx.is_main:
         atomic_save_json(out / RESULTS_NAME, results, indent=1)
     return results
