@@ -1,33 +1,42 @@
-"""SPiCE vs baselines on the offline conformer-ensemble set (same budget, several seeds).
+"""SPiCE vs conformer-ensemble baselines on one backbone: tuned on validation, several seeds.
 
-Models (all from :func:`sci_moe.molecules.build_model`, same width, depth, cutoff,
-optimiser, epochs, batch size and early stopping):
+Models (all from :func:`sci_moe.molecules.build_model`, the same PaiNN backbone, depth,
+cutoff, optimiser, epochs, batch size and early stopping; see
+:data:`sci_moe.molecules.MODELS`): ``spice``, ``spice_dense`` (SPiCE without MoE, an
+ablation), the single-conformer models ``single_conformer`` (lowest energy) and
+``random_conformer``, the ensemble models ``mean_ensemble``, ``deepsets``,
+``attention_ensemble``, ``boltzmann_ensemble``, ``gnn2d_3d`` (2D + 3D), and ``gnn2d``.
 
-* ``spice`` — SPiCE: PaiNN blocks + geometric MoE (top-2 of 8) + cross-conformer
-  integration, mean ensemble readout;
-* ``spice_dense`` — (d) the same without MoE (one dense scalar and vector expert);
-* ``single_conformer`` — (a) the PaiNN backbone on the lowest-energy conformer;
-* ``deepsets`` — (b) the backbone on every conformer with a DeepSets readout;
-* ``gnn2d`` — (c) a 2D GINE network (no coordinates).
+Protocol:
 
-Three references put the numbers in context: ``train_mean`` (predict the training
-mean), ``linear_heavy_atoms`` (least squares on the heavy-atom count, fitted on the
-training split: what molecular size alone explains) and ``lowest_conformer_oracle``
-(the exact GFN2 value of the lowest-energy conformer as the prediction of the Boltzmann
-average: how much of each label an ideal single-conformer model could get right).
-
-Protocol (MARCEL / SPiCE): for each seed ``s`` a molecule-level 70/10/20 split with
-``sklearn.utils.shuffle`` seed ``(123, 8888, 8889, ...)[s]``, every model trained with
-seed ``s`` on all targets at once (z-scored), early stopping on the validation MAE,
-test MAE at the best validation epoch; mean +- std over seeds.
+1. **tuning** (same budget for every model): on split seed 123 and training seed 0,
+   four configurations per model — SPiCE: width x (experts, top-k) in
+   ``{W1, W2} x {(4, 1), (8, 2)}``; every other model: four widths — chosen on the
+   validation MAE (mean over targets of MAE / target std) only;
+2. **evaluation**: the chosen configuration of each model on ``--seeds`` molecule-level
+   70/10/20 splits (``sklearn.utils.shuffle`` seeds ``123, 8888, 8889``), training seed
+   = split index; test MAE at the best validation epoch, mean +- std over seeds;
+3. **paired test** SPiCE vs the best baseline per target (the non-SPiCE model with the
+   lowest mean *validation* MAE on that target): per molecule, the absolute test errors
+   of the two models on the same molecules of the same split, pooled over seeds; a
+   two-sided sign-flip permutation test of the mean difference (20,000 flips), and the
+   same for the best ensemble model vs the best single-conformer model ("does the
+   ensemble help");
+4. **references**: training mean, least squares on the heavy-atom count, and the oracle
+   gap (the exact label of the lowest-energy conformer used as the prediction,
+   ``MoleculeSet.lowest_energy_targets``: what an ideal single-conformer model misses);
+5. **throughput**: training molecules/s (forward + backward + AdamW step) of every model
+   at one common size, on the same training batches, interleaved, median of 3; ratios to
+   DeepSets.
 
 Run::
 
-    python benchmarks/spice.py --data DIR --json benchmarks/results/spice.json
-    python benchmarks/spice.py --quick --data DIR --json benchmarks/results/spice_quick.json
+    python benchmarks/spice.py --data DIR --json benchmarks/results/spice_ensembles.json \\
+        --plots docs/results/img
+    python benchmarks/spice.py --quick --data DIR --json /tmp/spice_quick.json
 
-``DIR`` is a set built by ``sci-moe data molecules --out DIR`` (built there
-when missing: 50 molecules, ~2-4 min on 2 cores).
+``DIR`` is a ``MoleculeSet`` folder (``sci-moe data molecules --out DIR --n 120``; built
+with 50 molecules when missing).
 """
 
 from __future__ import annotations
@@ -40,26 +49,20 @@ import torch
 from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, write_json_doc
 
 SPLIT_SEEDS = (123, 8888, 8889, 4242, 7)
-MODELS = ("spice", "spice_dense", "single_conformer", "deepsets", "gnn2d")
-LABELS = {
-    "spice": "SPiCE",
-    "spice_dense": "(d) SPiCE w/o MoE",
-    "single_conformer": "(a) lowest-energy conformer",
-    "deepsets": "(b) DeepSets ensemble",
-    "gnn2d": "(c) 2D GNN",
-}
+SINGLE = ("single_conformer", "random_conformer")
+ENSEMBLE = ("mean_ensemble", "deepsets", "attention_ensemble", "boltzmann_ensemble", "gnn2d_3d")
+SPICE = ("spice", "spice_dense")
 
 
 def parse_args():
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=Path("data/molecule_set_small"))
     p.add_argument("--seeds", type=int, default=3, help="seeds / splits (default 3)")
-    p.add_argument("--epochs", type=int, default=None, help="max epochs (default 100, quick 8)")
-    p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--hidden", type=int, default=None, help="channels (default 32, quick 16)")
-    p.add_argument(
-        "--with-h", action="store_true", help="keep hydrogens (default: heavy atoms only)"
-    )
+    p.add_argument("--epochs", type=int, default=None, help="max epochs (default 30, quick 4)")
+    p.add_argument("--models", default=None, help="comma-separated (default: all)")
+    p.add_argument("--widths", default=None, help="tuning widths (default 16,24,32,48)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--with-h", action="store_true", help="keep hydrogens (default: heavy only)")
     p.add_argument("--plots", type=Path, default=None, help="folder for the PNG plots")
     return p.parse_args()
 
@@ -73,6 +76,60 @@ def load_set(path: Path):
     return MoleculeSet.load(path)
 
 
+def grid(name: str, widths: list[int]) -> list[dict]:
+    """The four tuning configurations of a model (same count for every model)."""
+    if name == "spice":
+        w = [widths[1], widths[-1]] if len(widths) > 2 else widths[:2]
+        return [{"hidden": h, "num_experts": e, "top_k": k} for h in w for e, k in ((4, 1), (8, 2))]
+    return [{"hidden": h} for h in widths[:4]]
+
+
+def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
+    """Two-sided p-value of mean(d) = 0 by random sign flips of the paired differences."""
+    d = np.asarray(d, dtype=float)
+    if d.size == 0 or not np.any(d):
+        return 1.0
+    rng = np.random.default_rng(seed)
+    flips = rng.choice([-1.0, 1.0], size=(n, d.size))
+    null = np.abs((flips * d).mean(1))
+    return float((1 + np.sum(null >= abs(d.mean()) - 1e-15)) / (n + 1))
+
+
+def throughput(models, opts_of, graphs, batch_size: int, repeats: int = 3) -> dict[str, float]:
+    """Training molecules/s (fwd + bwd + AdamW) per model, interleaved, median of repeats."""
+    from sci_moe.molecules import build_model, collate_ensembles
+
+    batches = [
+        collate_ensembles(graphs[s : s + batch_size])
+        for s in range(0, min(len(graphs), 4 * batch_size), batch_size)
+    ]
+    n_mols = sum(b.num_mols for b in batches)
+    built = {}
+    for name in models:
+        torch.manual_seed(0)
+        m = build_model(name, **opts_of(name)).train()
+        m.set_target_stats(torch.stack([g.y for g in graphs]))
+        built[name] = (m, torch.optim.AdamW(m.parameters(), lr=1e-4))
+
+    def epoch(name):
+        m, opt = built[name]
+        for b in batches:
+            loss, _ = m.loss(b)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    times: dict[str, list[float]] = {n: [] for n in models}
+    for name in models:
+        epoch(name)  # warm-up
+    for _ in range(repeats):
+        for name in models:
+            t0 = time.perf_counter()
+            epoch(name)
+            times[name].append(time.perf_counter() - t0)
+    return {n: n_mols / float(np.median(t)) for n, t in times.items()}
+
+
 def main() -> None:
     args = parse_args()
     setup(args)
@@ -80,6 +137,7 @@ def main() -> None:
     from sci_moe.molecules import (
         ATOM_FEATURE_DIM,
         BOND_FEATURE_DIM,
+        MODEL_NAMES,
         TrainConfig,
         build_model,
         evaluate,
@@ -92,16 +150,15 @@ def main() -> None:
     units = [TARGET_UNITS.get(t, "") for t in targets]
     graphs = ms.graphs(heavy_only=not args.with_h)
     lowest = ms.lowest_energy_targets()
-    models = [m for m in args.models.split(",") if m]
-    epochs = args.epochs or (8 if args.quick else 100)
-    hidden = args.hidden or (16 if args.quick else 32)
+    models = args.models.split(",") if args.models else list(MODEL_NAMES)
+    epochs = args.epochs or (4 if args.quick else 30)
+    widths = [int(w) for w in (args.widths or ("8,16" if args.quick else "16,24,32,48")).split(",")]
     if args.seeds > len(SPLIT_SEEDS):
         raise SystemExit(f"--seeds at most {len(SPLIT_SEEDS)}")
-    opts = dict(
+    base_opts = dict(
         n_targets=len(targets),
         atom_dim=ATOM_FEATURE_DIM,
         bond_dim=BOND_FEATURE_DIM,
-        hidden=hidden,
         num_layers=2,
         num_rbf=16,
         cutoff_nm=0.5,
@@ -112,134 +169,213 @@ def main() -> None:
     )
     tcfg = dict(
         epochs=epochs,
-        batch_size=4,
+        batch_size=args.batch_size,
         lr=1e-3,
         weight_decay=1e-3,
         schedule="cosine",
-        warmup_epochs=2 if not args.quick else 1,
-        patience=30,
+        warmup_epochs=1 if args.quick else 2,
+        patience=0,
         progress=False,
     )
     n_pts = sum(g.num_atoms * g.num_confs for g in graphs)
     print(
         f"{len(ms)} molecules, {sum(g.num_confs for g in graphs)} conformers, {n_pts} "
         f"conformer-atoms ({'with H' if args.with_h else 'heavy atoms'}); targets {targets}; "
-        f"{args.seeds} seeds x {len(models)} models x <= {epochs} epochs",
+        f"{len(models)} models x 4 tuning configs, then x {args.seeds} seeds; {epochs} epochs",
         flush=True,
     )
 
-    runs: dict[str, list[dict]] = {m: [] for m in models}
+    def run(name, extra, s):
+        tr, va, te = ms.split(seed=SPLIT_SEEDS[s])
+        torch.manual_seed(s)
+        model = build_model(name, **{**base_opts, **extra})
+        t0 = time.perf_counter()
+        res = fit(
+            model,
+            [graphs[i] for i in tr],
+            [graphs[i] for i in va],
+            [graphs[i] for i in te],
+            TrainConfig(seed=s, **tcfg),
+            target_names=targets,
+        )
+        ev = evaluate(model, [graphs[i] for i in te])
+        std = model.target_std.numpy()
+        val = np.array([res["val_mae"][t] for t in targets])
+        return {
+            "seed": s,
+            "split_seed": SPLIT_SEEDS[s],
+            "config": extra,
+            "val_mae": val.tolist(),
+            "val_score": float(np.mean(val / std)),
+            "test_mae": [res["test_mae"][t] for t in targets],
+            "best_epoch": res["best_epoch"],
+            "epochs_run": res["epochs_run"],
+            "train_time_s": res["train_time_s"],
+            "wall_s": time.perf_counter() - t0,
+            "n_params": res["n_params"],
+            "history": {
+                "train_loss": res["history"]["train_loss"],
+                "val_score": [
+                    float(np.mean(np.asarray(v) / std)) for v in res["history"]["val_mae"]
+                ],
+            },
+            "test_index": te.tolist(),
+            "test_pred": ev["pred"].tolist(),
+        }
+
+    # 1. tuning on seed 0 (validation only)
+    tuning: dict[str, list[dict]] = {}
+    chosen: dict[str, dict] = {}
+    seed0: dict[str, dict] = {}
+    for name in models:
+        tuning[name] = []
+        for extra in grid(name, widths):
+            r = run(name, extra, 0)
+            tuning[name].append(r)
+            print(
+                f"tune {name:18s} {extra}  val score {r['val_score']:.4f}  {r['wall_s']:.0f} s",
+                flush=True,
+            )
+        best = min(tuning[name], key=lambda r: r["val_score"])
+        chosen[name], seed0[name] = best["config"], best
+    # 2. evaluation over seeds (seed 0 reuses the tuning run of the chosen config)
+    runs: dict[str, list[dict]] = {m: [seed0[m]] for m in models}
+    for s in range(1, args.seeds):
+        for name in models:
+            r = run(name, chosen[name], s)
+            runs[name].append(r)
+            print(
+                f"seed {s} {name:18s} test MAE "
+                + " ".join(f"{t}={v:.4g}" for t, v in zip(targets, r["test_mae"], strict=True))
+                + f"  {r['wall_s']:.0f} s",
+                flush=True,
+            )
+
+    # 4. references
     refs: dict[str, list[list[float]]] = {
         "train_mean": [],
         "linear_heavy_atoms": [],
-        "lowest_conformer_oracle": [],
+        "oracle_gap": [],
     }
     heavy = np.array([sum(int(z) > 1 for z in g.z) for g in graphs], dtype=float)
-    parity, usage = None, None
     for s in range(args.seeds):
-        tr, va, te = ms.split(seed=SPLIT_SEEDS[s])
-        train_g = [graphs[i] for i in tr]
-        val_g = [graphs[i] for i in va]
-        test_g = [graphs[i] for i in te]
+        tr, _, te = ms.split(seed=SPLIT_SEEDS[s])
         y_te = ms.targets[te]
         refs["train_mean"].append(np.abs(y_te - ms.targets[tr].mean(0)).mean(0).tolist())
         design = np.c_[heavy, np.ones_like(heavy)]
         coef, *_ = np.linalg.lstsq(design[tr], ms.targets[tr], rcond=None)
         refs["linear_heavy_atoms"].append(np.abs(y_te - design[te] @ coef).mean(0).tolist())
-        refs["lowest_conformer_oracle"].append(np.abs(y_te - lowest[te]).mean(0).tolist())
-        for name in models:
-            torch.manual_seed(s)
-            model = build_model(name, **opts)
-            t0 = time.perf_counter()
-            res = fit(
-                model, train_g, val_g, test_g, TrainConfig(seed=s, **tcfg), target_names=targets
-            )
-            wall = time.perf_counter() - t0
-            mae = [res["test_mae"][t] for t in targets]
-            runs[name].append(
-                {
-                    "seed": s,
-                    "split_seed": SPLIT_SEEDS[s],
-                    "test_mae": mae,
-                    "best_epoch": res["best_epoch"],
-                    "epochs_run": res["epochs_run"],
-                    "train_time_s": res["train_time_s"],
-                    "wall_s": wall,
-                    "n_params": res["n_params"],
-                }
-            )
-            print(
-                f"seed {s} {name:17s} test MAE "
-                + " ".join(f"{t}={v:.4g}" for t, v in zip(targets, mae, strict=True))
-                + f"  best epoch {res['best_epoch']}/{res['epochs_run']}  {wall:.0f} s",
-                flush=True,
-            )
-            if name == "spice" and s == 0:
-                ev = evaluate(model, test_g)
-                parity = {"pred": ev["pred"].tolist(), "y": ev["y"].tolist()}
-                usage = ev["expert_load"]
+        refs["oracle_gap"].append(np.abs(y_te - lowest[te]).mean(0).tolist())
 
     def stats(rows):
         a = np.asarray(rows, dtype=float)
         return a.mean(0), (a.std(0, ddof=1) if len(a) > 1 else np.zeros(a.shape[1]))
 
-    base = "single_conformer" if "single_conformer" in models else None
-    table, out_rows = [], []
+    def abs_err(name, k):
+        """Per-molecule absolute test errors of target k, concatenated over seeds."""
+        out = []
+        for r in runs[name]:
+            pred = np.asarray(r["test_pred"])[:, k]
+            out.append(np.abs(pred - ms.targets[r["test_index"], k]))
+        return np.concatenate(out)
+
+    rows, table = [], []
     for ref, vals in refs.items():
         mean, std = stats(vals)
         for k, t in enumerate(targets):
-            table.append([f"{ref} {t}", mean[k], std[k], None, None, None])
-            out_rows.append(Row(f"{ref} / {t}", "test MAE (mean)", float(mean[k]), units[k]))
+            table.append([f"{ref} {t}", mean[k], std[k], None])
+            rows.append(Row(f"{ref} / {t}", "test MAE (mean)", float(mean[k]), units[k]))
+            rows.append(Row(f"{ref} / {t}", "test MAE (std over seeds)", float(std[k]), units[k]))
     for name in models:
         mean, std = stats([r["test_mae"] for r in runs[name]])
-        bmean = stats([r["test_mae"] for r in runs[base]])[0] if base else None
-        params = runs[name][0]["n_params"]
-        ttime = float(np.mean([r["train_time_s"] for r in runs[name]]))
         for k, t in enumerate(targets):
-            ratio = float(bmean[k] / mean[k]) if base and name != base else None
-            table.append([f"{name} {t}", mean[k], std[k], ratio, params, ttime])
-            out_rows.append(
-                Row(
-                    f"{name} / {t}",
-                    "test MAE (mean)",
-                    float(mean[k]),
-                    units[k],
-                    base if ratio is not None else None,
-                    ratio,
-                )
+            table.append([f"{name} {t}", mean[k], std[k], runs[name][0]["n_params"]])
+            rows.append(Row(f"{name} / {t}", "test MAE (mean)", float(mean[k]), units[k]))
+            rows.append(Row(f"{name} / {t}", "test MAE (std over seeds)", float(std[k]), units[k]))
+        rows.append(Row(name, "parameters", float(runs[name][0]["n_params"]), "count"))
+        rows.append(Row(name, "chosen width", float(chosen[name]["hidden"]), "channels"))
+        rows.append(
+            Row(
+                name,
+                "best epoch (mean over seeds)",
+                float(np.mean([r["best_epoch"] for r in runs[name]])),
+                "epoch",
             )
-            out_rows.append(
-                Row(f"{name} / {t}", "test MAE (std over seeds)", float(std[k]), units[k])
+        )
+    # 3. paired tests
+    tests = {}
+    baselines = [m for m in models if m not in SPICE]
+    singles = [m for m in models if m in SINGLE]
+    ensembles = [m for m in models if m in ENSEMBLE]
+
+    def val_mean(name, k):
+        return float(np.mean([r["val_mae"][k] for r in runs[name]]))
+
+    def test_mean(name, k):
+        return float(np.mean([r["test_mae"][k] for r in runs[name]]))
+
+    def paired(a, b, k, label):
+        d = abs_err(a, k) - abs_err(b, k)
+        p = sign_flip_test(d)
+        t = targets[k]
+        tests.setdefault(t, {})[label] = {
+            "a": a,
+            "b": b,
+            "mean_diff": float(d.mean()),
+            "p": p,
+            "n": int(d.size),
+        }
+        rows.append(
+            Row(
+                f"{label} / {t}",
+                f"test MAE {a}",
+                test_mean(a, k),
+                units[k],
+                b,
+                test_mean(b, k) / test_mean(a, k),
             )
-        out_rows.append(Row(name, "parameters", float(params), "count"))
-        out_rows.append(Row(name, "training time (mean over seeds)", ttime, "s"))
-    if "spice" in models:
-        smean = stats([r["test_mae"] for r in runs["spice"]])[0]
-        for other in models:
-            if other in ("spice", base):
-                continue
-            omean = stats([r["test_mae"] for r in runs[other]])[0]
-            for k, t in enumerate(targets):
-                out_rows.append(
-                    Row(
-                        f"spice / {t}",
-                        "test MAE (mean)",
-                        float(smean[k]),
-                        units[k],
-                        other,
-                        float(omean[k] / smean[k]),
-                    )
-                )
+        )
+        rows.append(
+            Row(f"{label} / {t}", "mean paired |error| difference", float(d.mean()), units[k])
+        )
+        rows.append(Row(f"{label} / {t}", "sign-flip p-value", p, ""))
+
+    for k, _t in enumerate(targets):
+        if "spice" in models and baselines:
+            best = min(baselines, key=lambda m: val_mean(m, k))
+            paired("spice", best, k, "spice vs best baseline")
+        if singles and ensembles:
+            be = min(ensembles, key=lambda m: val_mean(m, k))
+            bs = min(singles, key=lambda m: val_mean(m, k))
+            paired(be, bs, k, "best ensemble vs best single conformer")
+    # 5. throughput at one common size
+    thr_opts = lambda name: {**base_opts, "hidden": 32}  # noqa: E731
+    thr = throughput(models, thr_opts, graphs, args.batch_size)
+    ref_thr = thr.get("deepsets")
+    for name, v in thr.items():
+        rows.append(
+            Row(
+                name,
+                "training throughput (hidden 32)",
+                v,
+                "molecules/s",
+                "deepsets" if ref_thr and name != "deepsets" else None,
+                v / ref_thr if ref_thr and name != "deepsets" else None,
+            )
+        )
     print_table(
-        ["model / target", "test MAE", "std", f"{base} / model", "params", "train s"],
+        ["model / target", "test MAE", "std", "params"],
         table,
-        title=f"\ntest MAE over {args.seeds} seeds (ratio > 1: better than {base})",
+        title=f"\ntest MAE over {args.seeds} seeds",
     )
+    for t, d in tests.items():
+        for label, v in d.items():
+            print(f"{t:10s} {label}: {v['a']} - {v['b']} = {v['mean_diff']:+.4g} (p={v['p']:.3g})")
+    print("throughput (molecules/s):", {k: round(v, 1) for k, v in thr.items()})
     contention = load.report()
-    if args.plots is not None and parity is not None:
-        # Plot names follow the JSON's: spice.json -> spice_*.png, spice_full.json -> spice_full_*.
+    if args.plots is not None:
         prefix = args.json.stem if args.json is not None else "spice"
-        plot(args.plots, targets, units, parity, usage, runs, models, refs, prefix)
+        plot(args.plots, prefix, targets, units, runs, refs, models, ms, tests)
     if args.json:
         machine = machine_info(
             seed=args.seed,
@@ -253,80 +389,107 @@ def main() -> None:
             hydrogens=bool(args.with_h),
             seeds=args.seeds,
             epochs=epochs,
-            model_options=opts,
+            widths=widths,
+            model_options=base_opts,
             train_options=tcfg,
         )
         doc = {
             "benchmark": "spice",
             "machine": machine,
-            "rows": [r.__dict__ for r in out_rows],
+            "rows": [r.__dict__ for r in rows],
             "details": {
                 "targets": targets,
                 "units": units,
-                "runs": runs,
+                "chosen": chosen,
+                "tests": tests,
+                "throughput": thr,
                 "references": refs,
-                "parity_seed0": parity,
-                "expert_load_seed0": usage,
+                "tuning": {
+                    m: [{k: r[k] for k in ("config", "val_score", "val_mae")} for r in v]
+                    for m, v in tuning.items()
+                },
+                "runs": {
+                    m: [{k: v for k, v in r.items() if k not in ("test_pred",)} for r in rs]
+                    for m, rs in runs.items()
+                },
+                "parity_seed0": {m: runs[m][0]["test_pred"] for m in models},
             },
         }
         write_json_doc(args.json, doc, indent=1)
         print(f"wrote {args.json}")
 
 
-def plot(folder: Path, targets, units, parity, usage, runs, models, refs, prefix="spice") -> None:
+def plot(folder: Path, prefix, targets, units, runs, refs, models, ms, tests) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
-    pred, y = np.asarray(parity["pred"]), np.asarray(parity["y"])
-    fig, axes = plt.subplots(1, len(targets), figsize=(3.2 * len(targets), 3.2))
-    for k, ax in enumerate(np.atleast_1d(axes)):
-        ax.scatter(y[:, k], pred[:, k], s=14)
-        lo, hi = min(y[:, k].min(), pred[:, k].min()), max(y[:, k].max(), pred[:, k].max())
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set_xlabel(f"GFN2 Boltzmann average ({units[k]})")
-        ax.set_ylabel("SPiCE prediction")
+    T = len(targets)
+    # parity: SPiCE and the best baseline of each target, seed 0
+    fig, axes = plt.subplots(1, T, figsize=(3.3 * T, 3.3), squeeze=False)
+    for k, ax in enumerate(axes[0]):
+        shown = ["spice"] if "spice" in models else []
+        b = tests.get(targets[k], {}).get("spice vs best baseline", {}).get("b")
+        shown += [b] if b else []
+        for m in shown:
+            r = runs[m][0]
+            y = ms.targets[r["test_index"], k]
+            ax.scatter(y, np.asarray(r["test_pred"])[:, k], s=12, label=m, alpha=0.7)
+        y = ms.targets[:, k]
+        ax.plot([y.min(), y.max()], [y.min(), y.max()], "k--", lw=0.8)
+        ax.set_xlabel(f"label ({units[k]})")
+        ax.set_ylabel("prediction")
         ax.set_title(targets[k])
-    fig.suptitle("SPiCE test-set parity (seed 0)")
+        ax.legend(fontsize=7)
+    fig.suptitle("test-set parity, seed 0")
     fig.tight_layout()
-    fig.savefig(folder / f"{prefix}_parity.png", dpi=120)
+    fig.savefig(folder / f"{prefix}_parity.png", dpi=110)
     plt.close(fig)
 
-    if usage:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 1.2 + 0.7 * len(usage)))
-        for ax, path in zip(axes, ("scalar", "vector"), strict=True):
-            mat = np.asarray([layer[path] for layer in usage])
-            im = ax.imshow(mat, vmin=0, vmax=max(0.25, mat.max()), cmap="viridis", aspect="auto")
-            ax.set_xlabel("expert")
-            ax.set_ylabel("layer")
-            ax.set_yticks(range(len(usage)))
-            ax.set_title(f"{path} experts")
-            for (i, j), v in np.ndenumerate(mat):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
-        fig.suptitle("share of test conformer-atoms per expert (seed 0)", y=1.08)
-        fig.colorbar(im, ax=axes, shrink=0.8)
-        fig.savefig(folder / f"{prefix}_expert_usage.png", dpi=120, bbox_inches="tight")
-        plt.close(fig)
-
-    fig, axes = plt.subplots(1, len(targets), figsize=(3.4 * len(targets), 3.4))
-    for k, ax in enumerate(np.atleast_1d(axes)):
-        names = list(models) + list(refs)
+    # MAE per target (mean +- std over seeds), models and references
+    fig, axes = plt.subplots(1, T, figsize=(3.6 * T, 3.6), squeeze=False)
+    names = list(models) + list(refs)
+    colors = {
+        **{m: "C1" for m in SPICE},
+        **{m: "C0" for m in ENSEMBLE},
+        **{m: "C2" for m in SINGLE},
+        "gnn2d": "C4",
+    }
+    for k, ax in enumerate(axes[0]):
         vals = [np.asarray([r["test_mae"][k] for r in runs[m]]) for m in models]
         vals += [np.asarray([r[k] for r in refs[m]]) for m in refs]
         ax.bar(
             range(len(names)),
             [v.mean() for v in vals],
             yerr=[v.std(ddof=1) if len(v) > 1 else 0 for v in vals],
-            capsize=3,
-            color=["C0"] * len(models) + ["0.6"] * len(refs),
+            capsize=2,
+            color=[colors.get(m, "0.6") for m in names],
         )
         ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
         ax.set_title(f"{targets[k]} test MAE ({units[k]})")
     fig.tight_layout()
-    fig.savefig(folder / f"{prefix}_mae.png", dpi=120)
+    fig.savefig(folder / f"{prefix}_mae.png", dpi=110)
+    plt.close(fig)
+
+    # learning curves (seed 0, chosen configs): training loss and validation score
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for i, m in enumerate(models):
+        h = runs[m][0]["history"]
+        ep = np.arange(1, len(h["train_loss"]) + 1)
+        style = "-" if m in SPICE else "--"
+        axes[0].plot(ep, h["train_loss"], style, color=f"C{i % 10}", label=m)
+        axes[1].plot(ep, h["val_score"], style, color=f"C{i % 10}", label=m)
+    axes[0].set_yscale("log")
+    axes[0].set_title("training loss (z-scored MSE)")
+    axes[1].set_title("validation MAE / target std (mean over targets)")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+    axes[1].legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(folder / f"{prefix}_curves.png", dpi=110)
     plt.close(fig)
 
 

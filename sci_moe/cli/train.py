@@ -18,6 +18,14 @@ Examples
     $ sci-moe train spice --data data/mols --out runs/spice --epochs 100 --seed 0
     $ sci-moe train spice --config spice.yaml --out runs/spice --resume
     $ sci-moe train spice --data data/mols --out runs/gnn --model gnn2d
+    $ torchrun --standalone --nproc_per_node 2 -m sci_moe.cli.main \
+          train spice --data data/mols --out runs/spice_ddp --batch-size 16
+
+Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the run is data-parallel:
+DistributedDataParallel with gloo on CPU or NCCL when CUDA is available (chosen
+automatically), each global batch of ``--batch-size`` molecules split over the
+processes by a DistributedSampler, and only rank 0 takes the lock and writes
+``--out``; ``--resume`` continues exactly as for one process.
 """
 
 from __future__ import annotations
@@ -90,7 +98,10 @@ def add_spice_parser(tsub) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument(
         "--model",
-        help="spice (default), spice_dense, single_conformer, deepsets, mean_ensemble, gnn2d",
+        help=(
+            "spice (default), spice_dense, single_conformer, random_conformer, "
+            "mean_ensemble, deepsets, attention_ensemble, boltzmann_ensemble, gnn2d_3d, gnn2d"
+        ),
     )
     p.add_argument("--targets", help="comma-separated target names (default: all)")
     p.add_argument(
@@ -215,18 +226,39 @@ def resolve_config(args: argparse.Namespace) -> dict:
 def run_spice(args: argparse.Namespace) -> int:
     """Run ``sci-moe train spice``; returns the exit code."""
     from .._util import lock_directory
+    from ..molecules import init_distributed
 
     cfg = resolve_config(args)
     out: Path = args.out
-    _check_out(out, args.resume, args.overwrite)
-    # One writer per --out (the message names the holder); dropped when this process ends.
-    lock = lock_directory(
-        out, command=f"sci-moe train spice --out {out}" + (" --resume" if args.resume else "")
-    )
+    ctx = init_distributed()  # no-op without torchrun
+    if not ctx.is_main:
+        _wait_for_main(ctx)
+        return _run_locked(args, cfg, out, ctx)
     try:
-        return _run_locked(args, cfg, out)
+        _check_out(out, args.resume, args.overwrite)
+        # One writer per --out (the message names the holder); dropped when this process ends.
+        lock = lock_directory(
+            out, command=f"sci-moe train spice --out {out}" + (" --resume" if args.resume else "")
+        )
+    except (ValueError, OSError) as err:
+        _wait_for_main(ctx, str(err) or type(err).__name__)
+        raise
+    try:
+        return _run_locked(args, cfg, out, ctx)
     finally:
         lock.release()
+
+
+def _wait_for_main(ctx, error: str | None = None) -> None:
+    """Rank 0 tells the other ranks whether it could take ``--out`` (no-op alone)."""
+    if not ctx.enabled:
+        return
+    import torch.distributed as dist
+
+    box = [error]
+    dist.broadcast_object_list(box, src=0)
+    if box[0] is not None and not ctx.is_main:
+        raise ValueError(f"rank 0 refused to start: {box[0]}")
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -243,7 +275,7 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         )
 
 
-def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
+def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
     import torch
     import yaml
 
@@ -259,20 +291,27 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
     )
 
     saved = out / "config.yaml"
-    if args.resume and saved.exists():
-        previous = yaml.safe_load(saved.read_text())
-        if previous != cfg:
-            raise ValueError(
-                f"--resume with a different config than {saved}; use the same options "
-                "or a new --out"
-            )
     data = cfg["data"]
-    ms = MoleculeSet.load(data["path"])  # bad input surfaces before any file is touched
-    if args.overwrite:
-        for name in _OUTPUTS:
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(saved, yaml.safe_dump(cfg, sort_keys=True))
+    try:
+        if args.resume and saved.exists():
+            previous = yaml.safe_load(saved.read_text())
+            if previous != cfg:
+                raise ValueError(
+                    f"--resume with a different config than {saved}; use the same options "
+                    "or a new --out"
+                )
+        ms = MoleculeSet.load(data["path"])  # bad input surfaces before any file is touched
+    except (ValueError, OSError) as err:
+        if ctx.is_main:
+            _wait_for_main(ctx, str(err) or type(err).__name__)
+        raise
+    if ctx.is_main:
+        _wait_for_main(ctx)  # --out is ours: the other ranks may start
+        if args.overwrite:
+            for name in _OUTPUTS:
+                (out / name).unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(saved, yaml.safe_dump(cfg, sort_keys=True))
 
     targets = data["targets"] or list(ms.target_names)
     graphs = ms.graphs(heavy_only=bool(data["heavy_only"]), targets=targets)
@@ -285,9 +324,11 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
         model = build_model(cfg["model"]["name"], **model_opts)
     except ValueError as err:
         raise flag_error(err, "model", _MODEL_FLAGS) from None
-    print(
+    say = print if ctx.is_main else (lambda *a, **k: None)
+    procs = f"; {ctx.world_size} processes ({ctx.backend})" if ctx.enabled else ""
+    say(
         f"{cfg['model']['name']}: {model.num_parameters():,} parameters; "
-        f"{len(tr)}/{len(va)}/{len(te)} molecules (train/val/test); targets {targets}",
+        f"{len(tr)}/{len(va)}/{len(te)} molecules (train/val/test); targets {targets}{procs}",
         flush=True,
     )
     res = fit(
@@ -300,9 +341,11 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path) -> int:
         resume=args.resume,
         target_names=targets,
     )
-    save_model(model, out / "model.safetensors")
-    print(f"best epoch {res['best_epoch']} of {res['epochs_run']}; test MAE at best validation:")
+    if not ctx.is_main:
+        return 0
+    save_model(model.cpu(), out / "model.safetensors")
+    say(f"best epoch {res['best_epoch']} of {res['epochs_run']}; test MAE at best validation:")
     for name, v in res["test_mae"].items():
-        print(f"  {name:16s} {v:.4g}")
-    print(f"results: {out / 'results.json'}")
+        say(f"  {name:16s} {v:.4g}")
+    say(f"results: {out / 'results.json'}")
     return 0
