@@ -155,8 +155,9 @@ class _Loss(nn.Module):
 def wrap_loss(model: nn.Module, ctx: DistributedContext):
     """A callable ``batch -> (loss, aux_loss)``; DDP-wrapped when distributed.
 
-    MoE experts that receive no tokens in a step have no gradient, so DDP runs with
-    ``find_unused_parameters=True``.
+    MoE experts that receive no tokens in a step (and routers of a dense-mode SPiCE) have
+    no gradient, so DDP runs with ``find_unused_parameters=True`` for models with MoE
+    layers (``config.use_moe``) and without that extra graph traversal otherwise.
     """
     module = _Loss(model)
     if not ctx.enabled:
@@ -164,7 +165,8 @@ def wrap_loss(model: nn.Module, ctx: DistributedContext):
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [ctx.local_rank] if ctx.backend == "nccl" else None
-    return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=True)
+    unused = bool(getattr(getattr(model, "config", None), "use_moe", False))
+    return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=unused)
 
 
 def all_reduce_sum(values: list[float], ctx: DistributedContext) -> list[float]:
