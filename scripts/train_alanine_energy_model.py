@@ -40,9 +40,11 @@ from sci_moe.sampling.diffusion import (
     Stage,
     TimeMixture,
     TrainConfig,
+    load_diffusion_model,
     save_energy_model,
     train,
 )
+from sci_moe.sampling.diffusion.train import CHECKPOINT_NAME
 from sci_moe.sampling.md import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 
 KB = BOLTZMANN_KJ_PER_MOL_K  # kJ/mol/K
@@ -111,21 +113,143 @@ def build_model(variant: str, n_atoms: int = 5) -> torch.nn.Module:
     )
 
 
-def stages(variant: str, epochs: int, lr: float, high=None, low=None) -> list[Stage]:
+def stages(
+    variant: str, epochs: int, lr: float, high=None, low=None, fp_epochs=None
+) -> list[Stage]:
     """ScoreMD's schedule: 10 / 20 / 70 % of the epochs per expert, high t first.
 
     ``high = (e1, e2)`` and ``low`` override the epochs of the experts (0 skips one).
+    ``fp_epochs`` (time mixtures with FP): the small-t expert trains ``low`` epochs with
+    DSM only (an FP step costs ~10x a DSM step on CPU), then ``fp_epochs`` epochs with the
+    FP term at 0.3 x ``lr`` (a fine-tune).
     """
     if variant in ("plain", "fp"):
         return [Stage(epochs, (1e-5, 1.0), 0.3, 5e-4 if variant == "fp" else 0.0, lr=lr)]
     e1, e2 = high if high is not None else (max(1, epochs // 10), max(1, epochs // 5))
     e3 = low if low is not None else max(1, epochs - e1 - e2)
     fp = 1e-3 if variant == "both" else 0.0
-    return [
+    out = [
         Stage(e1, RANGES[0], 0.8, 0.0, expert=0, lr=lr),
         Stage(e2, RANGES[1], 0.35, 0.0, expert=1, lr=lr),
-        Stage(e3, RANGES[2], 0.03, fp, expert=2, lr=lr),
+        Stage(e3, RANGES[2], 0.03, 0.0 if fp_epochs else fp, expert=2, lr=lr),
     ]
+    if fp_epochs:
+        if fp == 0:
+            raise SystemExit("--fp-epochs needs --variant both")
+        out.append(Stage(fp_epochs, RANGES[2], 0.03, fp, expert=2, lr=0.3 * lr))
+    return out
+
+
+def _final_per_stage(history: list[dict]) -> dict:
+    """Last epoch's DSM loss of every stage (stage index -> loss)."""
+    return {str(r["stage"]): r["dsm"] for r in history}
+
+
+class Curves:
+    """Learning-curve points: training loss, i.i.d. and MD phi/psi JS vs optimiser steps.
+
+    Each point evaluates the current weights, with the running EMA of the stage in
+    progress copied in (what the stage would ship if it ended there), written to
+    ``<work-dir>/curves.json`` after every point.
+    """
+
+    def __init__(self, args, sched, save, steps_per_epoch: int):
+        self.args, self.sched, self.save = args, sched, save
+        self.steps_per_epoch = steps_per_epoch
+        self.eval_wall = self.eval_cpu = 0.0  # this call's evaluation time (not training)
+        self.work = Path(args.work_dir)
+        self.path = self.work / "curves.json"
+        self.points = json.loads(self.path.read_text()) if self.path.exists() else []
+
+    def write_rows(self, path, wall_s: float, cpu_s: float, steps: list[int]) -> None:
+        """The curve as benchmark rows (``benchmarks/_common.py`` format) at ``path``."""
+        from sci_moe._util import atomic_save_json
+
+        rows = []
+        for r in self.points:
+            for k in ("stage", "dsm", "fp", "iid_js", "md_js", "train_cpu_s"):
+                rows.append(
+                    {
+                        "case": f"step {r['steps']}",
+                        "metric": k,
+                        "value": round(r[k], 5),
+                        "unit": {"stage": "index", "train_cpu_s": "s"}.get(
+                            k, "nats" if "js" in k else "1"
+                        ),
+                        "vs": None,
+                        "ratio": None,
+                    }
+                )
+        budget = {"train_wall_s": round(wall_s, 1), "train_cpu_s": round(cpu_s, 1)}
+        budget.update({f"steps_stage_{i}": n for i, n in enumerate(steps)})
+        budget["steps_total"] = sum(steps)
+        for k, v in budget.items():
+            rows.append(
+                {
+                    "case": "budget",
+                    "metric": k,
+                    "value": v,
+                    "unit": "s" if k.endswith("_s") else "steps",
+                    "vs": None,
+                    "ratio": None,
+                }
+            )
+        doc = {
+            "benchmark": "alanine_energy_model_training",
+            "machine": {
+                "command": "scripts/train_alanine_energy_model.py",
+                "args": vars(self.args),
+            },
+            "rows": rows,
+        }
+        atomic_save_json(path, doc)
+
+    def point(self, model, history, wall_s, cpu_s) -> None:
+        import copy
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+        from alanine_energy_model import iid_phi_psi, js_to_reference, md_js, reference
+
+        ck = torch.load(self.work / CHECKPOINT_NAME, weights_only=True)
+        m = copy.deepcopy(model)
+        si, ep = ck["stage"], ck["epoch"]
+        if ep > 0 and self.args.ema_decay > 0:  # a stage in progress: its EMA weights
+            target = m.experts[self.sched[si].expert] if hasattr(m, "experts") else m
+            params = [p for p in target.parameters() if p.requires_grad]
+            with torch.no_grad():
+                for p, e in zip(params, ck["ema"], strict=True):
+                    p.copy_(e)
+        path = self.save(m, self.work / "curve_model.safetensors", {"curve_point": len(history)})
+        p_ref = reference()["p"]
+        t0, c0 = time.perf_counter(), time.process_time()
+        ang = iid_phi_psi(path, self.args.eval_iid, seed=100, n_steps=1000)
+        walkers, ns = self.args.eval_md
+        md = md_js(path, 100, int(walkers), ns, self.work)
+        steps = len(history) * self.steps_per_epoch
+        rec = {
+            "epochs_done": len(history),
+            "steps": steps,
+            "stage": history[-1]["stage"],
+            "loss": history[-1]["loss"],
+            "dsm": history[-1]["dsm"],
+            "fp": history[-1]["fp"],
+            "iid_js": js_to_reference(ang, p_ref),
+            "md_js": md["js"],
+            "md_phi_positive_fraction": md["phi_positive_fraction"],
+            "train_wall_s": wall_s - self.eval_wall,
+            "train_cpu_s": cpu_s - self.eval_cpu,
+            "eval_s": time.perf_counter() - t0,
+        }
+        self.eval_wall += time.perf_counter() - t0
+        self.eval_cpu += time.process_time() - c0
+        self.points.append(rec)
+        self.path.write_text(json.dumps(self.points, indent=1) + "\n")
+        print(
+            f"curve: epoch {rec['epochs_done']} stage {rec['stage']} dsm {rec['dsm']:.4f} "
+            f"iid JS {rec['iid_js']:.4f} MD JS {rec['md_js']:.4f} ({rec['eval_s']:.0f} s)",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -156,7 +280,36 @@ def main() -> None:
         help="epochs of the two high-t experts (time mixtures)",
     )
     p.add_argument("--low-epochs", type=int, default=None, help="epochs of the small-t expert")
+    p.add_argument(
+        "--fp-epochs",
+        type=int,
+        default=None,
+        help="small-t expert: --low-epochs of DSM only, then this many with FP (variant both)",
+    )
+    p.add_argument("--ema-decay", type=float, default=0.995, help="EMA factor (0: none)")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="epochs between learning-curve points (i.i.d. and MD phi/psi JS; needs --work-dir)",
+    )
+    p.add_argument(
+        "--curves-json",
+        default=None,
+        help="also write the learning curve as a benchmark JSON (rows 'step N')",
+    )
+    p.add_argument("--eval-iid", type=int, default=1000, help="i.i.d. samples per curve point")
+    p.add_argument(
+        "--eval-md",
+        type=float,
+        nargs=2,
+        default=(8, 0.025),
+        metavar=("WALKERS", "NS"),
+        help="MD run per curve point (default 8 walkers x 25 ps)",
+    )
     args = p.parse_args()
+    if args.eval_every and args.work_dir is None:
+        raise SystemExit("--eval-every needs --work-dir (curve points are evaluated from it)")
 
     torch.manual_seed(args.seed)
     ref = load_frames(args.data)
@@ -164,45 +317,72 @@ def main() -> None:
     atoms, system_name = ATOM_SETS[args.atoms]
     cg = coarse_grain(pos, atoms)
     nf = 1.0 / cg.std()
-    data = torch.tensor(cg * nf, dtype=torch.float32)
-    print(f"{len(data)} frames from {ref['source']}; scale nf = {nf:.4f} /nm", flush=True)
     model = build_model(args.variant, len(atoms))
     history_before = {}
     if args.init:
-        from sci_moe.sampling.diffusion import load_diffusion_model
-
         init, _, init_cfg = load_diffusion_model(args.init)
-        if abs(init_cfg["scale"] - nf) > 1e-6 * nf:
-            raise SystemExit(f"--init model has scale {init_cfg['scale']}, data give {nf}")
+        # a warm start keeps the model units of the model it continues
+        nf = float(init_cfg["scale"])
         model.load_state_dict(init.state_dict())
         history_before = init_cfg.get("extra", {})
-    sched = stages(args.variant, args.epochs, args.lr, args.high_epochs, args.low_epochs)
+    data = torch.tensor(cg * nf, dtype=torch.float32)
+    print(f"{len(data)} frames from {ref['source']}; scale nf = {nf:.4f} /nm", flush=True)
+    kT = KB * ref["temperature_k"]
+    masses = ref["masses"][list(atoms)]
+    names = [ATOM_NAMES[i] for i in atoms]
+
+    def save(m, path, extra):
+        return save_energy_model(
+            m,
+            path,
+            sde=VPSDE(),
+            kT=kT,
+            scale=nf,
+            t_eval=1e-5,
+            masses=masses,
+            atom_names=names,
+            pdb=None,
+            atom_indices=atoms,
+            extra=extra,
+        )
+
+    sched = stages(
+        args.variant, args.epochs, args.lr, args.high_epochs, args.low_epochs, args.fp_epochs
+    )
     cfg = TrainConfig(
         stages=sched,
         batch_size=args.batch,
         max_batches_per_epoch=args.batches_per_epoch,
         seed=args.seed,
+        ema_decay=args.ema_decay,
         ema_reset=False,
         progress=True,
     )
-    t0 = time.perf_counter()
-    out = train(model, data, VPSDE(), cfg, out_dir=args.work_dir, resume=args.work_dir is not None)
-    seconds = time.perf_counter() - t0
-    kT = KB * ref["temperature_k"]
-    masses = ref["masses"][list(atoms)]
-    names = [ATOM_NAMES[i] for i in atoms]
-    save_energy_model(
+    t0, c0 = time.perf_counter(), time.process_time()
+    steps_per_epoch = min(args.batches_per_epoch, -(-len(data) // args.batch))
+    curves = Curves(args, sched, save, steps_per_epoch) if args.eval_every else None
+    while True:
+        out = train(
+            model,
+            data,
+            VPSDE(),
+            cfg,
+            out_dir=args.work_dir,
+            resume=args.work_dir is not None,
+            max_epochs=args.eval_every or None,
+        )
+        if curves is not None:
+            curves.point(model, out["history"], time.perf_counter() - t0, time.process_time() - c0)
+        if out["done"]:
+            break
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    if curves is not None:  # the training budget without the learning-curve evaluations
+        seconds, cpu_seconds = seconds - curves.eval_wall, cpu_seconds - curves.eval_cpu
+    steps = [st.epochs * steps_per_epoch for st in sched]
+    save(
         model,
         args.out,
-        sde=VPSDE(),
-        kT=kT,
-        scale=nf,
-        t_eval=1e-5,
-        masses=masses,
-        atom_names=names,
-        pdb=None,
-        atom_indices=atoms,
-        extra={
+        {
             "system": system_name,
             "data": ref["source"],
             "frames": len(data),
@@ -213,12 +393,18 @@ def main() -> None:
             "batch": args.batch,
             "lr": args.lr,
             "seed": args.seed,
+            "ema_decay": args.ema_decay,
+            "steps_per_expert": steps,
             "train_seconds": seconds + float(history_before.get("train_seconds", 0.0)),
+            "train_cpu_seconds_this_run": cpu_seconds,
             "final_dsm": out["history"][-1]["dsm"],
+            "final_dsm_per_stage": _final_per_stage(out["history"]),
             "script": "scripts/train_alanine_energy_model.py",
         },
     )
     print(f"wrote {args.out} after {seconds:.0f} s", flush=True)
+    if curves is not None and args.curves_json:
+        curves.write_rows(args.curves_json, seconds, cpu_seconds, steps)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,385 @@
+"""The shipped alanine-dipeptide energy model: i.i.d. and MD phi/psi JS vs the amber reference.
+
+Evaluates a 5-bead energy-diffusion model file (default: the shipped
+``sci_moe/sampling/files/alanine_energy_model.safetensors``) the way ``make demo`` does
+and over several seeds:
+
+* **i.i.d.**: reverse-SDE samples of the whole time mixture (Euler-Maruyama, 1000 steps,
+  ScoreMD's sampler), phi/psi of the bead positions;
+* **MD**: ``sci-moe md run --model FILE`` (torch engine, Langevin BAOAB, 1 fs, 300 K,
+  the small-t expert's energy at ``t_eval`` as the force field) with the demo's settings
+  (16 walkers x 100 ps, a frame every 200 steps), then ``sci-moe md analyse``;
+
+each histogrammed on 64 x 64 bins over [-pi, pi]^2 and compared with the shipped
+reference (amber99sbildn + OBC, 300 K, 36.8 ns) by the JS divergence in nats. The finite
+sample floor is the JS of two halves of the reference itself (in the reference file).
+
+``--before FILE`` evaluates a second model (default: the model of git revision
+``c975d24``, the one shipped before issue 28, extracted with ``git show``) in the same run.
+
+Run::
+
+    OMP_NUM_THREADS=1 python benchmarks/alanine_energy_model.py --json \\
+        benchmarks/results/alanine_energy_model.json
+    OMP_NUM_THREADS=1 python benchmarks/alanine_energy_model.py --quick   # < 3 min
+
+``--quick``: one seed, 1000 i.i.d. samples with 200 sampler steps and a 4 x 20 ps MD run,
+new model only (a smoke test, not a measurement).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import OtherLoad, Row, base_parser, finish, machine_info, print_table, setup
+
+from sci_moe.sampling.diffusion import load_diffusion_model, reverse_sde_sample
+from sci_moe.sampling.md import alanine_phi_psi, angle_histogram, js_divergence, reference_histogram
+from sci_moe.sampling.md.analysis import load_run_positions
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "sci_moe/sampling/files/alanine_energy_model.safetensors"
+BEFORE_REV = "c975d24"
+REFERENCE = "amber99sbildn_obc_300K"
+BINS = 64
+
+
+def reference() -> dict:
+    """The shipped reference histogram (``p``, 64 x 64) and its metadata (floor, frames)."""
+    return reference_histogram(REFERENCE, BINS)
+
+
+def iid_phi_psi(path, n: int, seed: int, n_steps: int = 1000, batch: int = 2000) -> np.ndarray:
+    """(phi, psi) radians of ``n`` reverse-SDE samples of the model file ``path``, (n, 2).
+
+    Non-finite samples are dropped (as ScoreMD does).
+    """
+    model, sde, cfg = load_diffusion_model(path)
+    gen = torch.Generator().manual_seed(seed)
+    n_atoms = len(cfg["masses"])
+    out = []
+    for lo in range(0, n, batch):
+        b = min(batch, n - lo)
+        x = reverse_sde_sample(model.score, sde, (b, n_atoms, 3), n_steps=n_steps, generator=gen)
+        x = x[torch.isfinite(x).flatten(1).all(1)]
+        out.append(x.double().numpy() / cfg["scale"])
+    return alanine_phi_psi(np.concatenate(out), cfg["atom_indices"])
+
+
+def js_to_reference(angles: np.ndarray, p_ref: np.ndarray) -> float:
+    """JS (nats) of the phi/psi histogram of ``angles`` against ``p_ref``."""
+    p, _ = angle_histogram(angles, BINS)
+    return js_divergence(p_ref, p)
+
+
+def md_js(path, seed: int, walkers: int, time_ns: float, work: Path) -> dict:
+    """``sci-moe md run`` + ``md analyse`` with the model file ``path``: JS, frames, wall s."""
+    exe = Path(sys.executable).with_name("sci-moe")
+    out = work / f"md_{Path(path).stem}_s{seed}"
+    t0 = time.perf_counter()
+    run = [str(exe), "md", "run", "--model", str(path), "--out", str(out)]
+    run += ["--walkers", str(walkers), "--time-ns", str(time_ns), "--report-interval", "200"]
+    run += ["--checkpoint-interval", "10000", "--seed", str(seed), "--overwrite", "--no-progress"]
+    subprocess.run(run, check=True, capture_output=True, text=True)
+    wall_run = time.perf_counter() - t0
+    js_path = out / "result.json"
+    subprocess.run(
+        [str(exe), "md", "analyse", str(out), "--json", str(js_path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    res = json.loads(js_path.read_text())
+    x = load_run_positions(out)
+    ang = alanine_phi_psi(x, load_diffusion_model(path)[2]["atom_indices"])
+    return {
+        "hist": angle_histogram(ang, BINS)[0],
+        "phi_positive_fraction": float((ang[:, 0] > 0).mean()),
+        "js": float(res["js_divergence"]),
+        "frames": int(res["frames"]),
+        "wall_s": wall_run,
+    }
+
+
+def exact_md_phi_psi(
+    seed: int, walkers: int = 16, time_ps: float = 100.0, frame_ps: float = 0.2
+) -> np.ndarray:
+    """phi/psi (F, 2) of the demo's sampling with the *exact* force field: the floor.
+
+    ``walkers`` OpenMM runs (amber99sbildn + OBC, hbonds, LangevinMiddle 2 fs, 300 K,
+    1/ps, Reference platform) of ``time_ps`` each from the minimised shipped structure,
+    a frame every ``frame_ps``, no burn-in: what ``make demo``'s JS would be if the learned
+    model were the force field it learns.
+    """
+    import openmm
+    import openmm.unit as u
+
+    from sci_moe.sampling.md import build_system
+
+    _, system, pos = build_system("amber99sbildn", "obc", "hbonds")
+    integ = openmm.LangevinMiddleIntegrator(300 * u.kelvin, 1 / u.picosecond, 2 * u.femtosecond)
+    integ.setRandomNumberSeed(2 * seed + 1)
+    ctx = openmm.Context(system, integ, openmm.Platform.getPlatformByName("Reference"))
+    ctx.setPositions(pos)
+    openmm.LocalEnergyMinimizer.minimize(ctx)
+    start = ctx.getState(getPositions=True).getPositions()
+    every = round(frame_ps / 0.002)
+    frames = []
+    for w in range(walkers):
+        ctx.setPositions(start)
+        ctx.setVelocitiesToTemperature(300 * u.kelvin, 1000 * seed + w + 1)
+        for _ in range(round(time_ps / frame_ps)):
+            integ.step(every)
+            frames.append(ctx.getState(getPositions=True).getPositions(asNumpy=True)._value)
+    return alanine_phi_psi(np.array(frames))
+
+
+def before_model(work: Path) -> Path | None:
+    """The model file shipped before issue 28 (``git show BEFORE_REV:...``), or None."""
+    dst = work / "alanine_energy_model_before.safetensors"
+    rel = SHIPPED.relative_to(ROOT)
+    try:
+        blob = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{BEFORE_REV}:{rel}"],
+            check=True,
+            capture_output=True,
+        ).stdout
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    dst.write_bytes(blob)
+    return dst
+
+
+def evaluate(
+    path,
+    label: str,
+    seeds,
+    n_iid: int,
+    iid_steps: int,
+    walkers: int,
+    time_ns: float,
+    work: Path,
+    p_ref: np.ndarray,
+) -> tuple[list[Row], dict]:
+    """Rows (per seed and mean) of i.i.d. and MD JS for one model file."""
+    rows, per = [], {"iid": [], "md": [], "iid_phi_pos": [], "md_phi_pos": []}
+    for s in seeds:
+        t0 = time.perf_counter()
+        ang = iid_phi_psi(path, n_iid, s, iid_steps)
+        t_iid = time.perf_counter() - t0
+        j_iid = js_to_reference(ang, p_ref)
+        md = md_js(path, s, walkers, time_ns, work)
+        if not per.get("hist_iid"):  # the first seed's histograms, for the figure
+            per["hist_iid"] = angle_histogram(ang, BINS)[0]
+            per["hist_md"] = md["hist"]
+        per["iid"].append(j_iid)
+        per["md"].append(md["js"])
+        per["iid_phi_pos"].append(float((ang[:, 0] > 0).mean()))
+        per["md_phi_pos"].append(md["phi_positive_fraction"])
+        print(
+            f"{label} seed {s}: iid JS {j_iid:.4f} ({t_iid:.0f} s), MD JS {md['js']:.4f} "
+            f"({md['wall_s']:.0f} s, {md['frames']} frames)",
+            flush=True,
+        )
+        case = f"{label} seed {s}"
+        rows += [
+            Row(case, "iid_js", round(j_iid, 4), "nats"),
+            Row(case, "md_js", round(md["js"], 4), "nats"),
+            Row(case, "iid_phi_positive_fraction", round(per["iid_phi_pos"][-1], 4), "1"),
+            Row(case, "md_phi_positive_fraction", round(md["phi_positive_fraction"], 4), "1"),
+            Row(case, "iid_seconds", round(t_iid, 1), "s"),
+            Row(case, "md_wall_seconds", round(md["wall_s"], 1), "s"),
+        ]
+    for k in ("iid", "md"):
+        v = np.array(per[k])
+        rows.append(Row(f"{label} mean", f"{k}_js", round(float(v.mean()), 4), "nats"))
+        rows.append(
+            Row(
+                f"{label} mean",
+                f"{k}_js_std",
+                round(float(v.std(ddof=1)) if len(v) > 1 else 0.0, 4),
+                "nats",
+            )
+        )
+    return rows, per
+
+
+def _free_energy(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        f = -np.log(p / p.sum())
+    return f - f[np.isfinite(f)].min()
+
+
+def plot(before_npz, after_npz, curves_json, out_dir: Path) -> None:
+    """Ramachandran free energies (reference, before/after i.i.d. and MD) and learning curves.
+
+    Writes ``alanine_energy_model_ramachandran.png`` and ``alanine_energy_model_curves.png``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    b, a = np.load(before_npz), np.load(after_npz)
+    panels = [
+        ("reference (amber, 36.8 ns)", a["reference"]),
+        ("before: i.i.d.", b["iid"]),
+        ("before: MD", b["md"]),
+        ("after: i.i.d.", a["iid"]),
+        ("after: MD", a["md"]),
+    ]
+    fig, axes = plt.subplots(1, 5, figsize=(17, 3.6), sharey=True)
+    ext = [-np.pi, np.pi, -np.pi, np.pi]
+    for ax, (title, h) in zip(axes, panels, strict=True):
+        im = ax.imshow(
+            _free_energy(h).T, origin="lower", extent=ext, vmin=0, vmax=8, cmap="viridis"
+        )
+        js = js_divergence(a["reference"], h)
+        ax.set_title(f"{title}\nJS {js:.3f}" if "reference" not in title else title, fontsize=9)
+        ax.set_xlabel("phi (rad)")
+    axes[0].set_ylabel("psi (rad)")
+    fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
+    fig.savefig(out_dir / "alanine_energy_model_ramachandran.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    rows = json.loads(Path(curves_json).read_text())["rows"]
+    pts: dict[int, dict] = {}
+    for r in rows:
+        if r["case"].startswith("step "):
+            pts.setdefault(int(r["case"].split()[1]), {})[r["metric"]] = r["value"]
+    steps = np.array(sorted(pts))
+    get = lambda k: np.array([pts[s].get(k, np.nan) for s in steps])  # noqa: E731
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    stage = get("stage")
+    for st, name in enumerate(
+        ["expert 0 (t 0.6-1)", "expert 1 (t 0.1-0.6)", "expert 2 DSM", "expert 2 + FP"]
+    ):
+        m = stage == st
+        if m.any():
+            ax1.plot(steps[m], get("dsm")[m], "o-", label=name)
+    ax1.set_xlabel("optimiser steps (this run)")
+    ax1.set_ylabel("DSM loss of the stage's expert (last epoch)")
+    ax1.set_yscale("log")
+    ax1.legend(fontsize=8)
+    ax2.plot(steps, get("iid_js"), "o-", label="i.i.d. (1000 samples)")
+    ax2.plot(steps, get("md_js"), "s-", label="MD (8 walkers x 25 ps)")
+    ax2.axhline(0.04, color="k", ls="--", lw=0.8, label="target 0.04")
+    ax2.set_xlabel("optimiser steps (this run)")
+    ax2.set_ylabel("phi/psi JS vs reference (nats)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "alanine_energy_model_curves.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, default=SHIPPED)
+    p.add_argument("--before", type=Path, default=None, help="model to compare (default: git)")
+    p.add_argument("--no-before", action="store_true", help="evaluate --model only")
+    p.add_argument("--label", default="after", help="case label of --model (default after)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument(
+        "--hist-out", type=Path, default=None, help="save the first seed's histograms (.npz)"
+    )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        nargs=3,
+        default=None,
+        metavar=("BEFORE_NPZ", "AFTER_NPZ", "CURVES_JSON"),
+        help="only draw the figures (docs/results/img/) from saved histograms and curves",
+    )
+    p.add_argument(
+        "--exact-floor",
+        action="store_true",
+        help="also run the demo's sampling with the exact force field (OpenMM): the floor",
+    )
+    p.add_argument("--n-iid", type=int, default=5000, help="i.i.d. samples per seed")
+    args = p.parse_args()
+    setup(args)
+    if args.plot is not None:
+        plot(*args.plot, ROOT / "docs/results/img")
+        return 0
+    t0 = time.perf_counter()
+    other = OtherLoad()
+    ref = reference()
+    p_ref = ref["p"]
+    meta = ref["metadata"] or {}
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    n_iid, steps = (1000, 200) if args.quick else (args.n_iid, 1000)
+    walkers, time_ns = (4, 0.02) if args.quick else (16, 0.1)
+    rows = [
+        Row("reference", "frames", float(meta.get("n_frames", 0)), "frames"),
+        Row(
+            "reference",
+            "js_first_vs_second_half",
+            round(meta.get("js_first_vs_second_half", 0.0), 4),
+            "nats",
+        ),
+    ]
+    summary = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        models = [(args.label, args.model)]
+        if not (args.quick or args.no_before):
+            before = args.before or before_model(work)
+            if before is not None:
+                models.insert(0, ("before", before))
+        for label, path in models:
+            r, per = evaluate(path, label, seeds, n_iid, steps, walkers, time_ns, work, p_ref)
+            rows += r
+            summary[label] = per
+    if args.exact_floor:
+        vals = []
+        for s in seeds:
+            t1 = time.perf_counter()
+            ang = exact_md_phi_psi(s, walkers, 1000 * time_ns)
+            vals.append(js_to_reference(ang, p_ref))
+            print(
+                f"exact force field seed {s}: MD JS {vals[-1]:.4f} "
+                f"({time.perf_counter() - t1:.0f} s)"
+            )
+            rows.append(Row(f"exact seed {s}", "md_js", round(vals[-1], 4), "nats"))
+        rows.append(Row("exact mean", "md_js", round(float(np.mean(vals)), 4), "nats"))
+        sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+        rows.append(Row("exact mean", "md_js_std", round(sd, 4), "nats"))
+    if "before" in summary and "after" in summary:
+        for k in ("iid", "md"):
+            b, a = np.mean(summary["before"][k]), np.mean(summary["after"][k])
+            rows.append(
+                Row(
+                    "after mean",
+                    f"{k}_js_improvement",
+                    round(float(b / a), 3),
+                    "x",
+                    vs="before mean",
+                    ratio=round(float(b / a), 3),
+                )
+            )
+    print_table(
+        ["case", "metric", "value", "unit"], [[r.case, r.metric, r.value, r.unit] for r in rows]
+    )
+    machine = machine_info(
+        args.seed,
+        seeds=list(seeds),
+        n_iid=n_iid,
+        iid_steps=steps,
+        md_walkers=walkers,
+        md_time_ns=time_ns,
+        quick=args.quick,
+        model=str(args.model),
+        before_rev=BEFORE_REV,
+    )
+    return finish(args, "alanine_energy_model", machine, rows, other, t0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
