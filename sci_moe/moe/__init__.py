@@ -38,7 +38,8 @@ from .experts import (
     ResidualMLPExperts,
 )
 from .gates import GATE_SCORES, gate_scores, masked_dense_gate
-from .grouped import grouped_linear, grouped_mm_supported
+from .glu import glu_product
+from .grouped import grouped_linear, grouped_mm_supported, grouped_path, set_grouped_path
 from .layer import MoE, MoEConfig, MoEInfo, SharedExperts, check_layer_input
 from .losses import (
     load_balancing_loss,
@@ -131,9 +132,11 @@ __all__ = [
     "gaussian_component_log_prob",
     "gaussian_mixture_log_prob",
     "get_activation",
+    "glu_product",
     "group_expert_usage",
     "grouped_linear",
     "grouped_mm_supported",
+    "grouped_path",
     "load_balancing_loss",
     "load_equilibrium_loss",
     "make_plan",
@@ -154,6 +157,7 @@ __all__ = [
     "sample_gaussian_mixture",
     "selected_outputs",
     "selection_scores",
+    "set_grouped_path",
     "slice_experts",
     "slot_expanded_top_m",
     "slot_to_expert",

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .activations import get_activation
+from .glu import glu_product
 from .grouped import grouped_linear
 from .routing import DispatchPlan
 
@@ -186,8 +187,7 @@ class GLUExperts(ExpertBank):
         _init_stacked(self.down, d_hidden)
 
     def _glu(self, gu: torch.Tensor) -> torch.Tensor:
-        gate, up = gu.chunk(2, dim=-1)
-        return self._act(gate) * up
+        return glu_product(gu, self.activation)
 
     def forward_sorted(self, x, plan):
         return self._linear(self._glu(self._linear(x, self.gate_up, plan)), self.down, plan)

@@ -6,9 +6,68 @@ import torch
 
 from . import kernels as _kernels
 
-__all__ = ["grouped_linear", "grouped_mm_supported"]
+__all__ = ["grouped_linear", "grouped_mm_supported", "grouped_path", "set_grouped_path"]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_PATHS = ("auto", "grouped_mm", "bmm")
+_forced: str | None = None
+
+# Measured size rule (benchmarks/moe_layer.py --paths, one CPU core, float32; see
+# docs/results/moe_layer.rst): the padded bmm beat torch._grouped_mm (a C++ loop of
+# ``mm``) only with few experts, narrow rows and many rows per expert.
+_BMM_MAX_EXPERTS = 8
+_BMM_MAX_WIDTH = 128
+_BMM_MIN_ROWS_PER_EXPERT = 1024
+
+
+def set_grouped_path(path: str | None) -> None:
+    """Force the CPU path of :func:`grouped_linear` (for benchmarks and tests).
+
+    Parameters
+    ----------
+    path : {"auto", "grouped_mm", "bmm"} or None
+        ``"grouped_mm"`` wherever ``torch._grouped_mm`` is valid, ``"bmm"`` (the padded
+        ``bmm``) always, ``"auto"``/``None`` the measured size rule of
+        :func:`grouped_path` (the default). The Triton kernels on CUDA are switched
+        separately (:func:`sci_moe.moe.kernels.set_kernels_enabled`).
+    """
+    global _forced
+    if path is not None and path not in _PATHS:
+        raise ValueError(f"path must be one of {_PATHS} or None, got {path!r}")
+    _forced = None if path in (None, "auto") else path
+
+
+def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:
+    """The torch path :func:`grouped_linear` takes: ``"grouped_mm"`` or ``"bmm"``.
+
+    ``"bmm"`` where ``torch._grouped_mm`` is not valid (:func:`grouped_mm_supported`),
+    and on the CPU also where the padded ``bmm`` measured faster: at most 8 experts,
+    ``max(d_in, d_out) <= 128`` and at least 1024 rows per expert on average
+    (``N >= 1024 E``). Overridden by :func:`set_grouped_path`.
+
+    Parameters
+    ----------
+    x : Tensor, shape (N, d_in)
+    weight : Tensor, shape (E, d_out, d_in)
+
+    Examples
+    --------
+    >>> w = torch.zeros(4, 32, 32)
+    >>> grouped_path(torch.zeros(8, 32), w), grouped_path(torch.zeros(8, 32).double(), w)
+    ('grouped_mm', 'bmm')
+    """
+    if not grouped_mm_supported(x, weight) or _forced == "bmm":
+        return "bmm"
+    if _forced == "grouped_mm" or x.device.type != "cpu":
+        return "grouped_mm"
+    E, d_out, d_in = weight.shape
+    if (
+        E <= _BMM_MAX_EXPERTS
+        and max(d_in, d_out) <= _BMM_MAX_WIDTH
+        and x.shape[0] >= _BMM_MIN_ROWS_PER_EXPERT * E
+    ):
+        return "bmm"
+    return "grouped_mm"
 
 
 def grouped_mm_supported(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -72,8 +131,9 @@ def grouped_linear(
     sm90+, a loop of ``mm`` in C++ on CPU). Its weight-gradient form needs ``N`` to give
     16-byte-aligned strides as well, so rows are zero-padded to a multiple of the
     alignment; rows past ``offsets[-1]`` are never read or written by the groups and
-    are sliced off. Otherwise an exact padded ``bmm`` fallback is used (any dtype, any
-    size).
+    are sliced off. Otherwise an exact padded ``bmm`` is used (any dtype, any size):
+    where ``torch._grouped_mm`` is not valid, and on the CPU where the measured size rule
+    of :func:`grouped_path` says it is faster.
     """
     N = x.shape[0]
     if N == 0:
@@ -87,9 +147,10 @@ def grouped_linear(
                 )
             y = y + bias[expert]
         return y
-    if expert is None and (bias is not None or not grouped_mm_supported(x, weight)):
+    path = grouped_path(x, weight)
+    if expert is None and (bias is not None or path == "bmm"):
         expert = torch.repeat_interleave(torch.arange(weight.shape[0], device=x.device), counts)
-    if grouped_mm_supported(x, weight):
+    if path == "grouped_mm":
         align = 16 // x.element_size()
         pad = (-N) % align
         xp = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
