@@ -6,6 +6,8 @@ Examples
 
     $ sci-moe data molecules --out molset            # ~50 molecules, about a minute on 2 cores
     $ sci-moe data molecules --full --out molset_full # 500 molecules
+    $ sci-moe data ligands --out data/ligand_set_small   # 100 Kraken-like P ligands
+    $ sci-moe data ligands --full --out data/ligand_set_full  # 1,000 ligands
     $ sci-moe data marcel --dataset kraken Kraken.zip --limit 100
 """
 
@@ -15,7 +17,13 @@ import argparse
 import json
 from pathlib import Path
 
-__all__ = ["add_molecule_set_arguments", "add_parser", "run_molecule_set"]
+__all__ = [
+    "add_ligand_set_arguments",
+    "add_molecule_set_arguments",
+    "add_parser",
+    "run_ligand_set",
+    "run_molecule_set",
+]
 
 _LOADERS = ("drugs", "kraken", "bde", "ee")
 
@@ -34,6 +42,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     add_molecule_set_arguments(mol)
     mol.set_defaults(func=run_molecule_set)
+    lig = dsub.add_parser(
+        "ligands",
+        help="build the Kraken-like ligand set (phosphines, phosphites, aminophosphines)",
+        description="Enumerated monodentate organophosphorus ligands, ETKDGv3/MMFF94 (UFF "
+        "fallback) conformer ensembles, GFN2-xTB energies/HOMO/Delta-SCF IP and morfeus "
+        "sterics around P (Sterimol, %%Vbur, solid angle); targets are the Boltzmann "
+        "average, minimum and maximum over each ensemble. Cached per ligand (resumable); "
+        "writes molecule_set.npz, report.json (with the oracle gap) and checksums.sha256.",
+    )
+    add_ligand_set_arguments(lig)
+    lig.set_defaults(func=run_ligand_set)
     mar = dsub.add_parser(
         "marcel",
         help="load a MARCEL archive and summarise it",
@@ -115,6 +134,56 @@ def run_molecule_set(args: argparse.Namespace) -> int:
     print(
         f"{len(ms)} molecules, {report['n_conformers']} conformers, "
         f"{len(report['failures'])} failures, {report['seconds']:.1f} s -> {args.out}"
+    )
+    for f in report["failures"]:
+        print(f"  failed {f['name']}: {f['stage']}: {f['reason']}")
+    return 0
+
+
+def add_ligand_set_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``sci-moe data ligands``."""
+    p.add_argument("--out", required=True, help="output directory (e.g. data/ligand_set_small)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="the full set (1,000 ligands)")
+    size.add_argument("--n", type=int, help="number of ligands (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the ligand choice (default 0)")
+    p.add_argument(
+        "--workers", "--jobs", type=int, default=None, dest="workers",
+        help="worker processes, one thread each (default: all CPUs)",
+    )  # fmt: skip
+    p.add_argument("--max-confs", type=int, default=8, help="conformers per ligand (default 8)")
+    p.add_argument("--cache", default=None, help="cache directory (default OUT/cache)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def run_ligand_set(args: argparse.Namespace) -> int:
+    """Build the ligand set of ``sci-moe data ligands``; raises ``ValueError`` on bad input."""
+    from .._util import lock_directory
+    from ..data.ligands_build import FULL_LIGANDS, LigandSetConfig, build_ligand_set
+    from ..data.molecule_set_store import REPORT_FILE
+    from ..molecules import ConformerConfig
+
+    n = FULL_LIGANDS if args.full else (args.n if args.n is not None else 100)
+    if n < 1:
+        raise ValueError(f"--n must be >= 1 ligand, got {n}")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.max_confs < 1:
+        raise ValueError(f"--max-confs must be >= 1, got {args.max_confs}")
+    cfg = LigandSetConfig(
+        n_ligands=n,
+        seed=args.seed,
+        conformers=ConformerConfig(num_attempts=24, max_confs=args.max_confs),
+    )
+    with lock_directory(args.out, command=f"sci-moe data ligands --out {args.out}"):
+        ms = build_ligand_set(
+            args.out, cfg, n_jobs=args.workers, cache_dir=args.cache, progress=not args.no_progress
+        )
+    report = json.loads((Path(args.out) / REPORT_FILE).read_text())
+    print(
+        f"{len(ms)} ligands, {report['n_conformers']} conformers, "
+        f"{report['n_uff_fallback']} UFF fallbacks, {len(report['failures'])} failures, "
+        f"{report['seconds']:.1f} s -> {args.out}"
     )
     for f in report["failures"]:
         print(f"  failed {f['name']}: {f['stage']}: {f['reason']}")
