@@ -234,8 +234,12 @@ def _ensemble(
     failures: list,
     y: np.ndarray,
     temperature_k: float = 298.15,
+    conf_y: np.ndarray | None = None,
 ) -> EnsembleGraph | None:
-    """Combine conformer records of one molecule (same atom order) into one graph."""
+    """Combine conformer records of one molecule (same atom order) into one graph.
+
+    ``conf_y`` (C, T), optional: per-conformer target values, rows as ``mols``.
+    """
     from rdkit import Chem
 
     ref = mols[0]
@@ -258,7 +262,13 @@ def _ensemble(
         w = None
     try:
         return EnsembleGraph.from_rdkit(
-            combined, energies_kj=e, weights=w, temperature_k=temperature_k, y=y, name=name
+            combined,
+            energies_kj=e,
+            weights=w,
+            temperature_k=temperature_k,
+            y=y,
+            conf_y=None if conf_y is None else np.asarray(conf_y, dtype=np.float64)[keep],
+            name=name,
         )
     except ValueError as err:
         failures.append({"name": name, "reason": str(err)})
@@ -356,7 +366,9 @@ def load_kraken(
     """Kraken from ``Kraken.zip`` (or its folder), unpickled with :class:`RestrictedUnpickler`.
 
     Keeps the ``max_confs`` conformers of largest Boltzmann weight (weights renormalised;
-    relative energies :math:`-k_BT\\ln(w/w_\\max)` at ``temperature_k``).
+    relative energies :math:`-k_BT\\ln(w/w_\\max)` at ``temperature_k``). When every kept
+    conformer's property dict holds all ``targets``, the graphs carry them as ``conf_y``
+    (like :meth:`MoleculeSet.graphs` of the ligand set).
     """
     from rdkit import Chem, RDLogger
 
@@ -377,15 +389,17 @@ def load_kraken(
             try:
                 smi, boltz, confs = data[lig]
                 ids = sorted(confs, key=lambda c: confs[c][1], reverse=True)[:max_confs]
-                mols, w = [], []
+                mols, w, cy = [], [], []
                 for cid in ids:
-                    block, weight, _props = confs[cid]
+                    block, weight, props = confs[cid]
                     m = Chem.MolFromMolBlock(block, removeHs=False)
                     if m is None:
                         failures.append({"name": name, "reason": f"conformer {cid}: bad mol block"})
                         continue
                     mols.append(m)
                     w.append(float(weight))
+                    has_all = isinstance(props, dict) and all(t in props for t in targets)
+                    cy.append([float(props[t]) for t in targets] if has_all else None)
                 y = np.array([float(boltz[t]) for t in targets])
             except (KeyError, TypeError, ValueError) as err:
                 failures.append({"name": name, "reason": f"bad entry layout: {err!r}"})
@@ -397,7 +411,8 @@ def load_kraken(
             w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
             kt = BOLTZMANN_KJ_PER_MOL_K * temperature_k
             e = -kt * np.log(np.clip(w / w.max(), 1e-300, None))
-            g = _ensemble(mols, e, w, name, failures, y, temperature_k)
+            conf_y = None if any(c is None for c in cy) else np.array(cy)
+            g = _ensemble(mols, e, w, name, failures, y, temperature_k, conf_y)
             if g is None:
                 continue
             samples.append(MarcelSample(name, y, {"mol": g}, str(smi)))
