@@ -92,6 +92,11 @@ def add_molecule_set_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cache", default=None, help="cache directory (default OUT/cache)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--electronic",
+        action="store_true",
+        help="also MARCEL Drugs-75K's ip, ea, chi (Delta-SCF GFN2, eV) as extra targets",
+    )
 
 
 def run_molecule_set(args: argparse.Namespace) -> int:
@@ -105,6 +110,7 @@ def run_molecule_set(args: argparse.Namespace) -> int:
         seed=args.seed,
         temperature_k=args.temperature_k,
         conformers=ConformerConfig(num_attempts=20, max_confs=args.max_confs),
+        electronic=bool(getattr(args, "electronic", False)),
     )
     molecules = None
     if args.smiles:

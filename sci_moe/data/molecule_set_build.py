@@ -30,12 +30,15 @@ from .molecule_labels import _charge, _label_job, _label_key
 from .molecule_set_store import (
     CHECKSUM_FILE,
     DATA_FILE,
+    ELECTRONIC_TARGET_UNITS,
+    ELECTRONIC_TARGETS,
     REPORT_FILE,
     TARGET_UNITS,
+    TARGETS,
     MoleculeSet,
 )
 from .nci import _canonical, nci_pool
-from .xtb import XTBConfig
+from .xtb import XTBConfig, _electronic_job
 
 __all__ = ["MoleculeSetConfig", "build_molecule_set"]
 
@@ -62,6 +65,12 @@ class MoleculeSetConfig:
         10 molecules of the small set) at a third of the cost.
     min_rotatable, max_rotatable, min_heavy, max_heavy : int
         Filters of :func:`nci_pool`.
+    electronic : bool
+        Also label MARCEL Drugs-75K's electronic targets :data:`ELECTRONIC_TARGETS`
+        (vertical IP, EA by Delta-SCF GFN2 with open-shell ions, electronegativity
+        :math:`\\chi = (\\mathrm{IP} + \\mathrm{EA})/2`, eV, Boltzmann-averaged) as extra
+        columns after the default four. Off by default: the default set, its cache and
+        its numbers are unchanged.
     """
 
     n_molecules: int = 50
@@ -76,6 +85,7 @@ class MoleculeSetConfig:
     max_rotatable: int = 8
     min_heavy: int = 12
     max_heavy: int = 30
+    electronic: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.conformers, dict):
@@ -92,13 +102,13 @@ class MoleculeSetConfig:
             raise ValueError("min_* filters must not exceed max_* filters")
 
 
-def _assemble(ensembles, labels, cfg: MoleculeSetConfig) -> MoleculeSet:
+def _assemble(ensembles, labels, cfg: MoleculeSetConfig, electronic=None) -> MoleculeSet:
     from rdkit import Chem
 
     names, smiles, stereo, blocks = [], [], [], []
     numbers, pos, e_mmff, e_xtb, conf_t, targets = [], [], [], [], [], []
     atom_ptr, conf_ptr = [0], [0]
-    for ens, lab in zip(ensembles, labels, strict=True):
+    for k, (ens, lab) in enumerate(zip(ensembles, labels, strict=True)):
         names.append(ens.name)
         smiles.append(ens.smiles)
         stereo.append(ens.stereo_smiles)
@@ -118,6 +128,10 @@ def _assemble(ensembles, labels, cfg: MoleculeSetConfig) -> MoleculeSet:
             ],
             axis=1,
         )
+        if electronic is not None:
+            el = electronic[k]
+            ip, ea = np.asarray(el["ip_ev"]), np.asarray(el["ea_ev"])
+            ct = np.concatenate([ct, np.stack([ip, ea, 0.5 * (ip + ea)], axis=1)], axis=1)
         conf_t.append(ct)
         targets.append(boltzmann_weights(e, cfg.temperature_k) @ ct)
         atom_ptr.append(atom_ptr[-1] + p.shape[1])
@@ -136,6 +150,7 @@ def _assemble(ensembles, labels, cfg: MoleculeSetConfig) -> MoleculeSet:
         conf_targets=np.concatenate(conf_t),
         targets=np.stack(targets),
         temperature_k=cfg.temperature_k,
+        **({} if electronic is None else {"target_names": [*TARGETS, *ELECTRONIC_TARGETS]}),
     )
 
 
@@ -148,7 +163,7 @@ def _statistics(ms: MoleculeSet) -> dict:
             for i in range(len(ms))
         ]
         stats[name] = {
-            "unit": TARGET_UNITS.get(name, ""),
+            "unit": {**TARGET_UNITS, **ELECTRONIC_TARGET_UNITS}.get(name, ""),
             "mean": float(ms.targets[:, t].mean()),
             "std": float(ms.targets[:, t].std()),
             "min": float(ms.targets[:, t].min()),
@@ -194,6 +209,54 @@ def _plot(ms: MoleculeSet, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _electronic_labels(ensembles, cfg: MoleculeSetConfig, cache: Path, n_jobs: int, progress: bool):
+    """Per-conformer Delta-SCF IP / EA of every ensemble (cached like the labels)."""
+    import hashlib
+
+    out: list = [None] * len(ensembles)
+    keys, todo = [], []
+    for i, e in enumerate(ensembles):
+        h = hashlib.sha256(_label_key(e, cfg).encode())
+        h.update(b"electronic-v1")
+        k = h.hexdigest()
+        f = cache / "electronic" / k[:2] / f"{k}.npz"
+        if f.exists():
+            with np.load(f, allow_pickle=False) as z:
+                out[i] = {kk: z[kk] for kk in z.files}
+            continue
+        keys.append(k)
+        todo.append(i)
+
+    def store(j, res):
+        if not res.get("failed"):
+            k = keys[j]
+            atomic_save_npz(cache / "electronic" / k[:2] / f"{k}.npz", res, fsync=False)
+
+    jobs = [
+        (ensembles[i].atomic_numbers, ensembles[i].positions_nm, _charge(ensembles[i])[0], cfg.xtb)
+        for i in todo
+    ]
+    failures = []
+    for j, res in enumerate(
+        parallel_map(
+            _electronic_job,
+            jobs,
+            n_jobs=n_jobs,
+            progress=progress,
+            desc="GFN2 IP/EA",
+            on_result=store,
+        )
+    ):
+        e = ensembles[todo[j]]
+        if res.get("failed"):
+            failures.append(
+                {"name": e.name, "smiles": e.smiles, "stage": "ip_ea", "reason": res["reason"]}
+            )
+        else:
+            out[todo[j]] = res
+    return out, failures
 
 
 def build_molecule_set(
@@ -347,7 +410,20 @@ def build_molecule_set(
     # keep the seeded candidate order so the set does not depend on completion order
     rank = {pool[i][0]: r for r, i in enumerate(order)}
     both = sorted(zip(ensembles, labels, strict=True), key=lambda el: rank[el[0].name])
-    ms = _assemble([b[0] for b in both], [b[1] for b in both], cfg)
+    electronic = None
+    if cfg.electronic:
+        t1 = time.perf_counter()
+        electronic, el_failed = _electronic_labels(
+            [b[0] for b in both], cfg, cache, n_jobs, progress
+        )
+        timings["electronic_s"] = time.perf_counter() - t1
+        failures += el_failed
+        keep = [i for i, e in enumerate(electronic) if e is not None]
+        both = [both[i] for i in keep]
+        electronic = [electronic[i] for i in keep]
+        if not both:
+            raise ValueError("no molecule got IP/EA labels; see the failures in the report")
+    ms = _assemble([b[0] for b in both], [b[1] for b in both], cfg, electronic)
     ms.save(out / DATA_FILE)
     import rdkit
     import tblite
@@ -369,7 +445,7 @@ def build_molecule_set(
         "n_jobs": n_jobs,
         "config": asdict(cfg),
         "targets": list(ms.target_names),
-        "target_units": TARGET_UNITS,
+        "target_units": {**TARGET_UNITS, **(ELECTRONIC_TARGET_UNITS if cfg.electronic else {})},
         "statistics": _statistics(ms),
         "content_sha256": ms.content_sha256(),
         "versions": {

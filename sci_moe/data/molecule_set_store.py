@@ -18,12 +18,25 @@ import numpy as np
 from .._util import atomic_save_npz, sha256_file
 from ..molecules import EnsembleDataset, EnsembleGraph, boltzmann_weights
 
-__all__ = ["CHECKSUM_FILE", "DATA_FILE", "REPORT_FILE", "TARGETS", "TARGET_UNITS", "MoleculeSet"]
+__all__ = [
+    "CHECKSUM_FILE",
+    "DATA_FILE",
+    "ELECTRONIC_TARGETS",
+    "ELECTRONIC_TARGET_UNITS",
+    "REPORT_FILE",
+    "TARGETS",
+    "TARGET_UNITS",
+    "MoleculeSet",
+]
 
 #: Molecule-level targets, in column order.
 TARGETS = ("dipole_debye", "gap_ev", "rg_nm", "sasa_nm2")
 #: Units of :data:`TARGETS`.
 TARGET_UNITS = {"dipole_debye": "D", "gap_ev": "eV", "rg_nm": "nm", "sasa_nm2": "nm^2"}
+#: Optional electronic targets (MARCEL Drugs-75K names), after :data:`TARGETS`.
+ELECTRONIC_TARGETS = ("ip", "ea", "chi")
+#: Units of :data:`ELECTRONIC_TARGETS`.
+ELECTRONIC_TARGET_UNITS = {"ip": "eV", "ea": "eV", "chi": "eV"}
 _FORMAT_VERSION = 1
 DATA_FILE = "molecule_set.npz"
 REPORT_FILE = "report.json"

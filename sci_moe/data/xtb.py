@@ -229,6 +229,23 @@ def vertical_ip_ea(
     return float(ip), float(e_a)
 
 
+def _electronic_job(numbers, positions_nm, charge, cfg) -> dict:
+    """Worker: vertical IP / EA (Delta-SCF, eV) of every conformer of one molecule."""
+    import tblite.interface  # noqa: F401 - load its OpenMP runtime before limiting it
+    from threadpoolctl import threadpool_limits
+
+    ip, ea = [], []
+    with threadpool_limits(1, user_api="openmp"):
+        for k, pos in enumerate(np.asarray(positions_nm)):
+            try:
+                a, b = vertical_ip_ea(numbers, pos, charge, cfg)
+            except ValueError as err:
+                return {"failed": True, "reason": f"conformer {k}: {err}"}
+            ip.append(a)
+            ea.append(b)
+    return {"ip_ev": np.asarray(ip), "ea_ev": np.asarray(ea)}
+
+
 def _ensemble_job(numbers, positions_nm, charge, uhf, cfg) -> dict:
     """Single points of every conformer of one molecule (plain arrays out), one thread."""
     import tblite.interface  # noqa: F401 - load its OpenMP runtime before limiting it
