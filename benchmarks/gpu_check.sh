@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # sci-moe GPU check: device and versions, the GPU tests, the layer benchmark's GPU section.
 #
+# The benchmark section: bfloat16, d in {1024, 2048, 4096} x E in {8, 64, 128} (ffn = d/2,
+# top-2 at E=8 else top-8, T=8192): sci-moe's Triton kernels, the fused-gather/scatter
+# kernels and torch grouped_mm, against a dense SwiGLU of equal active FLOPs and
+# transformers' MixtralSparseMoeBlock (grouped_mm); moe_layer_gpu.json records the device
+# name (machine.cuda), capability and the measured dense GEMM rate. Not yet run on a GPU
+# (no device lent so far; docs/results/moe_layer.rst says so).
+#
 #   [OUT=dir] [PYTHON=python] bash benchmarks/gpu_check.sh [--quick]
 #
 # Finishes in under 8 minutes: every stage runs under a deadline (GPU_CHECK_BUDGET_S,

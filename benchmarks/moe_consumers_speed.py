@@ -18,10 +18,22 @@ The figure is ``steps / s`` from the median over ``--repeats`` blocks of ``--ste
 steps each (after one warm-up block). Run with ``OMP_NUM_THREADS=1``::
 
     python benchmarks/moe_consumers_speed.py --threads 1 --json PATH [--quick]
+
+``--ab-old DIR`` compares two versions of the package under the same contention: ``DIR``
+holds an older copy of ``sci_moe`` (e.g. ``git archive <commit> sci_moe | tar -x -C
+DIR``); ``--rounds`` rounds each run this script once with ``PYTHONPATH=DIR`` ("before")
+and once with the checkout ("after"), alternating, and the rows give each model's median
+steps/s per version and the median over rounds of the per-round ratio after / before.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import torch
@@ -121,8 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="steps per block (20; quick 8)")
     p.add_argument("--repeats", type=int, default=5, help="timed blocks (default 5)")
     p.add_argument("--label", default="", help="suffix of the case names (e.g. before/after)")
+    p.add_argument("--ab-old", default=None, help="older sci_moe copy: interleaved A/B run")
+    p.add_argument("--ab-commit", default="", help="--ab-old: the commit of that copy")
+    p.add_argument("--rounds", type=int, default=3, help="--ab-old rounds (default 3)")
     args = p.parse_args(argv)
     setup(args)
+    if args.ab_old:
+        return ab_main(args)
     steps = args.steps or (8 if args.quick else 20)
     t0 = time.perf_counter()
     other = OtherLoad()
@@ -146,6 +163,45 @@ def main(argv: list[str] | None = None) -> int:
         table.append([case, steps, args.repeats, rate, 1e3 / rate, spread])
         print(f"{case}: {rate:.2f} steps/s", flush=True)
     print_table(["model", "steps/block", "blocks", "steps/s", "ms/step", "spread"], table)
+    return finish(args, BENCHMARK, machine, rows, other, t0)
+
+
+def _child(args, old: str | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if old:
+        env["PYTHONPATH"] = old + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        cmd = [sys.executable, __file__, "--json", out, "--seed", str(args.seed)]
+        cmd += ["--repeats", str(args.repeats), "--threads", str(torch.get_num_threads())]
+        cmd += ["--steps", str(args.steps or (8 if args.quick else 20))]
+        subprocess.run(cmd, env=env, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            return {r["case"]: r["value"] for r in json.load(f)["rows"]}
+
+
+def ab_main(args) -> int:
+    """``--ab-old``: alternate before/after processes, ratios per round."""
+    t0 = time.perf_counter()
+    other = OtherLoad()
+    machine = machine_info(
+        seed=args.seed, rounds=args.rounds, before=args.ab_commit or args.ab_old, after="checkout"
+    )
+    runs = {"before": [], "after": []}
+    for r in range(args.rounds):
+        for who in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            runs[who].append(_child(args, args.ab_old if who == "before" else None))
+            print(f"round {r + 1} {who}: {runs[who][-1]}", flush=True)
+    rows, table = [], []
+    for name in runs["before"][0]:
+        b = [x[name] for x in runs["before"]]
+        a = [x[name] for x in runs["after"]]
+        ratio = statistics.median(y / x for x, y in zip(b, a, strict=True))
+        case_b, case_a = f"{name} before (interleaved)", f"{name} after (interleaved)"
+        rows.append(Row(case_b, "steps_per_s", statistics.median(b), "steps/s"))
+        rows.append(Row(case_a, "steps_per_s", statistics.median(a), "steps/s", case_b, ratio))
+        table.append([name, statistics.median(b), statistics.median(a), ratio])
+    print_table(["model", "before steps/s", "after steps/s", "after / before"], table)
     return finish(args, BENCHMARK, machine, rows, other, t0)
 
 

@@ -1,43 +1,55 @@
-"""MoE layer training speed: forward + backward tokens/s against three baselines.
+"""MoE layer training speed on CPU over a grid of sizes, against a dense MLP and transformers.
 
-Contestants, all built from the same seed (same weights, same input):
+Contestants, all built from the same seed (same weights, same input), timed **in one
+process, interleaved**: every repeat runs each contestant once, in an order rotated per
+repeat, and the figure is the median over repeats of the *per-repeat ratio* ``t_base /
+t_sci``. Contention from other processes then hits numerator and denominator of a ratio
+alike and cancels as far as it is steady over one repeat (a few seconds); the CPU time
+other processes used is recorded (``machine.contention``).
 
-``reference``
-    :func:`sci_moe.testing.reference_moe_forward`, the naive per-token loop. Only a
-    handful of tokens (its backward materialises a full ``(E, 2h, d)`` zero gradient
-    per token and slot), so its tokens/s comes from the smaller ``T`` in the table.
+``sci-moe``
+    ``MoE(d_model=d, num_experts=E, top_k=k, d_hidden=d, expert="glu")``: SwiGLU experts,
+    softmax router with top-k renormalisation (as Mixtral); the GEMM path is the automatic
+    choice of :func:`sci_moe.moe.grouped_path`.
+``sci-moe other path``
+    The same layer with the other CPU GEMM path forced
+    (:func:`sci_moe.moe.set_grouped_path`: padded ``bmm`` where the rule picks
+    ``grouped_mm`` and vice versa): where each path wins. float32 and ``d <= 256`` only.
+``dense``
+    One SwiGLU MLP of hidden size ``k * d`` (the same active FLOPs per token) plus the
+    same router linear + softmax + top-k, whose top-k mass scales the output so the
+    router gets a gradient: the practical speed limit of a dropless MoE.
 ``transformers``
     transformers' eager ``MixtralSparseMoeBlock`` (a Python loop over the hit experts)
-    holding a copy of the sci-moe weights; its outputs and all gradients are checked
-    against sci-moe (to 1e-4) before it is timed.
-``sci-moe``
-    ``MoE(d_model=d, num_experts=E, top_k=k, d_hidden=ffn, expert="glu")``: SwiGLU
-    experts, softmax router with top-k renormalisation (as Mixtral).
-``dense``
-    One SwiGLU MLP of hidden size ``k * ffn`` (the same active FLOPs per token) plus
-    the same router linear + softmax + top-k, whose top-k mass scales the output so
-    the router gets a gradient: the practical speed limit of a dropless MoE.
+    holding a copy of the sci-moe weights; its output and gradients are checked against
+    sci-moe (float32: 1e-4 / 1e-3) before it is timed.
 
 A step is ``y = layer(x); (y * g).sum().backward()`` with ``x.requires_grad`` and a
-fixed random ``g``; the figure is the median of ``--repeats`` steps after a warm-up
-step. Every (case, contestant) runs in a **fresh process**, one after the other: in a
-shared process the allocator state left by earlier contestants moved a contestant's
-time by up to 20 %. GFLOP/s counts model FLOPs: forward ``2 d E + 6 k d ffn`` per token
-(router + three expert GEMMs), backward twice that.
+fixed random ``g``, after one warm-up step per contestant.
 
-Cases (the targets of the issue):
+Grid: ``d`` in {64, 128, 256, 1024}, ``E`` in {8, 32, 64}, ``k`` in {1, 2, 4, 8}, ``T`` in
+{256, 1024, 4096}, float32 and bfloat16 (288 cases, ``ffn = d``).
 
-* ``A``: T=4096, d=1024, ffn=1024, E=32, k=4, float32. Target: sci-moe >= 0.8x dense.
-* ``B``: T=4096, d=1024, ffn=1024, E=64, k=8, float32. Target: sci-moe >= 3x transformers.
-* ``A-bf16``: case A in bfloat16, sci-moe against dense only.
+* ``--grid``: on one loaded core the whole grid takes hours (a d=1024, k=8, T=4096
+  bfloat16 step alone is minutes: this CPU has no native bfloat16 GEMM), so the run
+  keeps the cases whose step costs at most ``--max-gflop`` (float32, default 12) or
+  ``--max-gflop-bf16`` (default 2.5) model GFLOP, always includes the target cases
+  (d=1024: float32 T=256/1024 at E=8/32, k=1/2; bfloat16 T=256, k=1) and samples
+  ``--sample`` (default 48) of the rest with ``random.Random(seed)``: deterministic.
+* ``--quick``: 10 fixed cases at d=128/256 (under 3 minutes).
+* ``--profile``: torch.profiler breakdown of the small shape (d=ffn=256, T=1024, E=32/k=4
+  and E=64/k=8, float32 and bfloat16), forward and backward separately, into GEMM,
+  gather/scatter, elementwise, routing/plan and other.
 
-``--quick`` uses T=1024, d=ffn=256 for every case (about 30 s on two idle cores, most
-of it process start-up). Run: ``python benchmarks/moe_layer.py [--quick] [--json PATH]
-[--seed 0] [--threads N] [--repeats 3] [--malloc default|cached]``.
+``--json PATH`` writes the rows (per case: tokens/s of each contestant, ratios; summary
+rows: the medians the targets are stated in); ``--plot PNG`` the ratio-to-dense plot.
+Run: ``python benchmarks/moe_layer.py [--quick | --grid | --profile] [--json PATH]
+[--plot PNG] [--seed 0] [--threads 1] [--repeats 3]``.
 
 GPU section (``--gpu``; needs CUDA, replaces the CPU run): bfloat16, one process,
 CUDA-event timing, median of ``max(--repeats, 10)`` steps after 3 warm-up steps (the
-first compiles the Triton kernels). It first measures the device's dense bf16 GEMM rate
+first compiles the Triton kernels), at d in {1024, 2048, 4096} and E in {8, 64, 128}
+(``--quick``: three of them). It first measures the device's dense bf16 GEMM rate
 (``8192^3`` ``torch.mm``), then per case:
 
 * **GEMM**: the experts' first grouped GEMM alone (``T k`` rows, ``d -> 2 ffn``),
@@ -60,6 +72,10 @@ relative 3e-2) before timing. Run: ``python benchmarks/moe_layer.py --gpu [--qui
 
 from __future__ import annotations
 
+import itertools
+import random
+import statistics
+import time
 from dataclasses import dataclass
 
 import torch
@@ -69,64 +85,84 @@ from _common import (
     Row,
     base_parser,
     busy_warning,
-    child_result,
     machine_info,
     print_table,
-    run_isolated,
     setup,
-    time_fn,
     write_json,
 )
 from torch import nn
 
+import sci_moe.moe as _moe
 from sci_moe.moe import MoE, to_transformers
-from sci_moe.testing import reference_moe_forward
+
+# Older cores (a "before" run) lack the path switch: then only the automatic path runs.
+HAS_PATHS = hasattr(_moe, "set_grouped_path")
+set_grouped_path = getattr(_moe, "set_grouped_path", lambda path: None)
 
 BENCHMARK = "moe_layer"
-REF, HF, SCI, DENSE = "reference", "transformers", "sci-moe", "dense"
+HF, SCI, ALT, DENSE = "transformers", "sci-moe", "sci-moe other path", "dense"
 ATOL = RTOL = 1e-4  # float32 agreement required before timing a baseline
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+GRID_D, GRID_E, GRID_K, GRID_T = (64, 128, 256, 1024), (8, 32, 64), (1, 2, 4, 8), (256, 1024, 4096)
 
 
 @dataclass(frozen=True)
 class Case:
-    """One problem size and the contestants measured on it."""
+    """One CPU problem size (``ffn = d``)."""
 
-    name: str
     T: int
     d: int
-    ffn: int
     E: int
     k: int
-    dtype: torch.dtype
-    t_ref: int  # tokens for the naive reference; 0 = not measured
-    transformers: bool
-    target: tuple[str, float] | None  # (baseline, minimum sci-moe / baseline)
+    dtype: str
+
+    @property
+    def ffn(self) -> int:
+        return self.d
 
     @property
     def label(self) -> str:
-        dt = str(self.dtype).removeprefix("torch.")
-        return f"{self.name}[d={self.d},ffn={self.ffn},E={self.E},k={self.k},{dt}]"
+        return f"T={self.T},d={self.d},E={self.E},k={self.k},{self.dtype}"
+
+    def flops_per_token(self) -> int:
+        """Model FLOPs of forward + backward for one token (router + three expert GEMMs)."""
+        return 3 * (2 * self.d * self.E + 6 * self.k * self.d * self.ffn)
+
+    def gflop(self) -> float:
+        return self.T * self.flops_per_token() / 1e9
 
     @property
     def contestants(self) -> list[str]:
-        return [REF] * bool(self.t_ref) + [HF] * self.transformers + [SCI, DENSE]
-
-    def tokens(self, contestant: str) -> int:
-        return self.t_ref if contestant == REF else self.T
-
-    def flops_per_token(self) -> int:
-        """Model FLOPs of forward + backward for one token."""
-        return 3 * (2 * self.d * self.E + 6 * self.k * self.d * self.ffn)
+        alt = [ALT] if HAS_PATHS and self.dtype == "float32" and self.d <= 256 else []
+        return [SCI, *alt, DENSE, HF]
 
 
-def make_cases(quick: bool) -> list[Case]:
-    T, d, ffn = (1024, 256, 256) if quick else (4096, 1024, 1024)
-    f32, bf16 = torch.float32, torch.bfloat16
+TARGETS = [Case(T, 1024, E, k, "float32") for T in (256, 1024) for E in (8, 32) for k in (1, 2)] + [
+    Case(256, 1024, E, 1, "bfloat16") for E in (8, 32)
+]
+
+
+def full_grid() -> list[Case]:
     return [
-        Case("A", T, d, ffn, 32, 4, f32, 4, True, (DENSE, 0.8)),
-        Case("B", T, d, ffn, 64, 8, f32, 2, True, (HF, 3.0)),
-        Case("A-bf16", T, d, ffn, 32, 4, bf16, 0, False, (DENSE, 0.8)),
+        Case(T, d, E, k, dt)
+        for d, E, k, T, dt in itertools.product(GRID_D, GRID_E, GRID_K, GRID_T, DTYPES)
     ]
+
+
+def grid_cases(seed: int, sample: int, max_gflop: float, max_gflop_bf16: float) -> list[Case]:
+    """The deterministic sub-grid of ``--grid`` (see the module docstring)."""
+    cap = {"float32": max_gflop, "bfloat16": max_gflop_bf16}
+    fits = [c for c in full_grid() if c.gflop() <= cap[c.dtype] and c not in TARGETS]
+    picked = random.Random(seed).sample(fits, min(sample, len(fits)))
+    return sorted(TARGETS + picked, key=lambda c: (c.dtype, c.d, c.E, c.k, c.T))
+
+
+def quick_cases() -> list[Case]:
+    f32 = [Case(1024, 256, E, k, "float32") for E, k in ((32, 4), (64, 8), (8, 2))]
+    f32 += [Case(1024, 128, E, k, "float32") for E, k in ((32, 4), (8, 1))]
+    f32 += [Case(256, 256, 8, 1, "float32"), Case(4096, 128, 8, 2, "float32")]
+    bf16 = [Case(256, 256, 32, 4, "bfloat16"), Case(256, 128, 8, 2, "bfloat16")]
+    return f32 + bf16 + [Case(256, 256, 8, 1, "bfloat16")]
 
 
 class DenseSwiGLU(nn.Module):
@@ -204,173 +240,367 @@ def _leaf(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone().requires_grad_(True)
 
 
-def measure(case: Case, who: str, seed: int, repeats: int) -> dict:
-    """Build ``case`` from ``seed``, check ``who`` against sci-moe where it applies, time it."""
+def _gap(name: str, got: torch.Tensor, want: torch.Tensor, scale: float = 1.0) -> float:
+    return _check(name, got, want, scale)
+
+
+def build(case: Case, seed: int) -> dict:
+    """Contestant steps of ``case``; transformers checked against sci-moe (float32)."""
+    dtype = DTYPES[case.dtype]
     torch.manual_seed(seed)
     moe = MoE(d_model=case.d, num_experts=case.E, top_k=case.k, d_hidden=case.ffn, expert="glu")
-    moe = moe.to(case.dtype)
-    dense = DenseSwiGLU(case.d, case.ffn, case.E, case.k).to(case.dtype)
-    x = torch.randn(case.T, case.d, dtype=case.dtype)
-    g = torch.randn(case.T, case.d, dtype=case.dtype)
-    warmup, check = 1, None
-    if who == SCI:
-        step = Step(moe, _leaf(x), g)
-    elif who == DENSE:
-        step = Step(dense, _leaf(x), g)
-    elif who == REF:
-        n = case.t_ref
-        step = Step(moe, _leaf(x[:n]), g[:n], lambda v: reference_moe_forward(moe, v))
-        with torch.no_grad():
-            want = moe(x[:n])
-        diff = _check(f"{case.label} reference vs sci-moe output", step(), want)
-        check = f"reference vs sci-moe on {n} tokens: max |diff| output {diff:.2e}"
-        warmup = 0  # the checked step was the warm-up
-    elif who == HF:
-        sci = Step(moe, _leaf(x), g)
-        y_sci = sci()
-        ours = {name: t.clone() for name, t in sci.grads().items()}
-        block = mixtral_block(moe, case)
-        shape = (1, case.T, case.d)
-        step = Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d))
-        d_out = _check(f"{case.label} transformers vs sci-moe output", step(), y_sci)
-        theirs = step.grads()
-        pairs = {
-            "x": "x",
-            "router.weight": "gate.weight",
-            "experts.gate_up": "experts.gate_up_proj",
-            "experts.down": "experts.down_proj",
-        }
-        # Gradients sum over many tokens: allow 10x the output tolerance.
-        d_grad = max(
-            _check(f"{case.label} gradient of {a}", ours[a], theirs[b], scale=10.0)
-            for a, b in pairs.items()
-        )
-        check = (
-            f"transformers vs sci-moe: max |diff| output {d_out:.2e}, "
-            f"gradients {d_grad:.2e} (atol=rtol={ATOL:g} for outputs, 10x for gradients)"
-        )
-        warmup = 0  # the checked step was the warm-up
-    else:
-        raise ValueError(f"unknown contestant {who!r}")
-    timing = time_fn(step, repeats=repeats, warmup=warmup)
-    if not torch.isfinite(step()).all():
-        raise SystemExit(f"{case.label} {who}: output is not finite")
-    return {"times": timing.times, "check": check}
+    moe = moe.to(dtype)
+    dense = DenseSwiGLU(case.d, case.ffn, case.E, case.k).to(dtype)
+    x = torch.randn(case.T, case.d, dtype=dtype)
+    g = torch.randn(case.T, case.d, dtype=dtype)
+    block = mixtral_block(moe, case)
+    shape = (1, case.T, case.d)
+    steps = {
+        SCI: Step(moe, _leaf(x), g),
+        DENSE: Step(dense, _leaf(x), g),
+        HF: Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d)),
+    }
+    if ALT in case.contestants:
+        steps[ALT] = Step(moe, _leaf(x), g)
+    if case.dtype == "float32" and case.T <= 1024:
+        y_sci = steps[SCI]()
+        ours = {n: t.clone() for n, t in steps[SCI].grads().items()}
+        try:
+            _gap(f"{case.label} transformers output", steps[HF](), y_sci)
+            theirs = steps[HF].grads()
+            for a, b in (("x", "x"), ("experts.gate_up", "experts.gate_up_proj")):
+                _gap(f"{case.label} gradient of {a}", ours[a], theirs[b], scale=10.0)
+        except SystemExit as e:  # report, keep timing: a float32 rounding gap at large d
+            print(f"warning: {e}", flush=True)
+    return steps
 
 
-def child(args) -> None:
-    """One (case, contestant) measurement, in its own process."""
-    policy = setup(args)
-    name, who = args.child
-    case = {c.name: c for c in make_cases(args.quick)}[name]
-    result = measure(case, who, args.seed, args.repeats)
-    result["malloc"] = policy
-    child_result(result)
+def measure(case: Case, seed: int, repeats: int) -> dict[str, list[float]]:
+    """Interleaved timings (seconds per step) of every contestant of ``case``."""
+    steps = build(case, seed)
+    moe = steps[SCI].module
+    auto = "grouped_mm"
+    if HAS_PATHS:
+        rows = steps[SCI].x[:1].expand(case.T * case.k, -1)
+        auto = _moe.grouped_path(rows, moe.experts.gate_up)
+    other = "bmm" if auto == "grouped_mm" else "grouped_mm"
+
+    def run(who):
+        set_grouped_path(other if who == ALT else None)
+        try:
+            t0 = time.perf_counter()
+            steps[who]()
+            return time.perf_counter() - t0
+        finally:
+            set_grouped_path(None)
+
+    names = list(steps)
+    for who in names:  # warm-up
+        run(who)
+    times = {who: [] for who in names}
+    for r in range(repeats):
+        for who in names[r % len(names) :] + names[: r % len(names)]:
+            times[who].append(run(who))
+    times["_paths"] = [auto, other]
+    return times
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps (default 3)")
-    parser.add_argument("--child", nargs=2, metavar=("CASE", "CONTESTANT"), help="internal")
-    parser.add_argument(
-        "--gpu", action="store_true", help="run the GPU section instead (needs CUDA)"
-    )
-    args = parser.parse_args(argv)
-    if args.repeats < 1:
-        raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
-    if args.gpu:
-        return gpu_main(args)
-    if args.child:
-        child(args)
-        return 0
-    setup(args)
+def _ratios(times: dict, who: str, base: str) -> float:
+    """Median over repeats of ``t_base / t_who`` (> 1: ``who`` faster)."""
+    return statistics.median(b / a for a, b in zip(times[who], times[base], strict=True))
+
+
+def cpu_main(args) -> int:
     import transformers
 
     import sci_moe
 
+    if args.profile:
+        return profile_main(args)
+    if args.grid:
+        cases = grid_cases(args.seed, args.sample, args.max_gflop, args.max_gflop_bf16)
+        mode = "grid"
+    else:
+        cases, mode = quick_cases(), "quick"
     threads = torch.get_num_threads()
     machine = machine_info(
         seed=args.seed,
         sci_moe=sci_moe.__version__,
         transformers=transformers.__version__,
-        quick=args.quick,
+        mode=mode,
         repeats=args.repeats,
-        isolation="one fresh process per (case, contestant)",
+        cases=len(cases),
+        grid_size=len(full_grid()),
+        max_gflop=args.max_gflop,
+        max_gflop_bf16=args.max_gflop_bf16,
+        sample=args.sample if args.grid else None,
+        timing="one process; contestants interleaved, order rotated per repeat; "
+        "median of per-repeat ratios",
     )
     print(
-        f"moe_layer: torch {machine['torch']}, {machine['cpu']}, {threads} threads, "
-        f"seed {args.seed}, {args.repeats} repeats, malloc {args.malloc}, git {machine['git']}"
+        f"moe_layer ({mode}, {len(cases)} cases): torch {machine['torch']}, {threads} threads, "
+        f"seed {args.seed}, {args.repeats} repeats, git {machine['git']}",
+        flush=True,
     )
     warning = busy_warning()
     if warning:
         print(warning)
     other = OtherLoad()
-
     rows: list[Row] = []
-    table, verdicts = [], []
-    common = ["--seed", args.seed, "--repeats", args.repeats, "--threads", threads]
-    common += ["--malloc", args.malloc] + ["--quick"] * args.quick
-    for case in make_cases(args.quick):
-        res = {}
-        for who in case.contestants:
-            out = run_isolated([__file__, "--child", case.name, who, *common])
-            machine["malloc"] = out["malloc"]
-            res[who] = out["times"]
-            med = sorted(out["times"])[len(out["times"]) // 2]
-            note = f"; {out['check']}" if out["check"] else ""
-            print(f"{case.label} {who}: {1e3 * med:,.0f} ms/step{note}", flush=True)
-        sec = {who: torch.tensor(t).median().item() for who, t in res.items()}
-        rate = {who: case.tokens(who) / s for who, s in sec.items()}
-        fpt = case.flops_per_token()
-        for who, s in sec.items():
-            t = res[who]
-            spread = (max(t) - min(t)) / s
-            x_dense = rate[who] / rate[DENSE]
-            x_hf = rate[who] / rate[HF] if HF in rate else None
-            gflops = rate[who] * fpt / 1e9
-            n = case.tokens(who)
-            table.append([case.label, who, n, 1e3 * s, rate[who], gflops, x_dense, x_hf, spread])
-            tag = f"{case.label} {who} T={case.tokens(who)}"
-            if who != SCI:
-                rows.append(Row(tag, "tokens_per_s", rate[who], "tokens/s"))
-            else:
-                for base in (DENSE, HF, REF):
-                    if base in rate:
-                        vs = f"{case.label} {base} T={case.tokens(base)}"
-                        ratio = rate[SCI] / rate[base]
-                        rows.append(Row(tag, "tokens_per_s", rate[SCI], "tokens/s", vs, ratio))
-            rows.append(Row(tag, "model_flops_per_s", gflops, "GFLOP/s"))
-        if case.target is not None:
-            base, want = case.target
-            got = rate[SCI] / rate[base]
-            verdict = "MET" if got >= want else "NOT MET"
-            verdicts.append(
-                f"{case.label}: sci-moe / {base} = {got:.2f}x (target >= {want:g}x) {verdict}"
+    table, results = [], []
+    t_start = time.perf_counter()
+    for i, case in enumerate(cases):
+        times = measure(case, args.seed, args.repeats)
+        auto, alt_path = times.pop("_paths")
+        med = {who: statistics.median(t) for who, t in times.items()}
+        x_dense = _ratios(times, SCI, DENSE)
+        x_hf = _ratios(times, SCI, HF)
+        x_alt = _ratios(times, SCI, ALT) if ALT in times else None
+        tps = case.T / med[SCI]
+        tag = f"{case.label} {SCI}"
+        rows.append(Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {DENSE}", x_dense))
+        rows.append(Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {HF}", x_hf))
+        if x_alt is not None:
+            rows.append(
+                Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {ALT} ({alt_path})", x_alt)
             )
-
+        for who in times:
+            if who != SCI:
+                rows.append(
+                    Row(f"{case.label} {who}", "tokens_per_s", case.T / med[who], "tokens/s")
+                )
+        rows.append(
+            Row(
+                tag,
+                "model_flops_per_s",
+                case.T * case.flops_per_token() / med[SCI] / 1e9,
+                "GFLOP/s",
+            )
+        )
+        results.append((case, x_dense, x_hf, x_alt, auto, alt_path))
+        alt_s = "-" if x_alt is None else f"{x_alt:.2f} vs {alt_path}"
+        table.append([case.label, auto, 1e3 * med[SCI], x_dense, x_hf, alt_s])
+        print(
+            f"[{i + 1}/{len(cases)} {time.perf_counter() - t_start:.0f} s] {case.label} ({auto}): "
+            f"{1e3 * med[SCI]:.1f} ms/step, x dense {x_dense:.2f}, x transformers {x_hf:.2f}"
+            + ("" if x_alt is None else f", x {alt_path} {x_alt:.2f}"),
+            flush=True,
+        )
     print()
-    headers = ["case", "contestant", "T", "ms/step", "tokens/s", "GFLOP/s", "x dense"]
     print_table(
-        [*headers, "x transf.", "spread"],
+        ["case", "path", "sci ms/step", "x dense", "x transf.", "x other path"],
         table,
-        title=f"forward+backward, median of {args.repeats} steps (spread = (max - min) / median)",
+        title=f"forward+backward, median over {args.repeats} interleaved repeats",
     )
-    note = " (set for the full sizes, shown for information)" if args.quick else ""
-    print(f"\ntargets{note}:")
-    for v in verdicts:
-        print("  " + v)
+    rows += summary_rows(results)
+    for r in rows:
+        if r.case.startswith("summary"):
+            print(f"{r.case}: {r.value:.3g}")
     load = other.report()
     machine["contention"] = load
     print(
         f"total {load['wall_s']:.0f} s; other processes used {load['other_cpu_s']} CPU s "
         f"({load['other_cpu_fraction']} of the cores)"
     )
-    if load["other_cpu_fraction"] is not None and load["other_cpu_fraction"] > 0.05:
-        print("warning: the CPUs were shared during the run; rerun on an idle machine")
     if args.json is not None:
         write_json(args.json, BENCHMARK, machine, rows)
         print(f"wrote {args.json}")
+    if args.plot is not None:
+        plot(results, args.plot, mode)
+        print(f"wrote {args.plot}")
     return 0
+
+
+def summary_rows(results) -> list[Row]:
+    """The medians and extremes the targets are stated in."""
+    out = []
+
+    def add(name, sel, idx, stat):
+        vals = [r[idx] for r in results if sel(r[0]) and r[idx] is not None]
+        if vals:
+            out.append(Row(f"summary {name}", stat.__name__, stat(vals), "x"))
+            out.append(Row(f"summary {name}", "cases", float(len(vals)), "1"))
+
+    f32, bf = (lambda c: c.dtype == "float32"), (lambda c: c.dtype == "bfloat16")
+    add("x dense fp32 d>=128", lambda c: f32(c) and c.d >= 128, 1, statistics.median)
+    add("x dense fp32 d=1024", lambda c: f32(c) and c.d == 1024, 1, statistics.median)
+    add("x dense fp32 d=64", lambda c: f32(c) and c.d == 64, 1, statistics.median)
+    add("x dense bf16 d=1024", lambda c: bf(c) and c.d == 1024, 1, statistics.median)
+    add("x dense bf16 all", bf, 1, statistics.median)
+    add("x dense fp32 all", f32, 1, min)
+    add("x transformers all", lambda c: True, 2, min)
+    add("x transformers all", lambda c: True, 2, statistics.median)
+    add("x other path fp32", f32, 3, statistics.median)
+    add("x other path fp32", f32, 3, min)
+    add(
+        "x other path fp32 auto=bmm",
+        lambda c: f32(c) and c.d <= 128 and c.E <= 8,
+        3,
+        statistics.median,
+    )
+    for d in GRID_D:
+        add(f"x dense fp32 d={d}", lambda c, d=d: f32(c) and c.d == d, 1, min)
+    return out
+
+
+def plot(results, path, mode: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    markers = {1: "o", 2: "s", 4: "^", 8: "D"}
+    colors = {8: "tab:blue", 32: "tab:orange", 64: "tab:green"}
+    for ax, dt in zip(axes, DTYPES, strict=True):
+        for case, x_dense, *_ in results:
+            if case.dtype != dt:
+                continue
+            pos = GRID_D.index(case.d) + 0.18 * GRID_T.index(case.T) - 0.18
+            ax.scatter(pos, x_dense, marker=markers[case.k], color=colors[case.E], s=28, alpha=0.8)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(0.8, color="red", lw=0.8, ls="--")
+        ax.set_xticks(range(len(GRID_D)), [f"d={d}" for d in GRID_D])
+        ax.set_title(f"{dt}: sci-moe / dense (equal active FLOPs)")
+        ax.set_xlabel("d (offsets within a column: T = 256, 1024, 4096)")
+    axes[0].set_ylabel("speed ratio to dense (fwd+bwd, > 1: sci-moe faster)")
+    handles = [
+        plt.Line2D([], [], ls="", marker=m, color="k", label=f"k={k}") for k, m in markers.items()
+    ] + [plt.Line2D([], [], ls="", marker="o", color=c, label=f"E={e}") for e, c in colors.items()]
+    axes[1].legend(handles=handles, fontsize=8, ncol=2)
+    fig.suptitle(f"MoE layer, one CPU core, {mode} grid, {len(results)} cases (seed 0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+# ------------------------------------------------------------------------ profile
+
+_BUCKETS = {
+    "gemm": ("aten::mm", "aten::bmm", "aten::addmm", "aten::_grouped_mm", "aten::linear"),
+    "gather/scatter": (
+        "aten::index",
+        "aten::index_select",
+        "aten::index_add_",
+        "aten::scatter_add_",
+        "aten::scatter_add",
+        "aten::gather",
+        "aten::index_put_",
+        "aten::_index_put_impl_",
+        "aten::cat",
+        "aten::repeat_interleave",
+    ),
+    "routing/plan": (
+        "aten::topk",
+        "aten::sort",
+        "aten::bincount",
+        "aten::cumsum",
+        "aten::_softmax",
+        "aten::softmax",
+        "aten::argsort",
+        "aten::isfinite",
+        "aten::all",
+        "aten::item",
+        "aten::_local_scalar_dense",
+    ),
+    "elementwise": (
+        "aten::mul",
+        "aten::mul_",
+        "aten::silu",
+        "aten::silu_backward",
+        "aten::add",
+        "aten::add_",
+        "aten::sum",
+        "aten::div",
+        "aten::linalg_vecdot",
+        "aten::copy_",
+        "aten::fill_",
+        "aten::zero_",
+        "aten::_softmax_backward_data",
+    ),
+}
+
+
+def _bucket(name: str) -> str:
+    for b, names in _BUCKETS.items():
+        if name in names:
+            return b
+    return "other"
+
+
+def _profile_once(fn) -> dict[str, float]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    out = dict.fromkeys([*_BUCKETS, "other"], 0.0)
+    for ev in p.key_averages():
+        out[_bucket(ev.key)] += ev.self_cpu_time_total / 1e3  # ms
+    return out
+
+
+def profile_main(args) -> int:
+    """``--profile``: where the time of the small shape goes (forward and backward)."""
+    import sci_moe
+
+    machine = machine_info(seed=args.seed, sci_moe=sci_moe.__version__, mode="profile")
+    other = OtherLoad()
+    rows, table = [], []
+    for E, k, dt in itertools.product((32, 64), (4, 8), DTYPES):
+        if (E, k) not in ((32, 4), (64, 8)):
+            continue
+        case = Case(1024, 256, E, k, dt)
+        step = build(case, args.seed)[SCI]
+        step()  # warm-up
+        acc = {"forward": None, "backward": None}
+        for _ in range(args.repeats):
+            step.module.zero_grad(set_to_none=True)
+            step.x.grad = None
+            box = {}
+            fwd = _profile_once(lambda box=box, step=step: box.setdefault("y", step.call(step.x)))
+            bwd = _profile_once(lambda box=box, step=step: (box["y"] * step.g).sum().backward())
+            for name, got in (("forward", fwd), ("backward", bwd)):
+                if acc[name] is None:
+                    acc[name] = {b: [] for b in got}
+                for b, v in got.items():
+                    acc[name][b].append(v)
+        for phase, buckets in acc.items():
+            med = {b: statistics.median(v) for b, v in buckets.items()}
+            total = sum(med.values())
+            tag = f"profile {case.label} {phase}"
+            rows.append(Row(tag, "total_ms", total, "ms"))
+            for b, v in med.items():
+                rows.append(Row(tag, f"share_{b}", v / total, "1"))
+            table.append([case.label, phase, total] + [100 * med[b] / total for b in med])
+    print_table(
+        ["case", "phase", "ms", *(f"% {b}" for b in [*_BUCKETS, "other"])],
+        table,
+        title=f"self CPU time by kind of op, median of {args.repeats} profiled steps",
+    )
+    load = other.report()
+    machine["contention"] = load
+    if args.json is not None:
+        write_json(args.json, BENCHMARK + "_profile", machine, rows)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
+    parser.add_argument("--grid", action="store_true", help="the (sampled) full grid")
+    parser.add_argument("--profile", action="store_true", help="profile the small shape")
+    parser.add_argument("--sample", type=int, default=48, help="--grid: sampled cases")
+    parser.add_argument("--max-gflop", type=float, default=12.0, help="--grid float32 cap")
+    parser.add_argument("--max-gflop-bf16", type=float, default=2.5, help="--grid bf16 cap")
+    parser.add_argument("--plot", default=None, help="write the ratio-to-dense plot (PNG)")
+    parser.add_argument("--gpu", action="store_true", help="the GPU section (needs CUDA)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
+    if args.gpu:
+        return gpu_main(args)
+    setup(args)
+    return cpu_main(args)
 
 
 # ---------------------------------------------------------------------------- GPU
@@ -401,13 +631,15 @@ class GpuCase:
 
 
 def make_gpu_cases(quick: bool) -> list[GpuCase]:
-    if quick:
-        return [GpuCase("A", 4096, 1024, 1024, 32, 4), GpuCase("fine", 4096, 1024, 512, 64, 8)]
-    return [
-        GpuCase("A", 16384, 1024, 1024, 32, 4),  # the CPU case A, 4x the tokens
-        GpuCase("fine", 16384, 2048, 768, 128, 8),  # Qwen3-30B-A3B-like layer
-        GpuCase("coarse", 8192, 4096, 14336, 8, 2),  # Mixtral-8x7B-like layer
+    """d in {1024, 2048, 4096} x E in {8, 64, 128}; ``ffn = d / 2``, k = 2 (E=8) or 8."""
+    grid = [
+        GpuCase(f"d{d}-E{E}", 8192, d, d // 2, E, 2 if E == 8 else 8)
+        for d in (1024, 2048, 4096)
+        for E in (8, 64, 128)
     ]
+    if quick:
+        return [c for c in grid if (c.d, c.E) in ((1024, 8), (1024, 64), (2048, 128))]
+    return grid
 
 
 def _cuda_times(fn, repeats: int, warmup: int = 3) -> list[float]:
