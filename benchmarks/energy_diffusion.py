@@ -474,12 +474,47 @@ def main() -> None:
     p.add_argument(
         "--aldp-plot-name", default="energy_diffusion_aldp.png", help="PNG name for --aldp"
     )
+    p.add_argument(
+        "--paper-budget",
+        action="store_true",
+        help="Mueller-Brown at ScoreMD's budget (energy_diffusion_paper.py); --quick shrinks it",
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="--paper-budget: epochs (default ScoreMD's 180; fewer = a stated reduced budget)",
+    )
+    p.add_argument("--paper-seeds", default="1", help="--paper-budget: seeds, e.g. 1,2,3")
+    p.add_argument(
+        "--paper-iid",
+        type=int,
+        nargs=2,
+        default=(100_000, 1000),
+        metavar=("N", "STEPS"),
+        help="--paper-budget: i.i.d. samples and reverse-SDE steps (ScoreMD: 100k)",
+    )
+    p.add_argument(
+        "--paper-md",
+        type=int,
+        nargs=2,
+        default=(100, 1000),
+        metavar=("WALKERS", "FRAMES"),
+        help="--paper-budget: Langevin walkers and frames (x 50 steps; ScoreMD: 100k frames)",
+    )
+    p.add_argument(
+        "--work-dir",
+        default="benchmarks/.energy_diffusion_paper",
+        help="--paper-budget: checkpoints and per-case results (a rerun resumes)",
+    )
     args = p.parse_args()
     args.variants = [v for v in args.variants.split(",") if v]
     bad = set(args.variants) - set(VARIANTS)
     if bad:
         raise SystemExit(f"unknown variants {bad}; choose from {VARIANTS}")
     policy = _common.setup(args)
+    if args.paper_budget:
+        return _paper_main(args, policy)
     if args.quick:
         args.n_data, args.epochs, args.batch, args.batches_per_epoch = 20_000, 4, 256, 100
         args.n_iid, args.sde_steps, args.walkers, args.md_frames = 4000, 200, 100, 40
@@ -513,6 +548,41 @@ def main() -> None:
     )
     if args.json:
         _common.write_json(args.json, "energy_diffusion", machine, rows)
+
+
+def _paper_main(args, policy: str) -> None:
+    from energy_diffusion_paper import PAPER, run_paper_budget
+
+    other, t0 = _common.OtherLoad(), time.perf_counter()
+    args.paper_seeds = [int(s) for s in args.paper_seeds.split(",") if s]
+    args.n_data, args.steps_per_epoch = PAPER["n_data"], PAPER["steps_per_epoch"]
+    args.epochs = args.epochs or (2 if args.quick else PAPER["epochs"])
+    args.n_iid, args.sde_steps = args.paper_iid
+    args.walkers, args.md_frames = args.paper_md
+    args.speed_steps = 300
+    if args.quick:
+        args.n_data, args.steps_per_epoch = 4000, 10
+        args.n_iid, args.sde_steps, args.walkers, args.md_frames = 2000, 50, 20, 20
+        args.speed_steps = 20
+    rows = run_paper_budget(args)
+    machine = _common.machine_info(
+        seed=args.seed,
+        quick=args.quick,
+        malloc=policy,
+        paper_seeds=args.paper_seeds,
+        variants=args.variants,
+        epochs=args.epochs,
+        paper_epochs=PAPER["epochs"],
+        budget_fraction=args.epochs / PAPER["epochs"],
+        steps_per_epoch=args.steps_per_epoch,
+        n_data=args.n_data,
+        n_iid=args.n_iid,
+        sde_steps=args.sde_steps,
+        md_walkers_x_frames=[args.walkers, args.md_frames],
+        ema="ema_decay=0.005 (ScoreMD's 'EMA 0.995'), reset every epoch",
+        scoremd_source="issue 28: ScoreMD's JAX code run on this machine, seed 1",
+    )
+    _common.finish(args, "energy_diffusion_paper", machine, rows, other, t0)
 
 
 if __name__ == "__main__":
