@@ -228,7 +228,12 @@ def run_paper_budget(args) -> list:
     floor = _metrics(ref, data_np, "floor")
     for k in ("floor_js_box", "floor_js_scoremd", "floor_pmf"):
         rows.append(_common.Row("mb_paper/floor", k[6:], floor[k], "-"))
-    speed = _speed_ratio(data, args.seed, args.speed_steps)
+    speed_file = work / "speed.json"  # measured once per work folder (a rerun reuses it)
+    if speed_file.exists():
+        speed = json.loads(speed_file.read_text())
+    else:
+        speed = _speed_ratio(data, args.seed, args.speed_steps)
+        atomic_save_json(speed_file, speed)
     for k, v in speed.items():
         variant, path = k.split("/")
         vs = ratio = None

@@ -14,6 +14,12 @@ that a change of the machine's load hits all paths; the median of 3 repeats is r
 Both paths compute the same loss (``tests/sampling/diffusion/test_fp_batched.py``,
 ``test_train.py::test_fast_defaults_equal_reference_path``).
 
+With ``--compile``: the plain step through ``TrainConfig(compile=True)`` (a functional
+``torch.func`` DSM loss-and-gradient, ``torch.compile``-d; FP steps stay eager), its ms per
+step after compiling (``plain/compiled``, ratio vs ``plain/fast``) and the compile time
+(``plain/compiled`` ``compile_s``: the first call's wall time minus its steps at the
+compiled rate).
+
 Also AdamW's step alone on the MLP's parameters (unfused vs fused, us), and the
 Mueller-Brown data generator (``sci_moe.data.toy.muller_brown_samples``, 100
 walkers, BAOAB): microseconds per integrator step with the generic
@@ -65,6 +71,35 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
     return time.perf_counter() - t0
 
 
+def _compiled_rows(steps, data, seed, repeats, rows) -> list[Row]:
+    """Rows of the compiled plain step (one process: the compiled graph is reused)."""
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN)
+
+    def run(n):
+        cfg = TrainConfig(
+            stages=[Stage(1, (1e-5, 1.0), 0.5, 0.0)],
+            batch_size=BATCH,
+            ema_decay=0.005,
+            max_batches_per_epoch=n,
+            progress=False,
+            seed=seed,
+            compile=True,
+        )
+        t0 = time.perf_counter()
+        train(net, data, VPSDE(), cfg)
+        return time.perf_counter() - t0
+
+    first = run(10)
+    times = [run(steps) for _ in range(repeats)]
+    ms = 1e3 * sorted(times)[len(times) // 2] / steps
+    fast = next(r.value for r in rows if r.case == "plain/fast")
+    return [
+        Row("plain/compiled", "ms_per_step", round(ms, 3), "ms", "plain/fast", round(fast / ms, 3)),
+        Row("plain/compiled", "compile_s", round(first - 10 * ms / 1e3, 1), "s"),
+    ]
+
+
 def _adamw_step_us(fused: bool, n: int = 1000) -> float:
     """Microseconds per AdamW step (lr set each step, as the trainer does) on the MLP."""
     net = MLPEnergy((1, 2), HIDDEN)
@@ -98,6 +133,7 @@ def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
 def main() -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compile", action="store_true", help="also time TrainConfig(compile=True)")
     args = p.parse_args()
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
@@ -133,6 +169,8 @@ def main() -> int:
                     round(ms["reference"] / ms[path], 3),
                 )
             )
+    if args.compile:
+        rows.extend(_compiled_rows(steps, data, args.seed, args.repeats, rows))
     adam: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.repeats):
         for fused in (False, True):
