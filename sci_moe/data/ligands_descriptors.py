@@ -87,8 +87,9 @@ def dummy_metal(positions_a: np.ndarray, p_index: int, neighbours) -> np.ndarray
     --------
     >>> import numpy as np
     >>> x = np.array([[0, 0, 0.5], [1, 0, 0], [-0.5, 0.87, 0], [-0.5, -0.87, 0]])
-    >>> dummy_metal(x, 0, [1, 2, 3]).round(2)
-    array([0.  , 0.  , 2.78])
+    >>> m = dummy_metal(x, 0, [1, 2, 3])
+    >>> round(float(np.linalg.norm(m - x[0])), 2), bool(m[2] > x[0, 2])
+    (2.28, True)
     """
     x = np.asarray(positions_a, dtype=np.float64)
     v = x[list(neighbours)] - x[p_index]
