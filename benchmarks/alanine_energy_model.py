@@ -30,6 +30,7 @@ new model only (a smoke test, not a measurement).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,16 +80,30 @@ def js_to_reference(angles: np.ndarray, p_ref: np.ndarray) -> float:
     return js_divergence(p_ref, p)
 
 
-def md_js(path, seed: int, walkers: int, time_ns: float, work: Path) -> dict:
-    """``sci-moe md run`` + ``md analyse`` with the model file ``path``: JS, frames, wall s."""
+def md_js(
+    path, seed: int, walkers: int, time_ns: float, work: Path, existing=None, wait=False
+) -> dict:
+    """``sci-moe md run`` + ``md analyse`` with the model file ``path``: JS, frames, wall s.
+
+    ``existing``: analyse this run folder (e.g. ``demo_out/md``) instead of running.
+    """
     exe = Path(sys.executable).with_name("sci-moe")
     out = work / f"md_{Path(path).stem}_s{seed}"
-    t0 = time.perf_counter()
-    run = [str(exe), "md", "run", "--model", str(path), "--out", str(out)]
-    run += ["--walkers", str(walkers), "--time-ns", str(time_ns), "--report-interval", "200"]
-    run += ["--checkpoint-interval", "10000", "--seed", str(seed), "--overwrite", "--no-progress"]
-    subprocess.run(run, check=True, capture_output=True, text=True)
-    wall_run = time.perf_counter() - t0
+    wall_run = None
+    if existing is not None:
+        marker = Path(existing).with_name(Path(existing).name + ".done")
+        while wait and not marker.exists():
+            time.sleep(10)  # a run started in parallel: wait for its end marker
+        out = work / f"reused_{Path(path).stem}_s{seed}"
+        shutil.copytree(existing, out)
+    else:
+        t0 = time.perf_counter()
+        run = [str(exe), "md", "run", "--model", str(path), "--out", str(out)]
+        run += ["--walkers", str(walkers), "--time-ns", str(time_ns)]
+        run += ["--report-interval", "200", "--checkpoint-interval", "10000"]
+        run += ["--seed", str(seed), "--overwrite", "--no-progress"]
+        subprocess.run(run, check=True, capture_output=True, text=True)
+        wall_run = time.perf_counter() - t0
     js_path = out / "result.json"
     subprocess.run(
         [str(exe), "md", "analyse", str(out), "--json", str(js_path)],
@@ -161,42 +176,57 @@ def evaluate(
     path,
     label: str,
     seeds,
+    md_seeds,
     n_iid: int,
     iid_steps: int,
     walkers: int,
     time_ns: float,
     work: Path,
     p_ref: np.ndarray,
+    demo_dir: Path | None = None,
+    reuse_md: dict[int, Path] | None = None,
 ) -> tuple[list[Row], dict]:
-    """Rows (per seed and mean) of i.i.d. and MD JS for one model file."""
+    """Rows (per seed and mean) of i.i.d. JS (``seeds``) and MD JS (``md_seeds``).
+
+    ``demo_dir``: an existing ``make demo`` folder (seed 0, the demo's settings) used as
+    the seed-0 MD run instead of running it again; ``reuse_md``: seed -> finished run
+    folder of the same settings (e.g. run in parallel), analysed instead of run.
+    """
     rows, per = [], {"iid": [], "md": [], "iid_phi_pos": [], "md_phi_pos": []}
     for s in seeds:
         t0 = time.perf_counter()
         ang = iid_phi_psi(path, n_iid, s, iid_steps)
         t_iid = time.perf_counter() - t0
         j_iid = js_to_reference(ang, p_ref)
-        md = md_js(path, s, walkers, time_ns, work)
-        if not per.get("hist_iid"):  # the first seed's histograms, for the figure
+        if "hist_iid" not in per:  # the first seed's histogram, for the figure
             per["hist_iid"] = angle_histogram(ang, BINS)[0]
-            per["hist_md"] = md["hist"]
         per["iid"].append(j_iid)
-        per["md"].append(md["js"])
         per["iid_phi_pos"].append(float((ang[:, 0] > 0).mean()))
-        per["md_phi_pos"].append(md["phi_positive_fraction"])
-        print(
-            f"{label} seed {s}: iid JS {j_iid:.4f} ({t_iid:.0f} s), MD JS {md['js']:.4f} "
-            f"({md['wall_s']:.0f} s, {md['frames']} frames)",
-            flush=True,
-        )
+        print(f"{label} seed {s}: iid JS {j_iid:.4f} ({t_iid:.0f} s)", flush=True)
         case = f"{label} seed {s}"
         rows += [
             Row(case, "iid_js", round(j_iid, 4), "nats"),
-            Row(case, "md_js", round(md["js"], 4), "nats"),
             Row(case, "iid_phi_positive_fraction", round(per["iid_phi_pos"][-1], 4), "1"),
-            Row(case, "md_phi_positive_fraction", round(md["phi_positive_fraction"], 4), "1"),
             Row(case, "iid_seconds", round(t_iid, 1), "s"),
-            Row(case, "md_wall_seconds", round(md["wall_s"], 1), "s"),
         ]
+    for s in md_seeds:
+        reuse = (reuse_md or {}).get(s)
+        if reuse is None and demo_dir is not None and s == 0:
+            reuse = demo_dir
+        wait = reuse is not None and s in (reuse_md or {})
+        md = md_js(path, s, walkers, time_ns, work, existing=reuse, wait=wait)
+        if "hist_md" not in per:
+            per["hist_md"] = md["hist"]
+        per["md"].append(md["js"])
+        per["md_phi_pos"].append(md["phi_positive_fraction"])
+        print(f"{label} seed {s}: MD JS {md['js']:.4f} ({md['frames']} frames)", flush=True)
+        case = f"{label} seed {s}"
+        rows += [
+            Row(case, "md_js", round(md["js"], 4), "nats"),
+            Row(case, "md_phi_positive_fraction", round(md["phi_positive_fraction"], 4), "1"),
+        ]
+        if md["wall_s"] is not None:
+            rows.append(Row(case, "md_wall_seconds", round(md["wall_s"], 1), "s"))
     for k in ("iid", "md"):
         v = np.array(per[k])
         rows.append(Row(f"{label} mean", f"{k}_js", round(float(v.mean()), 4), "nats"))
@@ -249,34 +279,74 @@ def plot(before_npz, after_npz, curves_json, out_dir: Path) -> None:
     fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
     fig.savefig(out_dir / "alanine_energy_model_ramachandran.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    rows = json.loads(Path(curves_json).read_text())["rows"]
-    pts: dict[int, dict] = {}
-    for r in rows:
-        if r["case"].startswith("step "):
-            pts.setdefault(int(r["case"].split()[1]), {})[r["metric"]] = r["value"]
-    steps = np.array(sorted(pts))
-    get = lambda k: np.array([pts[s].get(k, np.nan) for s in steps])  # noqa: E731
+    _plot_curves(json.loads(Path(curves_json).read_text())["rows"], out_dir)
+
+
+def _plot_curves(rows: list[dict], out_dir: Path) -> None:
+    """Training loss per epoch and JS before / during / after (training JSON + results)."""
+    import matplotlib.pyplot as plt
+
+    res = ROOT / "benchmarks/results"
+    ep = sorted(
+        (int(r["case"].split()[1]), r["metric"], r["value"])
+        for r in rows
+        if r["case"].startswith("epoch ")
+    )
+    dsm = {e: v for e, m, v in ep if m == "dsm"}
+    stage = {e: v for e, m, v in ep if m == "stage"}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    stage = get("stage")
-    for st, name in enumerate(
-        ["expert 0 (t 0.6-1)", "expert 1 (t 0.1-0.6)", "expert 2 DSM", "expert 2 + FP"]
-    ):
-        m = stage == st
-        if m.any():
-            ax1.plot(steps[m], get("dsm")[m], "o-", label=name)
-    ax1.set_xlabel("optimiser steps (this run)")
-    ax1.set_ylabel("DSM loss of the stage's expert (last epoch)")
-    ax1.set_yscale("log")
+    names = ["expert 0 (t 0.6-1)", "expert 1 (t 0.099-0.6)", "expert 2 (t 1e-5-0.099)"]
+    for st, name in enumerate(names):
+        es = [e for e in dsm if stage[e] == st]
+        if es:
+            ax1.plot([100 * e for e in es], [dsm[e] for e in es], ".-", label=name)
+    ax1.set_xlabel("optimiser steps (this run; batch 256)")
+    ax1.set_ylabel("DSM loss of the stage's expert (epoch mean)")
     ax1.legend(fontsize=8)
-    ax2.plot(steps, get("iid_js"), "o-", label="i.i.d. (1000 samples)")
-    ax2.plot(steps, get("md_js"), "s-", label="MD (8 walkers x 25 ps)")
+
+    def val(name, case, metric):
+        f = res / name
+        if not f.is_file():
+            return np.nan
+        for r in json.loads(f.read_text())["rows"]:
+            if r["case"] == case and r["metric"] == metric:
+                return r["value"]
+        return np.nan
+
+    total = max(dsm) * 100
+    mid = {r["metric"]: r["value"] for r in rows if r["case"].startswith("step ")}
+    mid_step = next((int(r["case"].split()[1]) for r in rows if r["case"].startswith("step ")), 0)
+    b = "alanine_energy_model_before.json"
+    a = "alanine_energy_model.json"
+    ax2.plot(
+        [0, total],
+        [val(b, "before mean", "iid_js"), val(a, "after mean", "iid_js")],
+        "o-",
+        label="i.i.d., 5000 samples, mean of 3 seeds",
+    )
+    ax2.plot(
+        [0, total],
+        [val(b, "before seed 0", "md_js"), val(a, "after seed 0", "md_js")],
+        "s-",
+        label="MD = make demo (16 x 100 ps, seed 0)",
+    )
+    if mid:
+        ax2.plot([mid_step], [mid.get("iid_js", np.nan)], "o", mfc="none", label="i.i.d., 1000")
+        ax2.plot([mid_step], [mid.get("md_js", np.nan)], "s", mfc="none", label="MD 16 x 10 ps")
     ax2.axhline(0.04, color="k", ls="--", lw=0.8, label="target 0.04")
     ax2.set_xlabel("optimiser steps (this run)")
     ax2.set_ylabel("phi/psi JS vs reference (nats)")
-    ax2.legend(fontsize=8)
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / "alanine_energy_model_curves.png", dpi=110)
     plt.close(fig)
+
+
+def _seed_dir(text: str) -> tuple[int, Path]:
+    seed, _, folder = text.partition(":")
+    if not folder:
+        raise SystemExit(f"--reuse-md takes SEED:DIR, got {text!r}")
+    return int(seed), Path(folder)
 
 
 def main() -> int:
@@ -285,7 +355,30 @@ def main() -> int:
     p.add_argument("--before", type=Path, default=None, help="model to compare (default: git)")
     p.add_argument("--no-before", action="store_true", help="evaluate --model only")
     p.add_argument("--label", default="after", help="case label of --model (default after)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="i.i.d. seeds")
+    p.add_argument(
+        "--md-seeds", type=int, nargs="+", default=None, help="MD seeds (default --seeds)"
+    )
+    p.add_argument(
+        "--reuse-md",
+        nargs="+",
+        default=[],
+        metavar="SEED:DIR",
+        help="finished MD runs of --model (same settings) to analyse instead of running; "
+        "a run started in parallel is waited for until DIR.done exists",
+    )
+    p.add_argument(
+        "--before-json",
+        type=Path,
+        default=None,
+        help="JSON of an earlier --label before run: adds before/after ratio rows",
+    )
+    p.add_argument(
+        "--demo-dir",
+        type=Path,
+        default=None,
+        help="a `make demo` folder of --model: its MD seed 0 (not run again)",
+    )
     p.add_argument(
         "--hist-out", type=Path, default=None, help="save the first seed's histograms (.npz)"
     )
@@ -314,6 +407,9 @@ def main() -> int:
     p_ref = ref["p"]
     meta = ref["metadata"] or {}
     seeds = args.seeds[:1] if args.quick else args.seeds
+    md_seeds = (
+        seeds if args.md_seeds is None else args.md_seeds[: len(seeds) if args.quick else None]
+    )
     n_iid, steps = (1000, 200) if args.quick else (args.n_iid, 1000)
     walkers, time_ns = (4, 0.02) if args.quick else (16, 0.1)
     rows = [
@@ -334,12 +430,25 @@ def main() -> int:
             if before is not None:
                 models.insert(0, ("before", before))
         for label, path in models:
-            r, per = evaluate(path, label, seeds, n_iid, steps, walkers, time_ns, work, p_ref)
+            r, per = evaluate(
+                path,
+                label,
+                seeds,
+                md_seeds,
+                n_iid,
+                steps,
+                walkers,
+                time_ns,
+                work,
+                p_ref,
+                args.demo_dir if label == args.label else None,
+                dict(_seed_dir(v) for v in args.reuse_md) if label == args.label else None,
+            )
             rows += r
             summary[label] = per
     if args.exact_floor:
         vals = []
-        for s in seeds:
+        for s in md_seeds:
             t1 = time.perf_counter()
             ang = exact_md_phi_psi(s, walkers, 1000 * time_ns)
             vals.append(js_to_reference(ang, p_ref))
@@ -351,6 +460,25 @@ def main() -> int:
         rows.append(Row("exact mean", "md_js", round(float(np.mean(vals)), 4), "nats"))
         sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
         rows.append(Row("exact mean", "md_js_std", round(sd, 4), "nats"))
+    if args.before_json is not None and args.before_json.is_file():
+        old = {
+            (r["case"], r["metric"]): r["value"]
+            for r in json.loads(args.before_json.read_text())["rows"]
+        }
+        new = {(r.case, r.metric): r.value for r in rows}
+        for case, metric in (("mean", "iid_js"), ("seed 0", "md_js"), ("mean", "md_js")):
+            b, a = old.get((f"before {case}", metric)), new.get((f"{args.label} {case}", metric))
+            if b is not None and a:
+                rows.append(
+                    Row(
+                        f"{args.label} {case}",
+                        f"{metric}_before",
+                        b,
+                        "nats",
+                        vs=f"before {case}",
+                        ratio=round(b / a, 3),
+                    )
+                )
     if "before" in summary and "after" in summary:
         for k in ("iid", "md"):
             b, a = np.mean(summary["before"][k]), np.mean(summary["after"][k])

@@ -10,13 +10,22 @@ volumes, so chirality is seen) on t in [0.6, 1], [0.099, 0.6], [1e-5, 0.099], tr
 first (10/20/70 % of the epochs, mids 0.8/0.35/0.03) with the Fokker-Planck regulariser
 (weight 1e-3, ScoreMD's "Both" for ALDP) on the small-t expert, which is the force field.
 
+``--init FILE`` continues a model file (warm start, keeping its scale ``nf``);
+``--fp-epochs E`` trains the small-t expert with DSM only for ``--low-epochs`` and then
+``E`` epochs with the FP term (an FP step costs ~10x a DSM step on CPU);
+``--eval-every N`` (with ``--work-dir``) records learning-curve points every ``N`` epochs
+(i.i.d. and MD phi/psi JS against the shipped reference, through
+``benchmarks/alanine_energy_model.py``) in ``<work-dir>/curves.json``.
+
 ``--atoms heavy`` trains the same recipe on the 10 heavy atoms (:data:`HEAVY_ATOMS`, which
 contain the phi/psi atoms) instead of the 5 beads.
 
 Writes a model file (:func:`~sci_moe.sampling.diffusion.save_energy_model`) usable by
 ``sci-moe md run --model FILE``; energies in kJ/mol for bead positions in nm at t = 1e-5.
 
-Example::
+Example (the shipped model of issue 28 continued the previous one with
+``--init``, ``--high-epochs 30 40 --low-epochs 70`` on the first 32,000 frames of the
+seed-0 reference; see ``docs/results/alanine_energy_model.rst``)::
 
     OMP_NUM_THREADS=1 python scripts/train_alanine_energy_model.py \\
         --data /work/data/alanine_reference.npz --variant both --epochs 80 \\
@@ -59,7 +68,7 @@ ATOM_SETS = {
 def load_frames(path: str | Path) -> dict:
     """Positions (F, 22, 3) nm, masses (22,) and temperature from a reference ``.npz``.
 
-    Falls back to the generator's checkpoint ``<path>.ckpt.npz`` (frames done so far) while
+    Falls back to the generator's checkpoint ``<path>.ckpt.pt`` (frames done so far) while
     the reference run is still going; masses then come from the OpenMM system.
     """
     path = Path(path)
@@ -71,13 +80,14 @@ def load_frames(path: str | Path) -> dict:
                 "temperature_k": float(f["temperature_k"]),
                 "source": str(path),
             }
-    ck = path.with_name(path.name + ".ckpt.npz")
+    ck = path.with_name(path.name + ".ckpt.pt")  # generate_reference's run checkpoint
     if not ck.exists():
         raise SystemExit(f"no reference data at {path} (nor {ck}); run generate_reference first")
-    with np.load(ck) as f:
-        n = int(f["frames_done"])
-        pos = f["positions"][:n]
-        cfg = json.loads(str(f["config"]))
+    state = torch.load(ck, weights_only=True)
+    rec = state["reporters"]["_FrameRecorder"]
+    n = int(rec["frames"])
+    pos = rec["positions"][:n].numpy()
+    cfg = state["metadata"]["generate_reference"]
     from openmm import unit as u
 
     from sci_moe.sampling.md import build_system
