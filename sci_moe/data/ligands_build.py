@@ -15,7 +15,8 @@ Recipe (all offline, by code):
    ``d`` (GFN2 weights, 298.15 K; MARCEL's name for it), the ensemble minimum ``d_min``
    and maximum ``d_max``. ``conf_targets`` holds the per-conformer descriptor in every
    one of the three columns, so ``MoleculeSet.load(dir).graphs(targets=[...])`` works as
-   for the NCI set.
+   for the NCI set. ``mmff_energy_kj`` holds the force-field energies (UFF ones for
+   the fallback ligands); the Boltzmann weights always come from GFN2.
 
 Stored as a :class:`~sci_moe.data.molecule_set_store.MoleculeSet` (``molecule_set.npz``,
 ``report.json`` with the oracle gap per target, ``checksums.sha256``); every ligand's
