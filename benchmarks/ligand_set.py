@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         "conformers_per_ligand": rep["statistics"]["conformers_per_molecule"],
         "atoms_per_ligand": rep["statistics"]["atoms_per_molecule"],
         "build_seconds": args.build_seconds if args.build_seconds else rep["seconds"],
-        "build_cpu_seconds_labels": rep["timings"]["labels_cpu_s"],
+        "cache_hits_this_run": rep["cache_hits"],
         "this_run_seconds": wall,
         "content_sha256": rep["content_sha256"],
         "config": rep["config"],
