@@ -10,9 +10,9 @@ ablation), the single-conformer models ``single_conformer`` (lowest energy) and
 Protocol:
 
 1. **tuning** (same budget for every model): on split seed 123 and training seed 0,
-   four configurations per model — SPiCE: width x (experts, top-k) in
-   ``{W1, W2} x {(4, 1), (8, 2)}``; every other model: four widths — chosen on the
-   validation MAE (mean over targets of MAE / target std) only;
+   ``--grid-size`` configurations per model (:func:`grid`; default 2: SPiCE at width 32
+   with (experts, top-k) = (4, 1) or (8, 2), every other model at width 16 or 32),
+   chosen on the validation MAE (mean over targets of MAE / target std) only;
 2. **evaluation**: the chosen configuration of each model on ``--seeds`` molecule-level
    70/10/20 splits (``sklearn.utils.shuffle`` seeds ``123, 8888, 8889``), training seed
    = split index; test MAE at the best validation epoch, mean +- std over seeds;
@@ -60,7 +60,8 @@ def parse_args():
     p.add_argument("--seeds", type=int, default=3, help="seeds / splits (default 3)")
     p.add_argument("--epochs", type=int, default=None, help="max epochs (default 30, quick 4)")
     p.add_argument("--models", default=None, help="comma-separated (default: all)")
-    p.add_argument("--widths", default=None, help="tuning widths (default 16,24,32,48)")
+    p.add_argument("--widths", default=None, help="tuning widths (default 16,32)")
+    p.add_argument("--grid-size", type=int, default=2, help="tuning configs per model (2)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--with-h", action="store_true", help="keep hydrogens (default: heavy only)")
     p.add_argument("--plots", type=Path, default=None, help="folder for the PNG plots")
@@ -76,12 +77,20 @@ def load_set(path: Path):
     return MoleculeSet.load(path)
 
 
-def grid(name: str, widths: list[int]) -> list[dict]:
-    """The four tuning configurations of a model (same count for every model)."""
+def grid(name: str, widths: list[int], size: int) -> list[dict]:
+    """The ``size`` tuning configurations of a model (the same count for every model).
+
+    SPiCE: (experts, top-k) in ``{(4, 1), (8, 2)}`` at the widest width, then the same at
+    the next widths; every other model: the first ``size`` of ``widths``.
+    """
     if name == "spice":
-        w = [widths[1], widths[-1]] if len(widths) > 2 else widths[:2]
-        return [{"hidden": h, "num_experts": e, "top_k": k} for h in w for e, k in ((4, 1), (8, 2))]
-    return [{"hidden": h} for h in widths[:4]]
+        configs = [
+            {"hidden": h, "num_experts": e, "top_k": k}
+            for h in reversed(widths)
+            for e, k in ((4, 1), (8, 2))
+        ]
+        return configs[:size]
+    return [{"hidden": h} for h in widths[:size]]
 
 
 def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
@@ -151,8 +160,8 @@ def main() -> None:
     graphs = ms.graphs(heavy_only=not args.with_h)
     lowest = ms.lowest_energy_targets()
     models = args.models.split(",") if args.models else list(MODEL_NAMES)
-    epochs = args.epochs or (4 if args.quick else 30)
-    widths = [int(w) for w in (args.widths or ("8,16" if args.quick else "16,24,32,48")).split(",")]
+    epochs = args.epochs or (4 if args.quick else 20)
+    widths = [int(w) for w in (args.widths or ("8,16" if args.quick else "16,32")).split(",")]
     if args.seeds > len(SPLIT_SEEDS):
         raise SystemExit(f"--seeds at most {len(SPLIT_SEEDS)}")
     base_opts = dict(
@@ -181,7 +190,8 @@ def main() -> None:
     print(
         f"{len(ms)} molecules, {sum(g.num_confs for g in graphs)} conformers, {n_pts} "
         f"conformer-atoms ({'with H' if args.with_h else 'heavy atoms'}); targets {targets}; "
-        f"{len(models)} models x 4 tuning configs, then x {args.seeds} seeds; {epochs} epochs",
+        f"{len(models)} models x {args.grid_size} tuning configs, then x {args.seeds} seeds; "
+        f"{epochs} epochs",
         flush=True,
     )
 
@@ -229,7 +239,7 @@ def main() -> None:
     seed0: dict[str, dict] = {}
     for name in models:
         tuning[name] = []
-        for extra in grid(name, widths):
+        for extra in grid(name, widths, args.grid_size):
             r = run(name, extra, 0)
             tuning[name].append(r)
             print(
@@ -390,6 +400,7 @@ def main() -> None:
             seeds=args.seeds,
             epochs=epochs,
             widths=widths,
+            grid_size=args.grid_size,
             model_options=base_opts,
             train_options=tcfg,
         )
