@@ -260,14 +260,14 @@ def run_paper_budget(args) -> list:
             for k, v in r.items():
                 if k not in skip:
                     rows.append(_common.Row(case, k, float(v), "-"))
-            rows.append(
-                _common.Row(
-                    case,
-                    "md_over_iid_js_scoremd",
-                    r["md_js_scoremd"] / r["iid_js_scoremd"],
-                    "-",
+            for d in ("scoremd", "box"):
+                rows.append(
+                    _common.Row(
+                        case, f"md_over_iid_js_{d}", r[f"md_js_{d}"] / r[f"iid_js_{d}"], "-"
+                    )
                 )
-            )
+            full = PAPER["epochs"] * PAPER["steps_per_epoch"]
+            rows.append(_common.Row(case, "budget_fraction", r["steps"] / full, "-"))
         for k in ("iid_js_box", "iid_js_scoremd", "md_js_box", "md_js_scoremd", "md_pmf"):
             vals = [r[k] for r in per]
             rows.append(_common.Row(f"mb_paper/{variant}", k, float(np.mean(vals)), "-"))

@@ -176,8 +176,10 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
     },
     "energy_diffusion.rst": {
         "2506.17139": "arXiv id",
-        "1.98": "per-model PMF before/after FP from the run log, not a JSON row (not verified)",
-        "2.24": "per-model PMF before/after FP from the run log, not a JSON row (not verified)",
+        "0.85": "ScoreMD's plain ms/step on this machine (issue 28), not a JSON row",
+        "3.85": "ScoreMD's FP ms/step on this machine (issue 28), not a JSON row",
+        "2.7": "one ad-hoc measurement of the compiled plain step (report of issue 28), not a row",
+        "2.3": "ratio of two JSON rows (fp_t0.001 of plain / fp)",
         "-0.558": "setup: Muller-Brown shift",
         "1.442": "setup: Muller-Brown shift",
         "0.995": "setup: EMA decay",
@@ -204,6 +206,13 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
     "mxd.rst": {"2505.21364": "arXiv id"},
     "routing_mamba.rst": {
         "2506.18145": "arXiv id",
+    },
+    "alanine_energy_model.rst": {
+        "-1.4": "read off the figure (phi of the MD basin), prose",
+        "-0.7": "read off the figure (psi of alpha_R), prose",
+        "36.8": "setup: reference trajectory length",
+        "0.39": "a separate timing of one FP step (not stored)",
+        "0.04": "a separate timing of one DSM step (not stored); also the issue's target",
     },
     "md.rst": {
         "3.9": "range over several rows of md.json (prose, rounded)",
