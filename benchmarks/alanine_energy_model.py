@@ -228,6 +228,8 @@ def evaluate(
         if md["wall_s"] is not None:
             rows.append(Row(case, "md_wall_seconds", round(md["wall_s"], 1), "s"))
     for k in ("iid", "md"):
+        if not per[k]:
+            continue
         v = np.array(per[k])
         rows.append(Row(f"{label} mean", f"{k}_js", round(float(v.mean()), 4), "nats"))
         rows.append(
@@ -247,8 +249,8 @@ def _free_energy(p: np.ndarray) -> np.ndarray:
     return f - f[np.isfinite(f)].min()
 
 
-def plot(before_npz, after_npz, curves_json, out_dir: Path) -> None:
-    """Ramachandran free energies (reference, before/after i.i.d. and MD) and learning curves.
+def plot(before_dir, after_dir, curves_json, out_dir: Path) -> None:
+    """Ramachandran free energies (reference, MD runs of the demo) and learning curves.
 
     Writes ``alanine_energy_model_ramachandran.png`` and ``alanine_energy_model_curves.png``.
     """
@@ -258,21 +260,28 @@ def plot(before_npz, after_npz, curves_json, out_dir: Path) -> None:
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    b, a = np.load(before_npz), np.load(after_npz)
-    panels = [
-        ("reference (amber, 36.8 ns)", a["reference"]),
-        ("before: i.i.d.", b["iid"]),
-        ("before: MD", b["md"]),
-        ("after: i.i.d.", a["iid"]),
-        ("after: MD", a["md"]),
-    ]
-    fig, axes = plt.subplots(1, 5, figsize=(17, 3.6), sharey=True)
+    ref = reference()["p"]
+    idx = [4, 6, 8, 14, 16]
+
+    def run_hist(d, ps=None):
+        x = load_run_positions(d)
+        w = max(1, len(list(Path(d).glob("trajectory_w*"))))
+        a = alanine_phi_psi(x, idx).reshape(w, len(x) // w, 2)
+        if ps is not None:
+            a = a[:, : round(5 * ps)]
+        return angle_histogram(a.reshape(-1, 2), BINS)[0]
+
+    panels = [("reference (amber, 36.8 ns)", ref)]
+    panels.append(("shipped: MD 16 x 100 ps", run_hist(before_dir)))
+    panels.append(("shipped: MD, first 10 ps", run_hist(before_dir, 10)))
+    panels.append(("continued: MD, first 10 ps", run_hist(after_dir, 10)))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.6), sharey=True)
     ext = [-np.pi, np.pi, -np.pi, np.pi]
     for ax, (title, h) in zip(axes, panels, strict=True):
         im = ax.imshow(
             _free_energy(h).T, origin="lower", extent=ext, vmin=0, vmax=8, cmap="viridis"
         )
-        js = js_divergence(a["reference"], h)
+        js = js_divergence(ref, h)
         ax.set_title(f"{title}\nJS {js:.3f}" if "reference" not in title else title, fontsize=9)
         ax.set_xlabel("phi (rad)")
     axes[0].set_ylabel("psi (rad)")
@@ -342,6 +351,49 @@ def _plot_curves(rows: list[dict], out_dir: Path) -> None:
     plt.close(fig)
 
 
+def iid_floor(p_ref: np.ndarray, n: int, seed: int) -> float:
+    """JS of ``n`` i.i.d. draws from the reference histogram itself: the sampling floor."""
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, (p_ref / p_ref.sum()).ravel()).reshape(p_ref.shape)
+    return js_divergence(p_ref, counts.astype(float))
+
+
+def truncated_js(run_dir: Path, atom_indices, ps: float, p_ref: np.ndarray) -> tuple[float, int]:
+    """JS of the first ``ps`` picoseconds of every walker of a (possibly running) run folder.
+
+    Frames are every 0.2 ps (``--report-interval 200`` at 1 fs), so walker ``w`` keeps its
+    first ``5 * ps`` frames.
+    """
+    x = load_run_positions(run_dir)
+    walkers = max(1, len(list(Path(run_dir).glob("trajectory_w*"))))
+    per = len(x) // walkers
+    keep = round(5 * ps)
+    if keep > per:
+        raise SystemExit(f"{run_dir} has {per} frames per walker, fewer than {keep}")
+    idx = np.concatenate([np.arange(w * per, w * per + keep) for w in range(walkers)])
+    return js_to_reference(alanine_phi_psi(x[idx], atom_indices), p_ref), len(idx)
+
+
+def compare_runs(before_dir, after_dir, ps: float, p_ref, exact_seeds=(0,)) -> list[Row]:
+    """The first ``ps`` of two demo runs (same seed and settings) and the exact floor."""
+    idx = [4, 6, 8, 14, 16]
+    rows = []
+    for label, d in (("before demo", before_dir), ("after demo", after_dir)):
+        js, n = truncated_js(Path(d), idx, ps, p_ref)
+        print(f"{label}: first {ps:g} ps per walker, {n} frames: JS {js:.4f}", flush=True)
+        rows.append(Row(f"{label} first {ps:g} ps", "md_js", round(js, 4), "nats"))
+    for s in exact_seeds:
+        js = js_to_reference(exact_md_phi_psi(s, 16, ps), p_ref)
+        print(f"exact force field seed {s}, 16 x {ps:g} ps: JS {js:.4f}", flush=True)
+        rows.append(Row(f"exact seed {s} first {ps:g} ps", "md_js", round(js, 4), "nats"))
+    for n in (1000, 5000, 8000):
+        v = [iid_floor(p_ref, n, s) for s in range(3)]
+        rows.append(
+            Row(f"reference draws n={n}", "iid_js_floor", round(float(np.mean(v)), 4), "nats")
+        )
+    return rows
+
+
 def _seed_dir(text: str) -> tuple[int, Path]:
     seed, _, folder = text.partition(":")
     if not folder:
@@ -387,8 +439,22 @@ def main() -> int:
         type=Path,
         nargs=3,
         default=None,
-        metavar=("BEFORE_NPZ", "AFTER_NPZ", "CURVES_JSON"),
-        help="only draw the figures (docs/results/img/) from saved histograms and curves",
+        metavar=("BEFORE_RUN", "AFTER_RUN", "TRAINING_JSON"),
+        help="only draw the figures (docs/results/img/) from two demo runs and the curves",
+    )
+    p.add_argument(
+        "--compare-runs",
+        nargs=3,
+        default=None,
+        metavar=("BEFORE_DIR", "AFTER_DIR", "PS"),
+        help="only: JS of the first PS ps per walker of two demo runs + the exact floor",
+    )
+    p.add_argument("--no-iid", action="store_true", help="MD only")
+    p.add_argument(
+        "--md-time-ns",
+        type=float,
+        default=None,
+        help="MD length per walker in ns (default: the demo's 0.1)",
     )
     p.add_argument(
         "--exact-floor",
@@ -401,6 +467,12 @@ def main() -> int:
     if args.plot is not None:
         plot(*args.plot, ROOT / "docs/results/img")
         return 0
+    if args.compare_runs is not None:
+        t0, other = time.perf_counter(), OtherLoad()
+        b, a, ps = args.compare_runs
+        rows = compare_runs(Path(b), Path(a), float(ps), reference()["p"])
+        machine = machine_info(args.seed, mode="compare-runs", before_dir=b, after_dir=a, ps=ps)
+        return finish(args, "alanine_energy_model_demo_partial", machine, rows, other, t0)
     t0 = time.perf_counter()
     other = OtherLoad()
     ref = reference()
@@ -412,6 +484,10 @@ def main() -> int:
     )
     n_iid, steps = (1000, 200) if args.quick else (args.n_iid, 1000)
     walkers, time_ns = (4, 0.02) if args.quick else (16, 0.1)
+    if args.md_time_ns is not None:
+        time_ns = args.md_time_ns
+    if args.no_iid:
+        seeds = []
     rows = [
         Row("reference", "frames", float(meta.get("n_frames", 0)), "frames"),
         Row(
@@ -481,6 +557,8 @@ def main() -> int:
                 )
     if "before" in summary and "after" in summary:
         for k in ("iid", "md"):
+            if not summary["after"][k]:
+                continue
             b, a = np.mean(summary["before"][k]), np.mean(summary["after"][k])
             rows.append(
                 Row(
@@ -492,6 +570,12 @@ def main() -> int:
                     ratio=round(float(b / a), 3),
                 )
             )
+    if args.hist_out is not None:
+        from sci_moe._util import atomic_save_npz
+
+        h = summary[args.label]
+        hists = {k[5:]: h[k] for k in ("hist_iid", "hist_md") if k in h}
+        atomic_save_npz(args.hist_out, reference=p_ref, **hists)
     print_table(
         ["case", "metric", "value", "unit"], [[r.case, r.metric, r.value, r.unit] for r in rows]
     )
