@@ -213,7 +213,6 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "36.8": "setup: reference trajectory length",
         "0.39": "a separate timing of one FP step (not stored)",
         "0.04": "a separate timing of one DSM step (not stored); also the issue's target",
-        "0.0228": "exact-force-field demo floor (seed 0, exact_md_phi_psi), run not stored",
     },
     "md.rst": {
         "3.9": "range over several rows of md.json (prose, rounded)",
