@@ -317,7 +317,9 @@ def cpu_main(args) -> int:
 
     if args.profile:
         return profile_main(args)
-    if args.grid:
+    if args.case:
+        cases, mode = [parse_label(c) for c in args.case], "cases"
+    elif args.grid:
         cases = grid_cases(args.seed, args.sample, args.max_gflop, args.max_gflop_bf16)
         mode = "grid"
     else:
@@ -432,15 +434,38 @@ def summary_rows(results) -> list[Row]:
     add("x transformers all", lambda c: True, 2, statistics.median)
     add("x other path fp32", f32, 3, statistics.median)
     add("x other path fp32", f32, 3, min)
-    add(
-        "x other path fp32 auto=bmm",
-        lambda c: f32(c) and c.d <= 128 and c.E <= 8,
-        3,
-        statistics.median,
-    )
+    add("x other path fp32 d<=128 E=8", lambda c: f32(c) and c.d <= 128 and c.E <= 8, 3, min)
     for d in GRID_D:
-        add(f"x dense fp32 d={d}", lambda c, d=d: f32(c) and c.d == d, 1, min)
+        for name, sel in (("fp32", f32), ("bf16", bf)):
+            for stat in (min, statistics.median, max):
+                add(f"x dense {name} d={d}", lambda c, d=d, sel=sel: sel(c) and c.d == d, 1, stat)
     return out
+
+
+def parse_label(label: str) -> Case:
+    """The :class:`Case` of a row label ``T=..,d=..,E=..,k=..,dtype``."""
+    t, d, e, k, dt = label.split(",")
+    return Case(int(t[2:]), int(d[2:]), int(e[2:]), int(k[2:]), dt)
+
+
+def resummarize(path) -> None:
+    """Recompute the summary rows of a written JSON from its per-case rows (in place)."""
+    import json
+    from dataclasses import asdict
+
+    from _common import write_json_doc
+
+    with open(path) as f:
+        doc = json.load(f)
+    keep = [r for r in doc["rows"] if not r["case"].startswith("summary")]
+    per = {}
+    for r in keep:
+        if r["case"].endswith(f" {SCI}") and r["metric"] == "tokens_per_s" and r["vs"]:
+            label = r["case"][: -len(SCI) - 1]
+            kind = 1 if r["vs"].endswith(f" {DENSE}") else 2 if r["vs"].endswith(f" {HF}") else 3
+            per.setdefault(label, [parse_label(label), None, None, None])[kind] = r["ratio"]
+    doc["rows"] = keep + [asdict(r) for r in summary_rows(list(per.values()))]
+    write_json_doc(path, doc)
 
 
 def plot(results, path, mode: str) -> None:
@@ -594,7 +619,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-gflop-bf16", type=float, default=2.5, help="--grid bf16 cap")
     parser.add_argument("--plot", default=None, help="write the ratio-to-dense plot (PNG)")
     parser.add_argument("--gpu", action="store_true", help="the GPU section (needs CUDA)")
+    parser.add_argument("--resummarize", default=None, help="recompute a JSON's summary rows")
+    parser.add_argument(
+        "--case", action="append", default=None, help="run this case (T=..,d=..,E=..,k=..,dtype)"
+    )
     args = parser.parse_args(argv)
+    if args.resummarize:
+        resummarize(args.resummarize)
+        return 0
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
     if args.gpu:
