@@ -179,7 +179,7 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "0.85": "ScoreMD's plain ms/step on this machine (issue 28), not a JSON row",
         "3.85": "ScoreMD's FP ms/step on this machine (issue 28), not a JSON row",
         "2.7": "ad-hoc measurement of the compiled plain step (loaded machine), not a JSON row",
-        "2.3": "ratio of two JSON rows (fp_t0.001 of plain / fp)",
+        "5.5": "ratio of two JSON rows (fp_t0.001 of plain / fp)",
         "-0.558": "setup: Muller-Brown shift",
         "1.442": "setup: Muller-Brown shift",
         "0.995": "setup: EMA decay",
