@@ -295,6 +295,7 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "298.15": "setup: temperature of the Boltzmann averages",
         "1.79": "arithmetic: ratio of the two parameter counts quoted in the table",
         "0.66": "a separate profile of the same batches, not stored",
+        "1.5": "arithmetic: 5 % of the 30 ensemble-vs-single tests",
     },
     "tempering.rst": {
         "0.693": _GAUSS_TABLE,
