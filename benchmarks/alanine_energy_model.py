@@ -23,7 +23,7 @@ Run::
         benchmarks/results/alanine_energy_model.json
     OMP_NUM_THREADS=1 python benchmarks/alanine_energy_model.py --quick   # < 3 min
 
-``--quick``: one seed, 1000 i.i.d. samples with 200 sampler steps and a 4 x 20 ps MD run,
+``--quick``: one seed, 1000 i.i.d. samples with 200 sampler steps and a 4 x 5 ps MD run,
 new model only (a smoke test, not a measurement).
 """
 
@@ -483,7 +483,7 @@ def main() -> int:
         seeds if args.md_seeds is None else args.md_seeds[: len(seeds) if args.quick else None]
     )
     n_iid, steps = (1000, 200) if args.quick else (args.n_iid, 1000)
-    walkers, time_ns = (4, 0.02) if args.quick else (16, 0.1)
+    walkers, time_ns = (4, 0.005) if args.quick else (16, 0.1)
     if args.md_time_ns is not None:
         time_ns = args.md_time_ns
     if args.no_iid:
