@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util import KJ_PER_KCAL, atomic_save_npz
-from ..molecules import ConformerConfig, ConformerEnsemble
+from ..molecules import ConformerConfig, ConformerEnsemble, ensemble_from_arrays
 
 __all__ = ["uff_ensemble"]
 
@@ -93,7 +93,7 @@ def uff_ensemble(
     ValueError
         Invalid SMILES, no UFF parameters, or no embedding.
     """
-    from rdkit import Chem, rdBase
+    from rdkit import rdBase
 
     key = hashlib.sha256(
         json.dumps(
@@ -110,23 +110,4 @@ def uff_ensemble(
         data = _uff_data(smiles, config)
         if f is not None:
             atomic_save_npz(f, data, fsync=False)
-    mol = Chem.Mol(bytes(np.asarray(data["mol_binary"], dtype=np.uint8).tobytes()))
-    for k, xyz in enumerate(np.asarray(data["positions"])):
-        conf = Chem.Conformer(mol.GetNumAtoms())
-        for a, (x, y, z) in enumerate(xyz):
-            conf.SetAtomPosition(a, (float(x), float(y), float(z)))
-        conf.SetId(k)
-        conf.Set3D(True)
-        mol.AddConformer(conf, assignId=False)
-    mol.SetProp("_Name", name)
-    e = np.asarray(data["energies_kj"], dtype=np.float64)
-    return ConformerEnsemble(
-        name=name,
-        smiles=smiles,
-        mol=mol,
-        energies_kj=e - e.min(),
-        converged=np.ones(len(e), dtype=bool),
-        temperature_k=config.temperature_k,
-        min_energy_kj=float(e.min()),
-        stereo_smiles=Chem.MolToSmiles(Chem.RemoveHs(mol)),
-    )
+    return ensemble_from_arrays(name, smiles, data, config.temperature_k)

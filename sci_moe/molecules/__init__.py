@@ -99,6 +99,7 @@ if TYPE_CHECKING:
         EnsembleReport,
         embed_ensemble,
         ensemble_cache_key,
+        ensemble_from_arrays,
         generate_ensembles,
     )
 
@@ -110,6 +111,7 @@ _LAZY = {
     "ConformerConfig": "embedding",
     "ConformerEnsemble": "embedding",
     "embed_ensemble": "embedding",
+    "ensemble_from_arrays": "embedding",
     "EnsembleReport": "conformer_batch",
     "generate_ensembles": "conformer_batch",
     "ensemble_cache_key": "conformer_cache",
@@ -182,6 +184,7 @@ __all__ = [
     "edge_geometry",
     "embed_ensemble",
     "ensemble_cache_key",
+    "ensemble_from_arrays",
     "evaluate",
     "fit",
     "generate_ensembles",

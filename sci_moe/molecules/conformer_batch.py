@@ -21,7 +21,14 @@ from rdkit import Chem
 from .._util import atomic_write_text
 from ._pool import parallel_map
 from .conformer_cache import _cache_load, _cache_store, ensemble_cache_key
-from .embedding import ConformerConfig, ConformerEnsemble, _build, _embed, _Failure, _input_smiles
+from .embedding import (
+    ConformerConfig,
+    ConformerEnsemble,
+    _embed,
+    _Failure,
+    _input_smiles,
+    ensemble_from_arrays,
+)
 
 __all__ = ["EnsembleReport", "generate_ensembles"]
 
@@ -194,7 +201,7 @@ def generate_ensembles(
                 {"name": names[i], "smiles": smi, "stage": res["stage"], "reason": res["reason"]}
             )
             continue
-        ens = _build(names[i], smi, res, cfg.temperature_k)
+        ens = ensemble_from_arrays(names[i], smi, res, cfg.temperature_k)
         ensembles.append(ens)
         report.n_confs[names[i]] = ens.num_confs
     report.n_ok = len(ensembles)

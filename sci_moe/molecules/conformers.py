@@ -25,7 +25,7 @@ from .._util import KJ_PER_KCAL
 from ._pool import parallel_map
 from .conformer_batch import EnsembleReport, generate_ensembles
 from .conformer_cache import ensemble_cache_key
-from .embedding import ConformerConfig, ConformerEnsemble, embed_ensemble
+from .embedding import ConformerConfig, ConformerEnsemble, embed_ensemble, ensemble_from_arrays
 
 __all__ = [
     "KCAL_TO_KJ",
@@ -34,6 +34,7 @@ __all__ = [
     "EnsembleReport",
     "embed_ensemble",
     "ensemble_cache_key",
+    "ensemble_from_arrays",
     "generate_ensembles",
     "parallel_map",
 ]

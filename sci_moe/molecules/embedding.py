@@ -22,7 +22,7 @@ from .._util import KJ_PER_KCAL
 from .boltzmann import boltzmann_weights
 from .ensemble_graph import EnsembleGraph
 
-__all__ = ["ConformerConfig", "ConformerEnsemble", "embed_ensemble"]
+__all__ = ["ConformerConfig", "ConformerEnsemble", "embed_ensemble", "ensemble_from_arrays"]
 
 _FORCE_FIELDS = ("mmff94", "mmff94s")
 
@@ -298,7 +298,32 @@ def _embed(item, cfg: ConformerConfig) -> dict:
     }
 
 
-def _build(name: str, smiles: str, data: dict, temperature_k: float) -> ConformerEnsemble:
+def ensemble_from_arrays(
+    name: str, smiles: str, data: dict, temperature_k: float
+) -> ConformerEnsemble:
+    """Rebuild a :class:`ConformerEnsemble` from its stored (cached) arrays.
+
+    The inverse of the cache record written by the ensemble generators, so that every
+    cached ensemble (MMFF here, other force fields in the data builders) is rebuilt the
+    same way.
+
+    Parameters
+    ----------
+    name, smiles : str
+        Molecule name and input SMILES.
+    data : dict
+        ``mol_binary`` (uint8, RDKit ``Mol.ToBinary()`` of the molecule with explicit H),
+        ``positions`` (float, shape (C, N, 3), Angstrom), ``energies_kj`` (shape (C,),
+        kJ/mol, any zero) and optionally ``converged`` (bool, shape (C,); all True when
+        absent).
+    temperature_k : float
+        Temperature of the ensemble's Boltzmann weights (K).
+
+    Returns
+    -------
+    ConformerEnsemble
+        Energies relative to the lowest (kJ/mol); ``min_energy_kj`` keeps the offset.
+    """
     mol = Chem.Mol(bytes(np.asarray(data["mol_binary"], dtype=np.uint8).tobytes()))
     mol.RemoveAllConformers()
     for k, xyz in enumerate(np.asarray(data["positions"])):
@@ -315,7 +340,11 @@ def _build(name: str, smiles: str, data: dict, temperature_k: float) -> Conforme
         smiles=smiles,
         mol=mol,
         energies_kj=e - e.min(),
-        converged=np.asarray(data["converged"], dtype=bool),
+        converged=(
+            np.asarray(data["converged"], dtype=bool)
+            if "converged" in data
+            else np.ones(len(e), dtype=bool)
+        ),
         temperature_k=temperature_k,
         min_energy_kj=float(e.min()),
         stereo_smiles=Chem.MolToSmiles(Chem.RemoveHs(mol)),
@@ -344,7 +373,7 @@ def embed_ensemble(
         data = _embed(smiles_or_mol, cfg)
     except _Failure as err:
         raise ValueError(f"{name or smiles_or_mol}: {err.stage}: {err.reason}") from None
-    return _build(name, _input_smiles(smiles_or_mol), data, cfg.temperature_k)
+    return ensemble_from_arrays(name, _input_smiles(smiles_or_mol), data, cfg.temperature_k)
 
 
 def _input_smiles(item) -> str:
