@@ -23,7 +23,15 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _escape(text: str) -> str:
+    """Backslash-escape reST inline markup (``|x|`` would be a substitution, ``*x*`` emphasis)."""
+    for ch in ("\\", "|", "*", "`", "_"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
 def _table(headers, rows) -> str:
+    rows = [[_escape(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     sep = "  ".join("=" * w for w in widths)
     lines = [sep, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)), sep]
