@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util import atomic_save_npz, atomic_write_text, sha256_file
-from ..molecules import ConformerConfig, boltzmann_weights, generate_ensembles, parallel_map
+from ..molecules import ConformerConfig, generate_ensembles, parallel_map
 from .ligands import LIGAND_CLASSES, choose_ligands
 from .ligands_conformers import uff_ensemble
 from .ligands_descriptors import DESCRIPTOR_UNITS, DESCRIPTORS, _ligand_label_job
@@ -145,44 +145,12 @@ def _key(ens, cfg: LigandSetConfig) -> str:
 
 
 def _assemble(ensembles, labels, cfg: LigandSetConfig) -> MoleculeSet:
-    from rdkit import Chem
+    def columns(k, lab, w):
+        d = np.stack([lab[name] for name in DESCRIPTORS], axis=1)  # (C, D)
+        # columns d, d_min, d_max: per conformer the descriptor itself
+        return np.repeat(d, 3, axis=1), np.stack([w @ d, d.min(0), d.max(0)], axis=1).reshape(-1)
 
-    cols: dict[str, list] = {k: [] for k in ("names", "smiles", "stereo", "blocks")}
-    numbers, pos, e_ff, e_xtb, conf_t, targets = [], [], [], [], [], []
-    atom_ptr, conf_ptr = [0], [0]
-    for ens, lab in zip(ensembles, labels, strict=True):
-        cols["names"].append(ens.name)
-        cols["smiles"].append(ens.smiles)
-        cols["stereo"].append(ens.stereo_smiles)
-        cols["blocks"].append(Chem.MolToMolBlock(ens.mol, confId=0))
-        numbers.append(ens.atomic_numbers)
-        p = ens.positions_nm
-        pos.append(p.reshape(-1, 3))
-        e = np.asarray(lab["energy_kj"])
-        e_xtb.append(e - e.min())
-        e_ff.append(ens.energies_kj)
-        d = np.stack([lab[k] for k in DESCRIPTORS], axis=1)  # (C, D)
-        conf_t.append(np.repeat(d, 3, axis=1))  # columns d, d_min, d_max
-        w = boltzmann_weights(e, cfg.temperature_k)
-        targets.append(np.stack([w @ d, d.min(0), d.max(0)], axis=1).reshape(-1))
-        atom_ptr.append(atom_ptr[-1] + p.shape[1])
-        conf_ptr.append(conf_ptr[-1] + p.shape[0])
-    return MoleculeSet(
-        names=cols["names"],
-        smiles=cols["smiles"],
-        stereo_smiles=cols["stereo"],
-        molblocks=cols["blocks"],
-        atom_ptr=np.array(atom_ptr),
-        conf_ptr=np.array(conf_ptr),
-        numbers=np.concatenate(numbers),
-        positions_nm=np.concatenate(pos),
-        mmff_energy_kj=np.concatenate(e_ff),
-        xtb_energy_kj=np.concatenate(e_xtb),
-        conf_targets=np.concatenate(conf_t),
-        targets=np.stack(targets),
-        temperature_k=cfg.temperature_k,
-        target_names=list(LIGAND_TARGETS),
-    )
+    return MoleculeSet.from_ensembles(ensembles, labels, cfg.temperature_k, columns, LIGAND_TARGETS)
 
 
 def build_ligand_set(

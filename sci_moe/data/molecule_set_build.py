@@ -22,7 +22,6 @@ from .._util import atomic_save_npz, atomic_write_text, sha256_file
 from ..molecules import (
     ConformerConfig,
     ConformerEnsemble,
-    boltzmann_weights,
     generate_ensembles,
     parallel_map,
 )
@@ -103,22 +102,7 @@ class MoleculeSetConfig:
 
 
 def _assemble(ensembles, labels, cfg: MoleculeSetConfig, electronic=None) -> MoleculeSet:
-    from rdkit import Chem
-
-    names, smiles, stereo, blocks = [], [], [], []
-    numbers, pos, e_mmff, e_xtb, conf_t, targets = [], [], [], [], [], []
-    atom_ptr, conf_ptr = [0], [0]
-    for k, (ens, lab) in enumerate(zip(ensembles, labels, strict=True)):
-        names.append(ens.name)
-        smiles.append(ens.smiles)
-        stereo.append(ens.stereo_smiles)
-        blocks.append(Chem.MolToMolBlock(ens.mol, confId=0))
-        numbers.append(ens.atomic_numbers)
-        p = ens.positions_nm
-        pos.append(p.reshape(-1, 3))
-        e = np.asarray(lab["energy_kj"])
-        e_xtb.append(e - e.min())
-        e_mmff.append(ens.energies_kj)
+    def columns(k, lab, w):
         ct = np.stack(
             [
                 np.linalg.norm(lab["dipole_debye"], axis=1),
@@ -132,26 +116,10 @@ def _assemble(ensembles, labels, cfg: MoleculeSetConfig, electronic=None) -> Mol
             el = electronic[k]
             ip, ea = np.asarray(el["ip_ev"]), np.asarray(el["ea_ev"])
             ct = np.concatenate([ct, np.stack([ip, ea, 0.5 * (ip + ea)], axis=1)], axis=1)
-        conf_t.append(ct)
-        targets.append(boltzmann_weights(e, cfg.temperature_k) @ ct)
-        atom_ptr.append(atom_ptr[-1] + p.shape[1])
-        conf_ptr.append(conf_ptr[-1] + p.shape[0])
-    return MoleculeSet(
-        names=names,
-        smiles=smiles,
-        stereo_smiles=stereo,
-        molblocks=blocks,
-        atom_ptr=np.array(atom_ptr),
-        conf_ptr=np.array(conf_ptr),
-        numbers=np.concatenate(numbers),
-        positions_nm=np.concatenate(pos),
-        mmff_energy_kj=np.concatenate(e_mmff),
-        xtb_energy_kj=np.concatenate(e_xtb),
-        conf_targets=np.concatenate(conf_t),
-        targets=np.stack(targets),
-        temperature_k=cfg.temperature_k,
-        **({} if electronic is None else {"target_names": [*TARGETS, *ELECTRONIC_TARGETS]}),
-    )
+        return ct, w @ ct
+
+    names = None if electronic is None else [*TARGETS, *ELECTRONIC_TARGETS]
+    return MoleculeSet.from_ensembles(ensembles, labels, cfg.temperature_k, columns, names)
 
 
 def _statistics(ms: MoleculeSet) -> dict:

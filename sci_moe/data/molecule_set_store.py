@@ -226,6 +226,70 @@ class MoleculeSet:
             h.update(np.ascontiguousarray(v).tobytes())
         return h.hexdigest()
 
+    @classmethod
+    def from_ensembles(
+        cls,
+        ensembles: Sequence,
+        labels: Sequence[dict],
+        temperature_k: float,
+        columns,
+        target_names: Sequence[str] | None = None,
+    ) -> MoleculeSet:
+        """Assemble a set from conformer ensembles and their per-conformer labels.
+
+        Parameters
+        ----------
+        ensembles : sequence of ConformerEnsemble, length M
+            Force-field energies (kJ/mol) and positions (nm) per conformer.
+        labels : sequence of dict, length M
+            Per-molecule label dicts; ``energy_kj`` (shape (C_i,), kJ/mol, GFN2) sets the
+            Boltzmann weights.
+        temperature_k : float
+            Temperature of the Boltzmann weights (K).
+        columns : callable
+            ``columns(i, label, weights) -> (conf_targets, targets)`` with shapes
+            (C_i, T) and (T,): the set's per-conformer values and molecule targets.
+        target_names : sequence of str, optional
+            Names of the T columns (default :data:`TARGETS`).
+        """
+        from rdkit import Chem
+
+        names, smiles, stereo, blocks = [], [], [], []
+        numbers, pos, e_ff, e_xtb, conf_t, targets = [], [], [], [], [], []
+        atom_ptr, conf_ptr = [0], [0]
+        for i, (ens, lab) in enumerate(zip(ensembles, labels, strict=True)):
+            names.append(ens.name)
+            smiles.append(ens.smiles)
+            stereo.append(ens.stereo_smiles)
+            blocks.append(Chem.MolToMolBlock(ens.mol, confId=0))
+            numbers.append(ens.atomic_numbers)
+            p = ens.positions_nm
+            pos.append(p.reshape(-1, 3))
+            e = np.asarray(lab["energy_kj"])
+            e_xtb.append(e - e.min())
+            e_ff.append(ens.energies_kj)
+            ct, t = columns(i, lab, boltzmann_weights(e, temperature_k))
+            conf_t.append(ct)
+            targets.append(t)
+            atom_ptr.append(atom_ptr[-1] + p.shape[1])
+            conf_ptr.append(conf_ptr[-1] + p.shape[0])
+        return cls(
+            names=names,
+            smiles=smiles,
+            stereo_smiles=stereo,
+            molblocks=blocks,
+            atom_ptr=np.array(atom_ptr),
+            conf_ptr=np.array(conf_ptr),
+            numbers=np.concatenate(numbers),
+            positions_nm=np.concatenate(pos),
+            mmff_energy_kj=np.concatenate(e_ff),
+            xtb_energy_kj=np.concatenate(e_xtb),
+            conf_targets=np.concatenate(conf_t),
+            targets=np.stack(targets),
+            temperature_k=temperature_k,
+            **({} if target_names is None else {"target_names": list(target_names)}),
+        )
+
     def save(self, path: str | Path) -> None:
         """Write a compressed ``.npz`` (atomically)."""
         atomic_save_npz(path, self._arrays(), compressed=True)
