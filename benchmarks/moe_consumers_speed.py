@@ -42,27 +42,6 @@ from _common import OtherLoad, Row, base_parser, finish, machine_info, print_tab
 BENCHMARK = "moe_consumers_speed"
 
 
-def _random_molecule(n: int, c: int, seed: int, n_targets: int):
-    from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM, EnsembleGraph
-
-    g = torch.Generator().manual_seed(seed)
-    pos = torch.cumsum(torch.randn(c, n, 3, generator=g) * 0.1, dim=1)
-    bi = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
-    bi = torch.cat([bi, bi.flip(0)], dim=1)
-    e = torch.rand(c, generator=g) * 5
-    return EnsembleGraph(
-        z=torch.randint(1, 10, (n,), generator=g),
-        atom_attr=torch.randn(n, ATOM_FEATURE_DIM, generator=g),
-        bond_index=bi,
-        bond_attr=torch.randn(bi.shape[1], BOND_FEATURE_DIM, generator=g),
-        pos=pos,
-        conf_energy=e - e.min(),
-        conf_weight=torch.softmax(-e, 0),
-        y=torch.randn(n_targets, generator=g),
-        name=f"mol{seed}",
-    )
-
-
 def spice_step(seed: int):
     """A SPiCE training step (closure) at the sizes of ``benchmarks/spice.py``."""
     from sci_moe.molecules import (
@@ -71,6 +50,7 @@ def spice_step(seed: int):
         build_model,
         collate_ensembles,
     )
+    from sci_moe.testing import random_ensemble_graph
 
     torch.manual_seed(seed)
     model = build_model(
@@ -87,7 +67,12 @@ def spice_step(seed: int):
         heads=4,
         noise_std=0.1,
     )
-    mols = [_random_molecule(12 + (s % 9), 6, seed * 1000 + s, 3) for s in range(16)]
+    mols = [
+        random_ensemble_graph(
+            12 + (s % 9), 6, seed * 1000 + s, 3, ATOM_FEATURE_DIM, BOND_FEATURE_DIM
+        )
+        for s in range(16)
+    ]
     batches = [collate_ensembles(mols[i : i + 4]) for i in range(0, 16, 4)]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()

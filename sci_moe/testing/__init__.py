@@ -8,6 +8,7 @@ from .assertions import (
 from .decoders import reference_decomposition_forward
 from .equivariance import assert_equivariant, cartesian_action, equivariance_error
 from .forces import assert_forces_match_energy, finite_difference_forces
+from .molecules import random_ensemble_graph
 from .reference import reference_moe_forward, reference_routed_forward, reference_routing
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "default_tolerance",
     "equivariance_error",
     "finite_difference_forces",
+    "random_ensemble_graph",
     "reference_decomposition_forward",
     "reference_moe_forward",
     "reference_routed_forward",

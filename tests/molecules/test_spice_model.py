@@ -10,28 +10,14 @@ from e3nn.util.test import assert_equivariant
 from sci_moe.molecules.backbone import vectors_to_irreps
 from sci_moe.molecules.graph import EnsembleGraph, collate_ensembles
 from sci_moe.molecules.model import SPiCE, SPiCEConfig, segment_softmax
+from sci_moe.testing import random_ensemble_graph
 
 FA, FB = 5, 3
 
 
 def random_graph(n: int, c: int, seed: int, n_targets: int = 2) -> EnsembleGraph:
     """A random chain molecule with ``c`` conformers (positions in nm)."""
-    g = torch.Generator().manual_seed(seed)
-    pos = torch.cumsum(torch.randn(c, n, 3, generator=g) * 0.1, dim=1)
-    bi = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
-    bi = torch.cat([bi, bi.flip(0)], dim=1)
-    e = torch.rand(c, generator=g) * 5
-    return EnsembleGraph(
-        z=torch.randint(1, 10, (n,), generator=g),
-        atom_attr=torch.randn(n, FA, generator=g),
-        bond_index=bi,
-        bond_attr=torch.randn(bi.shape[1], FB, generator=g),
-        pos=pos,
-        conf_energy=e - e.min(),
-        conf_weight=torch.softmax(-e, 0),
-        y=torch.randn(n_targets, generator=g),
-        name=f"mol{seed}",
-    )
+    return random_ensemble_graph(n, c, seed, n_targets, atom_dim=FA, bond_dim=FB)
 
 
 def small_model(**kw) -> SPiCE:
