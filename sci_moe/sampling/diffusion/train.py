@@ -109,10 +109,12 @@ class TrainConfig:
         ``torch.optim.AdamW(fused=True)`` (one fused kernel per step; equal to the
         unfused update to float rounding).
     compile : bool
-        Plain (DSM-only) steps through :func:`~.compiled.make_dsm_step` with
-        ``torch.compile`` (~2.7x faster per step on CPU for ScoreMD's MLP, but compiling
-        costs minutes of CPU: worth it for long runs only; eager fallback if compiling
-        fails). FP steps stay eager. Default off (measured:
+        Functional ``torch.func`` steps, ``torch.compile``-d: plain (DSM-only) steps through
+        :func:`~.compiled.make_dsm_step`, FP steps of an energy network through
+        :func:`~.compiled.make_dsm_fp_step` (the vectorised two-probe estimator; same
+        probes from the same generator, same loss). Faster per step on CPU for ScoreMD's
+        MLP, but compiling costs CPU-seconds per stage: worth it for long runs only;
+        eager fallback if compiling fails. Default off (measured:
         ``benchmarks/energy_diffusion_speed.py``).
     check_every : int
         Steps between host reads of the running losses (the non-finite check of the NaN
@@ -273,11 +275,22 @@ def train(
             fused=cfg.fused_optimizer or None,
         )
         ema = [p.detach().clone() for p in params]
-        step_fn = None
+        step_fn = fp_step_fn = None
         if cfg.compile:
-            from .compiled import make_dsm_step  # torch.func / inductor only when asked
+            from .compiled import make_dsm_fp_step, make_dsm_step  # inductor only when asked
 
             step_fn = make_dsm_step(target, sde, params)
+            if stage.fp_weight > 0 and isinstance(target, EnergyNet):
+                fp_step_fn = make_dsm_fp_step(
+                    target,
+                    sde,
+                    params,
+                    stage.fp_weight,
+                    sigma=cfg.fp_sigma,
+                    hs=cfg.fp_hs,
+                    hd=cfg.fp_hd,
+                    dim_offset=cfg.fp_dim_offset,
+                )
         e0 = 0
         if ck is not None and si == start_stage and start_epoch > 0:
             opt.load_state_dict(ck["optimizer"])
@@ -317,6 +330,7 @@ def train(
                     total,
                     use_fp,
                     step_fn,
+                    fp_step_fn,
                 )
                 if rec is not None:
                     break
@@ -366,7 +380,21 @@ def _plain(obj):
 
 
 def _run_epoch(
-    target, data, sde, stage, cfg, opt, params, ema, gen, step0, n_steps, total, use_fp, step_fn
+    target,
+    data,
+    sde,
+    stage,
+    cfg,
+    opt,
+    params,
+    ema,
+    gen,
+    step0,
+    n_steps,
+    total,
+    use_fp,
+    step_fn,
+    fp_step_fn,
 ):
     n, bs = len(data), cfg.batch_size
     perm = torch.randperm(n, generator=gen)
@@ -386,10 +414,19 @@ def _run_epoch(
         w = time_weight(t, stage.mid, lo, hi)
         l_fp = zero
         joint = use_fp and cfg.fp_batched and isinstance(target, EnergyNet)
-        if step_fn is not None and not use_fp:
+        functional = fp_step_fn is not None if use_fp else step_fn is not None
+        if functional and not use_fp:
             # functional (compiled) DSM loss and gradient: no autograd graph to backward
             loss, grads = step_fn(x0, t, noise, w)
             l_dsm = loss
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+        elif functional:
+            # the probes drawn as dsm_fp_loss draws them (after the noise, same order)
+            xi = torch.stack(
+                [torch.randn(x0.shape, generator=gen, dtype=x0.dtype) for _ in range(2)]
+            )
+            (loss, l_dsm, l_fp), grads = fp_step_fn(x0, t, noise, w, xi)
             for p, g in zip(params, grads, strict=True):
                 p.grad = g
         elif joint:
@@ -411,7 +448,7 @@ def _run_epoch(
         else:
             l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
             loss = l_dsm
-        if use_fp and not joint:
+        if use_fp and not joint and not functional:
             l_fp = fp_loss(
                 target.energy,
                 sde,
@@ -426,7 +463,7 @@ def _run_epoch(
                 batched=cfg.fp_batched,
             )
             loss = loss + stage.fp_weight * l_fp
-        if step_fn is None or use_fp:
+        if not functional:
             opt.zero_grad(set_to_none=True)
             loss.backward()
         if cfg.grad_clip is not None:

@@ -1,4 +1,4 @@
-"""The functional (optionally compiled) DSM step equals the eager autograd step."""
+"""The functional (optionally compiled) DSM and DSM + FP steps equal the eager autograd steps."""
 
 import os
 
@@ -7,8 +7,8 @@ import torch
 
 from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, MLPScore, Stage, TrainConfig, train
 from sci_moe.sampling.diffusion import compiled as compiled_mod
-from sci_moe.sampling.diffusion.compiled import make_dsm_step
-from sci_moe.sampling.diffusion.losses import dsm_loss, time_weight
+from sci_moe.sampling.diffusion.compiled import make_dsm_fp_step, make_dsm_step
+from sci_moe.sampling.diffusion.losses import dsm_fp_loss, dsm_loss, time_weight
 
 
 def _batch(B=32, seed=0):
@@ -87,3 +87,80 @@ def test_compiled_step_equals_eager():
     torch.testing.assert_close(got[0], ref[0])
     for g, r in zip(got[1], ref[1], strict=True):
         torch.testing.assert_close(g, r)
+
+
+def _fp_batch(B=32, seed=0):
+    x0, t, noise, w = _batch(B, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    return x0, t, noise, w, g
+
+
+@pytest.mark.parametrize("dim_offset", [None, 1.0])
+def test_functional_fp_step_equals_eager_dsm_fp_loss(dim_offset):
+    """Same probes (drawn as dsm_fp_loss draws them): same loss and gradients in float64."""
+    torch.manual_seed(0)
+    net = MLPEnergy((1, 2), (16, 16)).double()
+    params = list(net.parameters())
+    x0, t, noise, w, g = _fp_batch()
+    state = g.get_state()
+    xi = torch.stack([torch.randn(x0.shape, generator=g, dtype=x0.dtype) for _ in range(2)])
+    g.set_state(state)
+    l_dsm, l_fp = dsm_fp_loss(net, VPSDE(), x0, t, noise, w, g, dim_offset=dim_offset)
+    ref = l_dsm + 5e-4 * l_fp
+    ref_grads = torch.autograd.grad(ref, params)
+    step = make_dsm_fp_step(net, VPSDE(), params, 5e-4, dim_offset=dim_offset, compile=False)
+    (loss, got_dsm, got_fp), grads = step(x0, t, noise, w, xi)
+    assert abs(l_fp.item()) > 1e-3  # the FP term is not trivially zero here
+    for a, b in ((loss, ref), (got_dsm, l_dsm), (got_fp, l_fp)):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-9, atol=1e-12)
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_fp_step_needs_an_energy_network():
+    net = MLPScore((1, 2), (8,))
+    with pytest.raises(ValueError, match="energy network"):
+        make_dsm_fp_step(net, VPSDE(), list(net.parameters()), 5e-4, compile=False)
+
+
+def test_functional_fp_training_equals_eager(monkeypatch):
+    """``compile=True`` with the compiler a no-op: the functional FP path trains as eager."""
+    monkeypatch.setattr(compiled_mod.torch, "compile", lambda fn, **kw: fn)
+    data = _batch(256, seed=1)[0]
+
+    def run(flag):
+        torch.manual_seed(0)
+        net = MLPEnergy((1, 2), (16, 16)).double()
+        cfg = TrainConfig(
+            stages=[Stage(2, (1e-3, 1.0), 0.3, 5e-3, lr=3e-3)],
+            batch_size=64,
+            progress=False,
+            compile=flag,
+        )
+        return net, train(net, data, VPSDE(), cfg)["history"]
+
+    a, ha = run(False)
+    b, hb = run(True)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pb, pa, rtol=1e-6, atol=1e-9)
+    for ra, rb in zip(ha, hb, strict=True):
+        for k in ("loss", "dsm", "fp"):
+            assert abs(ra[k] - rb[k]) <= 1e-9 * max(1.0, abs(ra[k]))
+
+
+@pytest.mark.skipif(
+    os.environ.get("SCI_MOE_COMPILE_TESTS") != "1",
+    reason="torch.compile takes CPU-seconds to minutes; SCI_MOE_COMPILE_TESTS=1",
+)
+def test_compiled_fp_step_equals_eager():
+    torch.manual_seed(0)
+    net = MLPEnergy((1, 2), (8,)).double()
+    params = list(net.parameters())
+    x0, t, noise, w, g = _fp_batch()
+    xi = torch.randn(2, *x0.shape, generator=g, dtype=x0.dtype)
+    ref = make_dsm_fp_step(net, VPSDE(), params, 5e-4, compile=False)(x0, t, noise, w, xi)
+    got = make_dsm_fp_step(net, VPSDE(), params, 5e-4, compile=True)(x0, t, noise, w, xi)
+    for a, b in zip(got[0], ref[0], strict=True):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(got[1], ref[1], strict=True):
+        torch.testing.assert_close(a, b)
