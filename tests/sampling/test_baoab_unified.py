@@ -3,10 +3,12 @@
 ``data/baoab_reference.npz`` holds fixed-seed trajectories written by the code *before*
 the two BAOAB implementations (``sampling.tempering.langevin.BAOAB`` and
 ``sampling.md.integrators.LangevinBAOAB``) were merged (git 9eeacfe). The md integrator
-keeps its arithmetic, so its trajectories are bitwise identical; the tempering kernel now
-runs the same in-place update, whose floating-point rounding (fused multiply-adds)
-differs from the old out-of-place expressions at the last bit, so its trajectories agree
-to ~1e-12. Regenerate (only when a change of numbers is intended) with
+keeps its arithmetic, so its trajectories agree to the last bits: bitwise on the CPU that
+wrote the reference (AVX2), within a few ulps elsewhere, because torch's vectorised
+``exp``/``log`` kernels differ between instruction sets (AVX-512 gives 1-2 ulp). The
+tempering kernel now runs the same in-place update, whose floating-point rounding (fused
+multiply-adds) differs from the old out-of-place expressions at the last bit, so its
+trajectories agree to ~1e-12. Regenerate (only when a change of numbers is intended) with
 ``python tests/sampling/test_baoab_unified.py``.
 """
 
@@ -104,10 +106,11 @@ def compute() -> dict[str, np.ndarray]:
     return out
 
 
-def test_md_langevin_baoab_is_bitwise_unchanged():
+def test_md_langevin_baoab_is_unchanged_to_the_last_bits():
     ref, new = np.load(REFERENCE), compute()
     for key in ("md_x", "md_v", "md_e"):
-        assert np.array_equal(ref[key], new[key]), key
+        # a few ulps of the O(1) values: an instruction-set difference, not a change of method
+        np.testing.assert_allclose(new[key], ref[key], rtol=4e-15, atol=4e-15, err_msg=key)
 
 
 def test_tempering_baoab_matches_the_old_kernel():
