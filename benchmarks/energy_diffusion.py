@@ -93,19 +93,28 @@ def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e
     ]
 
 
-def langevin_with_model(energy, starts, masses, kT, dt, friction, n_frames, stride, seed):
-    """Langevin (BAOAB) with learned forces from ``starts`` (W, N, D); frames (F*W, N, D)."""
+def langevin_with_model(
+    energy, starts, masses, kT, dt, friction, n_frames, stride, seed, compile=False
+):
+    """Langevin (BAOAB) with learned forces from ``starts`` (W, N, D); frames (F*W, N, D).
+
+    The frames go into one preallocated buffer; the run stops after the first frame with a
+    non-finite position. ``compile``: :class:`ModelForces` with ``compile=True``.
+    """
     gen = torch.Generator().manual_seed(seed)
-    provider = ModelForces(energy, masses, dim=starts.shape[-1], check_inputs=False)
+    provider = ModelForces(
+        energy, masses, dim=starts.shape[-1], check_inputs=False, compile=compile
+    )
     integ = LangevinBAOAB(dt, friction_per_ps=friction, kT=kT)
     state = integ.init_state(provider, starts, gen)
-    frames = []
-    for _ in range(n_frames):
+    frames = torch.empty((n_frames, *starts.shape), dtype=starts.dtype)
+    n = 0
+    for n in range(1, n_frames + 1):
         state = integ.step(state, provider, gen, n_steps=stride)
-        frames.append(state.positions.detach().clone())
-        if not torch.isfinite(state.positions).all():
+        frames[n - 1].copy_(state.positions.detach())
+        if not torch.isfinite(frames[n - 1]).all():
             break
-    return torch.cat(frames)
+    return frames[:n].flatten(0, 1)
 
 
 def mb_case(variant, seed, data, ref, args):
@@ -503,6 +512,11 @@ def main() -> None:
         help="--paper-budget: Langevin walkers and frames (x 50 steps; ScoreMD: 100k frames)",
     )
     p.add_argument(
+        "--eager",
+        action="store_true",
+        help="--paper-budget: train with the eager step (default: TrainConfig(compile=True))",
+    )
+    p.add_argument(
         "--work-dir",
         default="benchmarks/.energy_diffusion_paper",
         help="--paper-budget: checkpoints and per-case results (a rerun resumes)",
@@ -580,6 +594,7 @@ def _paper_main(args, policy: str) -> None:
         sde_steps=args.sde_steps,
         md_walkers_x_frames=[args.walkers, args.md_frames],
         ema="ema_decay=0.005 (ScoreMD's 'EMA 0.995'), reset every epoch",
+        compiled=not args.eager,
         scoremd_source="issue 28: ScoreMD's JAX code run on this machine, seed 1",
     )
     _common.finish(args, "energy_diffusion_paper", machine, rows, other, t0)

@@ -24,6 +24,11 @@ definition as ScoreMD's); the FP residual sqrt(E r^2)/D versus t; the per-epoch 
 (``fp_batched=False``, unfused AdamW, a host sync each step) timed on the same data in
 the same run.
 
+Training uses ``TrainConfig(compile=True)`` (the functional ``torch.func`` steps, plain
+and FP, ``torch.compile``-d; ``--eager`` for the eager trainer); the evaluation records
+its wall time and minor page faults; the Langevin forces are ``ModelForces(compile=True)``
+too (``--eager``: autograd).
+
 Each case checkpoints after every epoch (``<work>/<variant>_s<seed>/``) and writes its
 result there when done: a killed run started again with the same arguments resumes.
 
@@ -81,6 +86,10 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _minflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _stages(variant: str, epochs: int) -> list[Stage]:
     from energy_diffusion import MOE_RANGES
 
@@ -125,6 +134,7 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         max_batches_per_epoch=args.steps_per_epoch,
         seed=seed,
         progress=False,
+        compile=not args.eager,
     )
     t0, c0 = time.perf_counter(), _cpu_s()
     out = train(model, data, sde, cfg, out_dir=work, resume=True)
@@ -135,14 +145,14 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
     steps = len(hist) * min(math.ceil(len(data) / PAPER["batch"]), args.steps_per_epoch)
     model.eval()
     gen = torch.Generator().manual_seed(10_000 + seed)
-    t1 = time.perf_counter()
+    t1, f1 = time.perf_counter(), _minflt()
     iid = reverse_sde_sample(
         model.score, sde, (args.n_iid, 1, 2), n_steps=args.sde_steps, generator=gen
     )[:, 0].numpy()
-    t_iid = time.perf_counter() - t1
+    t_iid, f_iid = time.perf_counter() - t1, _minflt() - f1
     energy = EnergyAtTime(model, kT=KT, scale=1.0, t_eval=1e-5)
     idx = torch.randint(len(data), (args.walkers,), generator=gen)
-    t1 = time.perf_counter()
+    t1, f1 = time.perf_counter(), _minflt()
     md = langevin_with_model(
         energy,
         data[idx],
@@ -153,8 +163,9 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         args.md_frames,
         STRIDE,
         20_000 + seed,
+        compile=not args.eager,
     )[:, 0].numpy()
-    t_md = time.perf_counter() - t1
+    t_md, f_md = time.perf_counter() - t1, _minflt() - f1
     # a time mixture's energy (and so its FP residual) exists only on the small-t expert
     ts = FP_CURVE_TS if variant in ("plain", "fp") else tuple(t for t in FP_CURVE_TS if t < 0.099)
     fp = fp_error_curve(model.energy, sde, data, ts, n_per_t=1024, generator=gen)
@@ -166,8 +177,11 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         "train_cpu_s_this_call": cpu,
         "wall_s_this_call": wall,
         "steps_per_s": steps / train_wall,
+        "compiled": not args.eager,
         "iid_s": t_iid,
         "md_s": t_md,
+        "iid_minor_faults": f_iid,
+        "md_minor_faults": f_md,
         **_metrics(ref, iid, "iid"),
         **_metrics(ref, md, "md"),
         **{f"fp_t{t:g}": float(v) for t, v in zip(ts, fp, strict=True)},
@@ -182,11 +196,12 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
 def _speed_ratio(data: torch.Tensor, seed: int, steps: int) -> dict:
     """ms/step of the plain eager reference loop and of the default path, same data/run."""
     out = {}
-    for variant in ("plain", "fp"):  # warm-up (first calls pay for lazy initialisation)
-        for path in ("reference", "fast"):
+    paths = ("reference", "fast", "compiled")
+    for variant in ("plain", "fp"):  # warm-up (lazy initialisation; compiling)
+        for path in paths:
             _train_ms(data, seed, max(2, steps // 10), variant, path)
     for variant in ("plain", "fp"):
-        for path in ("reference", "fast"):
+        for path in paths:
             out[f"{variant}/{path}"] = _train_ms(data, seed, steps, variant, path)
     return out
 
@@ -237,7 +252,7 @@ def run_paper_budget(args) -> list:
     for k, v in speed.items():
         variant, path = k.split("/")
         vs = ratio = None
-        if path == "fast":
+        if path != "reference":
             vs, ratio = f"speed/{variant}/reference", speed[f"{variant}/reference"] / v
         rows.append(_common.Row(f"speed/{k}", "ms_per_step", round(v, 3), "ms", vs, ratio))
     print(f"speed (ms/step): {speed}", flush=True)

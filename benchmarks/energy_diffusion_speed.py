@@ -14,11 +14,21 @@ that a change of the machine's load hits all paths; the median of 3 repeats is r
 Both paths compute the same loss (``tests/sampling/diffusion/test_fp_batched.py``,
 ``test_train.py::test_fast_defaults_equal_reference_path``).
 
-With ``--compile``: the plain step through ``TrainConfig(compile=True)`` (a functional
-``torch.func`` DSM loss-and-gradient, ``torch.compile``-d; FP steps stay eager), its ms per
-step after compiling (``plain/compiled``, ratio vs ``plain/fast``) and the compile time
-(``plain/compiled`` ``compile_s``: the first call's wall time minus its steps at the
-compiled rate).
+* ``compiled``: ``TrainConfig(compile=True)``: the functional ``torch.func`` loss and
+  gradient (plain: :func:`~sci_moe.sampling.diffusion.compiled.make_dsm_step`; FP:
+  :func:`~sci_moe.sampling.diffusion.compiled.make_dsm_fp_step`, the vectorised two-probe
+  estimator), ``torch.compile``-d, with fused AdamW; its compile time is the warm-up
+  call's wall time minus its steps at the compiled rate (``compile_s``; the inductor's
+  on-disk cache, ``inductor_cache_warm`` in the JSON, cuts it to seconds in later
+  processes, and a second model in the same process reuses the graph).
+
+ScoreMD's JAX loop on the same recipe and machine (issue 28: 0.85 / 3.85 ms per plain / FP
+step) is quoted beside (``scoremd/*`` rows; ratio = ScoreMD ms / ours, > 1: ours faster).
+
+Evaluation: the reverse-SDE sampler at the paper's 100k samples (``--quick``: 20k), one
+network call per step (``chunk_size=None``, as before) vs row chunks of 4096 with
+preallocated buffers (the default), ms and minor page faults per sampler step; Langevin
+(BAOAB, 100 walkers) with ``ModelForces`` by autograd vs ``compile=True``, us per step.
 
 Also AdamW's step alone on the MLP's parameters (unfused vs fused, us), and the
 Mueller-Brown data generator (``sci_moe.data.toy.muller_brown_samples``, 100
@@ -34,6 +44,8 @@ Run::
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 
 import _common
@@ -41,15 +53,30 @@ import torch
 from _common import OtherLoad, Row
 
 from sci_moe.data.toy import muller_brown_samples
-from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, Stage, TrainConfig, train
+from sci_moe.sampling.diffusion import (
+    VPSDE,
+    EnergyAtTime,
+    MLPEnergy,
+    Stage,
+    TrainConfig,
+    reverse_sde_sample,
+    train,
+)
 
 BATCH = 128
 HIDDEN = (92, 92, 92)
 FP_WEIGHT = 5e-4
+#: ScoreMD's JAX training loop on this machine, ms per step (issue 28)
+SCOREMD_MS = {"plain": 0.85, "fp": 3.85}
+SCOREMD_SOURCE = (
+    "issue 28: ScoreMD's own JAX code, Mueller-Brown recipe (MLP 3x92, batch 128), "
+    "measured on this 2-core machine; full runs 124.5 s / 541 s wall"
+)
 PATHS = {
     "reference": {"fp_batched": False, "fused_optimizer": False, "check_every": 1},
     "fused_adamw": {"fp_batched": False, "check_every": 1},
     "fast": {},
+    "compiled": {"compile": True},
 }
 
 
@@ -71,33 +98,91 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
     return time.perf_counter() - t0
 
 
-def _compiled_rows(steps, data, seed, repeats, rows) -> list[Row]:
-    """Rows of the compiled plain step (one process: the compiled graph is reused)."""
-    torch.manual_seed(seed)
-    net = MLPEnergy((1, 2), HIDDEN)
+def _minflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
-    def run(n):
-        cfg = TrainConfig(
-            stages=[Stage(1, (1e-5, 1.0), 0.5, 0.0)],
-            batch_size=BATCH,
-            ema_decay=0.005,
-            max_batches_per_epoch=n,
-            progress=False,
-            seed=seed,
-            compile=True,
+
+def _iid_rows(n_rows: int, n_steps: int, repeats: int, seed: int) -> list[Row]:
+    """Reverse-SDE sampler: one network call per step vs row chunks (interleaved)."""
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0)).eval()
+    paths = {"unchunked": None, "chunked": 4096}
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in paths}
+
+    def once(chunk, steps):
+        g = torch.Generator().manual_seed(seed)
+        f0, t0 = _minflt(), time.perf_counter()
+        reverse_sde_sample(net.score, VPSDE(), (n_rows, 1, 2), steps, generator=g, chunk_size=chunk)
+        return (time.perf_counter() - t0) / steps, (_minflt() - f0) / steps
+
+    for chunk in paths.values():
+        once(chunk, 1)
+    for _ in range(repeats):
+        for k, chunk in paths.items():
+            out[k].append(once(chunk, n_steps))
+    med = {k: sorted(v)[len(v) // 2] for k, v in out.items()}
+    rows = []
+    for k in paths:
+        vs = ratio = None
+        if k == "chunked":
+            vs, ratio = "iid_sampler/unchunked", round(med["unchunked"][0] / med[k][0], 3)
+        rows.append(
+            Row(f"iid_sampler/{k}", "ms_per_step", round(1e3 * med[k][0], 2), "ms", vs, ratio)
         )
+        rows.append(Row(f"iid_sampler/{k}", "minor_faults_per_step", round(med[k][1]), "-"))
+    return rows
+
+
+def _md_rows(n_frames: int, repeats: int, seed: int) -> list[Row]:
+    """Langevin with the learned forces, autograd vs compiled ``ModelForces`` (interleaved)."""
+    from energy_diffusion import MB_DT, MB_KT, MB_MASS, MB_STRIDE, langevin_with_model
+
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0)).eval()
+    energy = EnergyAtTime(net, kT=MB_KT, scale=1.0, t_eval=1e-5)
+    starts = torch.randn(100, 1, 2, generator=torch.Generator().manual_seed(seed)) * 0.4
+    mass = torch.tensor([MB_MASS])
+
+    def once(compile, frames):
         t0 = time.perf_counter()
-        train(net, data, VPSDE(), cfg)
+        langevin_with_model(
+            energy, starts, mass, MB_KT, MB_DT, 1.0, frames, MB_STRIDE, seed, compile=compile
+        )
         return time.perf_counter() - t0
 
-    first = run(10)
-    times = [run(steps) for _ in range(repeats)]
-    ms = 1e3 * sorted(times)[len(times) // 2] / steps
-    fast = next(r.value for r in rows if r.case == "plain/fast")
+    warm = {c: once(c, 1) for c in (False, True)}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(repeats):
+        for c in (False, True):
+            times[c].append(once(c, n_frames))
+    us = {c: 1e6 * sorted(v)[len(v) // 2] / (n_frames * MB_STRIDE) for c, v in times.items()}
     return [
-        Row("plain/compiled", "ms_per_step", round(ms, 3), "ms", "plain/fast", round(fast / ms, 3)),
-        Row("plain/compiled", "compile_s", round(first - 10 * ms / 1e3, 1), "s"),
+        Row("md_forces/autograd", "us_per_step", round(us[False], 1), "us"),
+        Row(
+            "md_forces/compiled",
+            "us_per_step",
+            round(us[True], 1),
+            "us",
+            "md_forces/autograd",
+            round(us[False] / us[True], 3),
+        ),
+        Row(
+            "md_forces/compiled",
+            "compile_s",
+            round(warm[True] - us[True] * MB_STRIDE / 1e6, 1),
+            "s",
+        ),
     ]
+
+
+def _inductor_cache_warm() -> bool:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        d = cache_dir()
+    except Exception:  # private API; the default location otherwise
+        d = os.path.join("/tmp", f"torchinductor_{os.environ.get('USER', 'root')}")
+    return os.path.isdir(d) and bool(os.listdir(d))
 
 
 def _adamw_step_us(fused: bool, n: int = 1000) -> float:
@@ -133,7 +218,6 @@ def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
 def main() -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--compile", action="store_true", help="also time TrainConfig(compile=True)")
     args = p.parse_args()
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
@@ -145,12 +229,15 @@ def main() -> int:
     walkers, stride = 100, 50
     g = torch.Generator().manual_seed(args.seed)
     data = (torch.randn(BATCH * steps, 1, 2, generator=g) * 0.4).float()
+    cache_warm = _inductor_cache_warm()
     rows: list[Row] = []
     repeats_ms: dict[str, list[float]] = {}
     for variant in ("plain", "fp"):
         times: dict[str, list[float]] = {k: [] for k in PATHS}
-        for path in PATHS:  # warm-up
-            _train_seconds(variant, path, max(5, steps // 10), data, args.seed)
+        warm_steps = max(5, steps // 10)
+        warm = {}
+        for path in PATHS:  # warm-up (lazy initialisation; compiling)
+            warm[path] = _train_seconds(variant, path, warm_steps, data, args.seed)
         for _ in range(args.repeats):
             for path in PATHS:
                 times[path].append(_train_seconds(variant, path, steps, data, args.seed))
@@ -158,7 +245,7 @@ def main() -> int:
         for k, v in times.items():
             repeats_ms[f"{variant}/{k}"] = [round(1e3 * x / steps, 3) for x in v]
         rows.append(Row(f"{variant}/reference", "ms_per_step", round(ms["reference"], 3), "ms"))
-        for path in ("fused_adamw", "fast"):
+        for path in ("fused_adamw", "fast", "compiled"):
             rows.append(
                 Row(
                     f"{variant}/{path}",
@@ -169,8 +256,35 @@ def main() -> int:
                     round(ms["reference"] / ms[path], 3),
                 )
             )
-    if args.compile:
-        rows.extend(_compiled_rows(steps, data, args.seed, args.repeats, rows))
+        rows.append(
+            Row(
+                f"{variant}/compiled",
+                "speedup_vs_fast",
+                round(ms["fast"] / ms["compiled"], 3),
+                "x",
+                f"{variant}/fast",
+            )
+        )
+        compile_s = warm["compiled"] - warm_steps * ms["compiled"] / 1e3
+        rows.append(Row(f"{variant}/compiled", "compile_s", round(compile_s, 1), "s"))
+        sm = SCOREMD_MS[variant]
+        rows.append(Row(f"scoremd/{variant}", "ms_per_step", sm, "ms"))
+        rows.append(
+            Row(
+                f"{variant}/compiled",
+                "ms_per_step_vs_scoremd",
+                round(ms["compiled"], 3),
+                "ms",
+                f"scoremd/{variant}",
+                round(sm / ms["compiled"], 3),
+            )
+        )
+    rows.extend(
+        _iid_rows(
+            20_000 if args.quick else 100_000, 3 if args.quick else 5, args.repeats, args.seed
+        )
+    )
+    rows.extend(_md_rows(10 if args.quick else 40, args.repeats, args.seed))
     adam: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.repeats):
         for fused in (False, True):
@@ -216,7 +330,7 @@ def main() -> int:
     _common.print_table(
         ["case", "metric", "value", "unit", "ratio"],
         [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
-        title="energy-diffusion training speed (ratio > 1: fast path faster)",
+        title="energy-diffusion training and evaluation speed (ratio > 1: candidate faster)",
     )
     machine = _common.machine_info(
         seed=args.seed,
@@ -227,6 +341,8 @@ def main() -> int:
         ),
         busy_warning=warn,
         repeats_ms_per_step=repeats_ms,
+        inductor_cache_warm=cache_warm,
+        scoremd_source=SCOREMD_SOURCE,
         quick=args.quick,
     )
     return _common.finish(args, "energy_diffusion_speed", machine, rows, other, t0)

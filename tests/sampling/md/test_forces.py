@@ -47,6 +47,34 @@ def test_model_forces_are_minus_grad_energy():
         torch.testing.assert_close(prov.energy_and_forces(x[w : w + 1])[1][0], f[w])
 
 
+def test_functional_model_forces_equal_autograd(monkeypatch):
+    """``compile=True`` (compiler a no-op, then a failing one): the autograd energies/forces."""
+    from sci_moe.sampling.md import forces as forces_mod
+
+    model = PairEnergy().double()
+    x = torch.randn(4, 5, 3, dtype=torch.float64)
+    e0, f0 = ModelForces(model, masses=np.ones(5)).energy_and_forces(x)
+    monkeypatch.setattr(forces_mod.torch, "compile", lambda fn, **kw: fn)
+    e1, f1 = ModelForces(model, masses=np.ones(5), compile=True).energy_and_forces(x)
+    assert not e1.requires_grad and not f1.requires_grad
+    torch.testing.assert_close(e1, e0, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(f1, f0, rtol=1e-12, atol=1e-12)
+
+    def broken(fn, **kw):
+        def call(*a, **k):
+            raise RuntimeError("no compiler here")
+
+        return call
+
+    monkeypatch.setattr(forces_mod.torch, "compile", broken)
+    prov = ModelForces(model, masses=np.ones(5), compile=True)
+    with pytest.warns(RuntimeWarning, match="using autograd"):
+        e2, f2 = prov.energy_and_forces(x)
+    torch.testing.assert_close(e2, e0)
+    torch.testing.assert_close(f2, f0)
+    torch.testing.assert_close(prov.energy_and_forces(x)[1], f0)  # no second warning needed
+
+
 def test_model_forces_check_inputs():
     prov = ModelForces(PairEnergy(), masses=np.ones(5))
     with pytest.raises(ValueError, match="NaN"):
