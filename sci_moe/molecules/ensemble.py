@@ -40,6 +40,7 @@ __all__ = [
     "CrossConformerIntegration",
     "EnsembleEncoder",
     "EnsembleEncoderConfig",
+    "conformer_packing",
     "pack_by_group",
     "scatter_mean",
 ]
@@ -69,6 +70,27 @@ def pack_by_group(group: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, i
     rank = torch.empty_like(group)
     rank[order] = torch.arange(group.numel(), device=group.device) - starts[group[order]]
     return rank, int(counts.max())
+
+
+def conformer_packing(point_to_conf: torch.Tensor, num_confs: int) -> tuple[torch.Tensor, int]:
+    """Flat slot of every point in a ``(C, n_max)`` padded layout of the conformers.
+
+    Parameters
+    ----------
+    point_to_conf : Tensor, shape (P,), int64
+    num_confs : int
+
+    Returns
+    -------
+    flat : Tensor, shape (P,), int64
+        ``point_to_conf * n_max + rank`` with ``rank`` from :func:`pack_by_group`: rows
+        ``flat`` of a ``(C * n_max, ...)`` buffer hold the points, one conformer per
+        block of ``n_max`` rows, in their order.
+    n_max : int
+        Points of the largest conformer.
+    """
+    rank, n_max = pack_by_group(point_to_conf, num_confs)
+    return point_to_conf * n_max + rank, n_max
 
 
 class CrossConformerIntegration(nn.Module):
@@ -110,6 +132,7 @@ class CrossConformerIntegration(nn.Module):
         num_confs: int,
         bond_index: torch.Tensor,
         bond_attr: torch.Tensor | None,
+        packing: tuple[torch.Tensor, int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Update the per-conformer scalars ``h`` and the 2D atom features ``t``.
 
@@ -124,6 +147,9 @@ class CrossConformerIntegration(nn.Module):
         bond_index : Tensor, shape (2, B), int64
             2D bonds in both directions (row 0 source, row 1 target).
         bond_attr : Tensor, shape (B, Fb), optional
+        packing : (Tensor of shape (P,), int), optional
+            :func:`conformer_packing` of ``point_to_conf`` (computed when omitted; the
+            encoder computes it once for all layers).
 
         Returns
         -------
@@ -139,23 +165,24 @@ class CrossConformerIntegration(nn.Module):
         agg = scatter_sum(torch.nn.functional.silu(msg), dst, A)
         t = self.norm_t(t + self.gine((1 + self.eps) * m + agg))
 
-        rank, n_max = pack_by_group(point_to_conf, num_confs)
+        if packing is None:
+            packing = conformer_packing(point_to_conf, num_confs)
+        flat, n_max = packing
         H, d = self.heads, self.hidden // self.heads
         q = self.q(self.norm_q(t))[point_to_atom]
-        hk = self.norm_k(h)
-        k, v = self.k(hk), self.v(h)
+        k, v = self.k(self.norm_k(h)), self.v(h)
 
-        def dense(x):
-            out = x.new_zeros(num_confs, n_max, H, d)
-            return out.index_put((point_to_conf, rank), x.view(-1, H, d))
+        def dense(x):  # (P, F) -> (C, H, n_max, d), zero rows where a conformer is shorter
+            out = x.new_zeros(num_confs * n_max, self.hidden).index_copy(0, flat, x)
+            return out.view(num_confs, n_max, H, d).transpose(1, 2)
 
-        mask = torch.zeros(num_confs, n_max, dtype=torch.bool, device=h.device)
-        mask[point_to_conf, rank] = True
-        qd, kd, vd = dense(q), dense(k), dense(v)
-        scores = torch.einsum("cihd,cjhd->chij", qd, kd) / d**0.5
-        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
-        att = torch.softmax(scores, dim=-1)
-        out = torch.einsum("chij,cjhd->cihd", att, vd)[point_to_conf, rank]
+        mask = torch.zeros(num_confs * n_max, dtype=torch.bool, device=h.device)
+        mask = mask.index_fill_(0, flat, True).view(num_confs, 1, 1, n_max)
+        # softmax_j(q_i . k_j / sqrt(d)) over the atoms j of the same conformer
+        att = torch.nn.functional.scaled_dot_product_attention(
+            dense(q), dense(k), dense(v), attn_mask=mask
+        )
+        out = att.transpose(1, 2).reshape(num_confs * n_max, self.hidden).index_select(0, flat)
         h = self.norm_h(h + self.rho(out.reshape(-1, self.hidden)))
         return h, t
 
@@ -268,6 +295,7 @@ class EnsembleEncoder(nn.Module):
         geometry = edge_geometry(pos, edge_index)
         num_confs = int(batch.conf_to_mol.shape[0])
         bond_attr = getattr(batch, "bond_attr", None)
+        packing = conformer_packing(batch.point_to_conf, num_confs) if self.cross else None
         infos = []
         for i, block in enumerate(self.blocks):
             h, v = block(h, v, pos, edge_index, geometry)
@@ -283,5 +311,6 @@ class EnsembleEncoder(nn.Module):
                     num_confs,
                     batch.bond_index,
                     bond_attr,
+                    packing,
                 )
         return h, v, t, infos

@@ -189,8 +189,8 @@ class GramFeatures(nn.Module):
     def forward(self, v: torch.Tensor) -> torch.Tensor:
         """``v`` of shape ``(P, 3, F)`` -> invariant features ``(P, r (r + 1) / 2)``."""
         q = self.proj(v)  # (P, 3, r)
-        gram = torch.einsum("pxa,pxb->pab", q, q)
-        return self.norm(gram[:, self.rows, self.cols])
+        # the upper triangle G_ab = sum_x q_xa q_xb directly (no (P, r, r) batch of 3-deep bmm)
+        return self.norm((q[:, :, self.rows] * q[:, :, self.cols]).sum(1))
 
 
 class VectorExperts(ExpertBank):

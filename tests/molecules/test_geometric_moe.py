@@ -63,6 +63,15 @@ def test_vector_routing_is_invariant():
         torch.set_default_dtype(torch.float32)
 
 
+def test_gram_features_are_the_upper_triangle_of_the_projected_gram_matrix():
+    gram = GramFeatures(F, 3).double()
+    v = torch.randn(11, 3, F, dtype=torch.float64)
+    q = gram.proj(v)
+    full = torch.einsum("pxa,pxb->pab", q, q)  # (P, r, r), symmetric
+    rows, cols = torch.triu_indices(3, 3)
+    torch.testing.assert_close(gram(v), gram.norm(full[:, rows, cols]))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scalar_path_matches_naive_reference(dtype):
     moe = GeometricMoE(hidden=16, num_experts=E, top_k=2).to(dtype)

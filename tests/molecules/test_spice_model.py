@@ -8,6 +8,7 @@ import torch
 from e3nn.util.test import assert_equivariant
 
 from sci_moe.molecules.backbone import vectors_to_irreps
+from sci_moe.molecules.ensemble import CrossConformerIntegration, conformer_packing
 from sci_moe.molecules.graph import EnsembleGraph, collate_ensembles
 from sci_moe.molecules.model import SPiCE, SPiCEConfig, segment_softmax
 from sci_moe.testing import random_ensemble_graph
@@ -160,6 +161,41 @@ def test_from_dense_upcycles_exactly():
     assert up.is_dense
     up.upcycle_()
     assert not up.is_dense
+
+
+def test_cross_conformer_attention_matches_a_loop_over_conformers(f64):
+    """The padded (C, heads, n_max, n_max) attention equals per-conformer attention."""
+    F, H = 8, 2
+    cross = CrossConformerIntegration(F, FB, heads=H)
+    mols = [random_graph(n, c, seed=s) for s, (n, c) in enumerate([(7, 3), (4, 1), (9, 2)])]
+    b = collate_ensembles(mols)
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(b.num_points, F, generator=g)
+    t = torch.randn(b.num_atoms, F, generator=g)
+    args = (h, t, b.point_to_atom, b.point_to_conf, b.num_confs, b.bond_index, b.bond_attr)
+    h_new, t_new = cross(*args)
+    h_packed, _ = cross(*args, conformer_packing(b.point_to_conf, b.num_confs))
+    torch.testing.assert_close(h_packed, h_new, rtol=0, atol=0)
+    # reference: t from the module's own GINE step, then one softmax per conformer and head
+    m = torch.zeros(b.num_atoms, F).index_add_(0, b.point_to_atom, h)
+    m = m / torch.bincount(b.point_to_atom, minlength=b.num_atoms).unsqueeze(1)
+    src, dst = b.bond_index
+    agg = torch.zeros_like(m).index_add_(
+        0, dst, torch.nn.functional.silu(m[src] + cross.bond(b.bond_attr))
+    )
+    t_ref = cross.norm_t(t + cross.gine((1 + cross.eps) * m + agg))
+    torch.testing.assert_close(t_new, t_ref)
+    q = cross.q(cross.norm_q(t_ref))[b.point_to_atom]
+    k, v = cross.k(cross.norm_k(h)), cross.v(h)
+    out = torch.empty_like(h)
+    d = F // H
+    for c in range(b.num_confs):
+        idx = torch.nonzero(b.point_to_conf == c).squeeze(1)
+        for hd in range(H):
+            cols = slice(hd * d, (hd + 1) * d)
+            a = torch.softmax(q[idx, cols] @ k[idx, cols].T / d**0.5, dim=-1)
+            out[idx, cols] = a @ v[idx, cols]
+    torch.testing.assert_close(h_new, cross.norm_h(h + cross.rho(out)))
 
 
 def test_segment_softmax():
