@@ -169,8 +169,9 @@ def _padded_bmm(x, weight, counts, expert):
     E = weight.shape[0]
     max_count = int(counts.max())
     starts = torch.cumsum(counts, 0) - counts
-    pos = torch.arange(x.shape[0], device=x.device) - starts[expert]
-    buf = x.new_zeros(E, max_count, x.shape[1])
-    buf = buf.index_put((expert, pos), x)
-    out = torch.bmm(buf, weight.transpose(-2, -1))
-    return out[expert, pos]
+    # Flat slot of each row in the (E * max_count) padded rows: one index_copy / one
+    # index_select (their backward: index_select / index_add_), no 2-D advanced indexing.
+    flat = torch.arange(x.shape[0], device=x.device) - starts[expert] + expert * max_count
+    buf = x.new_zeros(E * max_count, x.shape[1]).index_copy(0, flat, x)
+    out = torch.bmm(buf.view(E, max_count, -1), weight.transpose(-2, -1))
+    return out.view(E * max_count, -1).index_select(0, flat)
