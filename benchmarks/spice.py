@@ -65,6 +65,12 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--with-h", action="store_true", help="keep hydrogens (default: heavy only)")
     p.add_argument("--plots", type=Path, default=None, help="folder for the PNG plots")
+    p.add_argument(
+        "--replot",
+        type=Path,
+        default=None,
+        help="only redraw the plots of this JSON (needs --data)",
+    )
     return p.parse_args()
 
 
@@ -104,6 +110,18 @@ def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
     return float((1 + np.sum(null >= abs(d.mean()) - 1e-15)) / (n + 1))
 
 
+def holm(p: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (family-wise error over the given tests)."""
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p)
+    adj = np.empty_like(p)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (p.size - rank) * p[i]))
+        adj[i] = running
+    return adj.tolist()
+
+
 def throughput(models, opts_of, graphs, batch_size: int, repeats: int = 3) -> dict[str, float]:
     """Training molecules/s (fwd + bwd + AdamW) per model, interleaved, median of repeats."""
     from sci_moe.molecules import build_model, collate_ensembles
@@ -139,9 +157,37 @@ def throughput(models, opts_of, graphs, batch_size: int, repeats: int = 3) -> di
     return {n: n_mols / float(np.median(t)) for n, t in times.items()}
 
 
+def replot(args) -> None:
+    """Redraw the plots of a finished run from its JSON (``--replot JSON --plots DIR``)."""
+    import json
+
+    doc = json.loads(args.replot.read_text())
+    det = doc["details"]
+    ms = load_set(args.data)
+    if ms.content_sha256() != doc["machine"]["data_sha256"]:
+        raise SystemExit(f"{args.data} is not the data set of {args.replot} (content hash)")
+    runs = det["runs"]
+    for m, pred in det["parity_seed0"].items():
+        runs[m][0]["test_pred"] = pred
+    plot(
+        args.plots or Path("."),
+        args.replot.stem,
+        det["targets"],
+        det["units"],
+        runs,
+        det["references"],
+        list(runs),
+        ms,
+        det["tests"],
+    )
+
+
 def main() -> None:
     args = parse_args()
     setup(args)
+    if args.replot is not None:
+        replot(args)
+        return
     from sci_moe.data.molecule_set import TARGET_UNITS
     from sci_moe.molecules import (
         ATOM_FEATURE_DIM,
@@ -358,6 +404,12 @@ def main() -> None:
             be = min(ensembles, key=lambda m: val_mean(m, k))
             bs = min(singles, key=lambda m: val_mean(m, k))
             paired(be, bs, k, "best ensemble vs best single conformer")
+    # multiple testing: Holm over the targets, separately for each comparison
+    for label in {lab for d in tests.values() for lab in d}:
+        ts = [t for t in targets if label in tests.get(t, {})]
+        for t, a in zip(ts, holm([tests[t][label]["p"] for t in ts]), strict=True):
+            tests[t][label]["p_holm"] = a
+            rows.append(Row(f"{label} / {t}", f"Holm p-value (over {len(ts)} targets)", a, ""))
     # 5. throughput at one common size
     thr_opts = lambda name: {**base_opts, "hidden": 32}  # noqa: E731
     thr = throughput(models, thr_opts, graphs, args.batch_size)
@@ -380,12 +432,12 @@ def main() -> None:
     )
     for t, d in tests.items():
         for label, v in d.items():
-            print(f"{t:10s} {label}: {v['a']} - {v['b']} = {v['mean_diff']:+.4g} (p={v['p']:.3g})")
+            print(
+                f"{t:10s} {label}: {v['a']} - {v['b']} = {v['mean_diff']:+.4g} "
+                f"(p={v['p']:.3g}, Holm {v['p_holm']:.3g})"
+            )
     print("throughput (molecules/s):", {k: round(v, 1) for k, v in thr.items()})
     contention = load.report()
-    if args.plots is not None:
-        prefix = args.json.stem if args.json is not None else "spice"
-        plot(args.plots, prefix, targets, units, runs, refs, models, ms, tests)
     if args.json:
         machine = machine_info(
             seed=args.seed,
@@ -428,9 +480,23 @@ def main() -> None:
         }
         write_json_doc(args.json, doc, indent=1)
         print(f"wrote {args.json}")
+    if args.plots is not None:  # after the JSON: a plotting error loses no result
+        prefix = args.json.stem if args.json is not None else "spice"
+        plot(args.plots, prefix, targets, units, runs, refs, models, ms, tests)
+
+
+def _panels(plt, n: int, size: float, ncols: int = 6):
+    """A grid of ``n`` axes, at most ``ncols`` wide (unused axes hidden)."""
+    cols = min(n, ncols)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
 def plot(folder: Path, prefix, targets, units, runs, refs, models, ms, tests) -> None:
+    """Parity (seed 0), test MAE per target and model, learning curves (mean over seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -439,63 +505,93 @@ def plot(folder: Path, prefix, targets, units, runs, refs, models, ms, tests) ->
     folder.mkdir(parents=True, exist_ok=True)
     T = len(targets)
     # parity: SPiCE and the best baseline of each target, seed 0
-    fig, axes = plt.subplots(1, T, figsize=(3.3 * T, 3.3), squeeze=False)
-    for k, ax in enumerate(axes[0]):
+    fig, axes = _panels(plt, T, 3.0)
+    for k, ax in enumerate(axes):
         shown = ["spice"] if "spice" in models else []
         b = tests.get(targets[k], {}).get("spice vs best baseline", {}).get("b")
         shown += [b] if b else []
         for m in shown:
             r = runs[m][0]
             y = ms.targets[r["test_index"], k]
-            ax.scatter(y, np.asarray(r["test_pred"])[:, k], s=12, label=m, alpha=0.7)
+            ax.scatter(y, np.asarray(r["test_pred"])[:, k], s=10, label=m, alpha=0.7)
         y = ms.targets[:, k]
         ax.plot([y.min(), y.max()], [y.min(), y.max()], "k--", lw=0.8)
-        ax.set_xlabel(f"label ({units[k]})")
-        ax.set_ylabel("prediction")
-        ax.set_title(targets[k])
-        ax.legend(fontsize=7)
+        ax.set_xlabel(f"label ({units[k]})", fontsize=8)
+        ax.set_ylabel("prediction", fontsize=8)
+        ax.set_title(targets[k], fontsize=9)
+        ax.legend(fontsize=6)
     fig.suptitle("test-set parity, seed 0")
     fig.tight_layout()
-    fig.savefig(folder / f"{prefix}_parity.png", dpi=110)
+    fig.savefig(folder / f"{prefix}_parity.png", dpi=90 if T > 6 else 110)
     plt.close(fig)
 
-    # MAE per target (mean +- std over seeds), models and references
-    fig, axes = plt.subplots(1, T, figsize=(3.6 * T, 3.6), squeeze=False)
     names = list(models) + list(refs)
-    colors = {
-        **{m: "C1" for m in SPICE},
-        **{m: "C0" for m in ENSEMBLE},
-        **{m: "C2" for m in SINGLE},
-        "gnn2d": "C4",
+    vals = {
+        m: np.asarray([r["test_mae"] for r in runs[m]], dtype=float).reshape(-1, T) for m in models
     }
-    for k, ax in enumerate(axes[0]):
-        vals = [np.asarray([r["test_mae"][k] for r in runs[m]]) for m in models]
-        vals += [np.asarray([r[k] for r in refs[m]]) for m in refs]
-        ax.bar(
-            range(len(names)),
-            [v.mean() for v in vals],
-            yerr=[v.std(ddof=1) if len(v) > 1 else 0 for v in vals],
-            capsize=2,
-            color=[colors.get(m, "0.6") for m in names],
-        )
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
-        ax.set_title(f"{targets[k]} test MAE ({units[k]})")
+    vals.update({m: np.asarray(refs[m], dtype=float).reshape(-1, T) for m in refs})
+    if T > 6:
+        # many targets: test MAE / std of the target (mean over seeds) as a table-like heatmap
+        scale = np.nanstd(ms.targets, axis=0, ddof=1)
+        mat = np.stack([vals[m].mean(0) / scale for m in names])
+        fig, ax = plt.subplots(figsize=(0.55 * T + 3, 0.42 * len(names) + 2))
+        im = ax.imshow(mat, cmap="viridis_r", aspect="auto", vmin=0, vmax=1.5)
+        best = np.argmin(mat[: len(models)], axis=0)
+        for (i, k), v in np.ndenumerate(mat):
+            weight = "bold" if i < len(models) and best[k] == i else "normal"
+            ax.text(
+                k,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=6,
+                weight=weight,
+                color="w" if v > 0.9 else "k",
+            )
+        ax.set_xticks(range(T))
+        ax.set_xticklabels(targets, rotation=70, ha="right", fontsize=7)
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names, fontsize=7)
+        ax.axhline(len(models) - 0.5, color="w", lw=2)
+        fig.colorbar(im, ax=ax, fraction=0.02, label="test MAE / target std")
+        ax.set_title("test MAE / target std, mean over seeds (bold: best model per target)")
+    else:
+        colors = {
+            **{m: "C1" for m in SPICE},
+            **{m: "C0" for m in ENSEMBLE},
+            **{m: "C2" for m in SINGLE},
+            "gnn2d": "C4",
+        }
+        fig, axes = _panels(plt, T, 3.6)
+        for k, ax in enumerate(axes):
+            v = [vals[m][:, k] for m in names]
+            ax.bar(
+                range(len(names)),
+                [x.mean() for x in v],
+                yerr=[x.std(ddof=1) if len(x) > 1 else 0 for x in v],
+                capsize=2,
+                color=[colors.get(m, "0.6") for m in names],
+            )
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
+            ax.set_title(f"{targets[k]} test MAE ({units[k]})")
     fig.tight_layout()
     fig.savefig(folder / f"{prefix}_mae.png", dpi=110)
     plt.close(fig)
 
-    # learning curves (seed 0, chosen configs): training loss and validation score
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    # learning curves (chosen configs, mean over seeds): training loss and validation score
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for i, m in enumerate(models):
-        h = runs[m][0]["history"]
-        ep = np.arange(1, len(h["train_loss"]) + 1)
+        loss = np.mean([r["history"]["train_loss"] for r in runs[m]], axis=0)
+        val = np.mean([r["history"]["val_score"] for r in runs[m]], axis=0)
+        ep = np.arange(1, len(loss) + 1)
         style = "-" if m in SPICE else "--"
-        axes[0].plot(ep, h["train_loss"], style, color=f"C{i % 10}", label=m)
-        axes[1].plot(ep, h["val_score"], style, color=f"C{i % 10}", label=m)
+        axes[0].plot(ep, loss, style, color=f"C{i % 10}", label=m)
+        axes[1].plot(ep, val, style, color=f"C{i % 10}", label=m)
     axes[0].set_yscale("log")
-    axes[0].set_title("training loss (z-scored MSE)")
-    axes[1].set_title("validation MAE / target std (mean over targets)")
+    axes[0].set_title("training loss (z-scored MSE), mean over seeds")
+    axes[1].set_title("validation MAE / target std (mean over targets and seeds)")
     for ax in axes:
         ax.set_xlabel("epoch")
     axes[1].legend(fontsize=6, ncol=2)
