@@ -13,7 +13,8 @@ only read. Rows (one per target): ``std`` of the target over ligands, and the or
 ``mae_lowest`` / ``mae_random`` (exact value of the lowest-energy / a random conformer)
 with ``ratio`` = MAE / std. The build time in the JSON is the first (uncached) build's,
 taken from the builder's report when ``--build-seconds`` is not given; the machine was
-shared with other jobs (see ``machine``).
+shared with other jobs (see ``machine``). Rows ``build``: that time, per ligand, and the
+full set's time projected linearly from it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,25 @@ def main(argv=None) -> int:
         rows.append(Row(t, "std", s["std"], unit))
         for k in ("lowest", "random"):
             rows.append(Row(t, f"mae_{k}", s[f"mae_{k}"], unit, "std", s[f"rel_{k}"]))
+    build_s = args.build_seconds if args.build_seconds else rep["seconds"]
+    per_ligand = build_s / max(rep["n_ligands"], 1)
+    rows += [
+        Row("build", "build seconds (first, uncached build)", build_s, "s"),
+        Row(
+            "build",
+            "seconds per ligand (1 worker)"
+            if args.workers == 1
+            else f"seconds per ligand ({args.workers} workers)",
+            per_ligand,
+            "s",
+        ),
+        Row(
+            "build",
+            f"projected {FULL_LIGANDS}-ligand build (same workers, linear)",
+            per_ligand * FULL_LIGANDS / 3600,
+            "h",
+        ),
+    ]
     summary = {
         "n_ligands": rep["n_ligands"],
         "n_requested": rep["n_requested"],
@@ -62,7 +82,7 @@ def main(argv=None) -> int:
         "failures": rep["failures"],
         "conformers_per_ligand": rep["statistics"]["conformers_per_molecule"],
         "atoms_per_ligand": rep["statistics"]["atoms_per_molecule"],
-        "build_seconds": args.build_seconds if args.build_seconds else rep["seconds"],
+        "build_seconds": build_s,
         "cache_hits_this_run": rep["cache_hits"],
         "this_run_seconds": wall,
         "content_sha256": rep["content_sha256"],
