@@ -36,7 +36,14 @@ Grid: ``d`` in {64, 128, 256, 1024}, ``E`` in {8, 32, 64}, ``k`` in {1, 2, 4, 8}
   ``--max-gflop-bf16`` (default 2.5) model GFLOP, always includes the target cases
   (d=1024: float32 T=256/1024 at E=8/32, k=1/2; bfloat16 T=256, k=1) and samples
   ``--sample`` (default 48) of the rest with ``random.Random(seed)``: deterministic.
+* ``--full``: all 288 cases, the target cases first, then cheapest (model GFLOP per
+  step) first; with ``--checkpoint PATH`` every finished case is saved atomically and a
+  rerun resumes, ``--budget-s S`` starts no case after ``S`` seconds (the JSON lists the
+  cases not run in ``machine.cases_not_run``).
 * ``--quick``: 10 fixed cases at d=128/256 (under 3 minutes).
+* ``--roofline``: is the layer bound by its weights' memory traffic? Measured copy
+  bandwidth per buffer size, the page-fault rate of fresh tensors and the dense matmul
+  rate, against the step times of six cases (:func:`roofline_main`).
 * ``--profile``: torch.profiler breakdown of the small shape (d=ffn=256, T=1024, E=32/k=4
   and E=64/k=8, float32 and bfloat16), forward and backward separately, into GEMM,
   gather/scatter, elementwise, routing/plan and other.
@@ -155,6 +162,30 @@ def grid_cases(seed: int, sample: int, max_gflop: float, max_gflop_bf16: float) 
     fits = [c for c in full_grid() if c.gflop() <= cap[c.dtype] and c not in TARGETS]
     picked = random.Random(seed).sample(fits, min(sample, len(fits)))
     return sorted(TARGETS + picked, key=lambda c: (c.dtype, c.d, c.E, c.k, c.T))
+
+
+def full_grid_by_cost() -> list[Case]:
+    """All 288 cases of ``--full``: the target cases first, then by model GFLOP per step."""
+    rest = sorted((c for c in full_grid() if c not in TARGETS), key=lambda c: (c.gflop(), c.label))
+    return TARGETS + rest
+
+
+def load_checkpoint(path) -> dict:
+    """``{label: timings}`` of the cases a previous ``--checkpoint`` run finished."""
+    import json
+    import os
+
+    if path is None or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)["cases"]
+
+
+def save_checkpoint(path, done: dict) -> None:
+    """Rewrite the checkpoint atomically (a killed run keeps every finished case)."""
+    from _common import write_json_doc
+
+    write_json_doc(path, {"benchmark": BENCHMARK + "_checkpoint", "cases": done}, indent=None)
 
 
 def quick_cases() -> list[Case]:
@@ -317,8 +348,12 @@ def cpu_main(args) -> int:
 
     if args.profile:
         return profile_main(args)
+    if args.roofline:
+        return roofline_main(args)
     if args.case:
         cases, mode = [parse_label(c) for c in args.case], "cases"
+    elif args.full:
+        cases, mode = full_grid_by_cost(), "full"
     elif args.grid:
         cases = grid_cases(args.seed, args.sample, args.max_gflop, args.max_gflop_bf16)
         mode = "grid"
@@ -336,6 +371,7 @@ def cpu_main(args) -> int:
         max_gflop=args.max_gflop,
         max_gflop_bf16=args.max_gflop_bf16,
         sample=args.sample if args.grid else None,
+        malloc=args.malloc,
         timing="one process; contestants interleaved, order rotated per repeat; "
         "median of per-repeat ratios",
     )
@@ -351,8 +387,24 @@ def cpu_main(args) -> int:
     rows: list[Row] = []
     table, results = [], []
     t_start = time.perf_counter()
+    done = load_checkpoint(args.checkpoint)
+    if done:
+        print(f"resuming: {len(done)} cases from {args.checkpoint}", flush=True)
+    finished = []
     for i, case in enumerate(cases):
-        times = measure(case, args.seed, args.repeats)
+        if case.label in done:
+            times = dict(done[case.label])
+        elif args.budget_s is not None and time.perf_counter() - t_start > args.budget_s:
+            if len(finished) == i:  # say it once
+                print(f"--budget-s {args.budget_s:g} spent: {case.label} and later not run")
+            continue
+        else:
+            times = measure(case, args.seed, args.repeats)
+            if args.checkpoint is not None:
+                done[case.label] = times
+                save_checkpoint(args.checkpoint, done)
+        finished.append(case.label)
+        times = dict(times)
         auto, alt_path = times.pop("_paths")
         med = {who: statistics.median(t) for who, t in times.items()}
         x_dense = _ratios(times, SCI, DENSE)
@@ -388,6 +440,8 @@ def cpu_main(args) -> int:
             + ("" if x_alt is None else f", x {alt_path} {x_alt:.2f}"),
             flush=True,
         )
+    machine["cases_done"] = len(finished)
+    machine["cases_not_run"] = [c.label for c in cases if c.label not in finished]
     print()
     print_table(
         ["case", "path", "sci ms/step", "x dense", "x transf.", "x other path"],
@@ -496,6 +550,121 @@ def plot(results, path, mode: str) -> None:
     fig.suptitle(f"MoE layer, one CPU core, {mode} grid, {len(results)} cases (seed 0)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+# ----------------------------------------------------------------------- roofline
+
+ROOFLINE_CASES = [
+    Case(1024, 256, 32, 4, "float32"),
+    Case(1024, 256, 64, 8, "float32"),
+    Case(1024, 1024, 8, 2, "float32"),
+    Case(256, 1024, 32, 1, "float32"),
+    Case(256, 1024, 8, 1, "bfloat16"),
+    Case(256, 256, 32, 4, "bfloat16"),
+]
+_BW_SIZES_MB = (4, 16, 64, 256, 1024)
+
+
+def _best_of(fn, repeats: int) -> float:
+    fn()
+    return min(_timed(fn) for _ in range(repeats))
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def memory_rates(repeats: int) -> dict[str, float]:
+    """Measured GB/s: ``copy_`` (read + write bytes) per buffer size, and fresh allocations.
+
+    ``fresh`` is ``torch.zeros`` of 256 MB (mapped and page-faulted by the kernel each time,
+    as a weight gradient after ``zero_grad(set_to_none=True)``).
+    """
+    out = {}
+    for mb in _BW_SIZES_MB:
+        a = torch.ones(mb * 2**18)  # float32: mb MiB
+        b = torch.empty_like(a)
+        out[f"copy_{mb}MB"] = 2 * a.nbytes / _best_of(lambda a=a, b=b: b.copy_(a), repeats) / 1e9
+    n = 256 * 2**18
+    out["fresh"] = 4 * n / _best_of(lambda: torch.zeros(n), repeats) / 1e9
+    return out
+
+
+def _copy_rate(rates: dict, nbytes: float) -> float:
+    """Copy bandwidth of the smallest measured buffer holding ``nbytes``."""
+    for mb in _BW_SIZES_MB:
+        if nbytes <= mb * 2**20:
+            return rates[f"copy_{mb}MB"]
+    return rates[f"copy_{_BW_SIZES_MB[-1]}MB"]
+
+
+def roofline_main(args) -> int:
+    """``--roofline``: is the layer bound by its weights' memory traffic? (see below)
+
+    Per case: the measured step of sci-moe and of dense (interleaved, best of repeats),
+    the dense matmul rate of the dtype (``T x d`` by ``d x 2 k ffn``, forward), and the
+    floors of the expert weights' traffic: each step reads the weights twice (forward,
+    input gradient) and writes the weight gradient once, ``3 W`` bytes at the copy
+    bandwidth of a buffer of that size, plus the page faults of the fresh gradient
+    tensor (``W`` at the ``fresh`` rate). ``excess`` is that floor for the MoE's
+    ``E`` experts minus the dense layer's ``k``; if the claim "bound by weight traffic"
+    holds, ``excess`` explains the measured gap ``t_sci - t_dense``.
+    """
+    import sci_moe
+
+    machine = machine_info(seed=args.seed, sci_moe=sci_moe.__version__, mode="roofline")
+    other = OtherLoad()
+    reps = max(args.repeats, 5)
+    rates = memory_rates(reps)
+    rows = [Row("roofline memory", k, v, "GB/s") for k, v in rates.items()]
+    print(", ".join(f"{k} {v:.1f} GB/s" for k, v in rates.items()), flush=True)
+    table = []
+    for case in ROOFLINE_CASES:
+        dtype = DTYPES[case.dtype]
+        xa = torch.randn(case.T, case.d, dtype=dtype)
+        wa = torch.randn(2 * case.k * case.ffn, case.d, dtype=dtype)
+        gemm_rate = 2 * xa.numel() * wa.shape[0] / _best_of(lambda xa=xa, wa=wa: xa @ wa.t(), reps)
+        steps = build(case, args.seed)
+        t = {SCI: [], DENSE: []}
+        for r in range(reps):
+            for who in (SCI, DENSE) if r % 2 == 0 else (DENSE, SCI):
+                t[who].append(_timed(steps[who]))
+        t_sci, t_dense = min(t[SCI]), min(t[DENSE])
+        item = torch.finfo(dtype).bits // 8
+        w_moe = 3 * case.E * case.d * case.ffn * item
+        w_dense = 3 * case.k * case.d * case.ffn * item
+
+        def floor(w):
+            return 3 * w / (_copy_rate(rates, w) * 1e9) + w / (rates["fresh"] * 1e9)
+
+        excess = floor(w_moe) - floor(w_dense)
+        t_flop = case.T * case.flops_per_token() / gemm_rate
+        gap = t_sci - t_dense
+        vals = {
+            "t_sci_ms": 1e3 * t_sci,
+            "t_dense_ms": 1e3 * t_dense,
+            "gap_ms": 1e3 * gap,
+            "t_flop_ms": 1e3 * t_flop,
+            "weight_floor_moe_ms": 1e3 * floor(w_moe),
+            "weight_floor_dense_ms": 1e3 * floor(w_dense),
+            "weight_excess_ms": 1e3 * excess,
+            "excess_over_gap": excess / gap if gap > 0 else float("nan"),
+            "expert_weights_mb": w_moe / 2**20,
+            "gemm_gflops": gemm_rate / 1e9,
+        }
+        units = {"mb": "MiB", "ms": "ms", "gflops": "GFLOP/s", "gap": "1"}
+        for k, v in vals.items():
+            rows.append(Row(f"roofline {case.label}", k, v, units[k.rsplit("_", 1)[-1]]))
+        table.append([case.label, *vals.values()])
+        print(f"{case.label}: " + ", ".join(f"{k} {v:.3g}" for k, v in vals.items()), flush=True)
+    print_table(["case", *vals], table, title=f"weight-traffic floors, best of {reps}")
+    machine["contention"] = other.report()
+    if args.json is not None:
+        write_json(args.json, BENCHMARK + "_roofline", machine, rows)
+        print(f"wrote {args.json}")
+    return 0
 
 
 # ------------------------------------------------------------------------ profile
@@ -615,6 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", action="store_true", help="the (sampled) full grid")
     parser.add_argument("--profile", action="store_true", help="profile the small shape")
     parser.add_argument("--sample", type=int, default=48, help="--grid: sampled cases")
+    parser.add_argument("--full", action="store_true", help="all 288 cases, cheapest first")
+    parser.add_argument("--checkpoint", default=None, help="resume file: finished cases")
+    parser.add_argument(
+        "--budget-s", type=float, default=None, help="start no case after this many seconds"
+    )
+    parser.add_argument("--roofline", action="store_true", help="bandwidth/FLOP-rate floors")
     parser.add_argument("--max-gflop", type=float, default=12.0, help="--grid float32 cap")
     parser.add_argument("--max-gflop-bf16", type=float, default=2.5, help="--grid bf16 cap")
     parser.add_argument("--plot", default=None, help="write the ratio-to-dense plot (PNG)")
