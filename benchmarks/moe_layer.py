@@ -135,6 +135,10 @@ class Case:
         """Model FLOPs of forward + backward for one token (router + three expert GEMMs)."""
         return 3 * (2 * self.d * self.E + 6 * self.k * self.d * self.ffn)
 
+    def rows(self) -> int:
+        """Mean rows per expert, ``T k / E``."""
+        return self.T * self.k // self.E
+
     def gflop(self) -> float:
         return self.T * self.flops_per_token() / 1e9
 
@@ -489,6 +493,19 @@ def summary_rows(results) -> list[Row]:
     add("x other path fp32", f32, 3, statistics.median)
     add("x other path fp32", f32, 3, min)
     add("x other path fp32 d<=128 E=8", lambda c: f32(c) and c.d <= 128 and c.E <= 8, 3, min)
+    for name, sel in (("fp32", f32), ("bf16", bf)):
+        add(f"x transformers {name}", sel, 2, min)
+        add(f"x transformers {name}", sel, 2, statistics.median)
+        # rows per expert (T k / E): where the experts' weights, not FLOPs, set the time
+        for tag, lo, hi in (("<=32", 0, 32), ("33-256", 33, 256), (">256", 257, 10**9)):
+            add(
+                f"x dense {name} d>=128 rows/expert {tag}",
+                lambda c, lo=lo, hi=hi, sel=sel: sel(c) and c.d >= 128 and lo <= c.rows() <= hi,
+                1,
+                statistics.median,
+            )
+    other_faster = [r for r in results if r[3] is not None and r[3] < 1]
+    out.append(Row("summary other path faster fp32", "cases", float(len(other_faster)), "1"))
     for d in GRID_D:
         for name, sel in (("fp32", f32), ("bf16", bf)):
             for stat in (min, statistics.median, max):
@@ -502,8 +519,11 @@ def parse_label(label: str) -> Case:
     return Case(int(t[2:]), int(d[2:]), int(e[2:]), int(k[2:]), dt)
 
 
-def resummarize(path) -> None:
-    """Recompute the summary rows of a written JSON from its per-case rows (in place)."""
+def resummarize(path, plot_path=None) -> None:
+    """Recompute the summary rows of a written JSON from its per-case rows (in place).
+
+    With ``plot_path`` the ratio-to-dense plot is redrawn from the same rows.
+    """
     import json
     from dataclasses import asdict
 
@@ -520,6 +540,8 @@ def resummarize(path) -> None:
             per.setdefault(label, [parse_label(label), None, None, None])[kind] = r["ratio"]
     doc["rows"] = keep + [asdict(r) for r in summary_rows(list(per.values()))]
     write_json_doc(path, doc)
+    if plot_path is not None:
+        plot(list(per.values()), plot_path, doc["machine"].get("mode", "grid"))
 
 
 def plot(results, path, mode: str) -> None:
@@ -528,9 +550,28 @@ def plot(results, path, mode: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, grid = plt.subplots(2, 2, figsize=(11, 8.4), sharey=True)
+    axes = grid[0]
     markers = {1: "o", 2: "s", 4: "^", 8: "D"}
     colors = {8: "tab:blue", 32: "tab:orange", 64: "tab:green"}
+    d_colors = dict(zip(GRID_D, ("tab:grey", "tab:blue", "tab:orange", "tab:red"), strict=True))
+    for ax, dt in zip(grid[1], DTYPES, strict=True):
+        for case, x_dense, *_ in results:
+            if case.dtype == dt:
+                ax.scatter(case.rows(), x_dense, color=d_colors[case.d], s=22, alpha=0.8)
+        ax.set_xscale("log", base=2)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(0.8, color="red", lw=0.8, ls="--")
+        ax.set_xlabel("mean rows per expert, T k / E")
+        ax.set_title(f"{dt}: the same ratios against rows per expert")
+    grid[1][0].set_ylabel("speed ratio to dense")
+    grid[1][1].legend(
+        handles=[
+            plt.Line2D([], [], ls="", marker="o", color=c, label=f"d={d}")
+            for d, c in d_colors.items()
+        ],
+        fontsize=8,
+    )
     for ax, dt in zip(axes, DTYPES, strict=True):
         for case, x_dense, *_ in results:
             if case.dtype != dt:
@@ -800,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.resummarize:
-        resummarize(args.resummarize)
+        resummarize(args.resummarize, args.plot)
         return 0
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
