@@ -655,7 +655,9 @@ def roofline_main(args) -> int:
     """
     import sci_moe
 
-    machine = machine_info(seed=args.seed, sci_moe=sci_moe.__version__, mode="roofline")
+    machine = machine_info(
+        seed=args.seed, sci_moe=sci_moe.__version__, mode="roofline", malloc=args.malloc
+    )
     other = OtherLoad()
     reps = max(args.repeats, 5)
     rates = memory_rates(reps)
