@@ -12,9 +12,12 @@ _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _PATHS = ("auto", "grouped_mm", "bmm")
 _forced: str | None = None
 
-# Measured size rule (benchmarks/moe_layer.py --paths, one CPU core, float32; see
-# docs/results/moe_layer.rst): the padded bmm beat torch._grouped_mm (a C++ loop of
-# ``mm``) only with few experts, narrow rows and many rows per expert.
+# Measured size rule (one CPU core, float32; docs/results/moe_layer.rst): on an AVX2 CPU
+# (AMD EPYC) the padded bmm beat torch._grouped_mm (a C++ loop of ``mm``) only with few
+# experts, narrow rows and many rows per expert; on an AVX-512 CPU (Intel Xeon) it lost
+# in every such case of the grid (benchmarks/results/moe_layer_grid.json), so the rule
+# applies only where torch's CPU capability is AVX2.
+_BMM_CPU_CAPABILITY = "AVX2"
 _BMM_MAX_EXPERTS = 8
 _BMM_MAX_WIDTH = 128
 _BMM_MIN_ROWS_PER_EXPERT = 1024
@@ -41,9 +44,11 @@ def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:
     """The torch path :func:`grouped_linear` takes: ``"grouped_mm"`` or ``"bmm"``.
 
     ``"bmm"`` where ``torch._grouped_mm`` is not valid (:func:`grouped_mm_supported`),
-    and on the CPU also where the padded ``bmm`` measured faster: at most 8 experts,
+    and on the CPU also where the padded ``bmm`` measured faster: on an AVX2 CPU
+    (``torch.backends.cpu.get_cpu_capability() == "AVX2"``) with at most 8 experts,
     ``max(d_in, d_out) <= 128`` and at least 1024 rows per expert on average
-    (``N >= 1024 E``). Overridden by :func:`set_grouped_path`.
+    (``N >= 1024 E``). On AVX-512 CPUs ``grouped_mm`` measured faster there too.
+    Overridden by :func:`set_grouped_path`.
 
     Parameters
     ----------
@@ -62,7 +67,8 @@ def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:
         return "grouped_mm"
     E, d_out, d_in = weight.shape
     if (
-        E <= _BMM_MAX_EXPERTS
+        torch.backends.cpu.get_cpu_capability() == _BMM_CPU_CAPABILITY
+        and E <= _BMM_MAX_EXPERTS
         and max(d_in, d_out) <= _BMM_MAX_WIDTH
         and x.shape[0] >= _BMM_MIN_ROWS_PER_EXPERT * E
     ):

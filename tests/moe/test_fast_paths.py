@@ -33,7 +33,27 @@ def test_dropped_slots_on_every_path(forced_path, options, float_dtype):
     assert_moe_matches_reference(moe, num_tokens=24)
 
 
-def test_measured_rule_takes_bmm_only_for_few_narrow_experts_with_many_rows():
+@pytest.fixture
+def cpu_capability(monkeypatch):
+    """Pretend torch's CPU capability (the size rule depends on it)."""
+
+    def set_to(name):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: name)
+
+    return set_to
+
+
+def test_measured_rule_takes_bmm_only_on_avx2(cpu_capability):
+    rule_case = (torch.zeros(8 * 1024, 64), torch.zeros(8, 128, 64))
+    for name in ("AVX512", "DEFAULT"):
+        cpu_capability(name)
+        assert grouped_path(*rule_case) == "grouped_mm"
+    cpu_capability("AVX2")
+    assert grouped_path(*rule_case) == "bmm"
+
+
+def test_measured_rule_takes_bmm_only_for_few_narrow_experts_with_many_rows(cpu_capability):
+    cpu_capability("AVX2")
     w_small = torch.zeros(8, 128, 64)
     assert grouped_path(torch.zeros(8 * 1024, 64), w_small) == "bmm"
     assert grouped_path(torch.zeros(8 * 1024 - 1, 64), w_small) == "grouped_mm"
@@ -49,11 +69,12 @@ def test_measured_rule_takes_bmm_only_for_few_narrow_experts_with_many_rows():
         set_grouped_path("loop")
 
 
-def test_rule_path_is_the_bmm_and_equals_grouped_mm(float_dtype):
+def test_rule_path_is_the_bmm_and_equals_grouped_mm(float_dtype, cpu_capability):
     # 8 experts, width 32, >= 1024 rows per expert: the rule picks the padded bmm. The
     # naive reference over 8k tokens is slow: compare with the forced grouped_mm path
     # (checked against the reference above) in float32, with the reference in float64
     # (where both forced paths are the bmm) on a slice.
+    cpu_capability("AVX2")
     torch.manual_seed(0)
     moe = MoE(d_model=32, num_experts=8, top_k=1, d_hidden=32, expert="linear")
     x = torch.randn(8 * 1024 + 5, 32, requires_grad=True)
