@@ -71,6 +71,12 @@ def parse_args():
         default=None,
         help="only redraw the plots of this JSON (needs --data)",
     )
+    p.add_argument(
+        "--resummarize",
+        type=Path,
+        default=None,
+        help="only add the all-target rows to this finished JSON (needs --data)",
+    )
     return p.parse_args()
 
 
@@ -157,6 +163,102 @@ def throughput(models, opts_of, graphs, batch_size: int, repeats: int = 3) -> di
     return {n: n_mols / float(np.median(t)) for n, t in times.items()}
 
 
+def overall_rows(runs, refs, targets, scale, y=None) -> tuple[list[Row], dict]:
+    """All-target summary: test score per seed and a pooled paired test (one test, no Holm).
+
+    The test score of a run is the mean over targets of test MAE / ``scale`` (the std of
+    each target over the whole set). With per-molecule predictions of every seed
+    (``r["test_pred"]`` and the labels ``y``), the per-molecule score difference of SPiCE
+    and the best baseline by validation score (and of the best ensemble and the best
+    single-conformer model) is sign-flip tested, pooled over seeds.
+    """
+    scale = np.asarray(scale, dtype=float)
+    rows, out = [], {}
+    score = {
+        m: [float(np.mean(np.asarray(r["test_mae"]) / scale)) for r in rs] for m, rs in runs.items()
+    }
+    score.update({m: [float(np.mean(np.asarray(v) / scale)) for v in vs] for m, vs in refs.items()})
+    for m, v in score.items():
+        a = np.asarray(v)
+        rows.append(
+            Row(
+                m,
+                "test score: mean over targets of MAE / target std (mean over seeds)",
+                float(a.mean()),
+                "",
+            )
+        )
+        rows.append(
+            Row(m, "test score (std over seeds)", float(a.std(ddof=1)) if a.size > 1 else 0.0, "")
+        )
+    out["test_score"] = score
+    val = {m: float(np.mean([r["val_score"] for r in rs])) for m, rs in runs.items()}
+    have = y is not None and all("test_pred" in r for rs in runs.values() for r in rs)
+
+    def per_mol(m):
+        return np.concatenate(
+            [
+                (np.abs(np.asarray(r["test_pred"]) - y[r["test_index"]]) / scale).mean(1)
+                for r in runs[m]
+            ]
+        )
+
+    pairs = []
+    base = [m for m in runs if m not in SPICE]
+    if "spice" in runs and base:
+        pairs.append(("overall spice vs best baseline", "spice", min(base, key=val.get)))
+    ens, sing = [m for m in runs if m in ENSEMBLE], [m for m in runs if m in SINGLE]
+    if ens and sing:
+        pairs.append(
+            (
+                "overall best ensemble vs best single conformer",
+                min(ens, key=val.get),
+                min(sing, key=val.get),
+            )
+        )
+    for label, a, b in pairs:
+        case = f"{label} ({a} vs {b})"
+        rows.append(
+            Row(
+                case,
+                f"test score {a}",
+                float(np.mean(score[a])),
+                "",
+                b,
+                float(np.mean(score[b]) / np.mean(score[a])),
+            )
+        )
+        if have:
+            d = per_mol(a) - per_mol(b)
+            p = sign_flip_test(d)
+            rows.append(Row(case, "mean paired score difference", float(d.mean()), ""))
+            rows.append(Row(case, "sign-flip p-value", p, ""))
+            out[label] = {"a": a, "b": b, "mean_diff": float(d.mean()), "p": p, "n": int(d.size)}
+    return rows, out
+
+
+def resummarize(args) -> None:
+    """Add the all-target rows of :func:`overall_rows` to a finished JSON (``--resummarize``)."""
+    import json
+
+    doc = json.loads(args.resummarize.read_text())
+    det = doc["details"]
+    ms = load_set(args.data)
+    if ms.content_sha256() != doc["machine"]["data_sha256"]:
+        raise SystemExit(f"{args.data} is not the data set of {args.resummarize} (content hash)")
+    scale = np.nanstd(ms.targets, axis=0, ddof=1)
+    rows, out = overall_rows(det["runs"], det["references"], det["targets"], scale, ms.targets)
+    keep = [
+        r
+        for r in doc["rows"]
+        if not r["case"].startswith("overall ") and "test score" not in r["metric"]
+    ]
+    doc["rows"] = keep + [r.__dict__ for r in rows]
+    det["overall"] = out
+    write_json_doc(args.resummarize, doc, indent=1)
+    print(f"rewrote {args.resummarize}: {len(rows)} all-target rows")
+
+
 def replot(args) -> None:
     """Redraw the plots of a finished run from its JSON (``--replot JSON --plots DIR``)."""
     import json
@@ -187,6 +289,9 @@ def main() -> None:
     setup(args)
     if args.replot is not None:
         replot(args)
+        return
+    if args.resummarize is not None:
+        resummarize(args)
         return
     from sci_moe.data.molecule_set import TARGET_UNITS
     from sci_moe.molecules import (
@@ -410,6 +515,9 @@ def main() -> None:
         for t, a in zip(ts, holm([tests[t][label]["p"] for t in ts]), strict=True):
             tests[t][label]["p_holm"] = a
             rows.append(Row(f"{label} / {t}", f"Holm p-value (over {len(ts)} targets)", a, ""))
+    scale = np.nanstd(ms.targets, axis=0, ddof=1)
+    o_rows, overall = overall_rows(runs, refs, targets, scale, ms.targets)
+    rows += o_rows
     # 5. throughput at one common size
     thr_opts = lambda name: {**base_opts, "hidden": 32}  # noqa: E731
     thr = throughput(models, thr_opts, graphs, args.batch_size)
@@ -471,10 +579,8 @@ def main() -> None:
                     m: [{k: r[k] for k in ("config", "val_score", "val_mae")} for r in v]
                     for m, v in tuning.items()
                 },
-                "runs": {
-                    m: [{k: v for k, v in r.items() if k not in ("test_pred",)} for r in rs]
-                    for m, rs in runs.items()
-                },
+                "runs": runs,  # with every seed's test predictions (pooled tests)
+                "overall": overall,
                 "parity_seed0": {m: runs[m][0]["test_pred"] for m in models},
             },
         }
