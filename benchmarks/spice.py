@@ -293,7 +293,8 @@ def main() -> None:
     if args.resummarize is not None:
         resummarize(args)
         return
-    from sci_moe.data.molecule_set import TARGET_UNITS
+    from sci_moe.data.ligands_build import LIGAND_TARGET_UNITS
+    from sci_moe.data.molecule_set_store import ELECTRONIC_TARGET_UNITS, TARGET_UNITS
     from sci_moe.molecules import (
         ATOM_FEATURE_DIM,
         BOND_FEATURE_DIM,
@@ -307,7 +308,8 @@ def main() -> None:
     load = OtherLoad()
     ms = load_set(args.data)
     targets = list(ms.target_names)
-    units = [TARGET_UNITS.get(t, "") for t in targets]
+    known_units = {**TARGET_UNITS, **ELECTRONIC_TARGET_UNITS, **LIGAND_TARGET_UNITS}
+    units = [known_units.get(t, "") for t in targets]
     graphs = ms.graphs(heavy_only=not args.with_h)
     lowest = ms.lowest_energy_targets()
     models = args.models.split(",") if args.models else list(MODEL_NAMES)
