@@ -39,7 +39,8 @@ Grid: ``d`` in {64, 128, 256, 1024}, ``E`` in {8, 32, 64}, ``k`` in {1, 2, 4, 8}
 * ``--full``: all 288 cases, the target cases first, then cheapest (model GFLOP per
   step) first; with ``--checkpoint PATH`` every finished case is saved atomically and a
   rerun resumes, ``--budget-s S`` starts no case after ``S`` seconds (the JSON lists the
-  cases not run in ``machine.cases_not_run``).
+  cases not run in ``machine.cases_not_run``); ``--stop-after N`` measures at most ``N``
+  new cases (e.g. to re-measure cases dropped from a checkpoint).
 * ``--quick``: 10 fixed cases at d=128/256 (under 3 minutes).
 * ``--roofline``: is the layer bound by its weights' memory traffic? Measured copy
   bandwidth per buffer size, the page-fault rate of fresh tensors and the dense matmul
@@ -394,16 +395,19 @@ def cpu_main(args) -> int:
     done = load_checkpoint(args.checkpoint)
     if done:
         print(f"resuming: {len(done)} cases from {args.checkpoint}", flush=True)
-    finished = []
+    finished, measured = [], 0
     for i, case in enumerate(cases):
         if case.label in done:
             times = dict(done[case.label])
-        elif args.budget_s is not None and time.perf_counter() - t_start > args.budget_s:
+        elif (args.budget_s is not None and time.perf_counter() - t_start > args.budget_s) or (
+            args.stop_after is not None and measured >= args.stop_after
+        ):
             if len(finished) == i:  # say it once
-                print(f"--budget-s {args.budget_s:g} spent: {case.label} and later not run")
+                print(f"budget spent: {case.label} and later not run")
             continue
         else:
             times = measure(case, args.seed, args.repeats)
+            measured += 1
             if args.checkpoint is not None:
                 done[case.label] = times
                 save_checkpoint(args.checkpoint, done)
@@ -833,6 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, default=None, help="start no case after this many seconds"
     )
     parser.add_argument("--roofline", action="store_true", help="bandwidth/FLOP-rate floors")
+    parser.add_argument("--stop-after", type=int, default=None, help="measure at most N cases")
     parser.add_argument("--max-gflop", type=float, default=12.0, help="--grid float32 cap")
     parser.add_argument("--max-gflop-bf16", type=float, default=2.5, help="--grid bf16 cap")
     parser.add_argument("--plot", default=None, help="write the ratio-to-dense plot (PNG)")
