@@ -163,7 +163,10 @@ NOT_FROM_JSON: dict[str, dict[str, str]] = {
         "2.3": "ratio of two JSON rows (fedlease / fedit bytes down per round)",
     },
     "mome.rst": {"2510.04136": "arXiv id"},
-    "moe_layer.rst": {"2.5": "setup constant: --max-gflop-bf16 default of the grid sample"},
+    "moe_layer.rst": {
+        "1.08": "development microbenchmark of the padded bmm (not stored; the page says so)",
+        "1.32": "development microbenchmark of the padded bmm (not stored; the page says so)",
+    },
     "omni_expert.rst": {
         "0.797": "the paper's STOI (PI, LSTM, Table 2)",
         "0.807": "the paper's STOI (OE^p, LSTM, Table 2)",
