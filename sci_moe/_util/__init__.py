@@ -3,7 +3,8 @@
 One copy of each: physical constants and units (:mod:`.units`), atomic file writes and
 checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), locking of run
 directories (:mod:`.lock`), a failure-tolerant process pool (:mod:`.parallel`),
-log-friendly progress bars (:mod:`.progress`) and scatter reductions (:mod:`.scatter`).
+log-friendly progress bars (:mod:`.progress`), scatter reductions (:mod:`.scatter`) and
+``torch.compile`` with an eager fallback (:mod:`.compiling`).
 Nothing here imports any other part of ``sci_moe``; every other floor may import from here.
 Not a public API: fields re-export what their users need.
 """
@@ -33,7 +34,11 @@ from .unpickle import PLAIN_DATA_GLOBALS, RestrictedUnpickler, restricted_loads
 
 # The scatter reductions need torch; importing them lazily keeps ``sci_moe._util`` (and so
 # the command line's argument parsing and ``--help``) free of the torch import.
-_LAZY = {"scatter_mean": ".scatter", "scatter_sum": ".scatter"}
+_LAZY = {
+    "CompiledOrEager": ".compiling",
+    "scatter_mean": ".scatter",
+    "scatter_sum": ".scatter",
+}
 
 
 def __getattr__(name: str):
@@ -51,6 +56,7 @@ __all__ = [
     "KJ_PER_KCAL",
     "LOCK_NAME",
     "PLAIN_DATA_GLOBALS",
+    "CompiledOrEager",
     "DirectoryLock",
     "DirectoryLocked",
     "LineWriter",

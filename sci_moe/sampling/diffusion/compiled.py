@@ -18,13 +18,13 @@ runs eagerly from then on.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, grad_and_value
 
+from ..._util import CompiledOrEager
 from .sde import SDE
 
 __all__ = ["make_dsm_fp_step", "make_dsm_step"]
@@ -47,24 +47,11 @@ def _wrap(gv, keys, params, compile: bool, what: str):
 
     if not compile:
         return eager
-    compiled = torch.compile(gv, dynamic=False)
-    state = {"fn": None}
+    run = CompiledOrEager(gv, gv, f"the {what} step", "the eager step")
 
     def step(*batch):
-        if state["fn"] is eager:
-            return eager(*batch)
         p = {k: v.detach() for k, v in zip(keys, params, strict=True)}
-        try:
-            g, v = compiled(p, *batch)
-        except Exception as err:  # any compiler failure falls back
-            warnings.warn(
-                f"torch.compile of the {what} step failed ({type(err).__name__}: {err}); "
-                "using the eager step",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            state["fn"] = eager
-            return eager(*batch)
+        g, v = run(p, *batch)
         return v, tuple(g[k] for k in keys)
 
     return step

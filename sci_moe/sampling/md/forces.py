@@ -9,12 +9,12 @@ knows the particle masses ``(N,)`` in amu. The torch integrators in
 from __future__ import annotations
 
 import abc
-import warnings
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..._util import CompiledOrEager
 from .potentials import Potential, autograd_energy_and_forces, check_positions
 
 __all__ = [
@@ -144,7 +144,16 @@ class ModelForces(ForceProvider):
         self.masses = _as_masses(masses, None)
         self.dim = int(dim)
         self.check_inputs = check_inputs
-        self._compiled = torch.compile(self._functional, dynamic=False) if compile else None
+        self._compiled = (
+            CompiledOrEager(
+                self._functional,
+                lambda x: autograd_energy_and_forces(self.model, x),
+                "the model forces",
+                "autograd",
+            )
+            if compile
+            else None
+        )
 
     def _functional(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         def total(x):
@@ -157,25 +166,15 @@ class ModelForces(ForceProvider):
     def energy_and_forces(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         if self.check_inputs:
             self.check(positions)
-        if self._compiled is not None:
-            try:
-                e, f = self._compiled(positions.detach())
-            except Exception as err:  # any compiler failure falls back
-                warnings.warn(
-                    f"torch.compile of the model forces failed ({type(err).__name__}: {err}); "
-                    "using autograd",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                self._compiled = None
-            else:
-                if e.shape != positions.shape[:1]:
-                    raise ValueError(
-                        f"the energy model must return shape (W,) = ({positions.shape[0]},), "
-                        f"got {tuple(e.shape)}"
-                    )
-                return e.detach(), f.detach()
-        return autograd_energy_and_forces(self.model, positions)
+        if self._compiled is None or self._compiled.failed:
+            return autograd_energy_and_forces(self.model, positions)
+        e, f = self._compiled(positions.detach())
+        if e.shape != positions.shape[:1]:
+            raise ValueError(
+                f"the energy model must return shape (W,) = ({positions.shape[0]},), "
+                f"got {tuple(e.shape)}"
+            )
+        return e.detach(), f.detach()
 
 
 class OpenMMForces(ForceProvider):
