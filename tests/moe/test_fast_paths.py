@@ -110,12 +110,8 @@ def test_glu_product_gradients_and_double_backward(activation):
         glu_product(torch.zeros(2, 3))
 
 
-@pytest.mark.parametrize("expert", ["glu", "mlp"])
-def test_double_backward_matches_reference(expert):
-    """Forces-style use: grad of the output w.r.t. x with create_graph, then backward."""
-    torch.manual_seed(0)
-    moe = MoE(d_model=16, num_experts=4, top_k=2, d_hidden=16, expert=expert).double()
-    x = torch.randn(11, 16, dtype=torch.float64)
+def _double_backward(moe, x):
+    """Forces and all second-order gradients of the layer and of the naive reference."""
     results = []
     for fn in (moe, lambda v: reference_moe_forward(moe, v)):
         moe.zero_grad(set_to_none=True)
@@ -124,7 +120,16 @@ def test_double_backward_matches_reference(expert):
         (force,) = torch.autograd.grad(energy, xi, create_graph=True)
         (force**2).sum().backward()
         results.append([force.detach(), xi.grad] + [p.grad for p in moe.parameters()])
-    for a, b in zip(*results, strict=True):
+    return results
+
+
+@pytest.mark.parametrize("expert", ["glu", "mlp"])
+def test_double_backward_matches_reference(expert):
+    """Forces-style use: grad of the output w.r.t. x with create_graph, then backward."""
+    torch.manual_seed(0)
+    moe = MoE(d_model=16, num_experts=4, top_k=2, d_hidden=16, expert=expert).double()
+    x = torch.randn(11, 16, dtype=torch.float64)
+    for a, b in zip(*_double_backward(moe, x), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
@@ -136,15 +141,7 @@ def test_grouped_mm_double_backward_matches_reference(forced_path, expert):
     moe = MoE(d_model=16, num_experts=4, top_k=2, d_hidden=16, expert=expert)
     x = torch.randn(13, 16)
     assert grouped_path(x, moe.experts.down) == "grouped_mm"
-    results = []
-    for fn in (moe, lambda v: reference_moe_forward(moe, v)):
-        moe.zero_grad(set_to_none=True)
-        xi = x.clone().requires_grad_(True)
-        energy = (fn(xi) ** 2).sum()
-        (force,) = torch.autograd.grad(energy, xi, create_graph=True)
-        (force**2).sum().backward()
-        results.append([force.detach(), xi.grad] + [p.grad for p in moe.parameters()])
-    for a, b in zip(*results, strict=True):
+    for a, b in zip(*_double_backward(moe, x), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
