@@ -12,7 +12,13 @@ first (10/20/70 % of the epochs, mids 0.8/0.35/0.03) with the Fokker-Planck regu
 
 ``--init FILE`` continues a model file (warm start, keeping its scale ``nf``);
 ``--fp-epochs E`` trains the small-t expert with DSM only for ``--low-epochs`` and then
-``E`` epochs with the FP term (an FP step costs ~10x a DSM step on CPU);
+``E`` epochs with the FP term (an FP step costs several DSM steps on CPU);
+``--high-epochs 0 0 --low-epochs 0 --fp-epochs E`` with ``--init`` is an FP fine-tune of
+the small-t expert alone;
+``--compile`` (default; ``--no-compile`` for the eager steps) trains through the
+``torch.compile``-d functional steps of :mod:`sci_moe.sampling.diffusion.compiled`
+(``TrainConfig.compile``); they apply to the :class:`InvariantMLPEnergy` experts as to any
+energy network.
 ``--eval-every N`` (with ``--work-dir``) records learning-curve points every ``N`` epochs
 (i.i.d. and MD phi/psi JS against the shipped reference, through
 ``benchmarks/alanine_energy_model.py``) in ``<work-dir>/curves.json``.
@@ -155,6 +161,49 @@ def _final_per_stage(history: list[dict]) -> dict:
     return {str(r["stage"]): r["dsm"] for r in history}
 
 
+def _row(case, metric, value, unit) -> dict:
+    return {"case": case, "metric": metric, "value": value, "unit": unit, "vs": None, "ratio": None}
+
+
+def training_rows(
+    points: list[dict], history: list[dict], wall_s: float, cpu_s: float, steps: list[int]
+) -> list[dict]:
+    """Benchmark rows of a training run: per epoch, per curve point and the budget.
+
+    Parameters
+    ----------
+    points : list of dict
+        Learning-curve points (:class:`Curves`, ``curves.json``).
+    history : list of dict
+        Per-epoch records of :func:`~sci_moe.sampling.diffusion.train` (stage, dsm, fp,
+        seconds).
+    wall_s, cpu_s : float
+        Training time without the curve evaluations, seconds.
+    steps : list of int
+        Optimiser steps per stage.
+
+    Returns
+    -------
+    list of dict
+        Rows ``epoch N`` (stage, dsm, fp, seconds: wall seconds of the epoch), ``step N``
+        (stage, dsm, fp, iid_js, md_js, train_cpu_s) and ``budget``.
+    """
+    rows = []
+    for i, r in enumerate(history, 1):
+        for k, unit in (("stage", "index"), ("dsm", "1"), ("fp", "1"), ("seconds", "s")):
+            rows.append(_row(f"epoch {i}", k, round(float(r[k]), 5), unit))
+    for r in points:
+        for k in ("stage", "dsm", "fp", "iid_js", "md_js", "train_cpu_s"):
+            unit = {"stage": "index", "train_cpu_s": "s"}.get(k, "nats" if "js" in k else "1")
+            rows.append(_row(f"step {r['steps']}", k, round(r[k], 5), unit))
+    budget = {"train_wall_s": round(wall_s, 1), "train_cpu_s": round(cpu_s, 1)}
+    budget.update({f"steps_stage_{i}": n for i, n in enumerate(steps)})
+    budget["steps_total"] = sum(steps)
+    for k, v in budget.items():
+        rows.append(_row("budget", k, v, "s" if k.endswith("_s") else "steps"))
+    return rows
+
+
 class Curves:
     """Learning-curve points: training loss, i.i.d. and MD phi/psi JS vs optimiser steps.
 
@@ -171,46 +220,19 @@ class Curves:
         self.path = self.work / "curves.json"
         self.points = json.loads(self.path.read_text()) if self.path.exists() else []
 
-    def write_rows(self, path, wall_s: float, cpu_s: float, steps: list[int]) -> None:
+    def write_rows(
+        self, path, wall_s: float, cpu_s: float, steps: list[int], history: list[dict]
+    ) -> None:
         """The curve as benchmark rows (``benchmarks/_common.py`` format) at ``path``."""
         from sci_moe._util import atomic_save_json
 
-        rows = []
-        for r in self.points:
-            for k in ("stage", "dsm", "fp", "iid_js", "md_js", "train_cpu_s"):
-                rows.append(
-                    {
-                        "case": f"step {r['steps']}",
-                        "metric": k,
-                        "value": round(r[k], 5),
-                        "unit": {"stage": "index", "train_cpu_s": "s"}.get(
-                            k, "nats" if "js" in k else "1"
-                        ),
-                        "vs": None,
-                        "ratio": None,
-                    }
-                )
-        budget = {"train_wall_s": round(wall_s, 1), "train_cpu_s": round(cpu_s, 1)}
-        budget.update({f"steps_stage_{i}": n for i, n in enumerate(steps)})
-        budget["steps_total"] = sum(steps)
-        for k, v in budget.items():
-            rows.append(
-                {
-                    "case": "budget",
-                    "metric": k,
-                    "value": v,
-                    "unit": "s" if k.endswith("_s") else "steps",
-                    "vs": None,
-                    "ratio": None,
-                }
-            )
         doc = {
             "benchmark": "alanine_energy_model_training",
             "machine": {
                 "command": "scripts/train_alanine_energy_model.py",
                 "args": vars(self.args),
             },
-            "rows": rows,
+            "rows": training_rows(self.points, history, wall_s, cpu_s, steps),
         }
         atomic_save_json(path, doc)
 
@@ -298,6 +320,13 @@ def main() -> None:
     )
     p.add_argument("--ema-decay", type=float, default=0.995, help="EMA factor (0: none)")
     p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="torch.compile-d functional DSM and DSM + FP steps (TrainConfig.compile; "
+        "--no-compile: the eager autograd steps)",
+    )
+    p.add_argument(
         "--eval-every",
         type=int,
         default=0,
@@ -367,6 +396,7 @@ def main() -> None:
         ema_decay=args.ema_decay,
         ema_reset=False,
         progress=True,
+        compile=args.compile,
     )
     t0, c0 = time.perf_counter(), time.process_time()
     steps_per_epoch = min(args.batches_per_epoch, -(-len(data) // args.batch))
@@ -404,6 +434,7 @@ def main() -> None:
             "lr": args.lr,
             "seed": args.seed,
             "ema_decay": args.ema_decay,
+            "compile": args.compile,
             "steps_per_expert": steps,
             "train_seconds": seconds + float(history_before.get("train_seconds", 0.0)),
             "train_cpu_seconds_this_run": cpu_seconds,
@@ -414,7 +445,7 @@ def main() -> None:
     )
     print(f"wrote {args.out} after {seconds:.0f} s", flush=True)
     if curves is not None and args.curves_json:
-        curves.write_rows(args.curves_json, seconds, cpu_seconds, steps)
+        curves.write_rows(args.curves_json, seconds, cpu_seconds, steps, out["history"])
 
 
 if __name__ == "__main__":

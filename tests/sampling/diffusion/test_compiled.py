@@ -164,3 +164,32 @@ def test_compiled_fp_step_equals_eager():
         torch.testing.assert_close(a, b)
     for a, b in zip(got[1], ref[1], strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_functional_fp_step_applies_to_the_alanine_expert():
+    """The 5-bead InvariantMLPEnergy (the shipped model's small-t expert, positions
+    (B, 5, 3)) goes through the functional DSM + FP step with the eager loss and gradients."""
+    from sci_moe.sampling.diffusion import InvariantMLPEnergy
+
+    torch.manual_seed(0)
+    net = InvariantMLPEnergy(5, (16, 16), t_range=(1e-5, 0.099)).double()
+    params = list(net.parameters())
+    g = torch.Generator().manual_seed(3)
+    B = 24
+    x0 = torch.randn(B, 5, 3, generator=g, dtype=torch.float64)
+    t = 1e-5 + 0.099 * torch.rand(B, generator=g, dtype=torch.float64)
+    noise = torch.randn(B, 5, 3, generator=g, dtype=torch.float64)
+    w = time_weight(t, 0.03, 1e-5, 0.099)
+    state = g.get_state()
+    xi = torch.stack([torch.randn(x0.shape, generator=g, dtype=x0.dtype) for _ in range(2)])
+    g.set_state(state)
+    l_dsm, l_fp = dsm_fp_loss(net, VPSDE(), x0, t, noise, w, g)
+    ref_grads = torch.autograd.grad(l_dsm + 1e-3 * l_fp, params)
+    step = make_dsm_fp_step(net, VPSDE(), params, 1e-3, compile=False)
+    (loss, got_dsm, got_fp), grads = step(x0, t, noise, w, xi)
+    assert abs(l_fp.item()) > 1e-3
+    torch.testing.assert_close(loss, (l_dsm + 1e-3 * l_fp).detach(), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(got_dsm, l_dsm.detach(), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(got_fp, l_fp.detach(), rtol=1e-9, atol=1e-10)
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
