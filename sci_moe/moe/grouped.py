@@ -21,6 +21,17 @@ _BMM_CPU_CAPABILITY = "AVX2"
 _BMM_MAX_EXPERTS = 8
 _BMM_MAX_WIDTH = 128
 _BMM_MIN_ROWS_PER_EXPERT = 1024
+# bfloat16 on an AVX-512 CPU with AMX (Intel Xeon; whole-layer interleaved A/B of the
+# forced paths at d = 64-256, then the grid's "other path" rows in
+# benchmarks/results/moe_layer_grid.json): each of grouped_mm's per-expert bfloat16 ``mm``
+# calls pays a fixed overhead, so with many experts of small weights and few rows each
+# one padded bmm won (1.03-2.93x in the development A/B wherever E >= 32, d_in d_out <=
+# 256 x 128 and <= 128 rows per expert); with 8 experts, larger weights (d = 256) or more
+# rows per expert grouped_mm won.
+_BF16_BMM_CPU_CAPABILITY = "AVX512"
+_BF16_BMM_MIN_EXPERTS = 32
+_BF16_BMM_MAX_WEIGHT = 256 * 128
+_BF16_BMM_MAX_ROWS_PER_EXPERT = 128
 
 
 def set_grouped_path(path: str | None) -> None:
@@ -47,8 +58,12 @@ def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:
     and on the CPU also where the padded ``bmm`` measured faster: on an AVX2 CPU
     (``torch.backends.cpu.get_cpu_capability() == "AVX2"``) with at most 8 experts,
     ``max(d_in, d_out) <= 128`` and at least 1024 rows per expert on average
-    (``N >= 1024 E``). On AVX-512 CPUs ``grouped_mm`` measured faster there too.
-    Overridden by :func:`set_grouped_path`.
+    (``N >= 1024 E``). On AVX-512 CPUs ``grouped_mm`` measured faster there too, except
+    in bfloat16 with many small experts and few rows each: there (capability
+    ``"AVX512"``, bfloat16, ``E >= 32``, ``d_in d_out <= 32768`` and at most 128 rows
+    per expert on average, ``N <= 128 E``) the padded ``bmm`` measured 1.03-2.93x faster
+    per layer step (``docs/results/moe_layer.rst``). Overridden by
+    :func:`set_grouped_path`.
 
     Parameters
     ----------
@@ -66,11 +81,20 @@ def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:
     if _forced == "grouped_mm" or x.device.type != "cpu":
         return "grouped_mm"
     E, d_out, d_in = weight.shape
+    capability = torch.backends.cpu.get_cpu_capability()
     if (
-        torch.backends.cpu.get_cpu_capability() == _BMM_CPU_CAPABILITY
+        capability == _BMM_CPU_CAPABILITY
         and E <= _BMM_MAX_EXPERTS
         and max(d_in, d_out) <= _BMM_MAX_WIDTH
         and x.shape[0] >= _BMM_MIN_ROWS_PER_EXPERT * E
+    ):
+        return "bmm"
+    if (
+        capability == _BF16_BMM_CPU_CAPABILITY
+        and x.dtype == torch.bfloat16
+        and E >= _BF16_BMM_MIN_EXPERTS
+        and d_in * d_out <= _BF16_BMM_MAX_WEIGHT
+        and x.shape[0] <= _BF16_BMM_MAX_ROWS_PER_EXPERT * E
     ):
         return "bmm"
     return "grouped_mm"

@@ -69,6 +69,53 @@ def test_measured_rule_takes_bmm_only_for_few_narrow_experts_with_many_rows(cpu_
         set_grouped_path("loop")
 
 
+def test_bf16_rule_takes_bmm_for_many_small_experts_with_few_rows_on_avx512(cpu_capability):
+    bf = torch.bfloat16
+    w = torch.zeros(32, 256, 128, dtype=bf)  # d = 128 SwiGLU gate_up: 256 x 128
+    rows = torch.zeros(32 * 128, 128, dtype=bf)
+    cpu_capability("AVX512")
+    assert grouped_path(rows, w) == "bmm"
+    assert grouped_path(rows[:1], w) == "bmm"
+    assert grouped_path(torch.zeros(32 * 128 + 1, 128, dtype=bf), w) == "grouped_mm"
+    assert grouped_path(rows.float(), w.float()) == "grouped_mm"  # float32: grouped_mm
+    assert grouped_path(rows, torch.zeros(16, 256, 128, dtype=bf)) == "grouped_mm"  # E < 32
+    w_256 = torch.zeros(32, 256, 256, dtype=bf)  # d = 256 down projection: too large
+    assert grouped_path(torch.zeros(64, 256, dtype=bf), w_256) == "grouped_mm"
+    for name in ("AVX2", "DEFAULT"):
+        cpu_capability(name)
+        assert grouped_path(rows, w) == "grouped_mm"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_bf16_rule_layer_matches_grouped_mm_and_reference(dtype, cpu_capability):
+    """A layer the bfloat16 rule sends to the padded bmm (E = 32, d = 64, few rows) gives
+    the forced grouped_mm's output and gradients and the naive reference's (bfloat16
+    tolerance); in float32 the rule does not apply (checked) and the same holds."""
+    cpu_capability("AVX512")
+    torch.manual_seed(0)
+    moe = MoE(d_model=64, num_experts=32, top_k=2, d_hidden=64, expert="glu").to(dtype)
+    x = torch.randn(96, 64, dtype=dtype, requires_grad=True)
+    rows = x[:1].expand(96 * 2, -1)
+    want = "bmm" if dtype == torch.bfloat16 else "grouped_mm"
+    assert grouped_path(rows, moe.experts.gate_up) == want
+    assert grouped_path(rows, moe.experts.down) == want
+    outs = []
+    for path in ("auto", "grouped_mm"):
+        set_grouped_path(path)
+        try:
+            moe.zero_grad(set_to_none=True)
+            x.grad = None
+            y = moe(x)
+            (y.float() * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+            outs.append([y.detach(), x.grad] + [p.grad for p in moe.parameters()])
+        finally:
+            set_grouped_path(None)
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-4)
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), **tol)
+    assert_moe_matches_reference(moe, x=x.detach())  # default tolerance of the dtype
+
+
 def test_rule_path_is_the_bmm_and_equals_grouped_mm(float_dtype, cpu_capability):
     # 8 experts, width 32, >= 1024 rows per expert: the rule picks the padded bmm. The
     # naive reference over 8k tokens is slow: compare with the forced grouped_mm path
