@@ -14,7 +14,8 @@ other processes used is recorded (``machine.contention``).
 ``sci-moe other path``
     The same layer with the other CPU GEMM path forced
     (:func:`sci_moe.moe.set_grouped_path`: padded ``bmm`` where the rule picks
-    ``grouped_mm`` and vice versa): where each path wins. float32 and ``d <= 256`` only.
+    ``grouped_mm`` and vice versa): where each path wins. ``d <= 256`` only (float32;
+    bfloat16 too since the bfloat16 rule of :func:`sci_moe.moe.grouped_path`).
 ``dense``
     One SwiGLU MLP of hidden size ``k * d`` (the same active FLOPs per token) plus the
     same router linear + softmax + top-k, whose top-k mass scales the output so the
@@ -124,7 +125,7 @@ class Case:
 
     @property
     def contestants(self) -> list[str]:
-        alt = [ALT] if HAS_PATHS and self.dtype == "float32" and self.d <= 256 else []
+        alt = [ALT] if HAS_PATHS and self.d <= 256 else []
         return [SCI, *alt, DENSE, HF]
 
 
@@ -476,6 +477,8 @@ def summary_rows(results) -> list[Row]:
     add("x other path fp32", f32, 3, statistics.median)
     add("x other path fp32", f32, 3, min)
     add("x other path fp32 d<=128 E=8", lambda c: f32(c) and c.d <= 128 and c.E <= 8, 3, min)
+    add("x other path bf16", bf, 3, statistics.median)
+    add("x other path bf16", bf, 3, min)
     for name, sel in (("fp32", f32), ("bf16", bf)):
         add(f"x transformers {name}", sel, 2, min)
         add(f"x transformers {name}", sel, 2, statistics.median)
@@ -487,8 +490,10 @@ def summary_rows(results) -> list[Row]:
                 1,
                 statistics.median,
             )
-    other_faster = [r for r in results if r[3] is not None and r[3] < 1]
-    out.append(Row("summary other path faster fp32", "cases", float(len(other_faster)), "1"))
+    for name, sel in (("fp32", f32), ("bf16", bf)):
+        faster = [r for r in results if sel(r[0]) and r[3] is not None and r[3] < 1]
+        if name == "fp32" or faster:
+            out.append(Row(f"summary other path faster {name}", "cases", float(len(faster)), "1"))
     for d in GRID_D:
         for name, sel in (("fp32", f32), ("bf16", bf)):
             for stat in (min, statistics.median, max):
@@ -502,10 +507,14 @@ def parse_label(label: str) -> Case:
     return Case(int(t[2:]), int(d[2:]), int(e[2:]), int(k[2:]), dt)
 
 
-def resummarize(path, plot_path=None) -> None:
+def resummarize(path, plot_path=None, merge=()) -> None:
     """Recompute the summary rows of a written JSON from its per-case rows (in place).
 
-    With ``plot_path`` the ratio-to-dense plot is redrawn from the same rows.
+    With ``plot_path`` the ratio-to-dense plot is redrawn from the same rows. ``merge``
+    names JSONs of later runs (e.g. ``--case`` runs of cases the grid did not reach):
+    their per-case rows replace or add to those of ``path``, ``machine.parts`` records
+    each part's commit, contention and cases, and ``machine.cases_not_run`` drops the
+    merged cases.
     """
     import json
     from dataclasses import asdict
@@ -515,6 +524,25 @@ def resummarize(path, plot_path=None) -> None:
     with open(path) as f:
         doc = json.load(f)
     keep = [r for r in doc["rows"] if not r["case"].startswith("summary")]
+    for extra in merge:
+        with open(extra) as f:
+            part = json.load(f)
+        new = [r for r in part["rows"] if not r["case"].startswith("summary")]
+        labels = {r["case"].split(" ", 1)[0] for r in new}
+        keep = [r for r in keep if r["case"].split(" ", 1)[0] not in labels] + new
+        m = doc["machine"]
+        if "parts" not in m:
+            m["parts"] = [{"file": str(path), "git": m["git"], "contention": m["contention"]}]
+        m["parts"].append(
+            {
+                "file": str(extra),
+                "git": part["machine"]["git"],
+                "contention": part["machine"]["contention"],
+                "cases": sorted(labels),
+            }
+        )
+        m["cases_not_run"] = [c for c in m.get("cases_not_run", []) if c not in labels]
+        m["cases_done"] = len({r["case"].split(" ", 1)[0] for r in keep})
     per = {}
     for r in keep:
         if r["case"].endswith(f" {SCI}") and r["metric"] == "tokens_per_s" and r["vs"]:
@@ -823,11 +851,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true", help="the GPU section (needs CUDA)")
     parser.add_argument("--resummarize", default=None, help="recompute a JSON's summary rows")
     parser.add_argument(
+        "--merge", action="append", default=None, help="--resummarize: add this run's cases"
+    )
+    parser.add_argument(
         "--case", action="append", default=None, help="run this case (T=..,d=..,E=..,k=..,dtype)"
     )
     args = parser.parse_args(argv)
     if args.resummarize:
-        resummarize(args.resummarize, args.plot)
+        resummarize(args.resummarize, args.plot, args.merge or ())
         return 0
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
