@@ -26,6 +26,11 @@ and timed in each formulation the dispatch path could use:
     ``torch.empty(E, 2 ffn, d).fill_(0)``: the cost of a fresh weight-gradient-sized
     tensor alone.
 
+and, as op ``fwd+bwd`` (the whole grouped linear, forward and backward with fresh
+gradients), ``grouped_mm`` and the ``padded bmm`` of :func:`sci_moe.moe.grouped_linear`
+with the path forced, and the ``padded bmm, former layout`` (``bmm(rows, W^T)`` always,
+whose weight gradient autograd copies strided into the weight's layout).
+
 All formulations of a case run in one process, **interleaved** (every repeat runs each
 once, order rotated per repeat); the figure is the median over repeats, and each ratio
 the median of per-repeat ratios to ``grouped_mm``. ``--layer`` adds the whole layer's
@@ -104,6 +109,7 @@ def formulations(d: int, E: int, rows: int, dtype: torch.dtype) -> dict:
         ("wgrad", "wgrad reused"): lambda: mm_loop(g, x, dw_out, tr=True),
         ("wgrad", "alloc only"): lambda: torch.empty(E, f, d, dtype=dtype).fill_(0),
     }
+    fs.update(padded_bmm_formulations(x, w, g, E, rows))
     if dtype != torch.float32:
         wtf = wt.float()
         fs[("forward", "float32 upcast")] = lambda: torch._grouped_mm(x.float(), wtf, offs=offs).to(
@@ -113,6 +119,48 @@ def formulations(d: int, E: int, rows: int, dtype: torch.dtype) -> dict:
             g.t().float(), x.float(), offs=offs
         ).to(dtype)
     return fs
+
+
+def _padded_bmm_weight_t(x, weight, counts, expert):
+    """The padded bmm as it was before the layout choice: ``bmm(rows, W^T)`` always."""
+    E, max_count = weight.shape[0], int(counts.max())
+    starts = torch.cumsum(counts, 0) - counts
+    flat = torch.arange(x.shape[0]) - starts[expert] + expert * max_count
+    buf = x.new_zeros(E * max_count, x.shape[1]).index_copy(0, flat, x)
+    out = torch.bmm(buf.view(E, max_count, -1), weight.transpose(-2, -1))
+    return out.view(E * max_count, -1).index_select(0, flat)
+
+
+def padded_bmm_formulations(x, w, g, E: int, rows: int) -> dict:
+    """``("fwd+bwd", path)``: one grouped linear, forward and backward (input and weight
+    gradients, fresh each call), as :func:`sci_moe.moe.grouped_linear` runs it with the
+    path forced, and the padded bmm in its former ``bmm(rows, W^T)`` form."""
+    from sci_moe.moe import grouped_linear, set_grouped_path
+    from sci_moe.moe.grouped import _padded_bmm
+
+    counts = torch.full((E,), rows)
+    offsets = torch.cumsum(counts, 0).to(torch.int32)
+    expert = torch.repeat_interleave(torch.arange(E), counts)
+    xl, wl = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+
+    def run(path=None, fn=None):
+        xl.grad = wl.grad = None
+        set_grouped_path(path)
+        try:
+            y = (
+                grouped_linear(xl, wl, counts, offsets)
+                if fn is None
+                else fn(xl, wl, counts, expert)
+            )
+            y.backward(g)
+        finally:
+            set_grouped_path(None)
+
+    return {
+        ("fwd+bwd", "grouped_mm"): lambda: run("grouped_mm"),
+        ("fwd+bwd", "padded bmm"): lambda: run(fn=_padded_bmm),
+        ("fwd+bwd", "padded bmm, former layout"): lambda: run(fn=_padded_bmm_weight_t),
+    }
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -144,7 +192,7 @@ def measure(args) -> list[Row]:
     for (d, E, n), dt in ((c, dt) for c in cases for dt in DTYPES):
         times = interleaved(formulations(d, E, n, DTYPES[dt]), args.repeats)
         label = f"d={d},E={E},rows={n},{dt}"
-        for op in ("forward", "dgrad", "wgrad"):
+        for op in ("forward", "dgrad", "wgrad", "fwd+bwd"):
             base = times[(op, "grouped_mm")]
             for (o, path), t in times.items():
                 if o != op:

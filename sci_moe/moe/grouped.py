@@ -195,7 +195,16 @@ def grouped_linear(
 
 
 def _padded_bmm(x, weight, counts, expert):
-    """Exact fallback: scatter rows into ``(E, max_count, d_in)``, one ``bmm``, gather."""
+    """Exact fallback: scatter rows into ``(E, max_count, d_in)``, one ``bmm``, gather.
+
+    ``bmm(rows, W^T)`` gives the weight gradient in ``(E, d_in, d_out)`` layout, which
+    autograd copies (strided) into the weight's ``(E, d_out, d_in)``: ``E d_out d_in``
+    elements. ``bmm(W, rows^T)`` gives it in the weight's own layout but transposes the
+    ``(E, d_out, max_count)`` output and its gradient: ``2 E max_count d_out`` elements.
+    The smaller copy is taken (``2 max_count < d_in``: the second form); at d = 1024
+    with 32 rows per expert this made the padded bmm's forward + backward 4-6x faster
+    (``docs/results/moe_layer.rst``).
+    """
     E = weight.shape[0]
     max_count = int(counts.max())
     starts = torch.cumsum(counts, 0) - counts
@@ -203,5 +212,9 @@ def _padded_bmm(x, weight, counts, expert):
     # index_select (their backward: index_select / index_add_), no 2-D advanced indexing.
     flat = torch.arange(x.shape[0], device=x.device) - starts[expert] + expert * max_count
     buf = x.new_zeros(E * max_count, x.shape[1]).index_copy(0, flat, x)
-    out = torch.bmm(buf.view(E, max_count, -1), weight.transpose(-2, -1))
+    rows = buf.view(E, max_count, -1)
+    if 2 * max_count < x.shape[1]:
+        out = torch.bmm(weight, rows.transpose(1, 2)).transpose(1, 2)
+        return out.reshape(E * max_count, -1).index_select(0, flat)
+    out = torch.bmm(rows, weight.transpose(-2, -1))
     return out.view(E * max_count, -1).index_select(0, flat)

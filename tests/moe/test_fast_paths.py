@@ -192,6 +192,28 @@ def test_grouped_mm_double_backward_matches_reference(forced_path, expert):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("d_in,rows", [(64, 4), (64, 40), (8, 3)])
+def test_padded_bmm_both_layouts_match_per_expert_matmuls(d_in, rows):
+    """The padded bmm transposes the smaller tensor (2 max_count < d_in: the output, else
+    the weight gradient); both forms give the per-expert result, its gradients and a
+    double backward (float64, gradcheck/gradgradcheck), rows unequal per expert."""
+    from sci_moe.moe.grouped import _padded_bmm
+
+    torch.manual_seed(0)
+    counts = torch.tensor([rows, 0, rows + 2, 1])
+    expert = torch.repeat_interleave(torch.arange(4), counts)
+    x = torch.randn(int(counts.sum()), d_in, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 6, d_in, dtype=torch.float64, requires_grad=True)
+    want = torch.cat([x[expert == e] @ w[e].t() for e in range(4)])
+    torch.testing.assert_close(_padded_bmm(x, w, counts, expert), want)
+    fn = lambda a, b: _padded_bmm(a, b, counts, expert)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x, w))
+    assert torch.autograd.gradgradcheck(fn, (x, w))
+    w32 = w.detach().float().requires_grad_(True)
+    _padded_bmm(x.detach().float(), w32, counts, expert).sum().backward()
+    assert w32.grad.is_contiguous()
+
+
 def test_grouped_mm_gives_zero_weight_gradients_to_experts_without_rows():
     from sci_moe.moe.grouped import grouped_linear
 
