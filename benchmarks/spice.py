@@ -11,8 +11,12 @@ Protocol:
 
 1. **tuning** (same budget for every model): on split seed 123 and training seed 0,
    ``--grid-size`` configurations per model (:func:`grid`; default 2: SPiCE at width 32
-   with (experts, top-k) = (4, 1) or (8, 2), every other model at width 16 or 32),
-   chosen on the validation MAE (mean over targets of MAE / target std) only;
+   with (experts, top-k) = (4, 1) or (8, 2), every other model at width 16 or 32; 4:
+   SPiCE's width, (experts, top-k) and cross-conformer block, every other model's width
+   and attention heads or atom pooling), chosen on the validation MAE (mean over targets
+   of MAE / target std) only; or, with ``--chosen-from``, the configurations another run
+   chose (e.g. tuned on the 100-ligand set, whose ligands are the first 100 of the full
+   set), then seed 0 is trained afresh;
 2. **evaluation**: the chosen configuration of each model on ``--seeds`` molecule-level
    70/10/20 splits (``sklearn.utils.shuffle`` seeds ``123, 8888, 8889``), training seed
    = split index; test MAE at the best validation epoch, mean +- std over seeds;
@@ -35,12 +39,19 @@ Run::
         --plots docs/results/img
     python benchmarks/spice.py --quick --data DIR --json /tmp/spice_quick.json
 
+With ``--checkpoint FOLDER`` every finished training run is kept as one JSON there (named
+by a hash of the data, model, configuration, seed and options): a killed run resumes,
+and processes with disjoint ``--models`` can train in parallel into one folder, after
+which one run with all models only reads them and writes the summary.
+
 ``DIR`` is a ``MoleculeSet`` folder (``sci-moe data molecules --out DIR --n 120``; built
 with 50 molecules when missing).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -77,6 +88,26 @@ def parse_args():
         default=None,
         help="only add the all-target rows to this finished JSON (needs --data)",
     )
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="folder of finished training runs (one JSON each): a rerun reuses them, so a "
+        "killed run resumes and processes with different --models can share the folder",
+    )
+    p.add_argument(
+        "--chosen-from",
+        type=Path,
+        default=None,
+        help="skip tuning: take each model's configuration from this finished JSON's "
+        "'chosen' (e.g. tuned on a smaller set's validation split)",
+    )
+    p.add_argument(
+        "--only-seeds",
+        default=None,
+        help="with --chosen-from and --checkpoint: only train these comma-separated split "
+        "indices of --models into the checkpoint folder and exit (parallel processes)",
+    )
     return p.parse_args()
 
 
@@ -92,17 +123,62 @@ def load_set(path: Path):
 def grid(name: str, widths: list[int], size: int) -> list[dict]:
     """The ``size`` tuning configurations of a model (the same count for every model).
 
-    SPiCE: (experts, top-k) in ``{(4, 1), (8, 2)}`` at the widest width, then the same at
-    the next widths; every other model: the first ``size`` of ``widths``.
+    SPiCE's knobs are width, (experts, top-k) and the cross-conformer block; its full
+    grid is ``widths x {(4, 1), (8, 2)} x {cross-conformer on, off}``, ordered so that the
+    first 4 cover every knob at both levels: (w, 4, 1, on), (w, 8, 2, on), (w, 8, 2, off),
+    (w', 4, 1, on) with ``w`` the widest and ``w'`` the next width, then the rest. Every
+    other model gets the same number of configurations over its own knobs: width, then
+    the attention heads (``attention_ensemble``: 4, then 2) or the atom pooling of a
+    conformer (every other model: ``"sum"``, then ``"mean"``), i.e. ``widths x {default,
+    alternative}`` with the default knob first. The first 2 configurations are those of
+    earlier runs (``--grid-size 2``: SPiCE at the widest width with (4, 1) or (8, 2),
+    every other model at the first two widths).
+
+    Parameters
+    ----------
+    name : str
+        Model name (:data:`sci_moe.molecules.MODEL_NAMES`).
+    widths : list of int
+        Candidate hidden widths (channels), narrowest first.
+    size : int
+        Number of configurations (>= 1, at most the model's full grid).
+
+    Returns
+    -------
+    list of dict
+        ``build_model`` options per configuration.
     """
+    if size < 1:
+        raise ValueError(f"grid size must be >= 1, got {size}")
     if name == "spice":
-        configs = [
-            {"hidden": h, "num_experts": e, "top_k": k}
-            for h in reversed(widths)
+        wide = list(reversed(widths))
+        first = [(wide[0], 4, 1, True), (wide[0], 8, 2, True), (wide[0], 8, 2, False)]
+        if len(wide) > 1:
+            first.append((wide[1], 4, 1, True))
+        rest = [
+            (h, e, k, cc)
+            for h in wide
+            for cc in (True, False)
             for e, k in ((4, 1), (8, 2))
+            if (h, e, k, cc) not in first
         ]
-        return configs[:size]
-    return [{"hidden": h} for h in widths[:size]]
+        configs = [
+            {"hidden": h, "num_experts": e, "top_k": k, "cross_conformer": cc}
+            for h, e, k, cc in first + rest
+        ]
+    else:
+        alt = ("heads", 4, 2) if name == "attention_ensemble" else ("atom_pool", "sum", "mean")
+        configs = [{"hidden": h, alt[0]: alt[1]} for h in widths]
+        configs += [{"hidden": h, alt[0]: alt[2]} for h in widths]
+    if size > len(configs):
+        raise ValueError(f"grid size {size} > the {len(configs)} configurations of {name}")
+    return configs[:size]
+
+
+def run_key(data_sha: str, name: str, extra: dict, seed: int, *options) -> str:
+    """File name of one training run in ``--checkpoint``: a hash of everything it depends on."""
+    blob = json.dumps([data_sha, name, extra, seed, *options], sort_keys=True, default=str)
+    return f"{name}-s{seed}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
@@ -239,8 +315,6 @@ def overall_rows(runs, refs, targets, scale, y=None) -> tuple[list[Row], dict]:
 
 def resummarize(args) -> None:
     """Add the all-target rows of :func:`overall_rows` to a finished JSON (``--resummarize``)."""
-    import json
-
     doc = json.loads(args.resummarize.read_text())
     det = doc["details"]
     ms = load_set(args.data)
@@ -261,8 +335,6 @@ def resummarize(args) -> None:
 
 def replot(args) -> None:
     """Redraw the plots of a finished run from its JSON (``--replot JSON --plots DIR``)."""
-    import json
-
     doc = json.loads(args.replot.read_text())
     det = doc["details"]
     ms = load_set(args.data)
@@ -348,7 +420,21 @@ def main() -> None:
         flush=True,
     )
 
+    data_sha = ms.content_sha256()
+
     def run(name, extra, s):
+        key = run_key(data_sha, name, extra, s, base_opts, tcfg, args.with_h)
+        if args.checkpoint is not None and (args.checkpoint / f"{key}.json").exists():
+            return json.loads((args.checkpoint / f"{key}.json").read_text())
+        r = train_run(name, extra, s)
+        if args.checkpoint is not None:
+            args.checkpoint.mkdir(parents=True, exist_ok=True)
+            tmp = args.checkpoint / f"{key}.json.tmp"
+            tmp.write_text(json.dumps(r))
+            tmp.replace(args.checkpoint / f"{key}.json")
+        return r
+
+    def train_run(name, extra, s):
         tr, va, te = ms.split(seed=SPLIT_SEEDS[s])
         torch.manual_seed(s)
         model = build_model(name, **{**base_opts, **extra})
@@ -386,11 +472,39 @@ def main() -> None:
             "test_pred": ev["pred"].tolist(),
         }
 
-    # 1. tuning on seed 0 (validation only)
+    # 1. tuning on seed 0 (validation only), or the configurations chosen in another run
     tuning: dict[str, list[dict]] = {}
     chosen: dict[str, dict] = {}
     seed0: dict[str, dict] = {}
-    for name in models:
+    tuned_on = None
+    if args.only_seeds is not None and args.chosen_from is None:
+        raise SystemExit("--only-seeds needs --chosen-from")
+    if args.chosen_from is not None:
+        other = json.loads(args.chosen_from.read_text())
+        missing = [m for m in models if m not in other["details"]["chosen"]]
+        if missing:
+            raise SystemExit(f"{args.chosen_from} has no chosen configuration for {missing}")
+        tuned_on = {
+            "json": str(args.chosen_from),
+            "data": other["machine"].get("data"),
+            "data_sha256": other["machine"].get("data_sha256"),
+            "epochs": other["machine"].get("epochs"),
+            "grid_size": other["machine"].get("grid_size"),
+        }
+        if args.only_seeds is not None:
+            if args.checkpoint is None:
+                raise SystemExit("--only-seeds needs --checkpoint")
+            for s in (int(x) for x in args.only_seeds.split(",")):
+                for name in models:
+                    r = run(name, other["details"]["chosen"][name], s)
+                    print(f"seed {s} {name:18s} val score {r['val_score']:.4f}", flush=True)
+            return
+        for name in models:
+            chosen[name] = other["details"]["chosen"][name]
+            tuning[name] = other["details"]["tuning"].get(name, [])
+            seed0[name] = run(name, chosen[name], 0)
+            print(f"seed 0 {name:18s} {chosen[name]} (chosen in {args.chosen_from})", flush=True)
+    for name in models if tuned_on is None else ():
         tuning[name] = []
         for extra in grid(name, widths, args.grid_size):
             r = run(name, extra, 0)
@@ -457,6 +571,13 @@ def main() -> None:
             rows.append(Row(f"{name} / {t}", "test MAE (std over seeds)", float(std[k]), units[k]))
         rows.append(Row(name, "parameters", float(runs[name][0]["n_params"]), "count"))
         rows.append(Row(name, "chosen width", float(chosen[name]["hidden"]), "channels"))
+        for knob in ("num_experts", "top_k", "heads"):
+            if knob in chosen[name]:
+                rows.append(Row(name, f"chosen {knob}", float(chosen[name][knob]), "count"))
+        if "cross_conformer" in chosen[name]:
+            rows.append(
+                Row(name, "chosen cross_conformer", float(chosen[name]["cross_conformer"]), "bool")
+            )
         rows.append(
             Row(
                 name,
@@ -563,6 +684,8 @@ def main() -> None:
             epochs=epochs,
             widths=widths,
             grid_size=args.grid_size,
+            batch_size=args.batch_size,
+            tuned_on=tuned_on,
             model_options=base_opts,
             train_options=tcfg,
         )
