@@ -589,6 +589,16 @@ def main() -> None:
                 "epoch",
             )
         )
+        curves = [np.asarray(r["history"]["val_score"]) for r in runs[name]]
+        q = max(1, len(curves[0]) // 4)
+        rows.append(
+            Row(
+                name,
+                f"validation score change over the last {q} epochs (mean over seeds)",
+                float(np.mean([(c[-1] - c[-1 - q]) / c[-1 - q] for c in curves])),
+                "fraction",
+            )
+        )
     # 3. paired tests
     tests = {}
     baselines = [m for m in models if m not in SPICE]
