@@ -351,6 +351,86 @@ def _plot_curves(rows: list[dict], out_dir: Path) -> None:
     plt.close(fig)
 
 
+def plot_finetune(hist_npz, training_json, result_json, out_dir: Path) -> None:
+    """Figures of an FP fine-tune: Ramachandran panels and its learning curves.
+
+    ``hist_npz`` (``--hist-out`` of a ``--before`` comparison run: ``before_iid``,
+    ``before_md``, ``<label>_iid``, ``<label>_md``), ``training_json`` (rows ``epoch N``
+    and ``step N`` of ``scripts/train_alanine_energy_model.py --curves-json``) and
+    ``result_json`` (the comparison run's rows). Writes
+    ``alanine_energy_model_fp_ramachandran.png`` and ``alanine_energy_model_fp_curves.png``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with np.load(hist_npz) as f:
+        h = {k: f[k] for k in f.files}
+    ref = h["reference"]
+    new = next(k[:-4] for k in h if k.endswith("_iid") and not k.startswith("before"))
+    panels = [("reference (amber, 36.8 ns)", ref)]
+    for lab, name in (("before", "shipped"), (new, "FP fine-tune")):
+        panels += [
+            (f"{name}: i.i.d., seed 0", h[f"{lab}_iid"]),
+            (f"{name}: MD (demo)", h[f"{lab}_md"]),
+        ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.5), sharey=True)
+    for ax, (title, p) in zip(axes, panels, strict=True):
+        im = ax.imshow(
+            _free_energy(p).T, origin="lower", extent=[-np.pi, np.pi] * 2, vmin=0, vmax=8
+        )
+        ax.set_title(title if p is ref else f"{title}\nJS {js_divergence(ref, p):.3f}", fontsize=9)
+        ax.set_xlabel("phi (rad)")
+    axes[0].set_ylabel("psi (rad)")
+    fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
+    fig.savefig(out_dir / "alanine_energy_model_fp_ramachandran.png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+    rows = json.loads(Path(training_json).read_text())["rows"]
+    res = {
+        (r["case"], r["metric"]): r["value"]
+        for r in json.loads(Path(result_json).read_text())["rows"]
+    }
+
+    def series(prefix, metric):
+        pts = sorted(
+            (int(r["case"].split()[1]), r["value"])
+            for r in rows
+            if r["case"].startswith(prefix) and r["metric"] == metric
+        )
+        return np.array(pts, dtype=float).reshape(-1, 2)
+
+    budget = {r["metric"]: r["value"] for r in rows if r["case"] == "budget"}
+    n_epochs = sum(1 for r in rows if r["case"].startswith("epoch ") and r["metric"] == "dsm")
+    spe = budget["steps_total"] / n_epochs  # optimiser steps per epoch
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    d, f = series("epoch ", "dsm"), series("epoch ", "fp")
+    ax1.plot(spe * d[:, 0], d[:, 1], lw=0.8, label="DSM loss (epoch mean)")
+    ax1.set_xlabel("optimiser steps of the FP fine-tune (batch 256)")
+    ax1.set_ylabel("DSM loss, small-t expert")
+    ax1b = ax1.twinx()
+    ax1b.plot(spe * f[:, 0], f[:, 1], color="C1", lw=0.6, alpha=0.7, label="FP term (epoch mean)")
+    ax1b.set_ylabel("FP term (two-probe estimate)")
+    ax1.legend(loc="upper left", fontsize=8)
+    ax1b.legend(loc="upper right", fontsize=8)
+    total = spe * d[-1, 0]
+    for metric, mk, lab in (("iid_js", "o", "i.i.d."), ("md_js", "s", "MD")):
+        c = series("step ", metric)
+        ax2.plot(c[:, 0], c[:, 1], mk + ":", mfc="none", label=f"{lab}, curve point (small run)")
+        case = "mean" if metric == "iid_js" else "seed 0"
+        b, a = res.get((f"before {case}", metric)), res.get((f"{new} {case}", metric))
+        ax2.plot([0, total], [b, a], mk + "-", label=f"{lab}, full evaluation")
+    ax2.axhline(0.04, color="k", ls="--", lw=0.8, label="target 0.04")
+    ax2.set_xlabel("optimiser steps of the FP fine-tune")
+    ax2.set_ylabel("phi/psi JS vs reference (nats)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "alanine_energy_model_fp_curves.png", dpi=100)
+    plt.close(fig)
+
+
 def iid_floor(p_ref: np.ndarray, n: int, seed: int) -> float:
     """JS of ``n`` i.i.d. draws from the reference histogram itself: the sampling floor."""
     rng = np.random.default_rng(seed)
@@ -435,6 +515,15 @@ def main() -> int:
         "--hist-out", type=Path, default=None, help="save the first seed's histograms (.npz)"
     )
     p.add_argument(
+        "--plot-finetune",
+        type=Path,
+        nargs=3,
+        default=None,
+        metavar=("HIST_NPZ", "TRAINING_JSON", "RESULT_JSON"),
+        help="only draw the fine-tune's figures from a --hist-out file, its training JSON "
+        "and the comparison JSON",
+    )
+    p.add_argument(
         "--plot",
         type=Path,
         nargs=3,
@@ -466,6 +555,9 @@ def main() -> int:
     setup(args)
     if args.plot is not None:
         plot(*args.plot, ROOT / "docs/results/img")
+        return 0
+    if args.plot_finetune is not None:
+        plot_finetune(*args.plot_finetune, ROOT / "docs/results/img")
         return 0
     if args.compare_runs is not None:
         t0, other = time.perf_counter(), OtherLoad()
@@ -575,7 +667,9 @@ def main() -> int:
 
         h = summary[args.label]
         hists = {k[5:]: h[k] for k in ("hist_iid", "hist_md") if k in h}
-        atomic_save_npz(args.hist_out, reference=p_ref, **hists)
+        for label, per in summary.items():  # every model's, as <label>_iid / <label>_md
+            hists.update({f"{label}_{k[5:]}": per[k] for k in ("hist_iid", "hist_md") if k in per})
+        atomic_save_npz(args.hist_out, {"reference": p_ref, **hists})
     print_table(
         ["case", "metric", "value", "unit"], [[r.case, r.metric, r.value, r.unit] for r in rows]
     )
