@@ -86,6 +86,20 @@ def test_bf16_rule_takes_bmm_for_many_small_experts_with_few_rows_on_avx512(cpu_
         assert grouped_path(rows, w) == "grouped_mm"
 
 
+def _output_and_grads(moe, x, path):
+    """Output, input gradient and parameter gradients of ``moe(x)`` on a forced path."""
+    set_grouped_path(path)
+    try:
+        moe.zero_grad(set_to_none=True)
+        x.grad = None
+        y = moe(x)
+        yf = y.to(torch.promote_types(y.dtype, torch.float32))  # bf16 -> f32; f64 stays
+        (yf * torch.linspace(-1, 1, y.numel(), dtype=yf.dtype).view_as(y)).sum().backward()
+        return [y.detach(), x.grad] + [p.grad for p in moe.parameters()]
+    finally:
+        set_grouped_path(None)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_bf16_rule_layer_matches_grouped_mm_and_reference(dtype, cpu_capability):
     """A layer the bfloat16 rule sends to the padded bmm (E = 32, d = 64, few rows) gives
@@ -99,17 +113,7 @@ def test_bf16_rule_layer_matches_grouped_mm_and_reference(dtype, cpu_capability)
     want = "bmm" if dtype == torch.bfloat16 else "grouped_mm"
     assert grouped_path(rows, moe.experts.gate_up) == want
     assert grouped_path(rows, moe.experts.down) == want
-    outs = []
-    for path in ("auto", "grouped_mm"):
-        set_grouped_path(path)
-        try:
-            moe.zero_grad(set_to_none=True)
-            x.grad = None
-            y = moe(x)
-            (y.float() * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-            outs.append([y.detach(), x.grad] + [p.grad for p in moe.parameters()])
-        finally:
-            set_grouped_path(None)
+    outs = [_output_and_grads(moe, x, path) for path in ("auto", "grouped_mm")]
     tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-4)
     for a, b in zip(*outs, strict=True):
         torch.testing.assert_close(a.float(), b.float(), **tol)
@@ -126,17 +130,7 @@ def test_rule_path_is_the_bmm_and_equals_grouped_mm(float_dtype, cpu_capability)
     moe = MoE(d_model=32, num_experts=8, top_k=1, d_hidden=32, expert="linear")
     x = torch.randn(8 * 1024 + 5, 32, requires_grad=True)
     assert grouped_path(x, moe.experts.weight) == ("bmm")
-    outs = []
-    for path in ("auto", "grouped_mm"):
-        set_grouped_path(path)
-        try:
-            moe.zero_grad(set_to_none=True)
-            x.grad = None
-            y = moe(x)
-            (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-            outs.append([y.detach(), x.grad] + [p.grad for p in moe.parameters()])
-        finally:
-            set_grouped_path(None)
+    outs = [_output_and_grads(moe, x, path) for path in ("auto", "grouped_mm")]
     for a, b in zip(*outs, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     assert_moe_matches_reference(moe, x=x.detach()[:40])
