@@ -249,6 +249,26 @@ def _free_energy(p: np.ndarray) -> np.ndarray:
     return f - f[np.isfinite(f)].min()
 
 
+def _ramachandran_figure(plt, ref, panels, path: Path, panel_size, dpi: int) -> None:
+    """One row of phi/psi free-energy panels (kT, 0-8), each titled with its JS to ``ref``.
+
+    ``panels``: ``(title, histogram)`` pairs, the first the reference itself (no JS);
+    ``panel_size``: (width, height) inches per panel.
+    """
+    w, hgt = panel_size
+    fig, axes = plt.subplots(1, len(panels), figsize=(w * len(panels), hgt), sharey=True)
+    for ax, (title, h) in zip(axes, panels, strict=True):
+        im = ax.imshow(
+            _free_energy(h).T, origin="lower", extent=[-np.pi, np.pi] * 2, vmin=0, vmax=8
+        )
+        ax.set_title(title if h is ref else f"{title}\nJS {js_divergence(ref, h):.3f}", fontsize=9)
+        ax.set_xlabel("phi (rad)")
+    axes[0].set_ylabel("psi (rad)")
+    fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+
+
 def plot(before_dir, after_dir, curves_json, out_dir: Path) -> None:
     """Ramachandran free energies (reference, MD runs of the demo) and learning curves.
 
@@ -275,19 +295,9 @@ def plot(before_dir, after_dir, curves_json, out_dir: Path) -> None:
     panels.append(("shipped: MD 16 x 100 ps", run_hist(before_dir)))
     panels.append(("shipped: MD, first 10 ps", run_hist(before_dir, 10)))
     panels.append(("continued: MD, first 10 ps", run_hist(after_dir, 10)))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.6), sharey=True)
-    ext = [-np.pi, np.pi, -np.pi, np.pi]
-    for ax, (title, h) in zip(axes, panels, strict=True):
-        im = ax.imshow(
-            _free_energy(h).T, origin="lower", extent=ext, vmin=0, vmax=8, cmap="viridis"
-        )
-        js = js_divergence(ref, h)
-        ax.set_title(f"{title}\nJS {js:.3f}" if "reference" not in title else title, fontsize=9)
-        ax.set_xlabel("phi (rad)")
-    axes[0].set_ylabel("psi (rad)")
-    fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
-    fig.savefig(out_dir / "alanine_energy_model_ramachandran.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _ramachandran_figure(
+        plt, ref, panels, out_dir / "alanine_energy_model_ramachandran.png", (3.4, 3.6), 110
+    )
     _plot_curves(json.loads(Path(curves_json).read_text())["rows"], out_dir)
 
 
@@ -376,17 +386,9 @@ def plot_finetune(hist_npz, training_json, result_json, out_dir: Path) -> None:
             (f"{name}: i.i.d., seed 0", h[f"{lab}_iid"]),
             (f"{name}: MD (demo)", h[f"{lab}_md"]),
         ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.5), sharey=True)
-    for ax, (title, p) in zip(axes, panels, strict=True):
-        im = ax.imshow(
-            _free_energy(p).T, origin="lower", extent=[-np.pi, np.pi] * 2, vmin=0, vmax=8
-        )
-        ax.set_title(title if p is ref else f"{title}\nJS {js_divergence(ref, p):.3f}", fontsize=9)
-        ax.set_xlabel("phi (rad)")
-    axes[0].set_ylabel("psi (rad)")
-    fig.colorbar(im, ax=axes, label="free energy (kT)", shrink=0.85)
-    fig.savefig(out_dir / "alanine_energy_model_fp_ramachandran.png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    _ramachandran_figure(
+        plt, ref, panels, out_dir / "alanine_energy_model_fp_ramachandran.png", (3.1, 3.5), 100
+    )
 
     rows = json.loads(Path(training_json).read_text())["rows"]
     res = {
