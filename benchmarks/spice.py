@@ -368,6 +368,7 @@ def main() -> None:
     if args.resummarize is not None:
         resummarize(args)
         return
+    from sci_moe._util import atomic_save_json
     from sci_moe.data.ligands_build import LIGAND_TARGET_UNITS
     from sci_moe.data.molecule_set_store import ELECTRONIC_TARGET_UNITS, TARGET_UNITS
     from sci_moe.molecules import (
@@ -432,9 +433,7 @@ def main() -> None:
         r = train_run(name, extra, s)
         if args.checkpoint is not None:
             args.checkpoint.mkdir(parents=True, exist_ok=True)
-            tmp = args.checkpoint / f"{key}.json.tmp"
-            tmp.write_text(json.dumps(r))
-            tmp.replace(args.checkpoint / f"{key}.json")
+            atomic_save_json(args.checkpoint / f"{key}.json", r, indent=None)
         return r
 
     def train_run(name, extra, s):
