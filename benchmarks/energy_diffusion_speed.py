@@ -36,10 +36,20 @@ walkers, BAOAB): microseconds per integrator step with the generic
 ``PotentialForces(MuellerBrown())`` provider (reference) and with the generator's own
 provider (bit-identical trajectories).
 
+``--update-ab``: only the compiled trainer with the AdamW update and EMA inside the
+compiled step (``compiled``, the default of ``TrainConfig(compile=True)``) against the same
+step returning gradients to ``torch.optim.AdamW(fused=True).step`` (``compiled_grads``,
+``compile_update=False``, the earlier path): each a real ``train`` call of 3 epochs x
+781 steps on 100k frames (``--quick``: 3 x 200), ms per step from the epoch times after
+the first (the first holds the compile), the configurations interleaved, medians of
+``--repeats``.
+
 Run::
 
     OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --quick \\
         --json benchmarks/results/energy_diffusion_speed.json
+    OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --update-ab \\
+        --json benchmarks/results/energy_diffusion_speed_update.json
 """
 
 from __future__ import annotations
@@ -96,6 +106,64 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
     t0 = time.perf_counter()
     train(net, data, VPSDE(), cfg)
     return time.perf_counter() - t0
+
+
+def _epoch_ms(variant: str, compile_update: bool, data: torch.Tensor, seed: int) -> list[float]:
+    """ms per step of each epoch after the first of a 3-epoch compiled ``train`` call."""
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
+    cfg = TrainConfig(
+        stages=[Stage(3, (1e-5, 1.0), 0.5, FP_WEIGHT if variant == "fp" else 0.0)],
+        batch_size=BATCH,
+        ema_decay=0.005,
+        progress=False,
+        seed=seed,
+        compile=True,
+        compile_update=compile_update,
+    )
+    hist = train(net, data, VPSDE(), cfg)["history"]
+    steps = -(-len(data) // BATCH)
+    return [1e3 * r["seconds"] / steps for r in hist[1:]]
+
+
+def _update_rows(quick: bool, repeats: int, seed: int) -> tuple[list[Row], dict]:
+    """In-graph AdamW + EMA (``compiled``) vs gradients + ``AdamW.step`` (interleaved)."""
+    g = torch.Generator().manual_seed(seed)
+    data = torch.randn((200 if quick else 781) * BATCH, 1, 2, generator=g) * 0.4
+    rows, raw = [], {}
+    for variant in ("plain", "fp"):
+        ms: dict[str, list[float]] = {"compiled_grads": [], "compiled": []}
+        for _ in range(repeats):
+            for path, cu in (("compiled_grads", False), ("compiled", True)):
+                ms[path] += _epoch_ms(variant, cu, data, seed)
+        med = {k: sorted(v)[len(v) // 2] for k, v in ms.items()}
+        raw.update({f"{variant}/{k}": [round(x, 3) for x in v] for k, v in ms.items()})
+        rows.append(
+            Row(f"{variant}/compiled_grads", "ms_per_step", round(med["compiled_grads"], 3), "ms")
+        )
+        rows.append(
+            Row(
+                f"{variant}/compiled",
+                "ms_per_step",
+                round(med["compiled"], 3),
+                "ms",
+                f"{variant}/compiled_grads",
+                round(med["compiled_grads"] / med["compiled"], 3),
+            )
+        )
+        sm = SCOREMD_MS[variant]
+        rows.append(Row(f"scoremd/{variant}", "ms_per_step", sm, "ms"))
+        rows.append(
+            Row(
+                f"{variant}/compiled",
+                "ms_per_step_vs_scoremd",
+                round(med["compiled"], 3),
+                "ms",
+                f"scoremd/{variant}",
+                round(sm / med["compiled"], 3),
+            )
+        )
+    return rows, raw
 
 
 def _minflt() -> int:
@@ -218,12 +286,38 @@ def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
 def main() -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--update-ab",
+        action="store_true",
+        help="only the in-graph AdamW update vs AdamW.step A/B (compiled trainer)",
+    )
     args = p.parse_args()
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
     warn = _common.busy_warning()
     if warn:
         print(warn)
+    if args.update_ab:
+        rows, raw = _update_rows(args.quick, args.repeats, args.seed)
+        _common.print_table(
+            ["case", "metric", "value", "unit", "ratio"],
+            [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+            title="compiled trainer: AdamW + EMA in the compiled step vs AdamW.step",
+        )
+        machine = _common.machine_info(
+            seed=args.seed,
+            recipe=(
+                f"MLPEnergy (1,2) hidden {HIDDEN}, batch {BATCH}, VP SDE, t~U[1e-5,1], mid "
+                f"0.5, FP weight {FP_WEIGHT}; train() 3 epochs, epochs 2-3 timed, median "
+                f"over {args.repeats} repeats x 2 epochs"
+            ),
+            busy_warning=warn,
+            epoch_ms_per_step=raw,
+            inductor_cache_warm=_inductor_cache_warm(),
+            scoremd_source=SCOREMD_SOURCE,
+            quick=args.quick,
+        )
+        return _common.finish(args, "energy_diffusion_speed_update", machine, rows, other, t0)
     steps = 200 if args.quick else 1000
     mb_frames = 10 if args.quick else 100
     walkers, stride = 100, 50

@@ -14,6 +14,13 @@ Measured in ``benchmarks/energy_diffusion_speed.py`` (``--compile``); compiling 
 CPU-seconds, so it only pays for long runs and is off by default (``TrainConfig.compile``).
 If compiling fails at the first call, a warning is given and the same functional step
 runs eagerly from then on.
+
+With ``optimizer=`` (an AdamW over the trained parameters) the step also holds the
+update: gradient clipping, AdamW (Loshchilov & Hutter 2019, torch's non-amsgrad rule on
+the optimiser's own state tensors, so its ``state_dict`` and a resume are unchanged) and
+the EMA of the weights run in the same compiled graph, in place. That removes
+``Optimizer.step``'s Python work and the per-step gradient hand-over, the rest of a
+compiled plain step's overhead on this recipe.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from .sde import SDE
 
 __all__ = ["make_dsm_fp_step", "make_dsm_step"]
 
+#: What ``optimizer=`` accepts: AdamW without amsgrad, maximize or differentiable.
+_ADAMW_OFF = ("amsgrad", "maximize", "differentiable")
+
 
 def _keys(target: nn.Module, params: list[torch.nn.Parameter]) -> list[str]:
     names = {id(p): n for n, p in target.named_parameters()}
@@ -37,8 +47,87 @@ def _keys(target: nn.Module, params: list[torch.nn.Parameter]) -> list[str]:
     return [names[id(p)] for p in params]
 
 
-def _wrap(gv, keys, params, compile: bool, what: str):
-    """``(*batch) -> (value, grads tuple)`` around ``gv(p, *batch) -> (grads dict, value)``."""
+def _adamw_state(opt: torch.optim.Optimizer, params) -> tuple[float, float, float, float]:
+    """Check ``opt`` is an AdamW over exactly ``params``; create its state tensors if absent.
+
+    Returns (beta1, beta2, eps, weight_decay) of its one parameter group.
+    """
+    if not isinstance(opt, torch.optim.AdamW):
+        raise ValueError(f"optimizer must be torch.optim.AdamW, got {type(opt).__name__}")
+    if len(opt.param_groups) != 1:
+        raise ValueError("optimizer must have one parameter group")
+    group = opt.param_groups[0]
+    if [id(p) for p in group["params"]] != [id(p) for p in params]:
+        raise ValueError("optimizer must hold exactly params, in the same order")
+    if any(group.get(k) for k in _ADAMW_OFF):
+        raise ValueError(f"optimizer must not use {', '.join(_ADAMW_OFF)}")
+    for q in params:
+        if not opt.state.get(q):  # torch's own lazy initialisation (fused/foreach: same keys)
+            opt.state[q] = {
+                "step": torch.zeros((), dtype=torch.float32),
+                "exp_avg": torch.zeros_like(q, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(q, memory_format=torch.preserve_format),
+            }
+    b1, b2 = group["betas"]
+    return float(b1), float(b2), float(group["eps"]), float(group["weight_decay"])
+
+
+def _wrap_update(gv, keys, params, opt, grad_clip, compile: bool, what: str):
+    """``(*batch, lr, ema, decay) -> value``: ``gv`` then clip + AdamW + EMA, in place.
+
+    ``gv(p, *batch) -> (grads dict, value)``; the update follows
+    ``torch.optim.AdamW.step`` (decoupled decay ``p *= 1 - lr wd``; ``m``, ``v`` moving
+    averages; bias corrections ``1 - beta^k``) and the trainer's EMA
+    ``ema = lerp(ema, p, 1 - decay)``.
+    """
+    b1, b2, eps, wd = _adamw_state(opt, params)
+    dtype = params[0].dtype
+
+    def update(ps, ms, vs, ks, es, lr, decay, *batch):
+        g, value = gv(dict(zip(keys, ps, strict=True)), *batch)
+        for i, key in enumerate(keys):
+            gr = g[key] if grad_clip is None else g[key].clamp(-grad_clip, grad_clip)
+            p, m, v, k = ps[i], ms[i], vs[i], ks[i]
+            k.add_(1)
+            kk = k.to(dtype)
+            p.mul_(1 - lr * wd)
+            m.lerp_(gr, 1 - b1)
+            v.mul_(b2).addcmul_(gr, gr, value=1 - b2)
+            denom = v.sqrt() / (1 - b2**kk).sqrt() + eps
+            p.sub_(lr / (1 - b1**kk) * m / denom)
+            if es is not None:
+                es[i].lerp_(p, 1 - decay)
+        return value
+
+    run = (
+        CompiledOrEager(update, update, f"the {what} step", "the eager step") if compile else update
+    )
+    lr_t, decay_t = torch.zeros((), dtype=dtype), torch.zeros((), dtype=dtype)
+
+    def step(*batch, lr: float, ema=None, decay: float = 0.0):
+        st = [opt.state[q] for q in params]  # fresh: a load_state_dict replaces the tensors
+        lr_t.fill_(lr)
+        decay_t.fill_(decay)
+        with torch.no_grad():
+            return run(
+                [q.detach() for q in params],
+                [d["exp_avg"] for d in st],
+                [d["exp_avg_sq"] for d in st],
+                [d["step"] for d in st],
+                ema,
+                lr_t,
+                decay_t,
+                *batch,
+            )
+
+    return step
+
+
+def _wrap(gv, keys, params, compile: bool, what: str, opt=None, grad_clip=None):
+    """``(*batch) -> (value, grads tuple)`` around ``gv(p, *batch) -> (grads dict, value)``;
+    with ``opt``: :func:`_wrap_update`."""
+    if opt is not None:
+        return _wrap_update(gv, keys, params, opt, grad_clip, compile, what)
 
     def eager(*batch):
         p = {k: v.detach() for k, v in zip(keys, params, strict=True)}
@@ -58,7 +147,12 @@ def _wrap(gv, keys, params, compile: bool, what: str):
 
 
 def make_dsm_step(
-    target: nn.Module, sde: SDE, params: list[torch.nn.Parameter], compile: bool = True
+    target: nn.Module,
+    sde: SDE,
+    params: list[torch.nn.Parameter],
+    compile: bool = True,
+    optimizer: torch.optim.Optimizer | None = None,
+    grad_clip: float | None = None,
 ) -> Callable[..., tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
     """The DSM loss of :func:`~.losses.dsm_loss` and its gradient, as one function.
 
@@ -72,11 +166,21 @@ def make_dsm_step(
     compile : bool
         ``torch.compile`` the step; if compiling fails at the first call, a warning is
         given and the eager functional step is used from then on.
+    optimizer : torch.optim.AdamW or None
+        If given (an AdamW over exactly ``params``, one group, no amsgrad/maximize), the
+        step also updates ``params`` in place: gradients clipped to ``+-grad_clip``
+        (``clip_grad_value_``), AdamW with the optimiser's hyper-parameters on its own
+        state tensors (created if absent), then the EMA.
+    grad_clip : float or None
+        With ``optimizer``: the gradient value clip (``None``: none).
 
     Returns
     -------
     callable ``(x0 (B, ...), t (B,), noise (B, ...), w (B,)) -> (loss, grads)``
-        ``grads`` has one tensor per entry of ``params`` (same order).
+        ``grads`` has one tensor per entry of ``params`` (same order). With
+        ``optimizer``: ``(x0, t, noise, w, *, lr, ema=None, decay=0.0) -> loss``, which
+        takes one AdamW step at learning rate ``lr`` and, if ``ema`` (tensors like
+        ``params``) is given, sets ``ema = lerp(ema, params, 1 - decay)`` in place.
     """
     keys = _keys(target, params)
     conservative = bool(getattr(target, "conservative", False))
@@ -96,7 +200,7 @@ def make_dsm_step(
         per = (noise + sig * score(p, xt, t)).pow(2).flatten(1).mean(1)
         return (per * w).mean()
 
-    return _wrap(grad_and_value(loss), keys, params, compile, "DSM")
+    return _wrap(grad_and_value(loss), keys, params, compile, "DSM", optimizer, grad_clip)
 
 
 def make_dsm_fp_step(
@@ -109,6 +213,8 @@ def make_dsm_fp_step(
     hd: float = 5e-4,
     dim_offset: float | None = None,
     compile: bool = True,
+    optimizer: torch.optim.Optimizer | None = None,
+    grad_clip: float | None = None,
 ) -> Callable[..., tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
     """``l_dsm + fp_weight * l_fp`` of :func:`~.losses.dsm_fp_loss` and its gradient.
 
@@ -128,7 +234,7 @@ def make_dsm_fp_step(
     sigma, hs, hd, dim_offset
         Probe scale, time stencil and residual offset ``c`` (``None``: ``D``), as in
         :func:`~.losses.fp_residual_probe`.
-    compile : bool
+    compile, optimizer, grad_clip
         As in :func:`make_dsm_step`.
 
     Returns
@@ -136,7 +242,8 @@ def make_dsm_fp_step(
     callable ``(x0, t, noise, w, xi) -> ((loss, l_dsm, l_fp), grads)``
         ``x0``, ``noise`` (B, ...), ``t``, ``w`` (B,), the probes ``xi`` (2, B, ...)
         (standard normal); the losses are scalars, ``grads`` has one tensor per entry
-        of ``params``.
+        of ``params``. With ``optimizer``: ``(x0, t, noise, w, xi, *, lr, ema=None,
+        decay=0.0) -> (loss, l_dsm, l_fp)`` and the update, as in :func:`make_dsm_step`.
     """
     if not getattr(target, "conservative", False):
         raise ValueError("the FP term needs an energy network (conservative = True)")
@@ -191,4 +298,4 @@ def make_dsm_fp_step(
         g, (_, aux) = gv(p, *batch)
         return g, aux
 
-    return _wrap(gv_flat, keys, params, compile, "DSM + FP")
+    return _wrap(gv_flat, keys, params, compile, "DSM + FP", optimizer, grad_clip)

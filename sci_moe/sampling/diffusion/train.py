@@ -112,10 +112,16 @@ class TrainConfig:
         Functional ``torch.func`` steps, ``torch.compile``-d: plain (DSM-only) steps through
         :func:`~.compiled.make_dsm_step`, FP steps of an energy network through
         :func:`~.compiled.make_dsm_fp_step` (the vectorised two-probe estimator; same
-        probes from the same generator, same loss). Faster per step on CPU for ScoreMD's
+        probes from the same generator, same loss), with gradient clipping, the AdamW
+        update and the EMA inside the same compiled call (the optimiser's own state
+        tensors; equal to its ``step`` to rounding). Faster per step on CPU for ScoreMD's
         MLP, but compiling costs CPU-seconds per stage: worth it for long runs only;
         eager fallback if compiling fails. Default off (measured:
         ``benchmarks/energy_diffusion_speed.py``).
+    compile_update : bool
+        With ``compile``: clip, AdamW and EMA inside the compiled step (default);
+        ``False``: the compiled step returns gradients and ``torch.optim.AdamW.step``
+        updates (the earlier path, kept for the speed comparison).
     check_every : int
         Steps between host reads of the running losses (the non-finite check of the NaN
         policy and the logged sums; no per-step ``.item()``). A non-finite loss is
@@ -144,6 +150,7 @@ class TrainConfig:
     fp_batched: bool = True
     fused_optimizer: bool = True
     compile: bool = False
+    compile_update: bool = True
     check_every: int = 50
     seed: int = 0
     progress: bool = True
@@ -279,7 +286,9 @@ def train(
         if cfg.compile:
             from .compiled import make_dsm_fp_step, make_dsm_step  # inductor only when asked
 
-            step_fn = make_dsm_step(target, sde, params)
+            # the AdamW update and the EMA inside the compiled step (same rule, in place)
+            upd = {"optimizer": opt, "grad_clip": cfg.grad_clip} if cfg.compile_update else {}
+            step_fn = make_dsm_step(target, sde, params, **upd)
             if stage.fp_weight > 0 and isinstance(target, EnergyNet):
                 fp_step_fn = make_dsm_fp_step(
                     target,
@@ -290,6 +299,7 @@ def train(
                     hs=cfg.fp_hs,
                     hd=cfg.fp_hd,
                     dim_offset=cfg.fp_dim_offset,
+                    **upd,
                 )
         e0 = 0
         if ck is not None and si == start_stage and start_epoch > 0:
@@ -398,13 +408,15 @@ def _run_epoch(
 ):
     n, bs = len(data), cfg.batch_size
     perm = torch.randperm(n, generator=gen)
+    # the epoch's batches gathered once (one index call, then views): same rows, same order
+    shuffled = data[perm[: n_steps * bs]]
     lo, hi = stage.t_range
     # loss, dsm, fp summed in float64 as the old per-step float() sums were; read on the
     # host only every check
     sums = torch.zeros(3, dtype=torch.float64)
     zero = torch.zeros((), dtype=data.dtype)
     for b in range(n_steps):
-        x0 = data[perm[b * bs : (b + 1) * bs]]
+        x0 = shuffled[b * bs : (b + 1) * bs]
         B = len(x0)
         if cfg.random_rotation:
             R = random_rotations(B, gen, x0.dtype)
@@ -415,20 +427,29 @@ def _run_epoch(
         l_fp = zero
         joint = use_fp and cfg.fp_batched and isinstance(target, EnergyNet)
         functional = fp_step_fn is not None if use_fp else step_fn is not None
+        k = step0 + b
+        lr = stage.min_lr + 0.5 * (stage.lr - stage.min_lr) * (1 + math.cos(math.pi * k / total))
+        # warm-up (as tf.train.ExponentialMovingAverage with num_updates): without it a
+        # short stage's EMA would still hold a large share of the initial weights
+        decay = min(cfg.ema_decay, (1 + k) / (10 + k))
+        upd = {"lr": lr, "ema": ema if cfg.ema_decay > 0 else None, "decay": decay}
+        updated = functional and cfg.compile_update  # clip, AdamW, EMA done in the step
         if functional and not use_fp:
-            # functional (compiled) DSM loss and gradient: no autograd graph to backward
-            loss, grads = step_fn(x0, t, noise, w)
-            l_dsm = loss
-            for p, g in zip(params, grads, strict=True):
-                p.grad = g
+            # functional (compiled) DSM loss and gradient (and the update): no backward
+            if updated:
+                loss = l_dsm = step_fn(x0, t, noise, w, **upd)
+            else:
+                loss, grads = step_fn(x0, t, noise, w)
+                l_dsm = loss
         elif functional:
             # the probes drawn as dsm_fp_loss draws them (after the noise, same order)
             xi = torch.stack(
                 [torch.randn(x0.shape, generator=gen, dtype=x0.dtype) for _ in range(2)]
             )
-            (loss, l_dsm, l_fp), grads = fp_step_fn(x0, t, noise, w, xi)
-            for p, g in zip(params, grads, strict=True):
-                p.grad = g
+            if updated:
+                loss, l_dsm, l_fp = fp_step_fn(x0, t, noise, w, xi, **upd)
+            else:
+                (loss, l_dsm, l_fp), grads = fp_step_fn(x0, t, noise, w, xi)
         elif joint:
             # the DSM score joins the probes' gradient call (same losses, fewer calls)
             l_dsm, l_fp = dsm_fp_loss(
@@ -463,22 +484,21 @@ def _run_epoch(
                 batched=cfg.fp_batched,
             )
             loss = loss + stage.fp_weight * l_fp
-        if not functional:
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
-        k = step0 + b
-        lr = stage.min_lr + 0.5 * (stage.lr - stage.min_lr) * (1 + math.cos(math.pi * k / total))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        if cfg.ema_decay > 0:
-            # warm-up (as tf.train.ExponentialMovingAverage with num_updates): without it a
-            # short stage's EMA would still hold a large share of the initial weights
-            decay = min(cfg.ema_decay, (1 + k) / (10 + k))
-            with torch.no_grad():
-                torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
+        if not updated:
+            if functional:
+                for p, g in zip(params, grads, strict=True):
+                    p.grad = g
+            else:
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+            if cfg.grad_clip is not None:
+                torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            opt.step()
+            if cfg.ema_decay > 0:
+                with torch.no_grad():
+                    torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
         sums += torch.stack([loss.detach(), l_dsm.detach(), l_fp.detach()])
         if ((b + 1) % cfg.check_every == 0 or b + 1 == n_steps) and not torch.isfinite(sums).all():
             return None  # the caller restores the epoch's snapshot and retries

@@ -193,3 +193,106 @@ def test_functional_fp_step_applies_to_the_alanine_expert():
     torch.testing.assert_close(got_fp, l_fp.detach(), rtol=1e-9, atol=1e-10)
     for a, b in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+def _update_pair(fused):
+    """Two copies of a net: one stepped by the in-graph update, one by clip + AdamW + EMA."""
+    torch.manual_seed(0)
+    a = MLPEnergy((1, 2), (16, 16)).double()
+    b = MLPEnergy((1, 2), (16, 16)).double()
+    b.load_state_dict(a.state_dict())
+    pa, pb = list(a.parameters()), list(b.parameters())
+    oa = torch.optim.AdamW(pa, lr=1e-2, weight_decay=0.1)
+    ob = torch.optim.AdamW(pb, lr=1e-2, weight_decay=0.1, fused=fused or None)
+    return (a, pa, oa), (b, pb, ob)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_in_graph_adamw_update_equals_optimizer_step(fused):
+    """``optimizer=``: clip, AdamW and EMA in the step equal ``clip_grad_value_`` +
+    ``AdamW.step`` + the trainer's EMA lerp over 12 steps (changing lr and decay), and the
+    optimiser's own state (step count, moments) is what it updated."""
+    (a, pa, oa), (b, pb, ob) = _update_pair(fused)
+    upd = make_dsm_step(a, VPSDE(), pa, compile=False, optimizer=oa, grad_clip=0.01)
+    ref = make_dsm_step(b, VPSDE(), pb, compile=False)
+    ema_a = [p.detach().clone() for p in pa]
+    ema_b = [p.detach().clone() for p in pb]
+    clipped = False
+    for k in range(12):
+        batch = _batch(seed=k)
+        lr, decay = 1e-2 * (1 - k / 12), min(0.9, (1 + k) / (10 + k))
+        loss_a = upd(*batch, lr=lr, ema=ema_a, decay=decay)
+        loss_b, grads = ref(*batch)
+        clipped |= any(bool((g.abs() > 0.01).any()) for g in grads)
+        for p, g in zip(pb, grads, strict=True):
+            p.grad = g
+        torch.nn.utils.clip_grad_value_(pb, 0.01)
+        ob.param_groups[0]["lr"] = lr
+        ob.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(ema_b, [p.detach() for p in pb], 1 - decay)
+        torch.testing.assert_close(loss_a, loss_b, rtol=1e-9, atol=1e-12)
+    assert clipped  # the clip was active
+    for x, y in zip([*pa, *ema_a], [*pb, *ema_b], strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
+    assert not torch.equal(pa[0], _update_pair(fused)[0][1][0])  # it did train
+    for q, r in zip(pa, pb, strict=True):
+        sa, sb = oa.state[q], ob.state[r]
+        assert float(sa["step"]) == float(sb["step"]) == 12
+        torch.testing.assert_close(sa["exp_avg_sq"], sb["exp_avg_sq"], rtol=1e-9, atol=1e-15)
+
+
+def test_in_graph_update_rejects_other_optimizers():
+    net = MLPEnergy((1, 2), (8,))
+    params = list(net.parameters())
+    with pytest.raises(ValueError, match="AdamW"):
+        make_dsm_step(net, VPSDE(), params, compile=False, optimizer=torch.optim.SGD(params, 0.1))
+    with pytest.raises(ValueError, match="exactly params"):
+        make_dsm_step(net, VPSDE(), params[:1], compile=False, optimizer=torch.optim.AdamW(params))
+    with pytest.raises(ValueError, match="amsgrad"):
+        opt = torch.optim.AdamW(params, amsgrad=True)
+        make_dsm_step(net, VPSDE(), params, compile=False, optimizer=opt)
+
+
+def test_functional_plain_training_equals_eager(monkeypatch):
+    """``compile=True`` with the compiler a no-op: plain DSM training through the in-graph
+    update gives eager training's weights and losses (fused AdamW, clip, EMA, cosine lr)."""
+    monkeypatch.setattr(compiled_mod.torch, "compile", lambda fn, **kw: fn)
+    data = _batch(256, seed=1)[0]
+    a, ha = _train(False, data)
+    b, hb = _train(True, data)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        # the energy's output bias has a zero DSM gradient (the score ignores it): AdamW
+        # turns its rounding-level gradients into lr-sized steps, hence the atol
+        torch.testing.assert_close(pb, pa, rtol=1e-6, atol=1e-6)
+    for ra, rb in zip(ha, hb, strict=True):
+        assert abs(ra["dsm"] - rb["dsm"]) <= 1e-9 * max(1.0, abs(ra["dsm"]))
+
+
+@pytest.mark.skipif(
+    os.environ.get("SCI_MOE_COMPILE_TESTS") != "1",
+    reason="torch.compile takes CPU-seconds to minutes; SCI_MOE_COMPILE_TESTS=1",
+)
+@pytest.mark.parametrize("fp", [0.0, 5e-3])
+def test_compiled_training_equals_eager(fp):
+    """The real compiled steps (plain and DSM + FP) with the in-graph update train as
+    eager (float64)."""
+    data = _batch(256, seed=1)[0]
+
+    def run(flag):
+        torch.manual_seed(0)
+        net = MLPEnergy((1, 2), (16, 16)).double()
+        cfg = TrainConfig(
+            stages=[Stage(2, (1e-3, 1.0), 0.3, fp, lr=3e-3)],
+            batch_size=64,
+            progress=False,
+            compile=flag,
+        )
+        return net, train(net, data, VPSDE(), cfg)["history"]
+
+    a, ha = run(False)
+    b, hb = run(True)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pb, pa, rtol=1e-4, atol=1e-6)
+    for k in ("dsm", "fp"):
+        assert abs(ha[-1][k] - hb[-1][k]) <= 1e-5 * max(1e-9, abs(ha[-1][k]))
