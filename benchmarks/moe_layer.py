@@ -12,10 +12,12 @@ other processes used is recorded (``machine.contention``).
     softmax router with top-k renormalisation (as Mixtral); the GEMM path is the automatic
     choice of :func:`sci_moe.moe.grouped_path`.
 ``sci-moe other path``
-    The same layer with the other CPU GEMM path forced
+    The same layer with the other CPU path forced
     (:func:`sci_moe.moe.set_grouped_path`: padded ``bmm`` where the rule picks
-    ``grouped_mm`` and vice versa): where each path wins. ``d <= 256`` only (float32;
-    bfloat16 too since the bfloat16 rule of :func:`sci_moe.moe.grouped_path`).
+    ``grouped_mm`` and vice versa; the sorted ``grouped_mm`` path where
+    :func:`sci_moe.moe.dispatch.per_expert_path` picks the loop): where each path
+    wins. ``d <= 256`` only (float32; bfloat16 too since the bfloat16 rule of
+    :func:`sci_moe.moe.grouped_path`).
 ``dense``
     One SwiGLU MLP of hidden size ``k * d`` (the same active FLOPs per token) plus the
     same router linear + softmax + top-k, whose top-k mass scales the output so the
@@ -299,6 +301,16 @@ def measure(case: Case, seed: int, repeats: int) -> dict[str, list[float]]:
     if HAS_PATHS:
         rows = steps[SCI].x[:1].expand(case.T * case.k, -1)
         auto = _moe.grouped_path(rows, moe.experts.gate_up)
+        try:  # the per-expert loop's rule (absent in older cores)
+            from sci_moe.moe.dispatch import per_expert_path as loop_rule
+        except ImportError:
+            loop_rule = None
+        with torch.no_grad():
+            plan = moe.router(steps[SCI].x).plan
+        if loop_rule is not None and loop_rule(steps[SCI].x, plan, moe.experts):
+            auto = "per_expert"
+    # The other path: the other GEMM formulation, or for the per-expert loop the sorted
+    # path with its grouped_mm.
     other = "bmm" if auto == "grouped_mm" else "grouped_mm"
 
     def run(who):

@@ -5,10 +5,95 @@ from __future__ import annotations
 import torch
 
 from .experts import ExpertBank
+from .grouped import forced_path
 from .permute import combine_by_token, gather_by_expert
-from .routing import Routing
+from .routing import DispatchPlan, Routing
 
-__all__ = ["dispatch"]
+__all__ = ["dispatch", "per_expert_path"]
+
+# Measured size rule of the per-expert loop (one core of an AVX-512 Intel Xeon, float32 and
+# bfloat16 SwiGLU banks; interleaved whole-layer A/B, docs/results/moe_layer.rst): glibc
+# serves every tensor of 32 MiB and more (its largest mmap threshold) with fresh pages, so
+# each step page-faults the ``(T k, 2 d_hidden)`` intermediates of the sorted path anew;
+# the loop's per-expert tensors are ``E`` times smaller and come from the heap. It won
+# 1.11-1.5x where those intermediates reach 32 MiB, each expert has >= 512 rows on average
+# and its first GEMM >= 2^25 multiply-adds; it lost with fewer rows per expert (0.47x at
+# 64 rows, 0.80x at 128 rows of d = 1024: the per-expert weight gradients are stacked
+# afterwards) and at 512 rows of d = 128 (0.77x, E = 64: the loop's overhead).
+_PER_EXPERT_MIN_BYTES = 32 * 2**20
+_PER_EXPERT_MIN_ROWS = 512
+_PER_EXPERT_MIN_MACS = 2**25
+
+
+def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) -> bool:
+    """Whether :func:`dispatch` runs ``experts`` as a loop over experts.
+
+    The loop gathers each expert's rows, applies that expert
+    (:meth:`~sci_moe.moe.ExpertBank.expert_functions`) and adds its weighted output
+    into the ``(T, d_out)`` result (``index_add_``), expert by expert, instead of one
+    grouped GEMM per weight over all ``N = T k`` sorted rows. Taken on the CPU for banks
+    with a :attr:`~sci_moe.moe.ExpertBank.per_expert_width` ``w`` (SwiGLU/GeGLU:
+    ``2 d_hidden``) when the sorted path's ``(N, w)`` intermediate has at least 32 MiB
+    (``N w itemsize >= 2^25`` bytes: above glibc's largest mmap threshold, fresh pages
+    every step), each expert has at least 512 rows on average (``N >= 512 E``) and its
+    first GEMM at least ``2^25`` multiply-adds (``N d_in w / E >= 2^25``). Forced on
+    (where the bank has a loop) or off with :func:`~sci_moe.moe.set_grouped_path`
+    (``"per_expert"``; ``"grouped_mm"`` and ``"bmm"`` keep the sorted path).
+
+    Parameters
+    ----------
+    x : Tensor, shape (T, d_in)
+        The layer's input rows.
+    plan : DispatchPlan
+    experts : ExpertBank
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from sci_moe.moe import GLUExperts, Routing
+    >>> bank = GLUExperts(8, 256, 256)
+    >>> x = torch.zeros(4096, 256)
+    >>> top8 = Routing.from_assignments(torch.arange(8).repeat(4096, 1),
+    ...                                 torch.ones(4096, 8), num_experts=8)
+    >>> top1 = Routing.from_assignments(torch.arange(4096).remainder(8).view(-1, 1),
+    ...                                 torch.ones(4096, 1), num_experts=8)
+    >>> per_expert_path(x, top8.plan, bank), per_expert_path(x, top1.plan, bank)
+    (True, False)
+    """
+    width = experts.per_expert_width
+    forced = forced_path()
+    if width is None or x.device.type != "cpu" or forced in ("grouped_mm", "bmm"):
+        return False
+    if forced == "per_expert":
+        return True
+    n = plan.num_kept
+    E = experts.num_experts
+    return (
+        n * width * x.element_size() >= _PER_EXPERT_MIN_BYTES
+        and n >= _PER_EXPERT_MIN_ROWS * E
+        and n * x.shape[1] * width >= _PER_EXPERT_MIN_MACS * E
+    )
+
+
+def _per_expert(x, w, plan, experts, num_tokens):
+    """``y[t] = sum_r w_r f_{e(r)}(x[token[r]])``, one expert at a time (see above)."""
+    fns = experts.expert_functions()
+    y = None
+    start = 0
+    for e, count in enumerate(plan.counts.tolist()):
+        if count == 0:
+            continue
+        stop = start + count
+        token = plan.token[start:stop]
+        rows = fns[e](x.index_select(0, token)) * w[start:stop, None]
+        if y is None:
+            y = rows.new_zeros(num_tokens, rows.shape[1])
+        y.index_add_(0, token, rows)
+        start = stop
+    return x.new_zeros(num_tokens, experts.d_out) if y is None else y
 
 
 def dispatch(
@@ -53,7 +138,10 @@ def dispatch(
     weight; (4) rows are scaled by their weights, put back in ``(token, slot)`` order
     with the inverse permutation and summed over slots with ``view(T, k, d).sum(1)``.
     Forward and backward of (2) and (4) only gather (see :mod:`sci_moe.moe.permute`),
-    so the layer is deterministic on every device.
+    so the layer is deterministic on every device. On the CPU, for large ``T k`` with
+    few experts, steps (2)-(4) run as a loop over experts instead
+    (:func:`per_expert_path`, a measured size rule; not with
+    ``return_expert_outputs``); its sums run in the same order.
     """
     if routing.num_experts != experts.num_experts:
         raise ValueError(
@@ -64,9 +152,13 @@ def dispatch(
     if x.shape[0] != T:
         raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
     plan = routing.plan
-    ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
-    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
-    y = combine_by_token(ys, w, plan, T)
+    if not return_expert_outputs and per_expert_path(x, plan, experts):
+        w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(x.dtype)
+        y = _per_expert(x, w, plan, experts, T)
+    else:
+        ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
+        w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
+        y = combine_by_token(ys, w, plan, T)
     if include_base:
         base = experts.base(x)
         if base is not None:

@@ -42,6 +42,10 @@ class ExpertBank(nn.Module):
     num_experts: int
     d_in: int
     d_out: int
+    #: Width of the widest per-row intermediate of :meth:`forward_sorted` for banks whose
+    #: per-expert loop (:meth:`expert_functions`) the dispatch's measured size rule may
+    #: choose (:func:`sci_moe.moe.dispatch.per_expert_path`); ``None``: never chosen.
+    per_expert_width: int | None = None
 
     def forward_sorted(self, x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
         """Apply expert ``e(r)`` to each row ``r``.
@@ -61,6 +65,16 @@ class ExpertBank(nn.Module):
     def forward_expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """Apply expert ``e`` to ``x`` of shape ``(n, d_in)``; returns ``(n, d_out)``."""
         raise NotImplementedError
+
+    def expert_functions(self) -> list:
+        """One callable per expert, ``f_e(x)`` of shape ``(n, d_in) -> (n, d_out)``.
+
+        What the per-expert loop of :func:`~sci_moe.moe.dispatch` calls. The default
+        wraps :meth:`forward_expert`; banks override it to take their stacked weights
+        apart once (``unbind``: one gradient ``stack`` instead of a full-size zero
+        tensor per expert).
+        """
+        return [lambda x, e=e: self.forward_expert(e, x) for e in range(self.num_experts)]
 
     def base(self, x: torch.Tensor) -> torch.Tensor | None:
         """Ungated term added to the layer output, or ``None`` (the default)."""
@@ -189,12 +203,25 @@ class GLUExperts(ExpertBank):
     def _glu(self, gu: torch.Tensor) -> torch.Tensor:
         return glu_product(gu, self.activation)
 
+    @property
+    def per_expert_width(self) -> int:
+        """``2 d_hidden``: the ``[gate; up]`` rows of the first GEMM."""
+        return 2 * self.d_hidden
+
     def forward_sorted(self, x, plan):
         return self._linear(self._glu(self._linear(x, self.gate_up, plan)), self.down, plan)
 
     def forward_expert(self, e, x):
         F = nn.functional
         return F.linear(self._glu(F.linear(x, self.gate_up[e])), self.down[e])
+
+    def expert_functions(self):
+        F = nn.functional
+        gate_up, down = self.gate_up.unbind(0), self.down.unbind(0)
+        return [
+            lambda x, a=a, b=b: F.linear(self._glu(F.linear(x, a)), b)
+            for a, b in zip(gate_up, down, strict=True)
+        ]
 
 
 class AdapterExperts(MLPExperts):

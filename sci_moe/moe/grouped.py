@@ -6,10 +6,16 @@ import torch
 
 from . import kernels as _kernels
 
-__all__ = ["grouped_linear", "grouped_mm_supported", "grouped_path", "set_grouped_path"]
+__all__ = [
+    "forced_path",
+    "grouped_linear",
+    "grouped_mm_supported",
+    "grouped_path",
+    "set_grouped_path",
+]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_PATHS = ("auto", "grouped_mm", "bmm")
+_PATHS = ("auto", "grouped_mm", "bmm", "per_expert")
 _forced: str | None = None
 
 # Measured size rule (one CPU core, float32; docs/results/moe_layer.rst): on an AVX2 CPU
@@ -35,20 +41,29 @@ _BF16_BMM_MAX_ROWS_PER_EXPERT = 128
 
 
 def set_grouped_path(path: str | None) -> None:
-    """Force the CPU path of :func:`grouped_linear` (for benchmarks and tests).
+    """Force the CPU path of :func:`grouped_linear` and the dispatch (benchmarks, tests).
 
     Parameters
     ----------
-    path : {"auto", "grouped_mm", "bmm"} or None
+    path : {"auto", "grouped_mm", "bmm", "per_expert"} or None
         ``"grouped_mm"`` wherever ``torch._grouped_mm`` is valid, ``"bmm"`` (the padded
-        ``bmm``) always, ``"auto"``/``None`` the measured size rule of
-        :func:`grouped_path` (the default). The Triton kernels on CUDA are switched
-        separately (:func:`sci_moe.moe.kernels.set_kernels_enabled`).
+        ``bmm``) always, both on expert-sorted rows (no per-expert loop);
+        ``"per_expert"`` the per-expert loop of :func:`~sci_moe.moe.dispatch` wherever
+        the bank has one (:func:`sci_moe.moe.dispatch.per_expert_path`; the GEMMs themselves
+        then take the automatic choice); ``"auto"``/``None`` the measured size rules of
+        :func:`grouped_path` and :func:`sci_moe.moe.dispatch.per_expert_path` (the default).
+        The Triton kernels on CUDA are switched separately
+        (:func:`sci_moe.moe.kernels.set_kernels_enabled`).
     """
     global _forced
     if path is not None and path not in _PATHS:
         raise ValueError(f"path must be one of {_PATHS} or None, got {path!r}")
     _forced = None if path in (None, "auto") else path
+
+
+def forced_path() -> str | None:
+    """The path forced by :func:`set_grouped_path` (``None``: the automatic rules)."""
+    return _forced
 
 
 def grouped_path(x: torch.Tensor, weight: torch.Tensor) -> str:

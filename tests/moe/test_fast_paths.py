@@ -1,10 +1,20 @@
-"""Every CPU path of the dispatch (padded bmm, grouped_mm, the measured rule, the fused GLU,
-the index_add_ sums) == the naive reference: outputs, all gradients, double backward."""
+"""Every CPU path of the dispatch (padded bmm, grouped_mm, the per-expert loop, the measured
+rules, the fused GLU, the index_add_ sums) == the naive reference: outputs, all gradients,
+double backward."""
 
 import pytest
 import torch
 
-from sci_moe.moe import MoE, glu_product, grouped_path, set_grouped_path
+from sci_moe.moe import (
+    GLUExperts,
+    MLPExperts,
+    MoE,
+    Routing,
+    glu_product,
+    grouped_path,
+    set_grouped_path,
+)
+from sci_moe.moe.dispatch import per_expert_path
 from sci_moe.testing import assert_moe_matches_reference, reference_moe_forward
 
 
@@ -15,7 +25,7 @@ def forced_path(request):
     set_grouped_path(None)
 
 
-@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm", "auto"], indirect=True)
+@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm", "per_expert", "auto"], indirect=True)
 @pytest.mark.parametrize("expert", ["glu", "mlp", "linear"])
 @pytest.mark.parametrize("E,k", [(4, 2), (8, 1), (16, 4)])
 def test_every_path_matches_reference(forced_path, expert, E, k, float_dtype):
@@ -24,7 +34,7 @@ def test_every_path_matches_reference(forced_path, expert, E, k, float_dtype):
     assert_moe_matches_reference(moe, num_tokens=29)
 
 
-@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm"], indirect=True)
+@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm", "per_expert"], indirect=True)
 @pytest.mark.parametrize(
     "options", [dict(capacity_factor=0.5), dict(mode="expert_choice", capacity_factor=1.0)]
 )
@@ -174,7 +184,7 @@ def test_double_backward_matches_reference(expert):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("forced_path", ["grouped_mm"], indirect=True)
+@pytest.mark.parametrize("forced_path", ["grouped_mm", "per_expert"], indirect=True)
 @pytest.mark.parametrize("expert", ["glu", "mlp"])
 def test_grouped_mm_double_backward_matches_reference(forced_path, expert):
     """float32 on the CPU grouped_mm path (row padding to the alignment), 13 rows."""
@@ -230,3 +240,97 @@ def test_grouped_mm_gives_zero_weight_gradients_to_experts_without_rows():
     torch.testing.assert_close(w.grad, want_w)
     torch.testing.assert_close(x.grad, want_x)
     torch.testing.assert_close(y, torch.cat([x[:4] @ w[1].t(), x[4:] @ w[3].t()]))
+
+
+def _combine_node(y):
+    """Name of the autograd node that made ``y``, under the layer's final reshape."""
+    node = y.grad_fn
+    while "View" in type(node).__name__:
+        node = node.next_functions[0][0]
+    return type(node).__name__
+
+
+def _routing(T, k, E):
+    """Token ``t`` slot ``j`` -> expert ``(t + j) mod E``: every expert gets ``T k / E`` rows."""
+    idx = (torch.arange(T).view(-1, 1) + torch.arange(k)).remainder(E)
+    return Routing.from_assignments(idx, torch.ones(T, k), num_experts=E)
+
+
+def test_per_expert_rule_boundaries():
+    """The loop needs a (T k, 2 d_hidden) intermediate of >= 32 MiB, >= 512 rows and
+    >= 2^25 multiply-adds per expert's first GEMM; only banks with a per-expert width;
+    set_grouped_path forces it on or off."""
+    bank = GLUExperts(8, 256, 256)  # width 512: 2 KiB per float32 row
+    x = torch.zeros(4096, 256)
+    assert per_expert_path(x, _routing(4096, 4, 8).plan, bank)  # 16384 rows: exactly 32 MiB
+    assert not per_expert_path(x, _routing(4095, 4, 8).plan, bank)  # 4 rows short
+    assert not per_expert_path(x.bfloat16(), _routing(4096, 4, 8).plan, bank)  # 16 MiB
+    assert per_expert_path(x.bfloat16(), _routing(4096, 8, 8).plan, bank)
+    # 32 MiB but 512 rows of d = 128 per expert: 2^24 multiply-adds, below the rule.
+    narrow = GLUExperts(64, 128, 128)
+    plan = _routing(4096, 8, 64).plan
+    assert not per_expert_path(torch.zeros(4096, 128), plan, narrow)
+    wide = GLUExperts(8, 128, 128)  # the same rows over 8 experts: 2^27 per expert
+    assert per_expert_path(torch.zeros(4096, 128), _routing(4096, 8, 8).plan, wide)
+    # d = 1024, E = 32, 128 rows per expert: 32 MiB and 2^28 multiply-adds, too few rows.
+    big = GLUExperts(32, 1024, 1024)
+    assert not per_expert_path(torch.zeros(4096, 1024), _routing(4096, 1, 32).plan, big)
+    assert per_expert_path(torch.zeros(4096, 1024), _routing(4096, 4, 32).plan, big)
+    assert not per_expert_path(torch.zeros(4095, 1024), _routing(4095, 4, 32).plan, big)
+    plan = _routing(4096, 8, 8).plan
+    assert not per_expert_path(x, plan, MLPExperts(8, 256, 512))  # no per-expert width
+    for path, want in (("grouped_mm", False), ("bmm", False), ("per_expert", True)):
+        set_grouped_path(path)
+        try:
+            assert per_expert_path(x, plan, bank) is want
+            assert per_expert_path(x[:8], _routing(8, 1, 8).plan, bank) is want
+            assert not per_expert_path(x, plan, MLPExperts(8, 256, 512))
+        finally:
+            set_grouped_path(None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_per_expert_loop_matches_grouped_path_and_reference(dtype):
+    """The loop (forced; uneven rows, an expert without rows) gives the sorted path's
+    output and gradients and the naive reference's, in the dtype's tolerance; the layer
+    really ran the loop (its output comes from index_add_, not the combine)."""
+    torch.manual_seed(0)
+    moe = MoE(d_model=32, num_experts=8, top_k=2, d_hidden=48, expert="glu").to(dtype)
+    x = torch.randn(37, 32, dtype=dtype, requires_grad=True)
+    routing = moe.router(x.detach())
+    idx = routing.indices.clone()
+    idx[idx == 5] = 6  # expert 5 gets no rows
+    routing = Routing.from_assignments(idx, routing.weights.detach(), 8)
+    set_grouped_path("per_expert")
+    try:
+        assert "IndexAdd" in _combine_node(moe(x, routing=routing))
+    finally:
+        set_grouped_path(None)
+    assert "CombineByToken" in _combine_node(moe(x, routing=routing))
+    outs = [_output_and_grads(moe, x, path) for path in ("per_expert", "grouped_mm")]
+    tol = {
+        torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
+        torch.float32: dict(atol=1e-5, rtol=1e-4),
+        torch.float64: dict(atol=1e-12, rtol=1e-10),
+    }[dtype]
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), **tol)
+    set_grouped_path("per_expert")
+    try:
+        assert_moe_matches_reference(moe, x=x.detach())
+        assert_moe_matches_reference(moe, x=x.detach(), routing=routing)
+    finally:
+        set_grouped_path(None)
+
+
+def test_auto_rule_takes_the_loop_at_a_large_shape_and_matches_the_sorted_path():
+    """T = 2048, k = 8, E = 8, d = 256 (64 MiB of [gate; up] rows): the automatic path is
+    the loop, with the forced sorted path's output and gradients."""
+    torch.manual_seed(0)
+    moe = MoE(d_model=256, num_experts=8, top_k=8, d_hidden=256, expert="glu")
+    x = torch.randn(2048, 256, requires_grad=True)
+    assert per_expert_path(x, moe.router(x.detach()).plan, moe.experts)
+    assert "IndexAdd" in _combine_node(moe(x))
+    outs = [_output_and_grads(moe, x, path) for path in ("auto", "grouped_mm")]
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
