@@ -47,6 +47,18 @@ def _autocast_on(device_type: str) -> bool:
         return torch.is_autocast_enabled()
 
 
+def _all_finite(x: torch.Tensor) -> bool:
+    """Whether every element of ``x`` is finite, in one reduction when it is.
+
+    A sum with a NaN or an Inf term is not finite (IEEE 754), so a finite sum proves
+    every element finite; a non-finite sum (also an overflow of finite elements) falls
+    back to the elementwise test. ``isfinite(x).all()`` alone writes a boolean tensor of
+    ``x``'s size on every layer call.
+    """
+    with torch.no_grad():
+        return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
+
+
 def check_layer_input(
     x: torch.Tensor,
     d_model: int,
@@ -74,6 +86,6 @@ def check_layer_input(
             f"x has dtype {x.dtype} but the layer's weights are {dtype}: convert the layer "
             f"with layer.to({x.dtype}) or cast the input with x.to({dtype})"
         )
-    if check_finite and not torch.isfinite(x).all():
+    if check_finite and not _all_finite(x):
         bad = (~torch.isfinite(x)).nonzero()[0].tolist()
         raise ValueError(f"x contains NaN or Inf (first at index {bad}); check the layer inputs")

@@ -12,17 +12,18 @@ from .routing import DispatchPlan, Routing
 __all__ = ["dispatch", "per_expert_path"]
 
 # Measured size rule of the per-expert loop (one core of an AVX-512 Intel Xeon, float32 and
-# bfloat16 SwiGLU banks; interleaved whole-layer A/B, docs/results/moe_layer.rst): glibc
-# serves every tensor of 32 MiB and more (its largest mmap threshold) with fresh pages, so
-# each step page-faults the ``(T k, 2 d_hidden)`` intermediates of the sorted path anew;
-# the loop's per-expert tensors are ``E`` times smaller and come from the heap. It won
-# 1.11-1.5x where those intermediates reach 32 MiB, each expert has >= 512 rows on average
-# and its first GEMM >= 2^25 multiply-adds; it lost with fewer rows per expert (0.47x at
-# 64 rows, 0.80x at 128 rows of d = 1024: the per-expert weight gradients are stacked
-# afterwards) and at 512 rows of d = 128 (0.77x, E = 64: the loop's overhead).
+# bfloat16 SwiGLU banks; interleaved whole-layer A/B and the grid's forced-path column,
+# benchmarks/results/moe_layer_grid_loop.json, docs/results/moe_layer.rst): glibc serves
+# every tensor of 32 MiB and more (its largest mmap threshold) with fresh pages, so each
+# step page-faults the ``(T k, 2 d_hidden)`` intermediates of the sorted path anew; the
+# loop's per-expert tensors are ``E`` times smaller and come from the heap. It won
+# (1.09-1.42x) where those intermediates reach 32 MiB and each expert's share reaches
+# 2 MiB with >= 512 rows; with smaller shares it lost or tied (0.78-0.90x at 0.5-1 MiB
+# per expert, d = 256, E = 32-64; 0.47x at 64 rows of d = 1024: the per-expert weight
+# gradients are stacked afterwards, and each expert costs a few Python-level calls).
 _PER_EXPERT_MIN_BYTES = 32 * 2**20
+_PER_EXPERT_MIN_SHARE = 2 * 2**20
 _PER_EXPERT_MIN_ROWS = 512
-_PER_EXPERT_MIN_MACS = 2**25
 
 
 def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) -> bool:
@@ -35,8 +36,8 @@ def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) ->
     with a :attr:`~sci_moe.moe.ExpertBank.per_expert_width` ``w`` (SwiGLU/GeGLU:
     ``2 d_hidden``) when the sorted path's ``(N, w)`` intermediate has at least 32 MiB
     (``N w itemsize >= 2^25`` bytes: above glibc's largest mmap threshold, fresh pages
-    every step), each expert has at least 512 rows on average (``N >= 512 E``) and its
-    first GEMM at least ``2^25`` multiply-adds (``N d_in w / E >= 2^25``). Forced on
+    every step) and each expert's share of it at least 2 MiB with at least 512 rows on
+    average (``N w itemsize >= 2^21 E``, ``N >= 512 E``). Forced on
     (where the bank has a loop) or off with :func:`~sci_moe.moe.set_grouped_path`
     (``"per_expert"``; ``"grouped_mm"`` and ``"bmm"`` keep the sorted path).
 
@@ -69,12 +70,12 @@ def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) ->
         return False
     if forced == "per_expert":
         return True
-    n = plan.num_kept
-    E = experts.num_experts
+    n, E = plan.num_kept, experts.num_experts
+    nbytes = n * width * x.element_size()
     return (
-        n * width * x.element_size() >= _PER_EXPERT_MIN_BYTES
+        nbytes >= _PER_EXPERT_MIN_BYTES
+        and nbytes >= _PER_EXPERT_MIN_SHARE * E
         and n >= _PER_EXPERT_MIN_ROWS * E
-        and n * x.shape[1] * width >= _PER_EXPERT_MIN_MACS * E
     )
 
 

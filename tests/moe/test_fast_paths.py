@@ -257,26 +257,23 @@ def _routing(T, k, E):
 
 
 def test_per_expert_rule_boundaries():
-    """The loop needs a (T k, 2 d_hidden) intermediate of >= 32 MiB, >= 512 rows and
-    >= 2^25 multiply-adds per expert's first GEMM; only banks with a per-expert width;
-    set_grouped_path forces it on or off."""
+    """The loop needs a (T k, 2 d_hidden) intermediate of >= 32 MiB, >= 2 MiB and >= 512
+    rows of it per expert; only banks with a per-expert width; set_grouped_path forces it
+    on or off."""
     bank = GLUExperts(8, 256, 256)  # width 512: 2 KiB per float32 row
     x = torch.zeros(4096, 256)
     assert per_expert_path(x, _routing(4096, 4, 8).plan, bank)  # 16384 rows: exactly 32 MiB
     assert not per_expert_path(x, _routing(4095, 4, 8).plan, bank)  # 4 rows short
     assert not per_expert_path(x.bfloat16(), _routing(4096, 4, 8).plan, bank)  # 16 MiB
     assert per_expert_path(x.bfloat16(), _routing(4096, 8, 8).plan, bank)
-    # 32 MiB but 512 rows of d = 128 per expert: 2^24 multiply-adds, below the rule.
-    narrow = GLUExperts(64, 128, 128)
-    plan = _routing(4096, 8, 64).plan
-    assert not per_expert_path(torch.zeros(4096, 128), plan, narrow)
-    wide = GLUExperts(8, 128, 128)  # the same rows over 8 experts: 2^27 per expert
-    assert per_expert_path(torch.zeros(4096, 128), _routing(4096, 8, 8).plan, wide)
-    # d = 1024, E = 32, 128 rows per expert: 32 MiB and 2^28 multiply-adds, too few rows.
-    big = GLUExperts(32, 1024, 1024)
-    assert not per_expert_path(torch.zeros(4096, 1024), _routing(4096, 1, 32).plan, big)
-    assert per_expert_path(torch.zeros(4096, 1024), _routing(4096, 4, 32).plan, big)
-    assert not per_expert_path(torch.zeros(4095, 1024), _routing(4095, 4, 32).plan, big)
+    # 32 experts: 64 MiB is 2 MiB per expert (the loop), 32 MiB only 1 MiB (sorted path).
+    many = GLUExperts(32, 256, 256)
+    assert per_expert_path(x, _routing(4096, 8, 32).plan, many)
+    assert not per_expert_path(x, _routing(4096, 4, 32).plan, many)
+    # d = 1024 (8 KiB rows), 16 experts: 32 MiB and 2 MiB each, but only 256 rows each.
+    wide = GLUExperts(16, 1024, 1024)
+    assert not per_expert_path(torch.zeros(4096, 1024), _routing(4096, 1, 16).plan, wide)
+    assert per_expert_path(torch.zeros(4096, 1024), _routing(4096, 2, 16).plan, wide)
     plan = _routing(4096, 8, 8).plan
     assert not per_expert_path(x, plan, MLPExperts(8, 256, 512))  # no per-expert width
     for path, want in (("grouped_mm", False), ("bmm", False), ("per_expert", True)):

@@ -132,6 +132,23 @@ def test_dispatch_rejects_mismatched_routing():
         dispatch(torch.randn(6, 8), r, GLUExperts(4, 8, 8))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_check_finite_one_reduction_is_exact(dtype):
+    """The finiteness test sums first: finite inputs whose sum overflows still pass (the
+    elementwise fallback), any NaN/Inf (also +Inf and -Inf together) is named."""
+    from sci_moe.moe.checks import check_layer_input
+
+    big = torch.finfo(dtype).max
+    x = torch.full((4, 8), big, dtype=dtype)
+    assert not torch.isfinite(x.sum())
+    check_layer_input(x, 8)  # finite: no error
+    for bad in ([float("nan")], [float("inf")], [float("-inf")], [float("inf"), float("-inf")]):
+        x = torch.randn(4, 8).to(dtype)
+        x.view(-1)[5 : 5 + len(bad)] = torch.tensor(bad, dtype=dtype)
+        with pytest.raises(ValueError, match=r"NaN or Inf \(first at index \[0, 5\]\)"):
+            check_layer_input(x, 8)
+
+
 def test_check_finite_can_be_switched_off():
     moe = MoE(d_model=8, num_experts=4, top_k=2, check_finite=False)
     x = torch.randn(3, 8)
