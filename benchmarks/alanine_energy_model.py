@@ -8,7 +8,10 @@ and over several seeds:
   ScoreMD's sampler), phi/psi of the bead positions;
 * **MD**: ``sci-moe md run --model FILE`` (torch engine, Langevin BAOAB, 1 fs, 300 K,
   the small-t expert's energy at ``t_eval`` as the force field) with the demo's settings
-  (16 walkers x 100 ps, a frame every 200 steps), then ``sci-moe md analyse``;
+  (64 walkers x 100 ps from one minimised structure, a frame every 200 steps), then
+  ``sci-moe md analyse --burn-in-ps 10`` (each walker's first 10 ps dropped;
+  ``--md-walkers``, ``--md-time-ns`` and ``--burn-in-ps`` change the protocol; issue 28's
+  earlier demo was 16 walkers, no burn-in);
 
 each histogrammed on 64 x 64 bins over [-pi, pi]^2 and compared with the shipped
 reference (amber99sbildn + OBC, 300 K, 36.8 ns) by the JS divergence in nats. The finite
@@ -50,6 +53,10 @@ SHIPPED = ROOT / "sci_moe/sampling/files/alanine_energy_model.safetensors"
 BEFORE_REV = "c975d24"
 REFERENCE = "amber99sbildn_obc_300K"
 BINS = 64
+#: ``make demo``'s sampling: walkers x 100 ps from one minimised structure, and the
+#: frames of each walker's first ``DEMO_BURN_IN_PS`` dropped by ``md analyse``.
+DEMO_WALKERS = 64
+DEMO_BURN_IN_PS = 10.0
 
 
 def reference() -> dict:
@@ -81,11 +88,20 @@ def js_to_reference(angles: np.ndarray, p_ref: np.ndarray) -> float:
 
 
 def md_js(
-    path, seed: int, walkers: int, time_ns: float, work: Path, existing=None, wait=False
+    path,
+    seed: int,
+    walkers: int,
+    time_ns: float,
+    work: Path,
+    existing=None,
+    wait=False,
+    burn_in_ps: float = 0.0,
 ) -> dict:
     """``sci-moe md run`` + ``md analyse`` with the model file ``path``: JS, frames, wall s.
 
-    ``existing``: analyse this run folder (e.g. ``demo_out/md``) instead of running.
+    ``existing``: analyse this run folder (e.g. ``demo_out/md``) instead of running;
+    ``burn_in_ps``: frames before this time of each walker are dropped (``md analyse
+    --burn-in-ps``), also from the returned histogram.
     """
     exe = Path(sys.executable).with_name("sci-moe")
     out = work / f"md_{Path(path).stem}_s{seed}"
@@ -106,7 +122,16 @@ def md_js(
         wall_run = time.perf_counter() - t0
     js_path = out / "result.json"
     subprocess.run(
-        [str(exe), "md", "analyse", str(out), "--json", str(js_path)],
+        [
+            str(exe),
+            "md",
+            "analyse",
+            str(out),
+            "--json",
+            str(js_path),
+            "--burn-in-ps",
+            f"{burn_in_ps}",
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -114,6 +139,7 @@ def md_js(
     res = json.loads(js_path.read_text())
     x = load_run_positions(out)
     ang = alanine_phi_psi(x, load_diffusion_model(path)[2]["atom_indices"])
+    ang = drop_burn_in(ang, max(1, len(list(out.glob("trajectory_w*")))), 0.2, burn_in_ps)
     return {
         "hist": angle_histogram(ang, BINS)[0],
         "phi_positive_fraction": float((ang[:, 0] > 0).mean()),
@@ -123,15 +149,36 @@ def md_js(
     }
 
 
+def drop_burn_in(ang: np.ndarray, walkers: int, frame_ps: float, burn_in_ps: float) -> np.ndarray:
+    """Frames of ``ang`` (walker-major, (walkers * F, ...)) at or after ``burn_in_ps``.
+
+    Frame k = 1, 2, ... of a walker is at ``k * frame_ps``; the rule of ``md analyse
+    --burn-in-ps`` (:func:`sci_moe.sampling.md.analysis.analyse_run`).
+    """
+    if burn_in_ps < 0:
+        raise ValueError(f"burn_in_ps must be >= 0, got {burn_in_ps}")
+    per = len(ang) // walkers
+    if per * walkers != len(ang):
+        raise ValueError(f"{len(ang)} frames do not split into {walkers} walkers")
+    skip = min(per, max(0, int(np.ceil(burn_in_ps / frame_ps - 1e-9)) - 1))
+    if skip == per:
+        raise ValueError(f"no frames left after a burn-in of {burn_in_ps} ps")
+    return ang.reshape(walkers, per, *ang.shape[1:])[:, skip:].reshape(-1, *ang.shape[1:])
+
+
 def exact_md_phi_psi(
-    seed: int, walkers: int = 16, time_ps: float = 100.0, frame_ps: float = 0.2
+    seed: int,
+    walkers: int = 16,
+    time_ps: float = 100.0,
+    frame_ps: float = 0.2,
+    burn_in_ps: float = 0.0,
 ) -> np.ndarray:
     """phi/psi (F, 2) of the demo's sampling with the *exact* force field: the floor.
 
     ``walkers`` OpenMM runs (amber99sbildn + OBC, hbonds, LangevinMiddle 2 fs, 300 K,
     1/ps, Reference platform) of ``time_ps`` each from the minimised shipped structure,
-    a frame every ``frame_ps``, no burn-in: what ``make demo``'s JS would be if the learned
-    model were the force field it learns.
+    a frame every ``frame_ps``, the frames before ``burn_in_ps`` of each walker dropped:
+    what ``make demo``'s JS would be if the learned model were the force field it learns.
     """
     import openmm
     import openmm.unit as u
@@ -153,7 +200,7 @@ def exact_md_phi_psi(
         for _ in range(round(time_ps / frame_ps)):
             integ.step(every)
             frames.append(ctx.getState(getPositions=True).getPositions(asNumpy=True)._value)
-    return alanine_phi_psi(np.array(frames))
+    return drop_burn_in(alanine_phi_psi(np.array(frames)), walkers, frame_ps, burn_in_ps)
 
 
 def before_model(work: Path) -> Path | None:
@@ -185,6 +232,7 @@ def evaluate(
     p_ref: np.ndarray,
     demo_dir: Path | None = None,
     reuse_md: dict[int, Path] | None = None,
+    burn_in_ps: float = 0.0,
 ) -> tuple[list[Row], dict]:
     """Rows (per seed and mean) of i.i.d. JS (``seeds``) and MD JS (``md_seeds``).
 
@@ -214,7 +262,7 @@ def evaluate(
         if reuse is None and demo_dir is not None and s == 0:
             reuse = demo_dir
         wait = reuse is not None and s in (reuse_md or {})
-        md = md_js(path, s, walkers, time_ns, work, existing=reuse, wait=wait)
+        md = md_js(path, s, walkers, time_ns, work, reuse, wait, burn_in_ps)
         if "hist_md" not in per:
             per["hist_md"] = md["hist"]
         per["md"].append(md["js"])
@@ -553,6 +601,15 @@ def main() -> int:
         help="also run the demo's sampling with the exact force field (OpenMM): the floor",
     )
     p.add_argument("--n-iid", type=int, default=5000, help="i.i.d. samples per seed")
+    p.add_argument(
+        "--md-walkers", type=int, default=None, help=f"MD walkers (default {DEMO_WALKERS})"
+    )
+    p.add_argument(
+        "--burn-in-ps",
+        type=float,
+        default=None,
+        help=f"MD frames dropped per walker (default {DEMO_BURN_IN_PS}, the demo's)",
+    )
     args = p.parse_args()
     setup(args)
     if args.plot is not None:
@@ -577,9 +634,14 @@ def main() -> int:
         seeds if args.md_seeds is None else args.md_seeds[: len(seeds) if args.quick else None]
     )
     n_iid, steps = (1000, 200) if args.quick else (args.n_iid, 1000)
-    walkers, time_ns = (4, 0.005) if args.quick else (16, 0.1)
+    walkers, time_ns = (4, 0.005) if args.quick else (DEMO_WALKERS, 0.1)
+    burn_in = 1.0 if args.quick else DEMO_BURN_IN_PS
     if args.md_time_ns is not None:
         time_ns = args.md_time_ns
+    if args.md_walkers is not None:
+        walkers = args.md_walkers
+    if args.burn_in_ps is not None:
+        burn_in = args.burn_in_ps
     if args.no_iid:
         seeds = []
     rows = [
@@ -613,6 +675,7 @@ def main() -> int:
                 p_ref,
                 args.demo_dir if label == args.label else None,
                 dict(_seed_dir(v) for v in args.reuse_md) if label == args.label else None,
+                burn_in,
             )
             rows += r
             summary[label] = per
@@ -620,7 +683,7 @@ def main() -> int:
         vals = []
         for s in md_seeds:
             t1 = time.perf_counter()
-            ang = exact_md_phi_psi(s, walkers, 1000 * time_ns)
+            ang = exact_md_phi_psi(s, walkers, 1000 * time_ns, burn_in_ps=burn_in)
             vals.append(js_to_reference(ang, p_ref))
             print(
                 f"exact force field seed {s}: MD JS {vals[-1]:.4f} "
@@ -682,6 +745,7 @@ def main() -> int:
         iid_steps=steps,
         md_walkers=walkers,
         md_time_ns=time_ns,
+        md_burn_in_ps=burn_in,
         quick=args.quick,
         model=str(args.model),
         before_rev=BEFORE_REV,
