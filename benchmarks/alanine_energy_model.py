@@ -409,6 +409,41 @@ def _plot_curves(rows: list[dict], out_dir: Path) -> None:
     plt.close(fig)
 
 
+def plot_protocol(hist_npz, out_dir: Path) -> None:
+    """Ramachandran panels of a ``--no-iid`` demo-protocol run's ``--hist-out``: reference,
+    each model's MD (seed 0) and, if stored, the exact force field's (``exact_md``).
+    Writes ``alanine_energy_model_protocol_ramachandran.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with np.load(hist_npz) as f:
+        h = {k: f[k] for k in f.files}
+    ref = h["reference"]
+    names = {
+        "exact_md": "exact force field",
+        "before_md": "previous model",
+        "after_md": "shipped model",
+    }
+    panels = [("reference (amber, 36.8 ns)", ref)]
+    for k in ("exact_md", "before_md", *sorted(k for k in h if k.endswith("_md"))):
+        if k in h and k != "md" and all(k != q for q, _ in panels):
+            panels.append((k, h[k]))
+    panels = [panels[0]] + [
+        (f"{names.get(k, k[:-3] + ' (shipped)')}: MD seed 0", hk) for k, hk in panels[1:]
+    ]
+    _ramachandran_figure(
+        plt,
+        ref,
+        panels,
+        out_dir / "alanine_energy_model_protocol_ramachandran.png",
+        (3.1, 3.5),
+        100,
+    )
+
+
 def plot_finetune(hist_npz, training_json, result_json, out_dir: Path) -> None:
     """Figures of an FP fine-tune: Ramachandran panels and its learning curves.
 
@@ -590,6 +625,13 @@ def main() -> int:
     )
     p.add_argument("--no-iid", action="store_true", help="MD only")
     p.add_argument(
+        "--plot-protocol",
+        type=Path,
+        default=None,
+        metavar="NPZ",
+        help="Ramachandran figure of a --no-iid run's --hist-out (docs/results/img)",
+    )
+    p.add_argument(
         "--md-time-ns",
         type=float,
         default=None,
@@ -614,6 +656,9 @@ def main() -> int:
     setup(args)
     if args.plot is not None:
         plot(*args.plot, ROOT / "docs/results/img")
+        return 0
+    if args.plot_protocol is not None:
+        plot_protocol(args.plot_protocol, ROOT / "docs/results/img")
         return 0
     if args.plot_finetune is not None:
         plot_finetune(*args.plot_finetune, ROOT / "docs/results/img")
@@ -685,6 +730,8 @@ def main() -> int:
             t1 = time.perf_counter()
             ang = exact_md_phi_psi(s, walkers, 1000 * time_ns, burn_in_ps=burn_in)
             vals.append(js_to_reference(ang, p_ref))
+            if len(vals) == 1:  # the first seed's histogram, for the figure (--hist-out)
+                summary.setdefault("exact", {})["hist_md"] = angle_histogram(ang, BINS)[0]
             print(
                 f"exact force field seed {s}: MD JS {vals[-1]:.4f} "
                 f"({time.perf_counter() - t1:.0f} s)"
