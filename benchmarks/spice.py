@@ -205,6 +205,63 @@ def holm(p: list[float]) -> list[float]:
     return adj.tolist()
 
 
+ENSEMBLE_HELPS = "best ensemble vs best single conformer"
+CLAIM = "spice vs best ensemble"
+
+
+def verdict(test: dict, alpha: float = 0.05) -> str:
+    """``"better"``, ``"worse"`` (model ``a`` vs ``b`` after Holm) or ``"noise"``."""
+    if test["p_holm"] >= alpha:
+        return "noise"
+    return "better" if test["mean_diff"] < 0 else "worse"
+
+
+def verdict_rows(tests: dict, targets, alpha: float = 0.05) -> tuple[list[Row], dict]:
+    """Per-comparison counts of the Holm-corrected per-target verdicts.
+
+    Parameters
+    ----------
+    tests : dict
+        ``tests[target][label]`` with ``mean_diff`` (a - b) and ``p_holm``, as built by
+        the paired tests of :func:`main`.
+    targets : sequence of str
+    alpha : float
+        Family-wise level of the Holm-adjusted p-values.
+
+    Returns
+    -------
+    rows : list of Row
+        For every comparison label, the number of targets on which ``a`` is better,
+        worse or within noise; and the paper's claim (SPiCE vs the best ensemble)
+        restricted to the targets where the best ensemble beats the best single
+        conformer (where ensembles help).
+    out : dict
+        ``{label: {target: verdict}}`` and the restricted claim under
+        ``"spice vs best ensemble where ensembles help"``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    out: dict[str, dict[str, str]] = {}
+    for t in targets:
+        for label, v in tests.get(t, {}).items():
+            out.setdefault(label, {})[t] = verdict(v, alpha)
+    helps = [t for t, v in out.get(ENSEMBLE_HELPS, {}).items() if v == "better"]
+    if CLAIM in out:
+        out[f"{CLAIM} where ensembles help"] = {t: out[CLAIM][t] for t in helps if t in out[CLAIM]}
+    rows = []
+    for label, per in out.items():
+        for kind in ("better", "worse", "noise"):
+            rows.append(
+                Row(
+                    f"verdicts {label}",
+                    f"targets {kind} after Holm (alpha {alpha})",
+                    float(sum(v == kind for v in per.values())),
+                    "count",
+                )
+            )
+    return rows, out
+
+
 def throughput(models, opts_of, graphs, batch_size: int, repeats: int = 3) -> dict[str, float]:
     """Training molecules/s (fwd + bwd + AdamW) per model, interleaved, median of repeats."""
     from sci_moe.molecules import build_model, collate_ensembles
@@ -317,7 +374,8 @@ def overall_rows(runs, refs, targets, scale, y=None) -> tuple[list[Row], dict]:
 
 
 def resummarize(args) -> None:
-    """Add the all-target rows of :func:`overall_rows` to a finished JSON (``--resummarize``)."""
+    """Add the all-target rows of :func:`overall_rows` and the verdict counts of
+    :func:`verdict_rows` to a finished JSON (``--resummarize``)."""
     doc = json.loads(args.resummarize.read_text())
     det = doc["details"]
     ms = load_set(args.data)
@@ -325,15 +383,16 @@ def resummarize(args) -> None:
         raise SystemExit(f"{args.data} is not the data set of {args.resummarize} (content hash)")
     scale = np.nanstd(ms.targets, axis=0, ddof=1)
     rows, out = overall_rows(det["runs"], det["references"], det["targets"], scale, ms.targets)
+    v_rows, det["verdicts"] = verdict_rows(det["tests"], det["targets"])
     keep = [
         r
         for r in doc["rows"]
-        if not r["case"].startswith("overall ") and "test score" not in r["metric"]
+        if not r["case"].startswith(("overall ", "verdicts ")) and "test score" not in r["metric"]
     ]
-    doc["rows"] = keep + [r.__dict__ for r in rows]
+    doc["rows"] = keep + [r.__dict__ for r in rows + v_rows]
     det["overall"] = out
     write_json_doc(args.resummarize, doc, indent=1)
-    print(f"rewrote {args.resummarize}: {len(rows)} all-target rows")
+    print(f"rewrote {args.resummarize}: {len(rows)} all-target and {len(v_rows)} verdict rows")
 
 
 def replot(args) -> None:
@@ -642,17 +701,19 @@ def main() -> None:
             paired("spice", best, k, "spice vs best baseline")
         if "spice" in models and ensembles:
             be = min(ensembles, key=lambda m: val_mean(m, k))
-            paired("spice", be, k, "spice vs best ensemble")
+            paired("spice", be, k, CLAIM)
         if singles and ensembles:
             be = min(ensembles, key=lambda m: val_mean(m, k))
             bs = min(singles, key=lambda m: val_mean(m, k))
-            paired(be, bs, k, "best ensemble vs best single conformer")
+            paired(be, bs, k, ENSEMBLE_HELPS)
     # multiple testing: Holm over the targets, separately for each comparison
     for label in {lab for d in tests.values() for lab in d}:
         ts = [t for t in targets if label in tests.get(t, {})]
         for t, a in zip(ts, holm([tests[t][label]["p"] for t in ts]), strict=True):
             tests[t][label]["p_holm"] = a
             rows.append(Row(f"{label} / {t}", f"Holm p-value (over {len(ts)} targets)", a, ""))
+    v_rows, verdicts = verdict_rows(tests, targets)
+    rows += v_rows
     scale = np.nanstd(ms.targets, axis=0, ddof=1)
     o_rows, overall = overall_rows(runs, refs, targets, scale, ms.targets)
     rows += o_rows
@@ -713,6 +774,7 @@ def main() -> None:
                 "units": units,
                 "chosen": chosen,
                 "tests": tests,
+                "verdicts": verdicts,
                 "throughput": thr,
                 "references": refs,
                 "tuning": {

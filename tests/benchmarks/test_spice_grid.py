@@ -72,3 +72,29 @@ def test_run_key_changes_with_every_input(spice):
     assert spice.run_key("sha", "spice", {"hidden": 16}, 0, {"lr": 1e-3}) != k
     assert spice.run_key("sha", "spice", {"hidden": 32}, 1, {"lr": 1e-3}) != k
     assert spice.run_key("sha", "spice", {"hidden": 32}, 0, {"lr": 2e-3}) != k
+
+
+def _t(diff, p_holm):
+    return {"mean_diff": diff, "p_holm": p_holm}
+
+
+def test_verdict_counts_follow_the_holm_p_and_the_sign(spice):
+    tests = {
+        "a": {spice.ENSEMBLE_HELPS: _t(-1.0, 0.01), spice.CLAIM: _t(+0.5, 0.001)},
+        "b": {spice.ENSEMBLE_HELPS: _t(-1.0, 0.2), spice.CLAIM: _t(-0.5, 0.001)},
+        "c": {spice.ENSEMBLE_HELPS: _t(+1.0, 0.01), spice.CLAIM: _t(-0.5, 0.04)},
+        "d": {spice.ENSEMBLE_HELPS: _t(-1.0, 0.049), spice.CLAIM: _t(-0.5, 0.5)},
+    }
+    rows, out = spice.verdict_rows(tests, ["a", "b", "c", "d"])
+    assert out[spice.ENSEMBLE_HELPS] == {"a": "better", "b": "noise", "c": "worse", "d": "better"}
+    assert out[spice.CLAIM] == {"a": "worse", "b": "better", "c": "better", "d": "noise"}
+    # the claim where ensembles help: only targets a and d
+    assert out[f"{spice.CLAIM} where ensembles help"] == {"a": "worse", "d": "noise"}
+    got = {(r.case, r.metric.split()[1]): r.value for r in rows}
+    assert got[(f"verdicts {spice.CLAIM}", "better")] == 2
+    assert got[(f"verdicts {spice.CLAIM}", "worse")] == 1
+    assert got[(f"verdicts {spice.CLAIM}", "noise")] == 1
+    assert got[(f"verdicts {spice.CLAIM} where ensembles help", "worse")] == 1
+    assert got[(f"verdicts {spice.CLAIM} where ensembles help", "better")] == 0
+    with pytest.raises(ValueError, match="alpha"):
+        spice.verdict_rows(tests, ["a"], alpha=1.5)
