@@ -42,7 +42,9 @@ step returning gradients to ``torch.optim.AdamW(fused=True).step`` (``compiled_g
 ``compile_update=False``, the earlier path): each a real ``train`` call of 3 epochs x
 781 steps on 100k frames (``--quick``: 3 x 200), ms per step from the epoch times after
 the first (the first holds the compile), the configurations interleaved, medians of
-``--repeats``.
+``--repeats``; and ``profile/plain/*``: wall time per part of the earlier compiled plain
+step's loop body (batch indexing, random draws, compiled loss and gradient, AdamW step,
+EMA), us per step over 3000 steps.
 
 Run::
 
@@ -124,6 +126,51 @@ def _epoch_ms(variant: str, compile_update: bool, data: torch.Tensor, seed: int)
     hist = train(net, data, VPSDE(), cfg)["history"]
     steps = -(-len(data) // BATCH)
     return [1e3 * r["seconds"] / steps for r in hist[1:]]
+
+
+def _profile_rows(n_steps: int, seed: int) -> list[Row]:
+    """Where a compiled plain step (gradients + ``AdamW.step``, the earlier path) spends its
+    time: wall clock around each part of the trainer's loop body, us per step."""
+    from sci_moe.sampling.diffusion.compiled import make_dsm_step
+    from sci_moe.sampling.diffusion.losses import time_weight
+
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
+    params = list(net.parameters())
+    step = make_dsm_step(net, VPSDE(), params)
+    opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=1e-4, fused=True)
+    ema = [q.detach().clone() for q in params]
+    gen = torch.Generator().manual_seed(seed)
+    data = torch.randn(781 * BATCH, 1, 2, generator=gen) * 0.4
+    perm = torch.randperm(len(data), generator=gen)
+    parts = ("batch_indexing", "random_draws", "compiled_loss_and_grad", "adamw_step", "ema")
+    tot = dict.fromkeys(parts, 0.0)
+    for i in range(n_steps + 50):  # the first 50 (compile, warm-up) not counted
+        b = i % 781
+        c0 = time.perf_counter()
+        x0 = data[perm[b * BATCH : (b + 1) * BATCH]]
+        c1 = time.perf_counter()
+        t = 1e-5 + (1 - 1e-5) * torch.rand(BATCH, generator=gen)
+        noise = torch.randn(x0.shape, generator=gen)
+        w = time_weight(t, 0.5, 1e-5, 1.0)
+        c2 = time.perf_counter()
+        _, grads = step(x0, t, noise, w)
+        for q, g in zip(params, grads, strict=True):
+            q.grad = g
+        c3 = time.perf_counter()
+        opt.param_groups[0]["lr"] = 3e-4
+        opt.step()
+        c4 = time.perf_counter()
+        with torch.no_grad():
+            torch._foreach_lerp_(ema, [q.detach() for q in params], 0.995)
+        c5 = time.perf_counter()
+        if i >= 50:
+            for k, a, z in zip(parts, (c0, c1, c2, c3, c4), (c1, c2, c3, c4, c5), strict=True):
+                tot[k] += z - a
+    return [
+        Row(f"profile/plain/{k}", "us_per_step", round(1e6 * v / n_steps, 1), "us")
+        for k, v in tot.items()
+    ]
 
 
 def _update_rows(quick: bool, repeats: int, seed: int) -> tuple[list[Row], dict]:
@@ -298,7 +345,9 @@ def main() -> int:
     if warn:
         print(warn)
     if args.update_ab:
-        rows, raw = _update_rows(args.quick, args.repeats, args.seed)
+        rows = _profile_rows(500 if args.quick else 3000, args.seed)
+        r2, raw = _update_rows(args.quick, args.repeats, args.seed)
+        rows += r2
         _common.print_table(
             ["case", "metric", "value", "unit", "ratio"],
             [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
