@@ -301,14 +301,18 @@ def time_fn(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> Timi
 # ----------------------------------------------------------------- fresh processes
 
 
-def run_isolated(argv: Sequence[str], timeout: float | None = None) -> dict:
+def run_isolated(
+    argv: Sequence[str], timeout: float | None = None, env: dict[str, str] | None = None
+) -> dict:
     """Run ``python <argv>`` in a fresh process and return what it passed to :func:`child_result`.
 
-    The child's other output is echoed. Raises ``SystemExit`` with the child's stderr
-    when it fails or reports nothing.
+    ``env`` is the child's whole environment (default: this process's), e.g.
+    ``dict(os.environ) | {"THP_MEM_ALLOC_ENABLE": "1"}`` for settings read when torch
+    starts. The child's other output is echoed. Raises ``SystemExit`` with the child's
+    stderr when it fails or reports nothing.
     """
     cmd = [sys.executable, *map(str, argv)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     result = None
     for line in proc.stdout.splitlines():
         if line.startswith(_RESULT_MARK):

@@ -1,0 +1,56 @@
+"""``benchmarks/_common.run_isolated``: the child's result, its environment, its failures."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+CHILD = """
+import os, sys
+sys.path.insert(0, {bench!r})
+from _common import child_result
+print("echoed line")
+if os.environ.get("RUN_ISOLATED_FAIL"):
+    raise SystemExit(3)
+child_result({{"value": os.environ.get("RUN_ISOLATED_PROBE")}})
+"""
+
+
+@pytest.fixture(scope="module")
+def common():
+    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "_common.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.fixture
+def child(tmp_path):
+    path = tmp_path / "child.py"
+    path.write_text(CHILD.format(bench=str(BENCH)))
+    return path
+
+
+def test_child_result_and_env(common, child, capsys):
+    env = dict(os.environ) | {"RUN_ISOLATED_PROBE": "42"}
+    assert common.run_isolated([child], env=env) == {"value": "42"}
+    assert "echoed line" in capsys.readouterr().out
+    inherited = dict(os.environ)
+    inherited.pop("RUN_ISOLATED_PROBE", None)
+    assert common.run_isolated([child], env=inherited) == {"value": None}
+
+
+def test_failing_child_raises(common, child):
+    env = dict(os.environ) | {"RUN_ISOLATED_FAIL": "1"}
+    with pytest.raises(SystemExit, match="exit 3"):
+        common.run_isolated([child], env=env)
