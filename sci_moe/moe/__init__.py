@@ -25,7 +25,7 @@ from .decoders import DecompositionOutput, MixtureOfDecoders, normalized_mse
 from .default_moe import DefaultOutputs
 from .diagnostics import group_expert_usage, pairwise_js_divergence, tree_level_diagnostics
 from .discrepancy import mmd2, pairwise_discrepancy_loss
-from .dispatch import dispatch
+from .dispatch import dispatch, per_expert_path
 from .dispatchers import Dispatcher, LocalDispatch
 from .expert_ops import copy_expert, merge_experts, slice_experts, stacked_names, upcycle
 from .experts import (
@@ -150,6 +150,7 @@ __all__ = [
     "orthogonality_loss",
     "pairwise_discrepancy_loss",
     "pairwise_js_divergence",
+    "per_expert_path",
     "proximity_loss",
     "routed_paths",
     "router_z_loss",
