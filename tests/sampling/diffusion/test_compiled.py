@@ -123,24 +123,25 @@ def test_fp_step_needs_an_energy_network():
         make_dsm_fp_step(net, VPSDE(), list(net.parameters()), 5e-4, compile=False)
 
 
+def _train_energy(compile_flag, data, fp_weight):
+    """Two epochs of a float64 2-D energy MLP, DSM + ``fp_weight`` FP; (net, history)."""
+    torch.manual_seed(0)
+    net = MLPEnergy((1, 2), (16, 16)).double()
+    cfg = TrainConfig(
+        stages=[Stage(2, (1e-3, 1.0), 0.3, fp_weight, lr=3e-3)],
+        batch_size=64,
+        progress=False,
+        compile=compile_flag,
+    )
+    return net, train(net, data, VPSDE(), cfg)["history"]
+
+
 def test_functional_fp_training_equals_eager(monkeypatch):
     """``compile=True`` with the compiler a no-op: the functional FP path trains as eager."""
     monkeypatch.setattr(compiled_mod.torch, "compile", lambda fn, **kw: fn)
     data = _batch(256, seed=1)[0]
-
-    def run(flag):
-        torch.manual_seed(0)
-        net = MLPEnergy((1, 2), (16, 16)).double()
-        cfg = TrainConfig(
-            stages=[Stage(2, (1e-3, 1.0), 0.3, 5e-3, lr=3e-3)],
-            batch_size=64,
-            progress=False,
-            compile=flag,
-        )
-        return net, train(net, data, VPSDE(), cfg)["history"]
-
-    a, ha = run(False)
-    b, hb = run(True)
+    a, ha = _train_energy(False, data, 5e-3)
+    b, hb = _train_energy(True, data, 5e-3)
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pb, pa, rtol=1e-6, atol=1e-9)
     for ra, rb in zip(ha, hb, strict=True):
@@ -278,20 +279,8 @@ def test_compiled_training_equals_eager(fp):
     """The real compiled steps (plain and DSM + FP) with the in-graph update train as
     eager (float64)."""
     data = _batch(256, seed=1)[0]
-
-    def run(flag):
-        torch.manual_seed(0)
-        net = MLPEnergy((1, 2), (16, 16)).double()
-        cfg = TrainConfig(
-            stages=[Stage(2, (1e-3, 1.0), 0.3, fp, lr=3e-3)],
-            batch_size=64,
-            progress=False,
-            compile=flag,
-        )
-        return net, train(net, data, VPSDE(), cfg)["history"]
-
-    a, ha = run(False)
-    b, hb = run(True)
+    a, ha = _train_energy(False, data, fp)
+    b, hb = _train_energy(True, data, fp)
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pb, pa, rtol=1e-4, atol=1e-6)
     for k in ("dsm", "fp"):
