@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "alanine_bench", BENCH / "alanine_energy_model.py"
-        )
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+    with load_benchmark("alanine_energy_model.py", "alanine_bench") as mod:
         yield mod
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def test_drop_burn_in_keeps_each_walkers_frames_from_the_burn_in_time(bench):

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.conftest import BENCH, load_benchmark
 
 CHILD = """
 import os, sys
@@ -24,14 +21,8 @@ child_result({{"value": os.environ.get("RUN_ISOLATED_PROBE")}})
 
 @pytest.fixture(scope="module")
 def common():
-    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "_common.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(mod)
+    with load_benchmark("_common.py", "bench_common") as mod:
         yield mod
-    finally:
-        del sys.modules[spec.name]
 
 
 @pytest.fixture

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def spice():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("spice_bench", BENCH / "spice.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+    with load_benchmark("spice.py", "spice_bench") as mod:
         yield mod
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def test_spice_grid_covers_every_knob_at_both_levels(spice):
