@@ -153,13 +153,12 @@ def dispatch(
     if x.shape[0] != T:
         raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
     plan = routing.plan
+    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]]  # kept rows, sorted order
     if not return_expert_outputs and per_expert_path(x, plan, experts):
-        w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(x.dtype)
-        y = _per_expert(x, w, plan, experts, T)
+        y = _per_expert(x, w.to(x.dtype), plan, experts, T)
     else:
         ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
-        w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]].to(ys.dtype)
-        y = combine_by_token(ys, w, plan, T)
+        y = combine_by_token(ys, w.to(ys.dtype), plan, T)
     if include_base:
         base = experts.base(x)
         if base is not None:
