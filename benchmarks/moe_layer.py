@@ -15,7 +15,8 @@ other processes used is recorded (``machine.contention``).
     The same layer with the other CPU path forced
     (:func:`sci_moe.moe.set_grouped_path`: padded ``bmm`` where the rule picks
     ``grouped_mm`` and vice versa; the sorted ``grouped_mm`` path where
-    :func:`sci_moe.moe.dispatch.per_expert_path` picks the loop): where each path
+    :func:`sci_moe.moe.dispatch.per_expert_path` picks the loop or
+    :func:`sci_moe.moe.chunked_path` the chunked sorted path): where each path
     wins. ``d <= 256`` only (float32; bfloat16 too since the bfloat16 rule of
     :func:`sci_moe.moe.grouped_path`).
 ``dense``
@@ -25,7 +26,9 @@ other processes used is recorded (``machine.contention``).
 ``transformers``
     transformers' eager ``MixtralSparseMoeBlock`` (a Python loop over the hit experts)
     holding a copy of the sci-moe weights; its output and gradients are checked against
-    sci-moe (float32: 1e-4 / 1e-3) before it is timed.
+    sci-moe (float32: 1e-4 / 1e-3) before it is timed. ``--no-transformers`` leaves it
+    out (its Python loop dominates the run time at many experts; the targets are the
+    ratio to dense).
 
 A step is ``y = layer(x); (y * g).sum().backward()`` with ``x.requires_grad`` and a
 fixed random ``g``, after one warm-up step per contestant.
@@ -262,8 +265,11 @@ def _gap(name: str, got: torch.Tensor, want: torch.Tensor, scale: float = 1.0) -
     return _check(name, got, want, scale)
 
 
-def build(case: Case, seed: int) -> dict:
-    """Contestant steps of ``case``; transformers checked against sci-moe (float32)."""
+def build(case: Case, seed: int, transformers: bool = True) -> dict:
+    """Contestant steps of ``case``; transformers checked against sci-moe (float32).
+
+    ``transformers=False`` builds no transformers contestant.
+    """
     dtype = DTYPES[case.dtype]
     torch.manual_seed(seed)
     moe = MoE(d_model=case.d, num_experts=case.E, top_k=case.k, d_hidden=case.ffn, expert="glu")
@@ -271,16 +277,14 @@ def build(case: Case, seed: int) -> dict:
     dense = DenseSwiGLU(case.d, case.ffn, case.E, case.k).to(dtype)
     x = torch.randn(case.T, case.d, dtype=dtype)
     g = torch.randn(case.T, case.d, dtype=dtype)
-    block = mixtral_block(moe, case)
-    shape = (1, case.T, case.d)
-    steps = {
-        SCI: Step(moe, _leaf(x), g),
-        DENSE: Step(dense, _leaf(x), g),
-        HF: Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d)),
-    }
+    steps = {SCI: Step(moe, _leaf(x), g), DENSE: Step(dense, _leaf(x), g)}
+    if transformers:
+        block = mixtral_block(moe, case)
+        shape = (1, case.T, case.d)
+        steps[HF] = Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d))
     if ALT in case.contestants:
         steps[ALT] = Step(moe, _leaf(x), g)
-    if case.dtype == "float32" and case.T <= 1024:
+    if transformers and case.dtype == "float32" and case.T <= 1024:
         y_sci = steps[SCI]()
         ours = {n: t.clone() for n, t in steps[SCI].grads().items()}
         try:
@@ -293,9 +297,11 @@ def build(case: Case, seed: int) -> dict:
     return steps
 
 
-def measure(case: Case, seed: int, repeats: int) -> dict[str, list[float]]:
+def measure(
+    case: Case, seed: int, repeats: int, transformers: bool = True
+) -> dict[str, list[float]]:
     """Interleaved timings (seconds per step) of every contestant of ``case``."""
-    steps = build(case, seed)
+    steps = build(case, seed, transformers)
     moe = steps[SCI].module
     auto = "grouped_mm"
     if HAS_PATHS:
@@ -309,8 +315,10 @@ def measure(case: Case, seed: int, repeats: int) -> dict[str, list[float]]:
             plan = moe.router(steps[SCI].x).plan
         if loop_rule is not None and loop_rule(steps[SCI].x, plan, moe.experts):
             auto = "per_expert"
-    # The other path: the other GEMM formulation, or for the per-expert loop the sorted
-    # path with its grouped_mm.
+        elif getattr(_moe, "chunked_path", lambda *a: False)(steps[SCI].x, plan, moe.experts):
+            auto = "chunked"  # the cache-blocked sorted path (absent in older cores)
+    # The other path: the other GEMM formulation, or for the per-expert loop and the
+    # chunked path the (unchunked) sorted path with its grouped_mm.
     other = "bmm" if auto == "grouped_mm" else "grouped_mm"
 
     def run(who):
@@ -369,6 +377,7 @@ def cpu_main(args) -> int:
         max_gflop_bf16=args.max_gflop_bf16,
         sample=args.sample if args.grid else None,
         malloc=args.malloc,
+        transformers_contestant=not args.no_transformers,
         timing="one process; contestants interleaved, order rotated per repeat; "
         "median of per-repeat ratios",
     )
@@ -398,7 +407,7 @@ def cpu_main(args) -> int:
                 print(f"budget spent: {case.label} and later not run")
             continue
         else:
-            times = measure(case, args.seed, args.repeats)
+            times = measure(case, args.seed, args.repeats, not args.no_transformers)
             measured += 1
             if args.checkpoint is not None:
                 done[case.label] = times
@@ -408,12 +417,13 @@ def cpu_main(args) -> int:
         auto, alt_path = times.pop("_paths")
         med = {who: statistics.median(t) for who, t in times.items()}
         x_dense = _ratios(times, SCI, DENSE)
-        x_hf = _ratios(times, SCI, HF)
+        x_hf = _ratios(times, SCI, HF) if HF in times else None
         x_alt = _ratios(times, SCI, ALT) if ALT in times else None
         tps = case.T / med[SCI]
         tag = f"{case.label} {SCI}"
         rows.append(Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {DENSE}", x_dense))
-        rows.append(Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {HF}", x_hf))
+        if x_hf is not None:
+            rows.append(Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {HF}", x_hf))
         if x_alt is not None:
             rows.append(
                 Row(tag, "tokens_per_s", tps, "tokens/s", f"{case.label} {ALT} ({alt_path})", x_alt)
@@ -433,10 +443,12 @@ def cpu_main(args) -> int:
         )
         results.append((case, x_dense, x_hf, x_alt, auto, alt_path))
         alt_s = "-" if x_alt is None else f"{x_alt:.2f} vs {alt_path}"
-        table.append([case.label, auto, 1e3 * med[SCI], x_dense, x_hf, alt_s])
+        hf_s = "-" if x_hf is None else f"{x_hf:.2f}"
+        table.append([case.label, auto, 1e3 * med[SCI], x_dense, hf_s, alt_s])
         print(
             f"[{i + 1}/{len(cases)} {time.perf_counter() - t_start:.0f} s] {case.label} ({auto}): "
-            f"{1e3 * med[SCI]:.1f} ms/step, x dense {x_dense:.2f}, x transformers {x_hf:.2f}"
+            f"{1e3 * med[SCI]:.1f} ms/step, x dense {x_dense:.2f}"
+            + ("" if x_hf is None else f", x transformers {x_hf:.2f}")
             + ("" if x_alt is None else f", x {alt_path} {x_alt:.2f}"),
             flush=True,
         )
@@ -864,6 +876,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resummarize", default=None, help="recompute a JSON's summary rows")
     parser.add_argument(
         "--merge", action="append", default=None, help="--resummarize: add this run's cases"
+    )
+    parser.add_argument(
+        "--no-transformers", action="store_true", help="leave out transformers' block"
     )
     parser.add_argument(
         "--case", action="append", default=None, help="run this case (T=..,d=..,E=..,k=..,dtype)"

@@ -44,8 +44,21 @@ and more are 2 MB aligned and ``madvise(MADV_HUGEPAGE)``, so a fresh tensor page
 once per 2 MB instead of once per 4 KB) and ``cached`` (``--malloc cached`` of
 ``_common.set_malloc_policy``: freed blocks are never returned to the kernel).
 
+``--chunk-ab`` times instead a **cache-blocked sorted path** against the sorted path the
+dispatch takes, on the whole layer's training step (float32, d = 128 and 256, 33-256 rows
+per expert): the SwiGLU bank processes its experts in contiguous chunks whose
+``(rows, 2 d_hidden)`` intermediate has at most ``budget`` bytes (512 KiB, 1 MiB,
+2 MiB; the L2 is 1-2 MiB), ``grouped_mm`` + GLU + ``grouped_mm`` per chunk on a
+``split`` of the sorted rows and of the stacked weights (whose backward is one ``cat``
+each), the chunks' outputs concatenated and combined as on the sorted path. The sorted
+contestant runs with ``set_grouped_path("grouped_mm")`` (no chunks, no loop), the
+chunked ones too (their GEMMs), and ``package`` is the installed core's automatic path
+(:func:`sci_moe.moe.chunked_path` where it applies). Every contestant is first checked
+against the sorted path's output and gradients. The dense SwiGLU runs in the same
+rotation.
+
 Run: ``python benchmarks/moe_layer_paths.py --threads 1 [--quick] [--layer] [--alloc-ab]
-[--json PATH]``.
+[--chunk-ab] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -71,6 +84,34 @@ QUICK_CASES = ((1024, 8, 32), (256, 32, 128))
 LAYER_CASES = ((256, 1024, 8, 1), (256, 1024, 32, 1))  # (T, d, E, k)
 ALLOC = {"default": ({}, "default"), "thp": ({"THP_MEM_ALLOC_ENABLE": "1"}, "default")}
 ALLOC["cached"] = ({}, "cached")
+# --chunk-ab: float32 d = 128/256 grid cases with 33-256 rows per expert (T k / E).
+CHUNK_CASES = tuple(
+    (T, d, E, k)
+    for d in (128, 256)
+    for T in (256, 1024, 4096)
+    for E in (8, 32, 64)
+    for k in (1, 2, 4, 8)
+    if 33 <= T * k // E <= 256
+)
+QUICK_CHUNK_CASES = ((1024, 256, 32, 4), (1024, 128, 32, 4))
+CHUNK_BUDGETS = (2**19, 2**20, 2**21)  # bytes of (rows, 2 d_hidden) per chunk
+
+
+def chunk_cases(min_rows: int | None, quick: bool) -> tuple:
+    """``(T, d, E, k)`` of ``--chunk-ab``; with ``--chunk-min-rows N`` the float32 grid cases
+    at d <= 256 with ``T k >= N`` (those the per-expert loop takes are skipped when run)."""
+    if quick:
+        return QUICK_CHUNK_CASES
+    if min_rows is None:
+        return CHUNK_CASES
+    return tuple(
+        (T, d, E, k)
+        for d in (64, 128, 256)
+        for T in (256, 1024, 4096)
+        for E in (8, 32, 64)
+        for k in (1, 2, 4, 8)
+        if T * k >= min_rows
+    )
 
 
 def formulations(d: int, E: int, rows: int, dtype: torch.dtype) -> dict:
@@ -185,6 +226,135 @@ def layer_steps(T: int, d: int, E: int, k: int, dtype: str) -> dict:
     return {SCI: steps[SCI], DENSE: steps[DENSE]}
 
 
+def expert_chunks(counts: list[int], row_bytes: int, budget: int) -> list[tuple]:
+    """Contiguous ``(e0, e1, r0, r1)`` expert ranges of at most ``budget`` bytes of rows.
+
+    Greedy: an expert joins the current chunk while the chunk's rows times ``row_bytes``
+    stay within ``budget``; an expert larger than the budget is a chunk of its own.
+    """
+    out, e0, r0, rows = [], 0, 0, 0
+    for e, c in enumerate(counts):
+        if rows and (rows + c) * row_bytes > budget:
+            out.append((e0, e, r0, r0 + rows))
+            e0, r0, rows = e, r0 + rows, 0
+        rows += c
+    out.append((e0, len(counts), r0, r0 + rows))
+    return out
+
+
+def chunked_forward_sorted(bank, x, plan, budget: int):
+    """The SwiGLU bank on sorted rows, chunk by chunk (see ``--chunk-ab``)."""
+    from sci_moe.moe import grouped_linear
+
+    chunks = expert_chunks(plan.counts.tolist(), 2 * bank.d_hidden * x.element_size(), budget)
+    e_sizes = [e1 - e0 for e0, e1, _, _ in chunks]
+    parts = zip(
+        chunks,
+        x.split([r1 - r0 for _, _, r0, r1 in chunks]),
+        bank.gate_up.split(e_sizes),
+        bank.down.split(e_sizes),
+        strict=True,
+    )
+    outs = []
+    for (e0, e1, r0, _), xc, gate_up, down in parts:
+        counts = plan.counts[e0:e1]
+        offsets = (plan.offsets[e0:e1] - r0).to(torch.int32)
+        h = bank._glu(grouped_linear(xc, gate_up, counts, offsets))
+        outs.append(grouped_linear(h, down, counts, offsets))
+    return torch.cat(outs)
+
+
+def chunk_ab(args) -> list[Row]:
+    """``--chunk-ab``: the cache-blocked sorted path against the sorted one, layer steps."""
+    import types
+
+    from moe_layer import DENSE, SCI, Case, build
+
+    import sci_moe.moe as _moe
+    from sci_moe.moe import set_grouped_path
+
+    rows, table = [], []
+    from sci_moe.moe.dispatch import per_expert_path
+
+    budgets = CHUNK_BUDGETS if args.chunk_budgets is None else args.chunk_budgets
+    for T, d, E, k in chunk_cases(args.chunk_min_rows, args.quick):
+        label = f"T={T},d={d},E={E},k={k},float32"
+        steps = build(Case(T, d, E, k, "float32"), seed=0, transformers=False)
+        sci, bank = steps[SCI], steps[SCI].module.experts
+        with torch.no_grad():
+            plan = steps[SCI].module.router(sci.x).plan
+        if per_expert_path(sci.x, plan, bank):
+            print(f"{label}: the per-expert loop's case, skipped", flush=True)
+            continue
+
+        def on_path(path, fn):
+            def run():
+                set_grouped_path(path)
+                try:
+                    return fn()
+                finally:
+                    set_grouped_path(None)
+
+            return run
+
+        # "sorted": the unchunked sorted path (forced grouped_mm); "package": the
+        # automatic path of the installed core (its own chunked rule where it applies).
+        fns = {"sorted": on_path("grouped_mm", sci), DENSE: steps[DENSE]}
+        if hasattr(_moe, "chunked_path"):
+            fns["package"] = on_path(None, sci)
+
+        def chunked(budget, sci=sci, bank=bank):
+            bank.forward_sorted = types.MethodType(
+                lambda self, x, sorted_plan: chunked_forward_sorted(self, x, sorted_plan, budget),
+                bank,
+            )
+            try:
+                return sci()
+            finally:
+                del bank.forward_sorted
+
+        want_y = fns["sorted"]()
+        want = [p.grad.clone() for p in sci.module.parameters()] + [sci.x.grad.clone()]
+        names = [f"chunked {b >> 10} KiB" for b in budgets] + ["package"] * ("package" in fns)
+        for b, name in zip(budgets, names, strict=False):
+            fns[name] = on_path("grouped_mm", lambda b=b, chunked=chunked: chunked(b))
+        for name in names:
+            y = fns[name]()
+            got = [p.grad for p in sci.module.parameters()] + [sci.x.grad]
+            torch.testing.assert_close(y, want_y, atol=1e-5, rtol=1e-4)
+            for a, w in zip(got, want, strict=True):
+                torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)
+        times = interleaved(fns, args.repeats)
+        base = times["sorted"]
+        for name, t in times.items():
+            ms = 1e3 * statistics.median(t)
+            if name == "sorted":
+                rows.append(Row(f"{label} layer sorted", "ms", ms, "ms"))
+                continue
+            ratio = statistics.median(b / a for a, b in zip(t, base, strict=True))
+            rows.append(
+                Row(f"{label} layer {name}", "ms", ms, "ms", f"{label} layer sorted", ratio)
+            )
+            table.append([label, name, ms, ratio])
+        print(f"{label} done", flush=True)
+    for name in [f"chunked {b >> 10} KiB" for b in budgets] + ["package"]:
+        vals = [r.ratio for r in rows if r.case.endswith(f" layer {name}")]
+        if not vals:
+            continue
+        rows.append(Row(f"summary {name} x sorted", "median", statistics.median(vals), "x"))
+        rows.append(Row(f"summary {name} x sorted", "max", max(vals), "x"))
+        rows.append(Row(f"summary {name} x sorted", "min", min(vals), "x"))
+        rows.append(Row(f"summary {name} x sorted", "cases", float(len(vals)), "1"))
+    vals = [r.ratio for r in rows if r.case.endswith(f" layer {DENSE}")]
+    rows.append(Row("summary sorted x dense", "median", 1 / statistics.median(vals), "x"))
+    print_table(
+        ["case", "contestant", "ms", "x sorted (>1: faster)"],
+        table,
+        title=f"layer step, median of {args.repeats} interleaved repeats",
+    )
+    return rows
+
+
 def measure(args) -> list[Row]:
     rows: list[Row] = []
     table = []
@@ -280,6 +450,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layer", action="store_true", help="also the whole layer's step")
     p.add_argument("--alloc-ab", action="store_true", help="default / thp / cached allocator")
     p.add_argument("--rounds", type=int, default=3, help="--alloc-ab rounds (default 3)")
+    p.add_argument("--chunk-ab", action="store_true", help="cache-blocked vs sorted path")
+    p.add_argument(
+        "--chunk-min-rows", type=int, default=None, help="--chunk-ab: grid cases with T k >= N"
+    )
+    p.add_argument(
+        "--chunk-budgets",
+        type=lambda s: tuple(int(v) << 10 for v in s.split(",")),
+        default=None,
+        help="--chunk-ab: chunk budgets in KiB, comma-separated (default 512,1024,2048)",
+    )
     args = p.parse_args(argv)
     if args.repeats < 1 or args.rounds < 1:
         raise SystemExit("--repeats and --rounds must be >= 1")
@@ -297,7 +477,11 @@ def main(argv: list[str] | None = None) -> int:
         thp_sysfs=_thp_mode(),
         mode="alloc-ab" if args.alloc_ab else "quick" if args.quick else "full",
     )
-    if args.alloc_ab:
+    if args.chunk_ab:
+        machine["mode"] = "chunk-ab" + (" quick" if args.quick else "")
+        machine["chunk_min_rows"] = args.chunk_min_rows
+        rows = chunk_ab(args)
+    elif args.alloc_ab:
         machine["rounds"] = args.rounds
         rows = alloc_ab(args)
     else:

@@ -13,6 +13,7 @@ are implementation detail.
 from .activations import get_activation
 from .auxiliary import auxiliary_losses
 from .balancing import BiasBalancer
+from .chunked import chunked_path
 from .competence import competence_routing
 from .convert import from_transformers, to_transformers
 from .decoder_budget import (
@@ -119,6 +120,7 @@ __all__ = [
     "auxiliary_losses",
     "bank_macs_per_token",
     "check_layer_input",
+    "chunked_path",
     "competence_routing",
     "concat_routings",
     "copy_expert",

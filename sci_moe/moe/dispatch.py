@@ -39,7 +39,9 @@ def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) ->
     every step) and each expert's share of it at least 2 MiB with at least 512 rows on
     average (``N w itemsize >= 2^21 E``, ``N >= 512 E``). Forced on
     (where the bank has a loop) or off with :func:`~sci_moe.moe.set_grouped_path`
-    (``"per_expert"``; ``"grouped_mm"`` and ``"bmm"`` keep the sorted path).
+    (``"per_expert"``; ``"grouped_mm"``, ``"bmm"`` and ``"chunked"`` keep the sorted
+    path). Where the loop is not taken, large float32 banks may still run the sorted
+    path in chunks of experts (:func:`~sci_moe.moe.chunked_path`).
 
     Parameters
     ----------
@@ -66,7 +68,7 @@ def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) ->
     """
     width = experts.per_expert_width
     forced = forced_path()
-    if width is None or x.device.type != "cpu" or forced in ("grouped_mm", "bmm"):
+    if width is None or x.device.type != "cpu" or forced in ("grouped_mm", "bmm", "chunked"):
         return False
     if forced == "per_expert":
         return True
@@ -142,7 +144,8 @@ def dispatch(
     so the layer is deterministic on every device. On the CPU, for large ``T k`` with
     few experts, steps (2)-(4) run as a loop over experts instead
     (:func:`per_expert_path`, a measured size rule; not with
-    ``return_expert_outputs``); its sums run in the same order.
+    ``return_expert_outputs``); its sums run in the same order. Step (3) of a GLU bank
+    may run in cache-sized chunks of experts (:func:`~sci_moe.moe.chunked_path`).
     """
     if routing.num_experts != experts.num_experts:
         raise ValueError(

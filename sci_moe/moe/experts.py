@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .activations import get_activation
+from .chunked import chunked_forward, chunked_path
 from .glu import glu_product
 from .grouped import grouped_linear
 from .routing import DispatchPlan
@@ -209,6 +210,8 @@ class GLUExperts(ExpertBank):
         return 2 * self.d_hidden
 
     def forward_sorted(self, x, plan):
+        if chunked_path(x, plan, self):  # measured rule: cache-sized chunks of experts
+            return chunked_forward(x, plan, (self.gate_up, self.down), self._glu, 2 * self.d_hidden)
         return self._linear(self._glu(self._linear(x, self.gate_up, plan)), self.down, plan)
 
     def forward_expert(self, e, x):

@@ -15,7 +15,7 @@ __all__ = [
 ]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_PATHS = ("auto", "grouped_mm", "bmm", "per_expert")
+_PATHS = ("auto", "grouped_mm", "bmm", "per_expert", "chunked")
 _forced: str | None = None
 
 # Measured size rule (one CPU core, float32; docs/results/moe_layer.rst): on an AVX2 CPU
@@ -45,13 +45,17 @@ def set_grouped_path(path: str | None) -> None:
 
     Parameters
     ----------
-    path : {"auto", "grouped_mm", "bmm", "per_expert"} or None
+    path : {"auto", "grouped_mm", "bmm", "per_expert", "chunked"} or None
         ``"grouped_mm"`` wherever ``torch._grouped_mm`` is valid, ``"bmm"`` (the padded
-        ``bmm``) always, both on expert-sorted rows (no per-expert loop);
+        ``bmm``) always, both on expert-sorted rows (no per-expert loop, no chunks);
         ``"per_expert"`` the per-expert loop of :func:`~sci_moe.moe.dispatch` wherever
         the bank has one (:func:`sci_moe.moe.dispatch.per_expert_path`; the GEMMs themselves
-        then take the automatic choice); ``"auto"``/``None`` the measured size rules of
-        :func:`grouped_path` and :func:`sci_moe.moe.dispatch.per_expert_path` (the default).
+        then take the automatic choice); ``"chunked"`` the sorted path in cache-sized
+        chunks of experts wherever the bank has a per-expert width
+        (:func:`sci_moe.moe.chunked_path`; GEMMs again automatic); ``"auto"``/``None``
+        the measured size rules of :func:`grouped_path`,
+        :func:`sci_moe.moe.dispatch.per_expert_path` and :func:`sci_moe.moe.chunked_path`
+        (the default).
         The Triton kernels on CUDA are switched separately
         (:func:`sci_moe.moe.kernels.set_kernels_enabled`).
     """

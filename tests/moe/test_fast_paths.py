@@ -25,7 +25,9 @@ def forced_path(request):
     set_grouped_path(None)
 
 
-@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm", "per_expert", "auto"], indirect=True)
+@pytest.mark.parametrize(
+    "forced_path", ["bmm", "grouped_mm", "per_expert", "chunked", "auto"], indirect=True
+)
 @pytest.mark.parametrize("expert", ["glu", "mlp", "linear"])
 @pytest.mark.parametrize("E,k", [(4, 2), (8, 1), (16, 4)])
 def test_every_path_matches_reference(forced_path, expert, E, k, float_dtype):
@@ -34,7 +36,9 @@ def test_every_path_matches_reference(forced_path, expert, E, k, float_dtype):
     assert_moe_matches_reference(moe, num_tokens=29)
 
 
-@pytest.mark.parametrize("forced_path", ["bmm", "grouped_mm", "per_expert"], indirect=True)
+@pytest.mark.parametrize(
+    "forced_path", ["bmm", "grouped_mm", "per_expert", "chunked"], indirect=True
+)
 @pytest.mark.parametrize(
     "options", [dict(capacity_factor=0.5), dict(mode="expert_choice", capacity_factor=1.0)]
 )
