@@ -17,10 +17,11 @@ __all__ = ["chunked_forward", "chunked_path", "expert_chunks"]
 # Measured size rule of the chunked sorted path (one core of an AMD EPYC with AVX-512, no
 # AMX; float32 SwiGLU banks at d = 64-256; interleaved whole-layer A/B against the sorted
 # path, benchmarks/moe_layer_paths.py --chunk-ab, benchmarks/results/moe_layer_chunk_ab*.json,
-# docs/results/moe_layer.rst): with ``T k >= 16384`` sorted rows the chunked path won in
-# every measured case (2 MiB chunks); at 8192 rows it won or lost by up to 10 % (median
-# about 1.03), below 8192 rows it lost in most cases (the stacked weights' gradient is
-# one extra ``cat``, each chunk a few more calls). Wider rows (d = 1024) and bfloat16 were
+# docs/results/moe_layer.rst): with ``T k >= 16384`` sorted rows the chunked path (2 MiB
+# chunks) won at the median of every run (1.09-1.12x over 14 cases; single cases down to
+# 0.86-0.97 under load); at 8192 rows it won or lost by up to 10 %, below 8192 rows it
+# lost in most cases (the stacked weights' gradient is one extra ``cat``, each chunk a
+# few more calls). Wider rows (d = 1024) and bfloat16 were
 # not measured, so the rule stays off there.
 _CHUNK_BYTES = 2 * 2**20
 _CHUNK_MIN_ROWS = 16384
@@ -74,8 +75,9 @@ def chunked_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) -> bo
     intermediate has at most 2 MiB, chunk after chunk, and concatenates the outputs
     (combined per token as on the sorted path). Taken on an AVX-512 CPU
     (``torch.backends.cpu.get_cpu_capability() == "AVX512"``) for float32 banks with a
-    per-expert width ``w <= 512`` and ``N >= 16384`` rows, where it measured faster in
-    every case (``docs/results/moe_layer.rst``); the per-expert loop
+    per-expert width ``w <= 512`` and ``N >= 16384`` rows, where it measured 1.09-1.12x
+    faster at the median of the whole-layer A/B runs (``docs/results/moe_layer.rst``);
+    the per-expert loop
     (:func:`~sci_moe.moe.per_expert_path`) takes precedence in the dispatch. Forced on
     (where the bank has a per-expert width) with
     :func:`~sci_moe.moe.set_grouped_path` ``("chunked")``; ``"grouped_mm"``, ``"bmm"`` and
