@@ -59,8 +59,9 @@ its JAX stack (outside this repository's venv)::
 
 Each round runs, each in a fresh process and in alternating order, our compiled trainer
 (``ours``: a real ``train`` call, ``TrainConfig(compile=True)``, ``--epochs`` epochs on
-``--frames`` rows), the same with ``torch._inductor.config.cpp_wrapper = True``
-(``ours_cpp_wrapper``, an A/B of the generated C++ wrapper; not the trainer's default) and
+``--frames`` rows; the inductor's C++ wrapper, ``compile_cpp_wrapper=True``, the default),
+the same with the Python wrapper (``ours_python_wrapper``, ``compile_cpp_wrapper=False``:
+the A/B of that default) and
 ``benchmarks/scoremd_driver.py`` (``scoremd``: ScoreMD's ``OneAfterAnother.train``, its
 jitted epoch), plain and FP, at each of ``--scoremd-threads`` (both sides pinned to the
 same CPUs; ours ``--threads n`` and ``OMP_NUM_THREADS``, JAX ``XLA_FLAGS``
@@ -121,7 +122,7 @@ SCOREMD_SOURCE = (
 FULL_RUN_STEPS = 180 * 781
 DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
 RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
-CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
+CONTESTANTS = ("ours", "ours_python_wrapper", "scoremd")
 PATHS = {
     "reference": {"fp_batched": False, "fused_optimizer": False, "check_every": 1},
     "fused_adamw": {"fp_batched": False, "check_every": 1},
@@ -258,10 +259,6 @@ def _update_rows(quick: bool, repeats: int, seed: int) -> tuple[list[Row], dict]
 
 def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool) -> dict:
     """One contestant run (in a fresh process): the compiled trainer on the recipe's shape."""
-    if cpp_wrapper:
-        import torch._inductor.config as inductor_config
-
-        inductor_config.cpp_wrapper = True
     g = torch.Generator().manual_seed(seed)
     data = torch.randn(frames, 1, 2, generator=g) * 0.4
     torch.manual_seed(seed)
@@ -273,6 +270,7 @@ def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: 
         progress=False,
         seed=seed,
         compile=True,
+        compile_cpp_wrapper=cpp_wrapper,
     )
     hist = train(net, data, VPSDE(), cfg)["history"]
     return {
@@ -286,10 +284,11 @@ def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: 
     }
 
 
-def _xla_flags(threads: int) -> str:
+def _xla_flags(threads: int) -> str | None:
+    """JAX's one-thread setting; ``None`` (XLA's default: all CPUs the process may use) else."""
     if threads == 1:
         return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    return f"intra_op_parallelism_threads={threads}"
+    return None
 
 
 def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[str], dict]:
@@ -299,13 +298,15 @@ def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[s
     env = dict(os.environ) | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     common = ["--epochs", str(args.epochs), "--frames", str(args.frames), "--seed", str(args.seed)]
     if name == "scoremd":
-        env["XLA_FLAGS"] = _xla_flags(threads)
+        env.pop("XLA_FLAGS", None)
+        if _xla_flags(threads) is not None:
+            env["XLA_FLAGS"] = _xla_flags(threads)
         cmd = [str(args.scoremd_python), str(DRIVER), "--src", str(args.scoremd_src)]
         return [*cmd, "--variant", variant, *common], env
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child-ours", variant, *common]
     cmd += ["--threads", str(threads)]
-    if name == "ours_cpp_wrapper":
-        cmd.append("--cpp-wrapper")
+    if name == "ours_python_wrapper":
+        cmd.append("--python-wrapper")
     return cmd, env
 
 
@@ -362,8 +363,9 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
     """Rows of the same-host comparison from per-round summaries.
 
     ``rounds["t{n}/{name}/{variant}"]`` is one :func:`_summary` per round (``name`` in
-    :data:`CONTESTANTS`; ``ours_cpp_wrapper`` optional). Ratios > 1: ours faster
-    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_cpp_wrapper`` vs ``ours``).
+    :data:`CONTESTANTS`; ``ours_python_wrapper`` optional). Ratios > 1: ``ours`` faster
+    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_python_wrapper``'s row: its ms /
+    ours, i.e. the C++ wrapper's speed-up).
     """
     rows: list[Row] = []
     groups = {k.rsplit("/", 2)[0] + "/" + k.rsplit("/", 1)[1] for k in rounds}
@@ -396,21 +398,21 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
                 round(per_round("scoremd", "ours"), 3),
             )
         )
-        if "ours_cpp_wrapper" in med:
+        if "ours_python_wrapper" in med:
             rows.append(
                 Row(
-                    key["ours_cpp_wrapper"],
+                    key["ours_python_wrapper"],
                     "ms_per_step",
-                    round(med["ours_cpp_wrapper"]["ms"], 3),
+                    round(med["ours_python_wrapper"]["ms"], 3),
                     "ms",
                     key["ours"],
-                    round(per_round("ours", "ours_cpp_wrapper"), 3),
+                    round(per_round("ours_python_wrapper", "ours"), 3),
                 )
             )
         for n in med:
             rows.append(Row(key[n], "compile_s", round(med[n]["compile_s"], 1), "s"))
         rows.append(Row(key["scoremd"], "full_run_s", round(med["scoremd"]["full_run_s"], 1), "s"))
-        for n in ("ours", "ours_cpp_wrapper"):
+        for n in ("ours", "ours_python_wrapper"):
             if n in med:
                 rows.append(
                     Row(
@@ -460,7 +462,7 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     """ScoreMD's JAX loop vs our compiled trainer, alternating child processes."""
     threads = _parse_threads(args.scoremd_threads)
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    names = CONTESTANTS if args.cpp_wrapper_ab else ("ours", "scoremd")
+    names = CONTESTANTS if args.wrapper_ab else ("ours", "scoremd")
     rounds: dict[str, list[dict]] = {}
     raw: dict[str, list[dict]] = {}
     info: dict[str, dict] = {}
@@ -492,6 +494,14 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
                         f"{summ['ms']:.3f} ms/step, compile {summ['compile_s']:.1f} s",
                         flush=True,
                     )
+        if args.json is not None:  # a checkpoint: a later failure keeps what was measured
+            partial_machine = {"partial": True, "threads_done": threads[: threads.index(n) + 1]}
+            _common.write_json(
+                args.json,
+                "energy_diffusion_speed_scoremd",
+                partial_machine | {"rounds": raw, "contestants": info},
+                _same_host_rows(rounds),
+            )
     rows = _same_host_rows(rounds)
     _common.print_table(
         ["case", "metric", "value", "unit", "ratio"],
@@ -679,17 +689,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=None, help="epochs per contestant (default 3)")
     p.add_argument("--frames", type=int, default=None, help="training rows (default 100000)")
     p.add_argument(
-        "--no-cpp-wrapper-ab",
-        dest="cpp_wrapper_ab",
+        "--no-wrapper-ab",
+        dest="wrapper_ab",
         action="store_false",
-        help="leave out the ours_cpp_wrapper contestant",
+        help="leave out the ours_python_wrapper contestant",
     )
     p.add_argument(
         "--no-pin", dest="pin", action="store_false", help="do not pin the children's CPUs"
     )
     p.add_argument("--child-timeout", type=float, default=900.0, help="seconds per child")
     p.add_argument("--child-ours", choices=("plain", "fp"), default=None, help=argparse.SUPPRESS)
-    p.add_argument("--cpp-wrapper", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--python-wrapper", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.epochs is None:
         args.epochs = 2 if args.quick else 3
@@ -699,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     _common.setup(args)
     if args.child_ours is not None:
         _common.child_result(
-            _ours_child(args.child_ours, args.epochs, args.frames, args.seed, args.cpp_wrapper)
+            _ours_child(
+                args.child_ours, args.epochs, args.frames, args.seed, not args.python_wrapper
+            )
         )
         return 0
     other, t0 = OtherLoad(), time.perf_counter()

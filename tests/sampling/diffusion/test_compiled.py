@@ -285,3 +285,35 @@ def test_compiled_training_equals_eager(fp):
         torch.testing.assert_close(pb, pa, rtol=1e-4, atol=1e-6)
     for k in ("dsm", "fp"):
         assert abs(ha[-1][k] - hb[-1][k]) <= 1e-5 * max(1e-9, abs(ha[-1][k]))
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cpp_wrapper_option_holds_for_the_train_call_only(monkeypatch, flag):
+    """``compile_cpp_wrapper`` is the inductor's ``cpp_wrapper`` while the compiled steps
+    run (where they compile) and is restored afterwards."""
+    import torch._inductor.config as inductor_config
+
+    seen = []
+
+    def spy(fn, **kw):
+        def call(*a, **k):
+            seen.append(inductor_config.cpp_wrapper)
+            return fn(*a, **k)
+
+        return call
+
+    monkeypatch.setattr(compiled_mod.torch, "compile", spy)
+    before = inductor_config.cpp_wrapper
+    torch.manual_seed(0)
+    net = MLPEnergy((1, 2), (8, 8)).double()
+    cfg = TrainConfig(
+        stages=[Stage(1, (1e-3, 1.0), 0.3, 0.0)],
+        batch_size=32,
+        max_batches_per_epoch=2,
+        progress=False,
+        compile=True,
+        compile_cpp_wrapper=flag,
+    )
+    train(net, _batch(64)[0], VPSDE(), cfg)
+    assert seen == [flag, flag]
+    assert inductor_config.cpp_wrapper == before
