@@ -59,9 +59,8 @@ its JAX stack (outside this repository's venv)::
 
 Each round runs, each in a fresh process and in alternating order, our compiled trainer
 (``ours``: a real ``train`` call, ``TrainConfig(compile=True)``, ``--epochs`` epochs on
-``--frames`` rows; the inductor's C++ wrapper, ``compile_cpp_wrapper=True``, the default),
-the same with the Python wrapper (``ours_python_wrapper``, ``compile_cpp_wrapper=False``:
-the A/B of that default) and
+``--frames`` rows; the trainer's defaults), the same with the inductor's C++ wrapper
+(``ours_cpp_wrapper``, ``compile_cpp_wrapper=True``: an A/B, not the default) and
 ``benchmarks/scoremd_driver.py`` (``scoremd``: ScoreMD's ``OneAfterAnother.train``, its
 jitted epoch), plain and FP, at each of ``--scoremd-threads`` (both sides pinned to the
 same CPUs; ours ``--threads n`` and ``OMP_NUM_THREADS``, JAX ``XLA_FLAGS``
@@ -122,7 +121,7 @@ SCOREMD_SOURCE = (
 FULL_RUN_STEPS = 180 * 781
 DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
 RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
-CONTESTANTS = ("ours", "ours_python_wrapper", "scoremd")
+CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
 PATHS = {
     "reference": {"fp_batched": False, "fused_optimizer": False, "check_every": 1},
     "fused_adamw": {"fp_batched": False, "check_every": 1},
@@ -305,8 +304,8 @@ def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[s
         return [*cmd, "--variant", variant, *common], env
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child-ours", variant, *common]
     cmd += ["--threads", str(threads)]
-    if name == "ours_python_wrapper":
-        cmd.append("--python-wrapper")
+    if name == "ours_cpp_wrapper":
+        cmd.append("--cpp-wrapper")
     return cmd, env
 
 
@@ -363,9 +362,9 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
     """Rows of the same-host comparison from per-round summaries.
 
     ``rounds["t{n}/{name}/{variant}"]`` is one :func:`_summary` per round (``name`` in
-    :data:`CONTESTANTS`; ``ours_python_wrapper`` optional). Ratios > 1: ``ours`` faster
-    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_python_wrapper``'s row: its ms /
-    ours, i.e. the C++ wrapper's speed-up).
+    :data:`CONTESTANTS`; ``ours_cpp_wrapper`` optional). Ratios > 1: the candidate faster
+    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_cpp_wrapper`` vs ``ours``: ours'
+    ms / its ms).
     """
     rows: list[Row] = []
     groups = {k.rsplit("/", 2)[0] + "/" + k.rsplit("/", 1)[1] for k in rounds}
@@ -398,21 +397,21 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
                 round(per_round("scoremd", "ours"), 3),
             )
         )
-        if "ours_python_wrapper" in med:
+        if "ours_cpp_wrapper" in med:
             rows.append(
                 Row(
-                    key["ours_python_wrapper"],
+                    key["ours_cpp_wrapper"],
                     "ms_per_step",
-                    round(med["ours_python_wrapper"]["ms"], 3),
+                    round(med["ours_cpp_wrapper"]["ms"], 3),
                     "ms",
                     key["ours"],
-                    round(per_round("ours_python_wrapper", "ours"), 3),
+                    round(per_round("ours", "ours_cpp_wrapper"), 3),
                 )
             )
         for n in med:
             rows.append(Row(key[n], "compile_s", round(med[n]["compile_s"], 1), "s"))
         rows.append(Row(key["scoremd"], "full_run_s", round(med["scoremd"]["full_run_s"], 1), "s"))
-        for n in ("ours", "ours_python_wrapper"):
+        for n in ("ours", "ours_cpp_wrapper"):
             if n in med:
                 rows.append(
                     Row(
@@ -692,14 +691,14 @@ def main(argv: list[str] | None = None) -> int:
         "--no-wrapper-ab",
         dest="wrapper_ab",
         action="store_false",
-        help="leave out the ours_python_wrapper contestant",
+        help="leave out the ours_cpp_wrapper contestant",
     )
     p.add_argument(
         "--no-pin", dest="pin", action="store_false", help="do not pin the children's CPUs"
     )
     p.add_argument("--child-timeout", type=float, default=900.0, help="seconds per child")
     p.add_argument("--child-ours", choices=("plain", "fp"), default=None, help=argparse.SUPPRESS)
-    p.add_argument("--python-wrapper", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--cpp-wrapper", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.epochs is None:
         args.epochs = 2 if args.quick else 3
@@ -709,9 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     _common.setup(args)
     if args.child_ours is not None:
         _common.child_result(
-            _ours_child(
-                args.child_ours, args.epochs, args.frames, args.seed, not args.python_wrapper
-            )
+            _ours_child(args.child_ours, args.epochs, args.frames, args.seed, args.cpp_wrapper)
         )
         return 0
     other, t0 = OtherLoad(), time.perf_counter()

@@ -70,8 +70,8 @@ def test_contestant_commands_share_threads_and_recipe(eds, checkout):
     ours, env2 = eds._contestant_cmd("ours", "fp", 2, args)
     assert ours[ours.index("--child-ours") + 1] == "fp"
     assert ours[ours.index("--threads") + 1] == "2" and env2["OMP_NUM_THREADS"] == "2"
-    assert "--python-wrapper" not in ours
-    assert "--python-wrapper" in eds._contestant_cmd("ours_python_wrapper", "fp", 2, args)[0]
+    assert "--cpp-wrapper" not in ours
+    assert "--cpp-wrapper" in eds._contestant_cmd("ours_cpp_wrapper", "fp", 2, args)[0]
     for flag in ("--epochs", "--frames", "--seed"):  # the same recipe on both sides
         assert cmd[cmd.index(flag) + 1] == ours[ours.index(flag) + 1]
     with pytest.raises(ValueError):
@@ -109,7 +109,7 @@ def test_same_host_rows(eds):
     rounds = {
         "t1/ours/plain": [_s(1.0), _s(2.0), _s(4.0)],
         "t1/scoremd/plain": [_s(3.0, 3.0), _s(1.0, 3.0), _s(2.0, 3.0)],
-        "t1/ours_python_wrapper/plain": [_s(2.0), _s(4.0), _s(8.0)],
+        "t1/ours_cpp_wrapper/plain": [_s(0.5), _s(1.0), _s(2.0)],
         "t1/ours/fp": [_s(6.0)],
         "t1/scoremd/fp": [_s(4.0)],
     }
@@ -122,15 +122,15 @@ def test_same_host_rows(eds):
     # the median of the per-round ratios (3, 0.5, 0.5), not the ratio of the medians (1)
     assert ours.ratio == 0.5
     assert by[("t1/scoremd/plain", "ms_per_step")].value == 2.0
-    py = by[("t1/ours_python_wrapper/plain", "ms_per_step")]
-    assert py.vs == "t1/ours/plain" and py.ratio == 2.0  # python-wrapper ms / ours: 2, 2, 2
+    cpp = by[("t1/ours_cpp_wrapper/plain", "ms_per_step")]
+    assert cpp.vs == "t1/ours/plain" and cpp.ratio == 2.0  # ours ms / cpp ms: 2, 2, 2
     full = by[("t1/ours/plain", "full_run_s")]
     assert full.value == pytest.approx(2.0 + 2.0 * eds.FULL_RUN_STEPS / 1e3, abs=0.1)
     assert full.ratio == pytest.approx(
         (3.0 + 2.0 * eds.FULL_RUN_STEPS / 1e3) / full.value, abs=1e-3
     )
     assert by[("t1/ours/fp", "ms_per_step")].ratio == pytest.approx(4.0 / 6.0, abs=1e-3)
-    assert ("t1/ours_python_wrapper/fp", "ms_per_step") not in by
+    assert ("t1/ours_cpp_wrapper/fp", "ms_per_step") not in by
     assert [r.case for r in rows].index("t1/ours/plain") < [r.case for r in rows].index(
         "t1/ours/fp"
     )

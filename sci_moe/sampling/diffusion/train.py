@@ -126,9 +126,10 @@ class TrainConfig:
     compile_cpp_wrapper : bool
         With ``compile``: the inductor's C++ wrapper around the compiled graph's kernels
         (``torch._inductor.config.cpp_wrapper``, set for this call only) instead of its
-        Python wrapper (default; measured 1.17x / 1.12x faster per plain / FP step at one
-        thread, ``benchmarks/results/energy_diffusion_speed_scoremd.json``); a cold
-        inductor cache compiles it more slowly. Same kernels, same results.
+        Python wrapper. Off by default: two same-host A/Bs disagreed (faster per step
+        under heavy load, slower when the machine was quiet;
+        ``benchmarks/results/energy_diffusion_speed_scoremd*.json``), and a cold inductor
+        cache compiles it more slowly. Same kernels, same results.
     check_every : int
         Steps between host reads of the running losses (the non-finite check of the NaN
         policy and the logged sums; no per-step ``.item()``). A non-finite loss is
@@ -158,7 +159,7 @@ class TrainConfig:
     fused_optimizer: bool = True
     compile: bool = False
     compile_update: bool = True
-    compile_cpp_wrapper: bool = True
+    compile_cpp_wrapper: bool = False
     check_every: int = 50
     seed: int = 0
     progress: bool = True
