@@ -226,42 +226,11 @@ def layer_steps(T: int, d: int, E: int, k: int, dtype: str) -> dict:
     return {SCI: steps[SCI], DENSE: steps[DENSE]}
 
 
-def expert_chunks(counts: list[int], row_bytes: int, budget: int) -> list[tuple]:
-    """Contiguous ``(e0, e1, r0, r1)`` expert ranges of at most ``budget`` bytes of rows.
-
-    Greedy: an expert joins the current chunk while the chunk's rows times ``row_bytes``
-    stay within ``budget``; an expert larger than the budget is a chunk of its own.
-    """
-    out, e0, r0, rows = [], 0, 0, 0
-    for e, c in enumerate(counts):
-        if rows and (rows + c) * row_bytes > budget:
-            out.append((e0, e, r0, r0 + rows))
-            e0, r0, rows = e, r0 + rows, 0
-        rows += c
-    out.append((e0, len(counts), r0, r0 + rows))
-    return out
-
-
 def chunked_forward_sorted(bank, x, plan, budget: int):
-    """The SwiGLU bank on sorted rows, chunk by chunk (see ``--chunk-ab``)."""
-    from sci_moe.moe import grouped_linear
+    """The SwiGLU bank on sorted rows, chunk by chunk of ``budget`` bytes (``--chunk-ab``)."""
+    from sci_moe.moe.chunked import chunked_forward
 
-    chunks = expert_chunks(plan.counts.tolist(), 2 * bank.d_hidden * x.element_size(), budget)
-    e_sizes = [e1 - e0 for e0, e1, _, _ in chunks]
-    parts = zip(
-        chunks,
-        x.split([r1 - r0 for _, _, r0, r1 in chunks]),
-        bank.gate_up.split(e_sizes),
-        bank.down.split(e_sizes),
-        strict=True,
-    )
-    outs = []
-    for (e0, e1, r0, _), xc, gate_up, down in parts:
-        counts = plan.counts[e0:e1]
-        offsets = (plan.offsets[e0:e1] - r0).to(torch.int32)
-        h = bank._glu(grouped_linear(xc, gate_up, counts, offsets))
-        outs.append(grouped_linear(h, down, counts, offsets))
-    return torch.cat(outs)
+    return chunked_forward(x, plan, (bank.gate_up, bank.down), bank._glu, 2 * bank.d_hidden, budget)
 
 
 def chunk_ab(args) -> list[Row]:
