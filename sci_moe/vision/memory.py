@@ -188,12 +188,17 @@ class GaussianMixtureMemory:
         """Restore the mixtures written by :meth:`state_dict`."""
         self.mixtures = {}
         for c in sorted({int(k.split(".")[0]) for k in state}):
-            self.mixtures[c] = GaussianMixture(
+            mixture = GaussianMixture(
                 state[f"{c}.means"],
                 state[f"{c}.covs"],
                 state[f"{c}.weights"],
                 dtype=state[f"{c}.means"].dtype,
             )
+            # The constructor renormalises the weights; dividing weights that were already
+            # normalised by their float sum can move them by an ulp, so a resumed run would
+            # drift from an uninterrupted one. Keep the stored (validated) weights exactly.
+            mixture.weights = state[f"{c}.weights"].to(mixture.means.dtype).clone()
+            self.mixtures[c] = mixture
 
 
 class PrototypeMemory:
