@@ -46,29 +46,9 @@ the first (the first holds the compile), the configurations interleaved, medians
 step's loop body (batch indexing, random draws, compiled loss and gradient, AdamW step,
 EMA), us per step over 3000 steps.
 
-Without ``--scoremd-*`` the ``scoremd/*`` rows are quoted from issue 28 (measured on
-another host, not in this run; ``scoremd_quoted`` in the JSON).
-
-``--scoremd-src DIR --scoremd-python PY``: only the same-host comparison with ScoreMD's own
-JAX loop. ``DIR`` is a checkout of https://github.com/noegroup/ScoreMD, ``PY`` a Python with
-its JAX stack (outside this repository's venv)::
-
-    python3 -m venv /tmp/jaxenv
-    /tmp/jaxenv/bin/pip install jax==0.5.2 jaxlib==0.5.1 flax==0.10.4 optax==0.2.4 \\
-        chex==0.1.89 orbax-checkpoint==0.11.6 "numpy<2" tqdm matplotlib python-dotenv einops
-
-Each round runs, each in a fresh process and in alternating order, our compiled trainer
-(``ours``: a real ``train`` call, ``TrainConfig(compile=True)``, ``--epochs`` epochs on
-``--frames`` rows; the trainer's defaults), the same with the inductor's C++ wrapper
-(``ours_cpp_wrapper``, ``compile_cpp_wrapper=True``: an A/B, not the default) and
-``benchmarks/scoremd_driver.py`` (``scoremd``: ScoreMD's ``OneAfterAnother.train``, its
-jitted epoch), plain and FP, at each of ``--scoremd-threads`` (both sides pinned to the
-same CPUs; ours ``--threads n`` and ``OMP_NUM_THREADS``, JAX ``XLA_FLAGS``
-``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` at one thread). ms
-per step from the epochs after the first (the first holds the compile: ``compile_s`` is
-its excess), the median over ``--repeats`` rounds; the ratio is the median of the
-per-round ratios; ``full_run_s``: compile plus 140,580 steps (ScoreMD's 180 epochs x 781)
-at that rate; ``cpu_per_wall``: the child's CPU seconds per wall second (threads used).
+The ``scoremd/*`` rows are quoted from issue 28 (measured on another host, not in this
+run; ``scoremd_quoted`` in the JSON); ``benchmarks/energy_diffusion_vs_scoremd.py`` runs
+ScoreMD's own JAX loop beside ours on the same host.
 
 Run::
 
@@ -76,21 +56,13 @@ Run::
         --json benchmarks/results/energy_diffusion_speed.json
     OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --update-ab \\
         --json benchmarks/results/energy_diffusion_speed_update.json
-    python benchmarks/energy_diffusion_speed.py --scoremd-src /tmp/scoremd \\
-        --scoremd-python /tmp/jaxenv/bin/python --scoremd-threads 1,2 --threads 1 \\
-        --json benchmarks/results/energy_diffusion_speed_scoremd.json
 """
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import resource
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import _common
 import torch
@@ -115,13 +87,10 @@ SCOREMD_MS = {"plain": 0.85, "fp": 3.85}
 SCOREMD_SOURCE = (
     "quoted, not measured in this run: issue 28, ScoreMD's own JAX code, Mueller-Brown "
     "recipe (MLP 3x92, batch 128), on the filer's 2-core AMD EPYC host; full runs "
-    "124.5 s / 541 s wall (same-host comparison: --scoremd-src/--scoremd-python)"
+    "124.5 s / 541 s wall (same host: benchmarks/energy_diffusion_vs_scoremd.py)"
 )
 #: ScoreMD's Mueller-Brown run: 180 epochs x 781 steps
 FULL_RUN_STEPS = 180 * 781
-DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
-RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
-CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
 PATHS = {
     "reference": {"fp_batched": False, "fused_optimizer": False, "check_every": 1},
     "fused_adamw": {"fp_batched": False, "check_every": 1},
@@ -256,295 +225,6 @@ def _update_rows(quick: bool, repeats: int, seed: int) -> tuple[list[Row], dict]
     return rows, raw
 
 
-def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool) -> dict:
-    """One contestant run (in a fresh process): the compiled trainer on the recipe's shape."""
-    g = torch.Generator().manual_seed(seed)
-    data = torch.randn(frames, 1, 2, generator=g) * 0.4
-    torch.manual_seed(seed)
-    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
-    cfg = TrainConfig(
-        stages=[Stage(epochs, (1e-5, 1.0), 0.5, FP_WEIGHT if variant == "fp" else 0.0)],
-        batch_size=BATCH,
-        ema_decay=0.005,  # ScoreMD's EMA 0.995 in our convention (issue 28)
-        progress=False,
-        seed=seed,
-        compile=True,
-        compile_cpp_wrapper=cpp_wrapper,
-    )
-    hist = train(net, data, VPSDE(), cfg)["history"]
-    return {
-        "variant": variant,
-        "epoch_seconds": [r["seconds"] for r in hist],
-        "steps_per_epoch": math.ceil(frames / BATCH),
-        "mean_loss": [r["loss"] for r in hist],
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpp_wrapper": cpp_wrapper,
-    }
-
-
-def _xla_flags(threads: int) -> str | None:
-    """JAX's one-thread setting; ``None`` (XLA's default: all CPUs the process may use) else."""
-    if threads == 1:
-        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    return None
-
-
-def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[str], dict]:
-    """Command line and environment of one contestant's child process."""
-    if name not in CONTESTANTS:
-        raise ValueError(f"unknown contestant {name!r}")
-    env = dict(os.environ) | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    common = ["--epochs", str(args.epochs), "--frames", str(args.frames), "--seed", str(args.seed)]
-    if name == "scoremd":
-        env.pop("XLA_FLAGS", None)
-        if _xla_flags(threads) is not None:
-            env["XLA_FLAGS"] = _xla_flags(threads)
-        cmd = [str(args.scoremd_python), str(DRIVER), "--src", str(args.scoremd_src)]
-        return [*cmd, "--variant", variant, *common], env
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-ours", variant, *common]
-    cmd += ["--threads", str(threads)]
-    if name == "ours_cpp_wrapper":
-        cmd.append("--cpp-wrapper")
-    return cmd, env
-
-
-def _parse_child(stdout: str) -> dict | None:
-    """The JSON a child printed after one of :data:`RESULT_MARKS` (the last one)."""
-    import json
-
-    found = None
-    for line in stdout.splitlines():
-        for mark in RESULT_MARKS:
-            if line.startswith(mark):
-                found = json.loads(line[len(mark) :])
-    return found
-
-
-def _run_child(cmd: list[str], env: dict, cpus: set[int] | None, timeout: float) -> dict:
-    """Run one contestant; its result plus ``wall_s`` and ``cpu_s`` (user + system)."""
-    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=pin
-    )
-    wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = _parse_child(proc.stdout)
-    if proc.returncode or res is None:
-        raise SystemExit(
-            f"contestant {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    return res | {"wall_s": wall, "cpu_s": cpu}
-
-
-def _summary(res: dict) -> dict:
-    """ms per step (median epoch after the first), compile seconds, CPU per wall second."""
-    sec, steps = res["epoch_seconds"], res["steps_per_epoch"]
-    if len(sec) < 2:
-        raise ValueError("need >= 2 epochs: the first holds the compile")
-    steady = _median(sec[1:])
-    return {
-        "ms": 1e3 * steady / steps,
-        "compile_s": max(0.0, sec[0] - steady),
-        "cpu_per_wall": res["cpu_s"] / res["wall_s"] if res.get("wall_s") else None,
-    }
-
-
-def _median(v: list[float]) -> float:
-    s = sorted(v)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
-    """Rows of the same-host comparison from per-round summaries.
-
-    ``rounds["t{n}/{name}/{variant}"]`` is one :func:`_summary` per round (``name`` in
-    :data:`CONTESTANTS`; ``ours_cpp_wrapper`` optional). Ratios > 1: the candidate faster
-    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_cpp_wrapper`` vs ``ours``: ours'
-    ms / its ms).
-    """
-    rows: list[Row] = []
-    groups = {k.rsplit("/", 2)[0] + "/" + k.rsplit("/", 1)[1] for k in rounds}
-    groups = sorted(groups, key=lambda g: (int(g.split("/")[0][1:]), g.endswith("/fp")))
-    for group in groups:
-        tn, variant = group.split("/")
-        key = {n: f"{tn}/{n}/{variant}" for n in CONTESTANTS}
-        if key["ours"] not in rounds or key["scoremd"] not in rounds:
-            raise ValueError(f"{group}: needs both ours and scoremd")
-        med = {
-            n: {m: _median([r[m] for r in rounds[k]]) for m in ("ms", "compile_s")}
-            for n, k in key.items()
-            if k in rounds
-        }
-        for n in med:
-            med[n]["full_run_s"] = med[n]["compile_s"] + med[n]["ms"] * FULL_RUN_STEPS / 1e3
-
-        def per_round(a: str, b: str, key: dict = key) -> float:
-            pairs = zip(rounds[key[a]], rounds[key[b]], strict=True)
-            return _median([x["ms"] / y["ms"] for x, y in pairs])
-
-        rows.append(Row(key["scoremd"], "ms_per_step", round(med["scoremd"]["ms"], 3), "ms"))
-        rows.append(
-            Row(
-                key["ours"],
-                "ms_per_step",
-                round(med["ours"]["ms"], 3),
-                "ms",
-                key["scoremd"],
-                round(per_round("scoremd", "ours"), 3),
-            )
-        )
-        if "ours_cpp_wrapper" in med:
-            rows.append(
-                Row(
-                    key["ours_cpp_wrapper"],
-                    "ms_per_step",
-                    round(med["ours_cpp_wrapper"]["ms"], 3),
-                    "ms",
-                    key["ours"],
-                    round(per_round("ours", "ours_cpp_wrapper"), 3),
-                )
-            )
-        for n in med:
-            rows.append(Row(key[n], "compile_s", round(med[n]["compile_s"], 1), "s"))
-        rows.append(Row(key["scoremd"], "full_run_s", round(med["scoremd"]["full_run_s"], 1), "s"))
-        for n in ("ours", "ours_cpp_wrapper"):
-            if n in med:
-                rows.append(
-                    Row(
-                        key[n],
-                        "full_run_s",
-                        round(med[n]["full_run_s"], 1),
-                        "s",
-                        key["scoremd"],
-                        round(med["scoremd"]["full_run_s"] / med[n]["full_run_s"], 3),
-                    )
-                )
-        for k in key.values():
-            cpw = [r["cpu_per_wall"] for r in rounds.get(k, []) if r["cpu_per_wall"] is not None]
-            if cpw:
-                rows.append(Row(k, "cpu_per_wall", round(_median(cpw), 2), "-"))
-    return rows
-
-
-def _parse_threads(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SystemExit(f"--scoremd-threads must be a comma list of ints, got {text!r}") from None
-    if not out or any(n < 1 for n in out):
-        raise SystemExit(f"--scoremd-threads must list thread counts >= 1, got {text!r}")
-    return out
-
-
-def _check_scoremd_args(args) -> None:
-    """Both ``--scoremd-*`` or neither; a checkout with ``src/scoremd``; an executable."""
-    src, py = args.scoremd_src, args.scoremd_python
-    if (src is None) != (py is None):
-        raise SystemExit("give both --scoremd-src and --scoremd-python (or neither)")
-    if src is None:
-        return
-    if not (Path(src) / "src" / "scoremd").is_dir():
-        raise SystemExit(f"--scoremd-src {src}: no src/scoremd there (a ScoreMD checkout)")
-    if not (Path(py).is_file() and os.access(py, os.X_OK)):
-        raise SystemExit(f"--scoremd-python {py}: not an executable file")
-    if args.epochs < 2:
-        raise SystemExit("--epochs must be >= 2 (the first holds the compile)")
-    if args.frames < BATCH:
-        raise SystemExit(f"--frames must be >= {BATCH} (one batch)")
-
-
-def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
-    """ScoreMD's JAX loop vs our compiled trainer, alternating child processes."""
-    threads = _parse_threads(args.scoremd_threads)
-    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    names = CONTESTANTS if args.wrapper_ab else ("ours", "scoremd")
-    rounds: dict[str, list[dict]] = {}
-    raw: dict[str, list[dict]] = {}
-    info: dict[str, dict] = {}
-    pinned = {}
-    cache_warm = _inductor_cache_warm()
-    for n in threads:
-        cpus = set(allowed[:n]) if args.pin and len(allowed) >= n else None
-        pinned[f"t{n}"] = sorted(cpus) if cpus else None
-        for r in range(args.repeats):
-            for variant in ("plain", "fp"):
-                order = names if r % 2 == 0 else tuple(reversed(names))
-                for name in order:
-                    cmd, env = _contestant_cmd(name, variant, n, args)
-                    res = _run_child(cmd, env, cpus, timeout=args.child_timeout)
-                    k = f"t{n}/{name}/{variant}"
-                    summ = _summary(res)
-                    rounds.setdefault(k, []).append(summ)
-                    raw.setdefault(k, []).append(
-                        {
-                            "epoch_seconds": [round(x, 4) for x in res["epoch_seconds"]],
-                            "steps_per_epoch": res["steps_per_epoch"],
-                            "wall_s": round(res["wall_s"], 2),
-                            "cpu_s": round(res["cpu_s"], 2),
-                        }
-                    )
-                    info.setdefault(name, {k2: v for k2, v in res.items() if k2 in _INFO_KEYS})
-                    print(
-                        f"t{n} round {r + 1} {name:>16}/{variant:<5} "
-                        f"{summ['ms']:.3f} ms/step, compile {summ['compile_s']:.1f} s",
-                        flush=True,
-                    )
-        if args.json is not None:  # a checkpoint: a later failure keeps what was measured
-            partial_machine = {"partial": True, "threads_done": threads[: threads.index(n) + 1]}
-            _common.write_json(
-                args.json,
-                "energy_diffusion_speed_scoremd",
-                partial_machine | {"rounds": raw, "contestants": info},
-                _same_host_rows(rounds),
-            )
-    rows = _same_host_rows(rounds)
-    _common.print_table(
-        ["case", "metric", "value", "unit", "ratio"],
-        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
-        title="same host: ScoreMD's JAX loop vs our compiled trainer (ratio > 1: ours faster)",
-    )
-    machine = _common.machine_info(
-        seed=args.seed,
-        recipe=(
-            f"Mueller-Brown recipe shape: MLP (1,2) hidden {HIDDEN} swish energy, batch "
-            f"{BATCH}, VP SDE, t~U[1e-5,1], mid 0.5, FP weight {FP_WEIGHT} (two probes), "
-            f"cosine AdamW 3e-4 -> 1e-5, clip 1e3, EMA 0.995 (ScoreMD's convention); "
-            f"{args.frames} rows, {args.epochs} epochs per child, epochs 2+ timed; "
-            f"{args.repeats} rounds, contestants alternating; full run = {FULL_RUN_STEPS} steps"
-        ),
-        busy_warning=warn,
-        thread_counts=threads,
-        pinned_cpus=pinned,
-        xla_flags={f"t{n}": _xla_flags(n) for n in threads},
-        contestants=info,
-        rounds=raw,
-        inductor_cache_warm=cache_warm,
-        scoremd_src=str(args.scoremd_src),
-        scoremd_driver="benchmarks/scoremd_driver.py",
-        quick=args.quick,
-    )
-    return _common.finish(args, "energy_diffusion_speed_scoremd", machine, rows, other, t0)
-
-
-_INFO_KEYS = (
-    "jax",
-    "jaxlib",
-    "flax",
-    "optax",
-    "devices",
-    "xla_flags",
-    "scoremd_commit",
-    "stubbed",
-    "torch",
-    "torch_threads",
-    "cpp_wrapper",
-)
-
-
 def _minflt() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -670,53 +350,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the in-graph AdamW update vs AdamW.step A/B (compiled trainer)",
     )
-    p.add_argument(
-        "--scoremd-src",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="ScoreMD checkout: run only the same-host comparison with its JAX loop",
-    )
-    p.add_argument(
-        "--scoremd-python",
-        type=Path,
-        default=None,
-        metavar="PY",
-        help="a Python with ScoreMD's JAX stack (with --scoremd-src)",
-    )
-    p.add_argument("--scoremd-threads", default="1", help="thread counts for both sides (e.g. 1,2)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs per contestant (default 3)")
-    p.add_argument("--frames", type=int, default=None, help="training rows (default 100000)")
-    p.add_argument(
-        "--no-wrapper-ab",
-        dest="wrapper_ab",
-        action="store_false",
-        help="leave out the ours_cpp_wrapper contestant",
-    )
-    p.add_argument(
-        "--no-pin", dest="pin", action="store_false", help="do not pin the children's CPUs"
-    )
-    p.add_argument("--child-timeout", type=float, default=900.0, help="seconds per child")
-    p.add_argument("--child-ours", choices=("plain", "fp"), default=None, help=argparse.SUPPRESS)
-    p.add_argument("--cpp-wrapper", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.epochs is None:
-        args.epochs = 2 if args.quick else 3
-    if args.frames is None:
-        args.frames = 200 * BATCH if args.quick else 100_000
-    _check_scoremd_args(args)
     _common.setup(args)
-    if args.child_ours is not None:
-        _common.child_result(
-            _ours_child(args.child_ours, args.epochs, args.frames, args.seed, args.cpp_wrapper)
-        )
-        return 0
     other, t0 = OtherLoad(), time.perf_counter()
     warn = _common.busy_warning()
     if warn:
         print(warn)
-    if args.scoremd_src is not None:
-        return _same_host(args, warn, other, t0)
     if args.update_ab:
         rows = _profile_rows(500 if args.quick else 3000, args.seed)
         r2, raw = _update_rows(args.quick, args.repeats, args.seed)

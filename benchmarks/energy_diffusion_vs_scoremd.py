@@ -1,0 +1,626 @@
+"""Our compiled energy-diffusion trainer against ScoreMD's own JAX loop, on the same host.
+
+Issue 28's speed target: plain and FP training at least as fast per step as ScoreMD's JAX
+code on ScoreMD's Mueller-Brown recipe shape (MLP 3 x 92, batch 128; FP weight 5e-4 with
+two probes). ScoreMD's side runs ``benchmarks/scoremd_driver.py`` (its own modules,
+imported from a checkout the user gives; nothing of it is copied here) under a separate
+Python with its JAX stack; ours runs the package's ``train`` in this venv.
+
+``--scoremd-src DIR --scoremd-python PY`` (both required): ``DIR`` is a checkout of
+https://github.com/noegroup/ScoreMD, ``PY`` a Python with its JAX stack (outside this
+repository's venv)::
+
+    python3 -m venv /tmp/jaxenv
+    /tmp/jaxenv/bin/pip install jax==0.5.2 jaxlib==0.5.1 flax==0.10.4 optax==0.2.4 \\
+        chex==0.1.89 orbax-checkpoint==0.11.6 "numpy<2" tqdm matplotlib python-dotenv einops
+
+Each round runs, each in a fresh process and in alternating order, our compiled trainer
+(``ours``: a real ``train`` call, ``TrainConfig(compile=True)``, ``--epochs`` epochs on
+``--frames`` rows; the trainer's defaults), the same with the inductor's C++ wrapper
+(``ours_cpp_wrapper``, ``compile_cpp_wrapper=True``: an A/B, not the default) and
+``benchmarks/scoremd_driver.py`` (``scoremd``: ScoreMD's ``OneAfterAnother.train``, its
+jitted epoch), plain and FP, at each of ``--scoremd-threads`` (both sides pinned to the
+same CPUs; ours ``--threads n`` and ``OMP_NUM_THREADS``, JAX ``XLA_FLAGS``
+``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` at one thread). ms
+per step from the epochs after the first (the first holds the compile: ``compile_s`` is
+its excess), the median over ``--repeats`` rounds; the ratio is the median of the
+per-round ratios; ``full_run_s``: compile plus 140,580 steps (ScoreMD's 180 epochs x 781)
+at that rate; ``cpu_per_wall``: the child's CPU seconds per wall second (threads used).
+
+``--anatomy``: where one step's time goes, against XLA, in the same run. For plain and FP:
+the matrix products of one compiled training step of ours, recorded with
+``torch.profiler`` (a second ``train`` call in the process reuses the compiled graph, so
+the profile holds steps, not compilation; products per step = events / steps) and their
+in-step self time (profiled, so somewhat inflated); the same list of products run alone
+as one program by torch (eager, and ``torch.compile``-d) and by XLA
+(``benchmarks/xla_gemm_driver.py``, one ``jax.jit`` program, under ``--scoremd-python``),
+per call; our step (an unprofiled ``train`` call, median epoch) and ScoreMD's (one driver
+run) in the same run. ``rest`` = step minus the products: the elementwise kernels,
+random draws, batching and each framework's per-call overhead.
+
+Run::
+
+    python benchmarks/energy_diffusion_vs_scoremd.py --scoremd-src /tmp/scoremd \\
+        --scoremd-python /tmp/jaxenv/bin/python --threads 1 \\
+        --json benchmarks/results/energy_diffusion_speed_scoremd.json
+    python benchmarks/energy_diffusion_vs_scoremd.py --scoremd-src /tmp/scoremd \\
+        --scoremd-python /tmp/jaxenv/bin/python --threads 1 --anatomy \\
+        --json benchmarks/results/energy_diffusion_speed_anatomy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import _common
+import torch
+from _common import OtherLoad, Row
+from energy_diffusion_speed import BATCH, FP_WEIGHT, FULL_RUN_STEPS, HIDDEN, _inductor_cache_warm
+
+from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, Stage, TrainConfig, train
+
+DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
+GEMM_DRIVER = Path(__file__).resolve().parent / "xla_gemm_driver.py"
+RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
+CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
+#: the products a compiled step calls (``torch.profiler`` event names)
+GEMM_EVENTS = {"aten::mm": "mm", "aten::addmm": "addmm"}
+
+
+def _train_recipe(
+    variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool = False
+) -> list[dict]:
+    """One compiled ``train`` call on the recipe's shape; its per-epoch history."""
+    g = torch.Generator().manual_seed(seed)
+    data = torch.randn(frames, 1, 2, generator=g) * 0.4
+    torch.manual_seed(seed)
+    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
+    cfg = TrainConfig(
+        stages=[Stage(epochs, (1e-5, 1.0), 0.5, FP_WEIGHT if variant == "fp" else 0.0)],
+        batch_size=BATCH,
+        ema_decay=0.005,  # ScoreMD's EMA 0.995 in our convention (issue 28)
+        progress=False,
+        seed=seed,
+        compile=True,
+        compile_cpp_wrapper=cpp_wrapper,
+    )
+    return train(net, data, VPSDE(), cfg)["history"]
+
+
+def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool) -> dict:
+    """One contestant run (in a fresh process): the compiled trainer on the recipe's shape."""
+    hist = _train_recipe(variant, epochs, frames, seed, cpp_wrapper)
+    return {
+        "variant": variant,
+        "epoch_seconds": [r["seconds"] for r in hist],
+        "steps_per_epoch": math.ceil(frames / BATCH),
+        "mean_loss": [r["loss"] for r in hist],
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpp_wrapper": cpp_wrapper,
+    }
+
+
+def _xla_flags(threads: int) -> str | None:
+    """JAX's one-thread setting; ``None`` (XLA's default: all CPUs the process may use) else."""
+    if threads == 1:
+        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return None
+
+
+def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[str], dict]:
+    """Command line and environment of one contestant's child process."""
+    if name not in CONTESTANTS:
+        raise ValueError(f"unknown contestant {name!r}")
+    env = dict(os.environ) | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    common = ["--epochs", str(args.epochs), "--frames", str(args.frames), "--seed", str(args.seed)]
+    if name == "scoremd":
+        env.pop("XLA_FLAGS", None)
+        if _xla_flags(threads) is not None:
+            env["XLA_FLAGS"] = _xla_flags(threads)
+        cmd = [str(args.scoremd_python), str(DRIVER), "--src", str(args.scoremd_src)]
+        return [*cmd, "--variant", variant, *common], env
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-ours", variant, *common]
+    cmd += ["--threads", str(threads)]
+    if name == "ours_cpp_wrapper":
+        cmd.append("--cpp-wrapper")
+    return cmd, env
+
+
+def _parse_child(stdout: str) -> dict | None:
+    """The JSON a child printed after one of :data:`RESULT_MARKS` (the last one)."""
+    found = None
+    for line in stdout.splitlines():
+        for mark in RESULT_MARKS:
+            if line.startswith(mark):
+                found = json.loads(line[len(mark) :])
+    return found
+
+
+def _run_child(cmd: list[str], env: dict, cpus: set[int] | None, timeout: float) -> dict:
+    """Run one contestant; its result plus ``wall_s`` and ``cpu_s`` (user + system)."""
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=pin
+    )
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = _parse_child(proc.stdout)
+    if proc.returncode or res is None:
+        raise SystemExit(
+            f"contestant {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return res | {"wall_s": wall, "cpu_s": cpu}
+
+
+def _summary(res: dict) -> dict:
+    """ms per step (median epoch after the first), compile seconds, CPU per wall second."""
+    sec, steps = res["epoch_seconds"], res["steps_per_epoch"]
+    if len(sec) < 2:
+        raise ValueError("need >= 2 epochs: the first holds the compile")
+    steady = _median(sec[1:])
+    return {
+        "ms": 1e3 * steady / steps,
+        "compile_s": max(0.0, sec[0] - steady),
+        "cpu_per_wall": res["cpu_s"] / res["wall_s"] if res.get("wall_s") else None,
+    }
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
+    """Rows of the same-host comparison from per-round summaries.
+
+    ``rounds["t{n}/{name}/{variant}"]`` is one :func:`_summary` per round (``name`` in
+    :data:`CONTESTANTS`; ``ours_cpp_wrapper`` optional). Ratios > 1: the candidate faster
+    (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_cpp_wrapper`` vs ``ours``: ours'
+    ms / its ms).
+    """
+    rows: list[Row] = []
+    groups = {k.rsplit("/", 2)[0] + "/" + k.rsplit("/", 1)[1] for k in rounds}
+    groups = sorted(groups, key=lambda g: (int(g.split("/")[0][1:]), g.endswith("/fp")))
+    for group in groups:
+        tn, variant = group.split("/")
+        key = {n: f"{tn}/{n}/{variant}" for n in CONTESTANTS}
+        if key["ours"] not in rounds or key["scoremd"] not in rounds:
+            raise ValueError(f"{group}: needs both ours and scoremd")
+        med = {
+            n: {m: _median([r[m] for r in rounds[k]]) for m in ("ms", "compile_s")}
+            for n, k in key.items()
+            if k in rounds
+        }
+        for n in med:
+            med[n]["full_run_s"] = med[n]["compile_s"] + med[n]["ms"] * FULL_RUN_STEPS / 1e3
+
+        def per_round(a: str, b: str, key: dict = key) -> float:
+            pairs = zip(rounds[key[a]], rounds[key[b]], strict=True)
+            return _median([x["ms"] / y["ms"] for x, y in pairs])
+
+        rows.append(Row(key["scoremd"], "ms_per_step", round(med["scoremd"]["ms"], 3), "ms"))
+        rows.append(
+            Row(
+                key["ours"],
+                "ms_per_step",
+                round(med["ours"]["ms"], 3),
+                "ms",
+                key["scoremd"],
+                round(per_round("scoremd", "ours"), 3),
+            )
+        )
+        if "ours_cpp_wrapper" in med:
+            rows.append(
+                Row(
+                    key["ours_cpp_wrapper"],
+                    "ms_per_step",
+                    round(med["ours_cpp_wrapper"]["ms"], 3),
+                    "ms",
+                    key["ours"],
+                    round(per_round("ours", "ours_cpp_wrapper"), 3),
+                )
+            )
+        for n in med:
+            rows.append(Row(key[n], "compile_s", round(med[n]["compile_s"], 1), "s"))
+        rows.append(Row(key["scoremd"], "full_run_s", round(med["scoremd"]["full_run_s"], 1), "s"))
+        for n in ("ours", "ours_cpp_wrapper"):
+            if n in med:
+                rows.append(
+                    Row(
+                        key[n],
+                        "full_run_s",
+                        round(med[n]["full_run_s"], 1),
+                        "s",
+                        key["scoremd"],
+                        round(med["scoremd"]["full_run_s"] / med[n]["full_run_s"], 3),
+                    )
+                )
+        for k in key.values():
+            cpw = [r["cpu_per_wall"] for r in rounds.get(k, []) if r["cpu_per_wall"] is not None]
+            if cpw:
+                rows.append(Row(k, "cpu_per_wall", round(_median(cpw), 2), "-"))
+    return rows
+
+
+def _parse_threads(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--scoremd-threads must be a comma list of ints, got {text!r}") from None
+    if not out or any(n < 1 for n in out):
+        raise SystemExit(f"--scoremd-threads must list thread counts >= 1, got {text!r}")
+    return out
+
+
+def _check_scoremd_args(args) -> None:
+    """Both ``--scoremd-*``; a checkout with ``src/scoremd``; an executable."""
+    src, py = args.scoremd_src, args.scoremd_python
+    if src is None or py is None:
+        raise SystemExit("give both --scoremd-src and --scoremd-python")
+    if not (Path(src) / "src" / "scoremd").is_dir():
+        raise SystemExit(f"--scoremd-src {src}: no src/scoremd there (a ScoreMD checkout)")
+    if not (Path(py).is_file() and os.access(py, os.X_OK)):
+        raise SystemExit(f"--scoremd-python {py}: not an executable file")
+    if args.epochs < 2:
+        raise SystemExit("--epochs must be >= 2 (the first holds the compile)")
+    if args.frames < BATCH:
+        raise SystemExit(f"--frames must be >= {BATCH} (one batch)")
+
+
+def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
+    """ScoreMD's JAX loop vs our compiled trainer, alternating child processes."""
+    threads = _parse_threads(args.scoremd_threads)
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    names = CONTESTANTS if args.wrapper_ab else ("ours", "scoremd")
+    rounds: dict[str, list[dict]] = {}
+    raw: dict[str, list[dict]] = {}
+    info: dict[str, dict] = {}
+    pinned = {}
+    cache_warm = _inductor_cache_warm()
+    for n in threads:
+        cpus = set(allowed[:n]) if args.pin and len(allowed) >= n else None
+        pinned[f"t{n}"] = sorted(cpus) if cpus else None
+        for r in range(args.repeats):
+            for variant in ("plain", "fp"):
+                order = names if r % 2 == 0 else tuple(reversed(names))
+                for name in order:
+                    cmd, env = _contestant_cmd(name, variant, n, args)
+                    res = _run_child(cmd, env, cpus, timeout=args.child_timeout)
+                    k = f"t{n}/{name}/{variant}"
+                    summ = _summary(res)
+                    rounds.setdefault(k, []).append(summ)
+                    raw.setdefault(k, []).append(
+                        {
+                            "epoch_seconds": [round(x, 4) for x in res["epoch_seconds"]],
+                            "steps_per_epoch": res["steps_per_epoch"],
+                            "wall_s": round(res["wall_s"], 2),
+                            "cpu_s": round(res["cpu_s"], 2),
+                        }
+                    )
+                    info.setdefault(name, {k2: v for k2, v in res.items() if k2 in _INFO_KEYS})
+                    print(
+                        f"t{n} round {r + 1} {name:>16}/{variant:<5} "
+                        f"{summ['ms']:.3f} ms/step, compile {summ['compile_s']:.1f} s",
+                        flush=True,
+                    )
+        if args.json is not None:  # a checkpoint: a later failure keeps what was measured
+            partial_machine = {"partial": True, "threads_done": threads[: threads.index(n) + 1]}
+            _common.write_json(
+                args.json,
+                "energy_diffusion_speed_scoremd",
+                partial_machine | {"rounds": raw, "contestants": info},
+                _same_host_rows(rounds),
+            )
+    rows = _same_host_rows(rounds)
+    _common.print_table(
+        ["case", "metric", "value", "unit", "ratio"],
+        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+        title="same host: ScoreMD's JAX loop vs our compiled trainer (ratio > 1: ours faster)",
+    )
+    machine = _common.machine_info(
+        seed=args.seed,
+        recipe=(
+            f"Mueller-Brown recipe shape: MLP (1,2) hidden {HIDDEN} swish energy, batch "
+            f"{BATCH}, VP SDE, t~U[1e-5,1], mid 0.5, FP weight {FP_WEIGHT} (two probes), "
+            f"cosine AdamW 3e-4 -> 1e-5, clip 1e3, EMA 0.995 (ScoreMD's convention); "
+            f"{args.frames} rows, {args.epochs} epochs per child, epochs 2+ timed; "
+            f"{args.repeats} rounds, contestants alternating; full run = {FULL_RUN_STEPS} steps"
+        ),
+        busy_warning=warn,
+        thread_counts=threads,
+        pinned_cpus=pinned,
+        xla_flags={f"t{n}": _xla_flags(n) for n in threads},
+        contestants=info,
+        rounds=raw,
+        inductor_cache_warm=cache_warm,
+        scoremd_src=str(args.scoremd_src),
+        scoremd_driver="benchmarks/scoremd_driver.py",
+        quick=args.quick,
+    )
+    return _common.finish(args, "energy_diffusion_speed_scoremd", machine, rows, other, t0)
+
+
+_INFO_KEYS = (
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "devices",
+    "xla_flags",
+    "scoremd_commit",
+    "stubbed",
+    "torch",
+    "torch_threads",
+    "cpp_wrapper",
+)
+
+# ------------------------------------------------------------------------- anatomy
+
+
+def _gemm_list(events) -> tuple[list[dict], float]:
+    """Products and their summed self time (us) from ``torch.profiler`` events.
+
+    ``events`` are ``key_averages(group_by_input_shape=True)`` entries (``key``, ``count``,
+    ``input_shapes``, ``self_cpu_time_total``); ``mm`` inputs are ``[[M, K], [K, N]]``,
+    ``addmm`` inputs ``[bias, [M, K], [K, N], ...]``. Returns one
+    ``{"op", "m", "k", "n", "count"}`` per shape (``count`` events, not yet per step).
+    """
+    out, self_us = [], 0.0
+    for e in events:
+        op = GEMM_EVENTS.get(e.key)
+        if op is None or e.count == 0:
+            continue
+        shapes = [s for s in e.input_shapes if s]
+        a, b = (shapes[0], shapes[1]) if op == "mm" else (shapes[1], shapes[2])
+        if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+            raise ValueError(f"{e.key}: unexpected input shapes {e.input_shapes}")
+        out.append({"op": op, "m": a[0], "k": a[1], "n": b[1], "count": int(e.count)})
+        self_us += float(e.self_cpu_time_total)
+    return sorted(out, key=lambda g: (g["op"], g["m"], g["k"], g["n"])), self_us
+
+
+def _per_step(gemms: list[dict], n_steps: int) -> list[dict]:
+    """Event counts divided by the profiled steps; refuses counts that do not divide."""
+    out = []
+    for g in gemms:
+        if g["count"] % n_steps:
+            raise ValueError(
+                f"{g['op']} {g['m']}x{g['k']}x{g['n']}: {g['count']} events over {n_steps} "
+                "steps is not a whole number per step (did the profile catch a compilation?)"
+            )
+        out.append(g | {"count": g["count"] // n_steps})
+    return out
+
+
+def _profile_step(variant: str, frames: int, seed: int) -> dict:
+    """Products per compiled step and their in-step self time (a profiled ``train`` call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _train_recipe(variant, 2, frames, seed)  # compiles; the profiled call reuses the graph
+    epochs = 2
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        hist = _train_recipe(variant, epochs, frames, seed)
+    n_steps = epochs * math.ceil(frames / BATCH)
+    gemms, self_us = _gemm_list(prof.key_averages(group_by_input_shape=True))
+    return {
+        "gemms": _per_step(gemms, n_steps),
+        "in_step_self_us": self_us / n_steps,
+        "profiled_ms": 1e3 * sum(r["seconds"] for r in hist) / n_steps,
+    }
+
+
+def _torch_program(gemms: list[dict], seed: int):
+    """Distinct float32 inputs for every product of ``gemms`` and the program running them."""
+    g = torch.Generator().manual_seed(seed)
+    xs = []
+    for p in gemms:
+        for _ in range(p["count"]):
+            a = torch.randn(p["m"], p["k"], generator=g)
+            b = torch.randn(p["k"], p["n"], generator=g)
+            c = torch.randn(p["n"], generator=g) if p["op"] == "addmm" else None
+            xs.append((a, b, c))
+
+    def program(xs):
+        return [a @ b if c is None else torch.addmm(c, a, b) for a, b, c in xs]
+
+    return program, xs
+
+
+def _time_us(fn, arg, repeats: int, calls: int) -> list[float]:
+    fn(arg)
+    per = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(arg)
+        per.append(1e6 * (time.perf_counter() - t0) / calls)
+    return sorted(per)
+
+
+def _anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
+    """Step time, its products and the rest: ours against ScoreMD's and XLA's, same run."""
+    cpus = None
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if args.pin and allowed:
+        cpus = {allowed[0]}
+        os.sched_setaffinity(0, cpus)  # this process (ours) and the JAX children: one CPU
+    rows: list[Row] = []
+    raw: dict[str, dict] = {}
+    calls = 100 if args.quick else 500
+    for variant in ("plain", "fp"):
+        prof = _profile_step(variant, args.frames, args.seed)
+        gemms = prof["gemms"]
+        hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
+        ours_ms = 1e3 * _median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
+        cmd, env = _contestant_cmd("scoremd", variant, 1, args)
+        sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
+        program, xs = _torch_program(gemms, args.seed)
+        eager = _time_us(program, xs, args.repeats, calls)
+        compiled = _time_us(torch.compile(program, dynamic=False), xs, args.repeats, calls)
+        env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": _xla_flags(1)}
+        xla = _run_child(
+            [
+                str(args.scoremd_python),
+                str(GEMM_DRIVER),
+                "--gemms",
+                json.dumps(gemms),
+                "--repeats",
+                str(args.repeats),
+                "--calls",
+                str(calls),
+            ],
+            env,
+            cpus,
+            timeout=args.child_timeout,
+        )
+        med = {"eager": eager[len(eager) // 2], "compiled": compiled[len(compiled) // 2]}
+        xla_us = xla["median_us"]
+        n_products = sum(g["count"] for g in gemms)
+        c = f"anatomy/{variant}"
+        rows += [
+            Row(f"{c}/scoremd", "ms_per_step", round(sm["ms"], 3), "ms"),
+            Row(
+                f"{c}/ours",
+                "ms_per_step",
+                round(ours_ms, 3),
+                "ms",
+                f"{c}/scoremd",
+                round(sm["ms"] / ours_ms, 3),
+            ),
+            Row(f"{c}/ours", "products_per_step", float(n_products), "-"),
+            Row(f"{c}/ours", "products_in_step_us", round(prof["in_step_self_us"], 1), "us"),
+            Row(f"{c}/xla", "products_alone_us", round(xla_us, 1), "us"),
+            Row(
+                f"{c}/torch_compiled",
+                "products_alone_us",
+                round(med["compiled"], 1),
+                "us",
+                f"{c}/xla",
+                round(xla_us / med["compiled"], 3),
+            ),
+            Row(
+                f"{c}/torch_eager",
+                "products_alone_us",
+                round(med["eager"], 1),
+                "us",
+                f"{c}/xla",
+                round(xla_us / med["eager"], 3),
+            ),
+            Row(f"{c}/scoremd", "rest_us", round(1e3 * sm["ms"] - xla_us, 1), "us"),
+            Row(
+                f"{c}/ours",
+                "rest_us",
+                round(1e3 * ours_ms - med["compiled"], 1),
+                "us",
+                f"{c}/scoremd",
+                round((1e3 * sm["ms"] - xla_us) / (1e3 * ours_ms - med["compiled"]), 3),
+            ),
+        ]
+        raw[variant] = {
+            "gemms_per_step": gemms,
+            "profiled_ms_per_step": round(prof["profiled_ms"], 3),
+            "torch_eager_us": [round(x, 1) for x in eager],
+            "torch_compiled_us": [round(x, 1) for x in compiled],
+            "xla_us": [round(x, 1) for x in xla["us_per_call"]],
+            "ours_epoch_seconds": [round(r["seconds"], 4) for r in hist],
+            "scoremd_compile_s": round(sm["compile_s"], 1),
+            "jax": xla.get("jax"),
+        }
+        print(
+            f"{variant}: ours {ours_ms:.3f} ms, ScoreMD {sm['ms']:.3f} ms; {n_products} "
+            f"products: torch {med['compiled']:.0f} us compiled, XLA {xla_us:.0f} us",
+            flush=True,
+        )
+    _common.print_table(
+        ["case", "metric", "value", "unit", "ratio"],
+        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+        title="one step: products and the rest, ours vs ScoreMD / XLA (ratio > 1: ours faster)",
+    )
+    machine = _common.machine_info(
+        seed=args.seed,
+        recipe=(
+            f"Mueller-Brown recipe shape: MLP (1,2) hidden {HIDDEN}, batch {BATCH}, FP weight "
+            f"{FP_WEIGHT} (two probes); {args.frames} rows; ours: compiled train, "
+            f"{args.epochs} epochs, median epoch; products alone: {args.repeats} x {calls} "
+            "calls, median"
+        ),
+        busy_warning=warn,
+        pinned_cpus=sorted(cpus) if cpus else None,
+        xla_flags=_xla_flags(1),
+        anatomy=raw,
+        inductor_cache_warm=_inductor_cache_warm(),
+        scoremd_src=str(args.scoremd_src),
+        quick=args.quick,
+    )
+    return _common.finish(args, "energy_diffusion_speed_anatomy", machine, rows, other, t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _common.base_parser(__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3, help="rounds (anatomy: timing repeats)")
+    p.add_argument(
+        "--scoremd-src",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="ScoreMD checkout (holds src/scoremd)",
+    )
+    p.add_argument(
+        "--scoremd-python",
+        type=Path,
+        default=None,
+        metavar="PY",
+        help="a Python with ScoreMD's JAX stack",
+    )
+    p.add_argument("--scoremd-threads", default="1", help="thread counts for both sides (e.g. 1,2)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs per contestant (default 3)")
+    p.add_argument("--frames", type=int, default=None, help="training rows (default 100000)")
+    p.add_argument("--anatomy", action="store_true", help="where one step's time goes (1 thread)")
+    p.add_argument(
+        "--no-wrapper-ab",
+        dest="wrapper_ab",
+        action="store_false",
+        help="leave out the ours_cpp_wrapper contestant",
+    )
+    p.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="do not pin the children's CPUs"
+    )
+    p.add_argument("--child-timeout", type=float, default=900.0, help="seconds per child")
+    p.add_argument("--child-ours", choices=("plain", "fp"), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cpp-wrapper", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = 2 if args.quick else 3
+    if args.frames is None:
+        args.frames = 200 * BATCH if args.quick else 100_000
+    if args.child_ours is None:
+        _check_scoremd_args(args)
+    _common.setup(args)
+    if args.child_ours is not None:
+        _common.child_result(
+            _ours_child(args.child_ours, args.epochs, args.frames, args.seed, args.cpp_wrapper)
+        )
+        return 0
+    other, t0 = OtherLoad(), time.perf_counter()
+    warn = _common.busy_warning()
+    if warn:
+        print(warn)
+    if args.anatomy:
+        return _anatomy(args, warn, other, t0)
+    return _same_host(args, warn, other, t0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
