@@ -35,7 +35,8 @@ in-step self time (profiled, so somewhat inflated); the same list of products ru
 as one program by torch (eager, and ``torch.compile``-d) and by XLA
 (``benchmarks/xla_gemm_driver.py``, one ``jax.jit`` program, under ``--scoremd-python``),
 per call; our step (an unprofiled ``train`` call, median epoch) and ScoreMD's (one driver
-run) in the same run. ``rest`` = step minus the products: the elementwise kernels,
+run) in the same run, on whole batches (``--frames`` rounded down to a multiple of 128,
+as ScoreMD drops the short last batch). ``rest`` = step minus the products: the elementwise kernels,
 random draws, batching and each framework's per-call overhead.
 
 Run::
@@ -459,6 +460,8 @@ def _anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     rows: list[Row] = []
     raw: dict[str, dict] = {}
     calls = 100 if args.quick else 500
+    # whole batches only: a short last batch is a step of other shapes (ScoreMD drops it)
+    args.frames = BATCH * (args.frames // BATCH)
     for variant in ("plain", "fp"):
         prof = _profile_step(variant, args.frames, args.seed)
         gemms = prof["gemms"]
