@@ -53,6 +53,7 @@ __all__ = [
     "format_table",
     "git_revision",
     "machine_info",
+    "print_rows",
     "print_table",
     "run_isolated",
     "set_malloc_policy",
@@ -422,3 +423,12 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
         print(title)
     print(format_table(headers, rows))
     sys.stdout.flush()
+
+
+def print_rows(rows: Sequence[Row], title: str = "") -> None:
+    """Print benchmark rows as a case / metric / value / unit / ratio table."""
+    print_table(
+        ["case", "metric", "value", "unit", "ratio"],
+        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+        title=title,
+    )

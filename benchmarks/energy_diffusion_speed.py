@@ -360,10 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = _profile_rows(500 if args.quick else 3000, args.seed)
         r2, raw = _update_rows(args.quick, args.repeats, args.seed)
         rows += r2
-        _common.print_table(
-            ["case", "metric", "value", "unit", "ratio"],
-            [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
-            title="compiled trainer: AdamW + EMA in the compiled step vs AdamW.step",
+        _common.print_rows(
+            rows, title="compiled trainer: AdamW + EMA in the compiled step vs AdamW.step"
         )
         machine = _common.machine_info(
             seed=args.seed,
@@ -472,10 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             round(us["reference"] / us["fast"], 3),
         )
     )
-    _common.print_table(
-        ["case", "metric", "value", "unit", "ratio"],
-        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
-        title="energy-diffusion training and evaluation speed (ratio > 1: candidate faster)",
+    _common.print_rows(
+        rows, title="energy-diffusion training and evaluation speed (ratio > 1: candidate faster)"
     )
     machine = _common.machine_info(
         seed=args.seed,

@@ -325,10 +325,8 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
                 _same_host_rows(rounds),
             )
     rows = _same_host_rows(rounds)
-    _common.print_table(
-        ["case", "metric", "value", "unit", "ratio"],
-        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
-        title="same host: ScoreMD's JAX loop vs our compiled trainer (ratio > 1: ours faster)",
+    _common.print_rows(
+        rows, title="same host: ScoreMD's JAX loop vs our compiled trainer (ratio > 1: ours faster)"
     )
     machine = _common.machine_info(
         seed=args.seed,
@@ -546,9 +544,8 @@ def _anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
             f"products: torch {med['compiled']:.0f} us compiled, XLA {xla_us:.0f} us",
             flush=True,
         )
-    _common.print_table(
-        ["case", "metric", "value", "unit", "ratio"],
-        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+    _common.print_rows(
+        rows,
         title="one step: products and the rest, ours vs ScoreMD / XLA (ratio > 1: ours faster)",
     )
     machine = _common.machine_info(

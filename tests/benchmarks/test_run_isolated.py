@@ -45,3 +45,11 @@ def test_failing_child_raises(common, child):
     env = dict(os.environ) | {"RUN_ISOLATED_FAIL": "1"}
     with pytest.raises(SystemExit, match="exit 3"):
         common.run_isolated([child], env=env)
+
+
+def test_print_rows_prints_every_field(common, capsys):
+    common.print_rows([common.Row("a/b", "ms_per_step", 1.5, "ms", "a/c", 0.75)], title="T")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "T"
+    assert out[1].split() == ["case", "metric", "value", "unit", "ratio"]
+    assert out[-1].split() == ["a/b", "ms_per_step", "1.5", "ms", "0.75"]
