@@ -25,6 +25,11 @@ and timed in each formulation the dispatch path could use:
 ``alloc only``
     ``torch.empty(E, 2 ffn, d).fill_(0)``: the cost of a fresh weight-gradient-sized
     tensor alone.
+``dense``
+    the baseline: the same op as one GEMM of equal FLOPs, all ``E rows`` rows against a
+    single ``(2 ffn, d)`` weight (for ``fwd+bwd``: one ``F.linear``, forward and backward
+    with a fresh weight gradient); what the grouped GEMMs would cost at a dense layer's
+    efficiency.
 
 and, as op ``fwd+bwd`` (the whole grouped linear, forward and backward with fresh
 gradients), ``grouped_mm`` and the ``padded bmm`` of :func:`sci_moe.moe.grouped_linear`
@@ -149,6 +154,10 @@ def formulations(d: int, E: int, rows: int, dtype: torch.dtype) -> dict:
         ("wgrad", "bmm"): lambda: torch.bmm(g.view(E, rows, f).transpose(1, 2), x.view(E, rows, d)),
         ("wgrad", "wgrad reused"): lambda: mm_loop(g, x, dw_out, tr=True),
         ("wgrad", "alloc only"): lambda: torch.empty(E, f, d, dtype=dtype).fill_(0),
+        ("forward", "dense"): lambda: x @ wt[0],
+        ("dgrad", "dense"): lambda: g @ w[0],
+        ("wgrad", "dense"): lambda: g.t() @ x,
+        ("fwd+bwd", "dense"): dense_linear_step(x, w[0], g),
     }
     fs.update(padded_bmm_formulations(x, w, g, E, rows))
     if dtype != torch.float32:
@@ -160,6 +169,17 @@ def formulations(d: int, E: int, rows: int, dtype: torch.dtype) -> dict:
             g.t().float(), x.float(), offs=offs
         ).to(dtype)
     return fs
+
+
+def dense_linear_step(x, weight, g):
+    """One ``F.linear`` of all rows against one weight, forward and backward (fresh grads)."""
+    xl, wl = x.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+
+    def run():
+        xl.grad = wl.grad = None
+        F.linear(xl, wl).backward(g)
+
+    return run
 
 
 def _padded_bmm_weight_t(x, weight, counts, expert):

@@ -56,3 +56,13 @@ def test_layer_cases_build_without_transformers():
         assert ml.HF not in steps and {ml.SCI, ml.DENSE} <= set(steps)
         times = ml.measure(case, seed=0, repeats=1, transformers=False)
         assert ml.HF not in times and len(times[ml.SCI]) == 1
+
+
+def test_dense_baseline_has_the_grouped_ops_flops(paths):
+    # d=8 (f=16), E=3 experts x 5 rows: the dense GEMMs run all 15 rows on one weight
+    fs = paths.formulations(8, 3, 5, torch.float32)
+    assert tuple(fs[("forward", "dense")]().shape) == tuple(fs[("forward", "grouped_mm")]().shape)
+    assert tuple(fs[("dgrad", "dense")]().shape) == tuple(fs[("dgrad", "grouped_mm")]().shape)
+    assert tuple(fs[("wgrad", "grouped_mm")]().shape) == (3, 16, 8)
+    assert tuple(fs[("wgrad", "dense")]().shape) == (16, 8)  # same FLOPs, one weight
+    fs[("fwd+bwd", "dense")]()  # forward and backward run
