@@ -27,26 +27,14 @@ its excess), the median over ``--repeats`` rounds; the ratio is the median of th
 per-round ratios; ``full_run_s``: compile plus 140,580 steps (ScoreMD's 180 epochs x 781)
 at that rate; ``cpu_per_wall``: the child's CPU seconds per wall second (threads used).
 
-``--anatomy``: where one step's time goes, against XLA, in the same run. For plain and FP:
-the matrix products of one compiled training step of ours, recorded with
-``torch.profiler`` (a second ``train`` call in the process reuses the compiled graph, so
-the profile holds steps, not compilation; products per step = events / steps) and their
-in-step self time (profiled, so somewhat inflated); the same list of products run alone
-as one program by torch (eager, and ``torch.compile``-d) and by XLA
-(``benchmarks/xla_gemm_driver.py``, one ``jax.jit`` program, under ``--scoremd-python``),
-per call; our step (an unprofiled ``train`` call, median epoch) and ScoreMD's (one driver
-run) in the same run, on whole batches (``--frames`` rounded down to a multiple of 128,
-as ScoreMD drops the short last batch). ``rest`` = step minus the products: the elementwise kernels,
-random draws, batching and each framework's per-call overhead.
+``benchmarks/energy_diffusion_anatomy.py`` breaks one step down (its matrix products against
+XLA's, and the rest).
 
 Run::
 
     python benchmarks/energy_diffusion_vs_scoremd.py --scoremd-src /tmp/scoremd \\
         --scoremd-python /tmp/jaxenv/bin/python --threads 1 \\
         --json benchmarks/results/energy_diffusion_speed_scoremd.json
-    python benchmarks/energy_diffusion_vs_scoremd.py --scoremd-src /tmp/scoremd \\
-        --scoremd-python /tmp/jaxenv/bin/python --threads 1 --anatomy \\
-        --json benchmarks/results/energy_diffusion_speed_anatomy.json
 """
 
 from __future__ import annotations
@@ -69,11 +57,8 @@ from energy_diffusion_speed import BATCH, FP_WEIGHT, FULL_RUN_STEPS, HIDDEN, _in
 from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, Stage, TrainConfig, train
 
 DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
-GEMM_DRIVER = Path(__file__).resolve().parent / "xla_gemm_driver.py"
 RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
 CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
-#: the products a compiled step calls (``torch.profiler`` event names)
-GEMM_EVENTS = {"aten::mm": "mm", "aten::addmm": "addmm"}
 
 
 def _train_recipe(
@@ -365,211 +350,10 @@ _INFO_KEYS = (
     "cpp_wrapper",
 )
 
-# ------------------------------------------------------------------------- anatomy
-
-
-def _gemm_list(events) -> tuple[list[dict], float]:
-    """Products and their summed self time (us) from ``torch.profiler`` events.
-
-    ``events`` are ``key_averages(group_by_input_shape=True)`` entries (``key``, ``count``,
-    ``input_shapes``, ``self_cpu_time_total``); ``mm`` inputs are ``[[M, K], [K, N]]``,
-    ``addmm`` inputs ``[bias, [M, K], [K, N], ...]``. Returns one
-    ``{"op", "m", "k", "n", "count"}`` per shape (``count`` events, not yet per step).
-    """
-    out, self_us = [], 0.0
-    for e in events:
-        op = GEMM_EVENTS.get(e.key)
-        if op is None or e.count == 0:
-            continue
-        shapes = [s for s in e.input_shapes if s]
-        a, b = (shapes[0], shapes[1]) if op == "mm" else (shapes[1], shapes[2])
-        if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
-            raise ValueError(f"{e.key}: unexpected input shapes {e.input_shapes}")
-        out.append({"op": op, "m": a[0], "k": a[1], "n": b[1], "count": int(e.count)})
-        self_us += float(e.self_cpu_time_total)
-    return sorted(out, key=lambda g: (g["op"], g["m"], g["k"], g["n"])), self_us
-
-
-def _per_step(gemms: list[dict], n_steps: int) -> list[dict]:
-    """Event counts divided by the profiled steps; refuses counts that do not divide."""
-    out = []
-    for g in gemms:
-        if g["count"] % n_steps:
-            raise ValueError(
-                f"{g['op']} {g['m']}x{g['k']}x{g['n']}: {g['count']} events over {n_steps} "
-                "steps is not a whole number per step (did the profile catch a compilation?)"
-            )
-        out.append(g | {"count": g["count"] // n_steps})
-    return out
-
-
-def _profile_step(variant: str, frames: int, seed: int) -> dict:
-    """Products per compiled step and their in-step self time (a profiled ``train`` call)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    _train_recipe(variant, 2, frames, seed)  # compiles; the profiled call reuses the graph
-    epochs = 2
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        hist = _train_recipe(variant, epochs, frames, seed)
-    n_steps = epochs * math.ceil(frames / BATCH)
-    gemms, self_us = _gemm_list(prof.key_averages(group_by_input_shape=True))
-    return {
-        "gemms": _per_step(gemms, n_steps),
-        "in_step_self_us": self_us / n_steps,
-        "profiled_ms": 1e3 * sum(r["seconds"] for r in hist) / n_steps,
-    }
-
-
-def _torch_program(gemms: list[dict], seed: int):
-    """Distinct float32 inputs for every product of ``gemms`` and the program running them."""
-    g = torch.Generator().manual_seed(seed)
-    xs = []
-    for p in gemms:
-        for _ in range(p["count"]):
-            a = torch.randn(p["m"], p["k"], generator=g)
-            b = torch.randn(p["k"], p["n"], generator=g)
-            c = torch.randn(p["n"], generator=g) if p["op"] == "addmm" else None
-            xs.append((a, b, c))
-
-    def program(xs):
-        return [a @ b if c is None else torch.addmm(c, a, b) for a, b, c in xs]
-
-    return program, xs
-
-
-def _time_us(fn, arg, repeats: int, calls: int) -> list[float]:
-    fn(arg)
-    per = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(arg)
-        per.append(1e6 * (time.perf_counter() - t0) / calls)
-    return sorted(per)
-
-
-def _anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
-    """Step time, its products and the rest: ours against ScoreMD's and XLA's, same run."""
-    cpus = None
-    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if args.pin and allowed:
-        cpus = {allowed[0]}
-        os.sched_setaffinity(0, cpus)  # this process (ours) and the JAX children: one CPU
-    rows: list[Row] = []
-    raw: dict[str, dict] = {}
-    calls = 100 if args.quick else 500
-    # whole batches only: a short last batch is a step of other shapes (ScoreMD drops it)
-    args.frames = BATCH * (args.frames // BATCH)
-    for variant in ("plain", "fp"):
-        prof = _profile_step(variant, args.frames, args.seed)
-        gemms = prof["gemms"]
-        hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
-        ours_ms = 1e3 * _median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
-        cmd, env = _contestant_cmd("scoremd", variant, 1, args)
-        sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
-        program, xs = _torch_program(gemms, args.seed)
-        eager = _time_us(program, xs, args.repeats, calls)
-        compiled = _time_us(torch.compile(program, dynamic=False), xs, args.repeats, calls)
-        env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": _xla_flags(1)}
-        xla = _run_child(
-            [
-                str(args.scoremd_python),
-                str(GEMM_DRIVER),
-                "--gemms",
-                json.dumps(gemms),
-                "--repeats",
-                str(args.repeats),
-                "--calls",
-                str(calls),
-            ],
-            env,
-            cpus,
-            timeout=args.child_timeout,
-        )
-        med = {"eager": eager[len(eager) // 2], "compiled": compiled[len(compiled) // 2]}
-        xla_us = xla["median_us"]
-        n_products = sum(g["count"] for g in gemms)
-        c = f"anatomy/{variant}"
-        rows += [
-            Row(f"{c}/scoremd", "ms_per_step", round(sm["ms"], 3), "ms"),
-            Row(
-                f"{c}/ours",
-                "ms_per_step",
-                round(ours_ms, 3),
-                "ms",
-                f"{c}/scoremd",
-                round(sm["ms"] / ours_ms, 3),
-            ),
-            Row(f"{c}/ours", "products_per_step", float(n_products), "-"),
-            Row(f"{c}/ours", "products_in_step_us", round(prof["in_step_self_us"], 1), "us"),
-            Row(f"{c}/xla", "products_alone_us", round(xla_us, 1), "us"),
-            Row(
-                f"{c}/torch_compiled",
-                "products_alone_us",
-                round(med["compiled"], 1),
-                "us",
-                f"{c}/xla",
-                round(xla_us / med["compiled"], 3),
-            ),
-            Row(
-                f"{c}/torch_eager",
-                "products_alone_us",
-                round(med["eager"], 1),
-                "us",
-                f"{c}/xla",
-                round(xla_us / med["eager"], 3),
-            ),
-            Row(f"{c}/scoremd", "rest_us", round(1e3 * sm["ms"] - xla_us, 1), "us"),
-            Row(
-                f"{c}/ours",
-                "rest_us",
-                round(1e3 * ours_ms - med["compiled"], 1),
-                "us",
-                f"{c}/scoremd",
-                round((1e3 * sm["ms"] - xla_us) / (1e3 * ours_ms - med["compiled"]), 3),
-            ),
-        ]
-        raw[variant] = {
-            "gemms_per_step": gemms,
-            "profiled_ms_per_step": round(prof["profiled_ms"], 3),
-            "torch_eager_us": [round(x, 1) for x in eager],
-            "torch_compiled_us": [round(x, 1) for x in compiled],
-            "xla_us": [round(x, 1) for x in xla["us_per_call"]],
-            "ours_epoch_seconds": [round(r["seconds"], 4) for r in hist],
-            "scoremd_compile_s": round(sm["compile_s"], 1),
-            "jax": xla.get("jax"),
-        }
-        print(
-            f"{variant}: ours {ours_ms:.3f} ms, ScoreMD {sm['ms']:.3f} ms; {n_products} "
-            f"products: torch {med['compiled']:.0f} us compiled, XLA {xla_us:.0f} us",
-            flush=True,
-        )
-    _common.print_rows(
-        rows,
-        title="one step: products and the rest, ours vs ScoreMD / XLA (ratio > 1: ours faster)",
-    )
-    machine = _common.machine_info(
-        seed=args.seed,
-        recipe=(
-            f"Mueller-Brown recipe shape: MLP (1,2) hidden {HIDDEN}, batch {BATCH}, FP weight "
-            f"{FP_WEIGHT} (two probes); {args.frames} rows; ours: compiled train, "
-            f"{args.epochs} epochs, median epoch; products alone: {args.repeats} x {calls} "
-            "calls, median"
-        ),
-        busy_warning=warn,
-        pinned_cpus=sorted(cpus) if cpus else None,
-        xla_flags=_xla_flags(1),
-        anatomy=raw,
-        inductor_cache_warm=_inductor_cache_warm(),
-        scoremd_src=str(args.scoremd_src),
-        quick=args.quick,
-    )
-    return _common.finish(args, "energy_diffusion_speed_anatomy", machine, rows, other, t0)
-
 
 def main(argv: list[str] | None = None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=3, help="rounds (anatomy: timing repeats)")
+    p.add_argument("--repeats", type=int, default=3, help="rounds")
     p.add_argument(
         "--scoremd-src",
         type=Path,
@@ -587,7 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scoremd-threads", default="1", help="thread counts for both sides (e.g. 1,2)")
     p.add_argument("--epochs", type=int, default=None, help="epochs per contestant (default 3)")
     p.add_argument("--frames", type=int, default=None, help="training rows (default 100000)")
-    p.add_argument("--anatomy", action="store_true", help="where one step's time goes (1 thread)")
     p.add_argument(
         "--no-wrapper-ab",
         dest="wrapper_ab",
@@ -617,8 +400,6 @@ def main(argv: list[str] | None = None) -> int:
     warn = _common.busy_warning()
     if warn:
         print(warn)
-    if args.anatomy:
-        return _anatomy(args, warn, other, t0)
     return _same_host(args, warn, other, t0)
 
 
