@@ -14,20 +14,23 @@ weight 5e-4, two probes), in one run:
   ``benchmarks/scoremd_driver.py``);
 
 on whole batches (``--frames`` rounded down to a multiple of 128, as ScoreMD drops the
-short last batch). ``rest`` = step minus the products: the elementwise kernels, random
-draws, batching and the per-call overhead; ours is the step minus the products' in-step
-(profiled) self time. The products alone run on distinct inputs per product, a larger
-working set than in a step (where they share activations and weights), so their time
-alone can exceed their in-step time: they compare the two GEMM libraries, not a step.
-ScoreMD has no in-step figure; ``step_over_xla_products`` is its step over XLA's time for
-*our* products (its autodiff need not produce the same ones).
-This process and the JAX children are pinned to one CPU (``--no-pin``: not).
+short last batch). Each of ``--rounds`` rounds measures all of it (plain and FP
+alternating); the rows are medians, the ratios medians of the per-round ratios.
+
+``rest`` is our step minus its products' in-step (profiled) self time: the elementwise
+kernels, random draws, batching and the per-call overhead. The products alone run on
+distinct inputs per product, a larger working set than in a step (where they share
+activations and weights), so their time alone can exceed their in-step time: they compare
+the two GEMM libraries, not a step. ScoreMD has no in-step figure;
+``step_over_xla_products`` is its step over XLA's time for *our* products (its autodiff
+need not produce the same ones). This process and the JAX children are pinned to one CPU
+(``--no-pin``: not).
 
 The ScoreMD checkout and its JAX venv are those of
 ``benchmarks/energy_diffusion_vs_scoremd.py`` (see there). Run::
 
     python benchmarks/energy_diffusion_anatomy.py --scoremd-src /tmp/scoremd \\
-        --scoremd-python /tmp/jaxenv/bin/python --threads 1 --repeats 5 \\
+        --scoremd-python /tmp/jaxenv/bin/python --threads 1 --repeats 5 --rounds 3 \\
         --json benchmarks/results/energy_diffusion_speed_anatomy.json
 """
 
@@ -138,6 +141,91 @@ def _time_us(fn, arg, repeats: int, calls: int) -> list[float]:
     return sorted(per)
 
 
+def _one_round(variant: str, args, cpus: set[int] | None, calls: int) -> dict:
+    """One measurement of ``variant``'s step, its products and XLA's time for them."""
+    prof = _profile_step(variant, args.frames, args.seed)
+    gemms = prof["gemms"]
+    hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
+    ours_ms = 1e3 * _median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
+    cmd, env = _contestant_cmd("scoremd", variant, 1, args)
+    sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
+    program, xs = _torch_program(gemms, args.seed)
+    eager = _time_us(program, xs, args.repeats, calls)
+    compiled = _time_us(torch.compile(program, dynamic=False), xs, args.repeats, calls)
+    env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": _xla_flags(1)}
+    cmd = [str(args.scoremd_python), str(GEMM_DRIVER), "--gemms", json.dumps(gemms)]
+    cmd += ["--repeats", str(args.repeats), "--calls", str(calls)]
+    xla = _run_child(cmd, env, cpus, timeout=args.child_timeout)
+    return {
+        "scoremd_ms": sm["ms"],
+        "ours_ms": ours_ms,
+        "in_step_us": prof["in_step_self_us"],
+        "xla_us": xla["median_us"],
+        "eager_us": eager[len(eager) // 2],
+        "compiled_us": compiled[len(compiled) // 2],
+        "n_products": sum(g["count"] for g in gemms),
+        "gemms_per_step": gemms,
+        "profiled_ms_per_step": round(prof["profiled_ms"], 3),
+        "ours_epoch_seconds": [round(r["seconds"], 4) for r in hist],
+        "scoremd_compile_s": round(sm["compile_s"], 1),
+        "jax": xla.get("jax"),
+    }
+
+
+def _anatomy_rows(rounds: dict[str, list[dict]]) -> list[Row]:
+    """Rows from :func:`_one_round` figures per variant: medians over the rounds; each
+    ratio the median of the per-round ratios (> 1: ours / torch faster)."""
+    rows: list[Row] = []
+    for variant, rs in rounds.items():
+        c = f"anatomy/{variant}"
+
+        def med(key, rs=rs):
+            return _median([r[key] for r in rs])
+
+        def ratio(num, den, rs=rs):
+            return round(_median([r[num] / r[den] for r in rs]), 3)
+
+        rest = _median([1e3 * r["ours_ms"] - r["in_step_us"] for r in rs])
+        rows += [
+            Row(f"{c}/scoremd", "ms_per_step", round(med("scoremd_ms"), 3), "ms"),
+            Row(
+                f"{c}/ours",
+                "ms_per_step",
+                round(med("ours_ms"), 3),
+                "ms",
+                f"{c}/scoremd",
+                ratio("scoremd_ms", "ours_ms"),
+            ),
+            Row(f"{c}/ours", "products_per_step", float(med("n_products")), "-"),
+            Row(f"{c}/ours", "products_in_step_us", round(med("in_step_us"), 1), "us"),
+            Row(f"{c}/xla", "products_alone_us", round(med("xla_us"), 1), "us"),
+            Row(
+                f"{c}/torch_compiled",
+                "products_alone_us",
+                round(med("compiled_us"), 1),
+                "us",
+                f"{c}/xla",
+                ratio("xla_us", "compiled_us"),
+            ),
+            Row(
+                f"{c}/torch_eager",
+                "products_alone_us",
+                round(med("eager_us"), 1),
+                "us",
+                f"{c}/xla",
+                ratio("xla_us", "eager_us"),
+            ),
+            Row(f"{c}/ours", "rest_us", round(rest, 1), "us"),
+            Row(
+                f"{c}/scoremd",
+                "step_over_xla_products",
+                round(_median([1e3 * r["scoremd_ms"] / r["xla_us"] for r in rs]), 3),
+                "x",
+            ),
+        ]
+    return rows
+
+
 def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     """Step time, its products and the rest: ours against ScoreMD's and XLA's, same run."""
     cpus = None
@@ -145,88 +233,21 @@ def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     if args.pin and allowed:
         cpus = {allowed[0]}
         os.sched_setaffinity(0, cpus)  # this process (ours) and the JAX children: one CPU
-    rows: list[Row] = []
-    raw: dict[str, dict] = {}
     calls = 100 if args.quick else 500
     # whole batches only: a short last batch is a step of other shapes (ScoreMD drops it)
     args.frames = BATCH * (args.frames // BATCH)
-    for variant in ("plain", "fp"):
-        prof = _profile_step(variant, args.frames, args.seed)
-        gemms = prof["gemms"]
-        hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
-        ours_ms = 1e3 * _median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
-        cmd, env = _contestant_cmd("scoremd", variant, 1, args)
-        sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
-        program, xs = _torch_program(gemms, args.seed)
-        eager = _time_us(program, xs, args.repeats, calls)
-        compiled = _time_us(torch.compile(program, dynamic=False), xs, args.repeats, calls)
-        env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": _xla_flags(1)}
-        xla = _run_child(
-            [
-                str(args.scoremd_python),
-                str(GEMM_DRIVER),
-                "--gemms",
-                json.dumps(gemms),
-                "--repeats",
-                str(args.repeats),
-                "--calls",
-                str(calls),
-            ],
-            env,
-            cpus,
-            timeout=args.child_timeout,
-        )
-        med = {"eager": eager[len(eager) // 2], "compiled": compiled[len(compiled) // 2]}
-        xla_us = xla["median_us"]
-        n_products = sum(g["count"] for g in gemms)
-        c = f"anatomy/{variant}"
-        rows += [
-            Row(f"{c}/scoremd", "ms_per_step", round(sm["ms"], 3), "ms"),
-            Row(
-                f"{c}/ours",
-                "ms_per_step",
-                round(ours_ms, 3),
-                "ms",
-                f"{c}/scoremd",
-                round(sm["ms"] / ours_ms, 3),
-            ),
-            Row(f"{c}/ours", "products_per_step", float(n_products), "-"),
-            Row(f"{c}/ours", "products_in_step_us", round(prof["in_step_self_us"], 1), "us"),
-            Row(f"{c}/xla", "products_alone_us", round(xla_us, 1), "us"),
-            Row(
-                f"{c}/torch_compiled",
-                "products_alone_us",
-                round(med["compiled"], 1),
-                "us",
-                f"{c}/xla",
-                round(xla_us / med["compiled"], 3),
-            ),
-            Row(
-                f"{c}/torch_eager",
-                "products_alone_us",
-                round(med["eager"], 1),
-                "us",
-                f"{c}/xla",
-                round(xla_us / med["eager"], 3),
-            ),
-            Row(f"{c}/ours", "rest_us", round(1e3 * ours_ms - prof["in_step_self_us"], 1), "us"),
-            Row(f"{c}/scoremd", "step_over_xla_products", round(1e3 * sm["ms"] / xla_us, 3), "x"),
-        ]
-        raw[variant] = {
-            "gemms_per_step": gemms,
-            "profiled_ms_per_step": round(prof["profiled_ms"], 3),
-            "torch_eager_us": [round(x, 1) for x in eager],
-            "torch_compiled_us": [round(x, 1) for x in compiled],
-            "xla_us": [round(x, 1) for x in xla["us_per_call"]],
-            "ours_epoch_seconds": [round(r["seconds"], 4) for r in hist],
-            "scoremd_compile_s": round(sm["compile_s"], 1),
-            "jax": xla.get("jax"),
-        }
-        print(
-            f"{variant}: ours {ours_ms:.3f} ms, ScoreMD {sm['ms']:.3f} ms; {n_products} "
-            f"products: torch {med['compiled']:.0f} us compiled, XLA {xla_us:.0f} us",
-            flush=True,
-        )
+    rounds: dict[str, list[dict]] = {"plain": [], "fp": []}
+    for r in range(args.rounds):
+        for variant in ("plain", "fp") if r % 2 == 0 else ("fp", "plain"):
+            fig = _one_round(variant, args, cpus, calls)
+            rounds[variant].append(fig)
+            print(
+                f"round {r + 1} {variant}: ours {fig['ours_ms']:.3f} ms, ScoreMD "
+                f"{fig['scoremd_ms']:.3f} ms; {fig['n_products']} products: torch "
+                f"{fig['eager_us']:.0f} us eager, XLA {fig['xla_us']:.0f} us",
+                flush=True,
+            )
+    rows = _anatomy_rows(rounds)
     _common.print_rows(
         rows,
         title="one step: products and the rest, ours vs ScoreMD / XLA (ratio > 1: ours faster)",
@@ -237,12 +258,12 @@ def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
             f"Mueller-Brown recipe shape: MLP (1,2) hidden {HIDDEN}, batch {BATCH}, FP weight "
             f"{FP_WEIGHT} (two probes); {args.frames} rows; ours: compiled train, "
             f"{args.epochs} epochs, median epoch; products alone: {args.repeats} x {calls} "
-            "calls, median"
+            f"calls, median; {args.rounds} rounds, medians"
         ),
         busy_warning=warn,
         pinned_cpus=sorted(cpus) if cpus else None,
         xla_flags=_xla_flags(1),
-        anatomy=raw,
+        anatomy=rounds,
         inductor_cache_warm=_inductor_cache_warm(),
         scoremd_src=str(args.scoremd_src),
         quick=args.quick,
@@ -252,7 +273,8 @@ def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5, help="timing repeats")
+    p.add_argument("--repeats", type=int, default=5, help="timing repeats per round")
+    p.add_argument("--rounds", type=int, default=3, help="whole measurements (medians)")
     p.add_argument("--scoremd-src", type=Path, default=None, metavar="DIR", help="ScoreMD checkout")
     p.add_argument(
         "--scoremd-python", type=Path, default=None, metavar="PY", help="Python with JAX"
@@ -267,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.frames is None:
         args.frames = 200 * BATCH if args.quick else 100_000
     _check_scoremd_args(args)
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be >= 1")
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
     warn = _common.busy_warning()

@@ -79,3 +79,34 @@ def test_xla_gemm_driver_checks_its_products(gemm_driver):
     ok = json.dumps([{"op": "mm", "m": 2, "k": 2, "n": 2, "count": 1}])
     with pytest.raises(SystemExit, match="--repeats"):
         gemm_driver.main(["--gemms", ok, "--repeats", "0"])
+
+
+def _fig(scoremd_ms, ours_ms, in_step_us, xla_us, eager_us, compiled_us):
+    return {
+        "scoremd_ms": scoremd_ms,
+        "ours_ms": ours_ms,
+        "in_step_us": in_step_us,
+        "xla_us": xla_us,
+        "eager_us": eager_us,
+        "compiled_us": compiled_us,
+        "n_products": 19,
+    }
+
+
+def test_anatomy_rows_are_medians_over_rounds(eds):
+    rounds = {
+        "plain": [
+            _fig(0.6, 1.2, 500.0, 400.0, 500.0, 700.0),
+            _fig(0.8, 1.0, 600.0, 500.0, 450.0, 600.0),
+            _fig(0.7, 1.4, 550.0, 450.0, 900.0, 650.0),
+        ]
+    }
+    by = {(r.case, r.metric): r for r in eds._anatomy_rows(rounds)}
+    ours = by[("anatomy/plain/ours", "ms_per_step")]
+    assert ours.value == 1.2 and ours.vs == "anatomy/plain/scoremd"
+    assert ours.ratio == 0.5  # per-round 0.5, 0.8, 0.5
+    assert by[("anatomy/plain/ours", "rest_us")].value == 700.0  # 700, 400, 850
+    assert by[("anatomy/plain/torch_eager", "products_alone_us")].ratio == 0.8  # .8 1.11 .5
+    assert by[("anatomy/plain/scoremd", "step_over_xla_products")].value == 1.556
+    assert by[("anatomy/plain/ours", "products_per_step")].value == 19.0
+    assert all((r.vs is None) == (r.ratio is None) for r in by.values())
