@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -49,7 +50,6 @@ from energy_diffusion_speed import BATCH, FP_WEIGHT, HIDDEN, _inductor_cache_war
 from energy_diffusion_vs_scoremd import (
     _check_scoremd_args,
     _contestant_cmd,
-    _median,
     _run_child,
     _summary,
     _train_recipe,
@@ -131,14 +131,13 @@ def _torch_program(gemms: list[dict], seed: int):
 
 
 def _time_us(fn, arg, repeats: int, calls: int) -> list[float]:
-    fn(arg)
-    per = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    """Microseconds per ``fn(arg)``, one figure per repeat of ``calls`` calls, sorted."""
+
+    def block():
         for _ in range(calls):
             fn(arg)
-        per.append(1e6 * (time.perf_counter() - t0) / calls)
-    return sorted(per)
+
+    return sorted(1e6 * s / calls for s in _common.time_fn(block, repeats).times)
 
 
 def _one_round(variant: str, args, cpus: set[int] | None, calls: int) -> dict:
@@ -146,7 +145,7 @@ def _one_round(variant: str, args, cpus: set[int] | None, calls: int) -> dict:
     prof = _profile_step(variant, args.frames, args.seed)
     gemms = prof["gemms"]
     hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
-    ours_ms = 1e3 * _median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
+    ours_ms = 1e3 * statistics.median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
     cmd, env = _contestant_cmd("scoremd", variant, 1, args)
     sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
     program, xs = _torch_program(gemms, args.seed)
@@ -180,12 +179,12 @@ def _anatomy_rows(rounds: dict[str, list[dict]]) -> list[Row]:
         c = f"anatomy/{variant}"
 
         def med(key, rs=rs):
-            return _median([r[key] for r in rs])
+            return statistics.median([r[key] for r in rs])
 
         def ratio(num, den, rs=rs):
-            return round(_median([r[num] / r[den] for r in rs]), 3)
+            return round(statistics.median([r[num] / r[den] for r in rs]), 3)
 
-        rest = _median([1e3 * r["ours_ms"] - r["in_step_us"] for r in rs])
+        rest = statistics.median([1e3 * r["ours_ms"] - r["in_step_us"] for r in rs])
         rows += [
             Row(f"{c}/scoremd", "ms_per_step", round(med("scoremd_ms"), 3), "ms"),
             Row(
@@ -219,7 +218,7 @@ def _anatomy_rows(rounds: dict[str, list[dict]]) -> list[Row]:
             Row(
                 f"{c}/scoremd",
                 "step_over_xla_products",
-                round(_median([1e3 * r["scoremd_ms"] / r["xla_us"] for r in rs]), 3),
+                round(statistics.median([1e3 * r["scoremd_ms"] / r["xla_us"] for r in rs]), 3),
                 "x",
             ),
         ]

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -154,18 +155,12 @@ def _summary(res: dict) -> dict:
     sec, steps = res["epoch_seconds"], res["steps_per_epoch"]
     if len(sec) < 2:
         raise ValueError("need >= 2 epochs: the first holds the compile")
-    steady = _median(sec[1:])
+    steady = statistics.median(sec[1:])
     return {
         "ms": 1e3 * steady / steps,
         "compile_s": max(0.0, sec[0] - steady),
         "cpu_per_wall": res["cpu_s"] / res["wall_s"] if res.get("wall_s") else None,
     }
-
-
-def _median(v: list[float]) -> float:
-    s = sorted(v)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
@@ -185,7 +180,7 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
         if key["ours"] not in rounds or key["scoremd"] not in rounds:
             raise ValueError(f"{group}: needs both ours and scoremd")
         med = {
-            n: {m: _median([r[m] for r in rounds[k]]) for m in ("ms", "compile_s")}
+            n: {m: statistics.median([r[m] for r in rounds[k]]) for m in ("ms", "compile_s")}
             for n, k in key.items()
             if k in rounds
         }
@@ -194,7 +189,7 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
 
         def per_round(a: str, b: str, key: dict = key) -> float:
             pairs = zip(rounds[key[a]], rounds[key[b]], strict=True)
-            return _median([x["ms"] / y["ms"] for x, y in pairs])
+            return statistics.median([x["ms"] / y["ms"] for x, y in pairs])
 
         rows.append(Row(key["scoremd"], "ms_per_step", round(med["scoremd"]["ms"], 3), "ms"))
         rows.append(
@@ -236,7 +231,7 @@ def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
         for k in key.values():
             cpw = [r["cpu_per_wall"] for r in rounds.get(k, []) if r["cpu_per_wall"] is not None]
             if cpw:
-                rows.append(Row(k, "cpu_per_wall", round(_median(cpw), 2), "-"))
+                rows.append(Row(k, "cpu_per_wall", round(statistics.median(cpw), 2), "-"))
     return rows
 
 

@@ -2,9 +2,9 @@
 
 Runs under a Python that has JAX (the ScoreMD venv of
 ``benchmarks/energy_diffusion_vs_scoremd.py``), never under sci-moe's venv: it imports
-neither torch nor sci_moe. Its counterpart on our side is that benchmark's
-``--anatomy`` mode, which records the products of one compiled training step with
-``torch.profiler`` and hands their shapes here.
+neither torch nor sci_moe. Its counterpart on our side is
+``benchmarks/energy_diffusion_anatomy.py``, which records the products of one compiled
+training step with ``torch.profiler`` and hands their shapes here.
 
 ``--gemms JSON``: a list of ``{"op": "mm" | "addmm", "m": M, "k": K, "n": N, "count": c}``.
 The program computes every product ``count`` times on distinct float32 inputs (so XLA can
