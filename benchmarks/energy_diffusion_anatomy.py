@@ -96,11 +96,16 @@ def _per_step(gemms: list[dict], n_steps: int) -> list[dict]:
     return out
 
 
-def _profile_step(variant: str, frames: int, seed: int) -> dict:
-    """Products per compiled step and their in-step self time (a profiled ``train`` call)."""
+def _profile_step(variant: str, frames: int, seed: int, warm_up: bool = True) -> dict:
+    """Products per compiled step and their in-step self time (a profiled ``train`` call).
+
+    ``warm_up``: first a ``train`` call that compiles (the profiled call then reuses the
+    graph); not needed once this process has trained ``variant``.
+    """
     from torch.profiler import ProfilerActivity, profile
 
-    _train_recipe(variant, 2, frames, seed)  # compiles; the profiled call reuses the graph
+    if warm_up:
+        _train_recipe(variant, 2, frames, seed)
     epochs = 2
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         hist = _train_recipe(variant, epochs, frames, seed)
@@ -140,9 +145,10 @@ def _time_us(fn, arg, repeats: int, calls: int) -> list[float]:
     return sorted(1e6 * s / calls for s in _common.time_fn(block, repeats).times)
 
 
-def _one_round(variant: str, args, cpus: set[int] | None, calls: int) -> dict:
-    """One measurement of ``variant``'s step, its products and XLA's time for them."""
-    prof = _profile_step(variant, args.frames, args.seed)
+def _one_round(variant: str, args, cpus: set[int] | None, calls: int, warm_up: bool = True) -> dict:
+    """One measurement of ``variant``'s step, its products and XLA's time for them
+    (``warm_up``: compile first, see :func:`_profile_step`)."""
+    prof = _profile_step(variant, args.frames, args.seed, warm_up)
     gemms = prof["gemms"]
     hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
     ours_ms = 1e3 * statistics.median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
@@ -238,7 +244,7 @@ def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     rounds: dict[str, list[dict]] = {"plain": [], "fp": []}
     for r in range(args.rounds):
         for variant in ("plain", "fp") if r % 2 == 0 else ("fp", "plain"):
-            fig = _one_round(variant, args, cpus, calls)
+            fig = _one_round(variant, args, cpus, calls, warm_up=r == 0)
             rounds[variant].append(fig)
             print(
                 f"round {r + 1} {variant}: ours {fig['ours_ms']:.3f} ms, ScoreMD "
