@@ -26,6 +26,7 @@ relative 3e-2) before timing. Run: ``python benchmarks/moe_layer.py --gpu [--qui
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -89,10 +90,6 @@ def _cuda_times(fn, repeats: int, warmup: int = 3) -> list[float]:
     return times
 
 
-def _median(t: list[float]) -> float:
-    return sorted(t)[len(t) // 2]
-
-
 def _peak_mib(fn) -> float:
     """Memory one call of ``fn`` allocates above what was allocated before it (MiB)."""
     torch.cuda.synchronize()
@@ -108,7 +105,7 @@ def dense_gemm_rate(repeats: int) -> float:
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    sec = _median(_cuda_times(lambda: torch.mm(a, b), repeats, warmup=5))
+    sec = statistics.median(_cuda_times(lambda: torch.mm(a, b), repeats, warmup=5))
     return 2 * n**3 / sec
 
 
@@ -160,8 +157,8 @@ def gpu_gemm(case: GpuCase, moe: MoE, x: torch.Tensor, repeats: int) -> list[dic
             (fn() * g).sum().backward()
 
         with torch.no_grad():
-            fwd = _median(_cuda_times(fn, repeats))
-        both = _median(_cuda_times(step, repeats))
+            fwd = statistics.median(_cuda_times(fn, repeats))
+        both = statistics.median(_cuda_times(step, repeats))
         out.append({"impl": name, "fwd_tflops": flops / fwd / 1e12})
         out[-1]["fwd_bwd_tflops"] = 3 * flops / both / 1e12
     return out
@@ -230,7 +227,7 @@ def gpu_layer(case: GpuCase, seed: int, repeats: int) -> tuple[dict, dict]:
             _agree(f"{case.label} {who} vs {G_TRITON} output", got, want)
     sec, mem = {}, {}
     for who in contestants:
-        sec[who] = _median(_cuda_times(lambda who=who: run(who), repeats))
+        sec[who] = statistics.median(_cuda_times(lambda who=who: run(who), repeats))
         mem[who] = _peak_mib(lambda who=who: run(who))
     return sec, mem
 
