@@ -52,6 +52,7 @@ __all__ = [
     "cpu_model",
     "format_table",
     "git_revision",
+    "interleaved",
     "machine_info",
     "print_rows",
     "print_table",
@@ -277,6 +278,22 @@ class Timing:
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each closure, interleaved: one warm-up call each, then
+    ``repeats`` rounds in which every closure runs once, the order rotated per round (so
+    load that changes between rounds reaches every contestant alike)."""
+    names = list(fns)
+    for n in names:
+        fns[n]()
+    out = {n: [] for n in names}
+    for r in range(repeats):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            fns[n]()
+            out[n].append(time.perf_counter() - t0)
+    return out
 
 
 def time_fn(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> Timing:

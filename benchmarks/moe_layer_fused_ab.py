@@ -39,7 +39,16 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import OtherLoad, Row, base_parser, finish, machine_info, print_table, setup
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    finish,
+    interleaved,
+    machine_info,
+    print_table,
+    setup,
+)
 
 BENCHMARK = "moe_layer_fused_ab"
 GRID_CASES = tuple(
@@ -160,20 +169,6 @@ def fused_step(step, bank):
     return run
 
 
-def _interleaved(fns: dict, repeats: int) -> dict:
-    """Seconds per call of each closure: warm-up, then ``repeats`` rotated rounds."""
-    names = list(fns)
-    for n in names:
-        fns[n]()
-    out = {n: [] for n in names}
-    for r in range(repeats):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
-            fns[n]()
-            out[n].append(time.perf_counter() - t0)
-    return out
-
-
 def case_contestants(T: int, d: int, E: int, k: int, dtype: str) -> tuple[dict, dict] | None:
     """``({name: step}, info)`` of one case, the candidate checked against the package;
     ``None`` where the per-expert loop takes the case."""
@@ -212,7 +207,7 @@ def measure(cases, repeats: int) -> list[Row]:
             print(f"{label}: the per-expert loop's case, skipped", flush=True)
             continue
         fns, info = built
-        times = _interleaved(fns, repeats)
+        times = interleaved(fns, repeats)
         rule = "rule" if info["rule"] else "no rule"
         tag = f"({rule}; package {info['package']})"
         fused = statistics.median(

@@ -78,7 +78,16 @@ import time
 
 import torch
 import torch.nn.functional as F
-from _common import OtherLoad, Row, base_parser, finish, machine_info, print_table, setup
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    finish,
+    interleaved,
+    machine_info,
+    print_table,
+    setup,
+)
 
 BENCHMARK = "moe_layer_paths"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -222,20 +231,6 @@ def padded_bmm_formulations(x, w, g, E: int, rows: int) -> dict:
         ("fwd+bwd", "padded bmm"): lambda: run(fn=_padded_bmm),
         ("fwd+bwd", "padded bmm, former layout"): lambda: run(fn=_padded_bmm_weight_t),
     }
-
-
-def interleaved(fns: dict, repeats: int) -> dict:
-    """Seconds per call of each closure: warm-up, then ``repeats`` rotated rounds."""
-    names = list(fns)
-    for n in names:
-        fns[n]()
-    out = {n: [] for n in names}
-    for r in range(repeats):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
-            fns[n]()
-            out[n].append(time.perf_counter() - t0)
-    return out
 
 
 def layer_steps(T: int, d: int, E: int, k: int, dtype: str) -> dict:
