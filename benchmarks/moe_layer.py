@@ -297,26 +297,36 @@ def build(case: Case, seed: int, transformers: bool = True) -> dict:
     return steps
 
 
+def automatic_path(moe: MoE, x: torch.Tensor, k: int) -> str:
+    """The CPU path the installed core takes for ``moe`` on the ``(T, d)`` input ``x``.
+
+    ``"per_expert"`` (the loop of :func:`sci_moe.moe.dispatch.per_expert_path`),
+    ``"chunked"`` (:func:`sci_moe.moe.chunked_path`), or the GEMM path of
+    :func:`sci_moe.moe.grouped_path` on the ``T k`` sorted rows (``"grouped_mm"`` or
+    ``"bmm"``); ``"grouped_mm"`` in older cores without the path switch.
+    """
+    if not HAS_PATHS:
+        return "grouped_mm"
+    auto = _moe.grouped_path(x[:1].expand(x.shape[0] * k, -1), moe.experts.gate_up)
+    try:  # the per-expert loop's rule (absent in older cores)
+        from sci_moe.moe.dispatch import per_expert_path as loop_rule
+    except ImportError:
+        loop_rule = None
+    with torch.no_grad():
+        plan = moe.router(x).plan
+    if loop_rule is not None and loop_rule(x, plan, moe.experts):
+        return "per_expert"
+    if getattr(_moe, "chunked_path", lambda *a: False)(x, plan, moe.experts):
+        return "chunked"  # the cache-blocked sorted path (absent in older cores)
+    return auto
+
+
 def measure(
     case: Case, seed: int, repeats: int, transformers: bool = True
 ) -> dict[str, list[float]]:
     """Interleaved timings (seconds per step) of every contestant of ``case``."""
     steps = build(case, seed, transformers)
-    moe = steps[SCI].module
-    auto = "grouped_mm"
-    if HAS_PATHS:
-        rows = steps[SCI].x[:1].expand(case.T * case.k, -1)
-        auto = _moe.grouped_path(rows, moe.experts.gate_up)
-        try:  # the per-expert loop's rule (absent in older cores)
-            from sci_moe.moe.dispatch import per_expert_path as loop_rule
-        except ImportError:
-            loop_rule = None
-        with torch.no_grad():
-            plan = moe.router(steps[SCI].x).plan
-        if loop_rule is not None and loop_rule(steps[SCI].x, plan, moe.experts):
-            auto = "per_expert"
-        elif getattr(_moe, "chunked_path", lambda *a: False)(steps[SCI].x, plan, moe.experts):
-            auto = "chunked"  # the cache-blocked sorted path (absent in older cores)
+    auto = automatic_path(steps[SCI].module, steps[SCI].x, case.k)
     # The other path: the other GEMM formulation, or for the per-expert loop and the
     # chunked path the (unchunked) sorted path with its grouped_mm.
     other = "bmm" if auto == "grouped_mm" else "grouped_mm"

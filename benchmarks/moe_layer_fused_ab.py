@@ -68,7 +68,6 @@ CASES = (
     (4096, 128, 32, 4, "bfloat16"),
 )
 QUICK_CASES = ((256, 64, 8, 4, "float32"), (256, 64, 32, 1, "float32"))
-CONTESTANTS = ("fused", "package", "dense")
 RULE_MIN_ROWS, RULE_MAX_SHARE, RULE_MAX_WIDTH = 96, 2**20, 512
 
 
@@ -172,19 +171,16 @@ def fused_step(step, bank):
 def case_contestants(T: int, d: int, E: int, k: int, dtype: str) -> tuple[dict, dict] | None:
     """``({name: step}, info)`` of one case, the candidate checked against the package;
     ``None`` where the per-expert loop takes the case."""
-    from moe_layer import DENSE, SCI, Case, build
-
-    from sci_moe.moe import chunked_path
-    from sci_moe.moe.dispatch import per_expert_path
+    from moe_layer import DENSE, SCI, Case, automatic_path, build
 
     steps = build(Case(T, d, E, k, dtype), seed=0, transformers=False)
     sci = steps[SCI]
+    package = automatic_path(sci.module, sci.x, k)
+    if package == "per_expert":
+        return None
     with torch.no_grad():
         plan = sci.module.router(sci.x).plan
     bank = sci.module.experts
-    if per_expert_path(sci.x, plan, bank):
-        return None
-    package = "chunked" if chunked_path(sci.x, plan, bank) else "grouped_mm"
     fns = {"fused": fused_step(sci, bank), "package": sci, "dense": steps[DENSE]}
     tol = dict(atol=2e-2, rtol=2e-2) if dtype == "bfloat16" else dict(atol=1e-5, rtol=1e-4)
     want_y = fns["package"]()
