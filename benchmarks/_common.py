@@ -60,6 +60,7 @@ __all__ = [
     "set_malloc_policy",
     "setup",
     "time_fn",
+    "warn_if_busy",
     "write_json",
 ]
 
@@ -212,6 +213,17 @@ def busy_warning(sample_s: float = 1.0) -> str | None:
             "will be noisy (oversubscribed OpenMP can be 10-100x slower)"
         )
     return None
+
+
+def warn_if_busy(file=None) -> str | None:
+    """:func:`busy_warning`, printed (to ``file``, default stdout) when there is one.
+
+    Returns the warning (or ``None``) for the machine info.
+    """
+    warn = busy_warning()
+    if warn:
+        print(warn, file=file)
+    return warn
 
 
 def git_revision(path: str | Path | None = None) -> str | None:

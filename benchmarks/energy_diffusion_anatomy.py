@@ -298,9 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--rounds must be >= 1")
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
-    warn = _common.busy_warning()
-    if warn:
-        print(warn)
+    warn = _common.warn_if_busy()
     return anatomy(args, warn, other, t0)
 
 

@@ -353,9 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
-    warn = _common.busy_warning()
-    if warn:
-        print(warn)
+    warn = _common.warn_if_busy()
     if args.update_ab:
         rows = _profile_rows(500 if args.quick else 3000, args.seed)
         r2, raw = _update_rows(args.quick, args.repeats, args.seed)

@@ -392,9 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     other, t0 = OtherLoad(), time.perf_counter()
-    warn = _common.busy_warning()
-    if warn:
-        print(warn)
+    warn = _common.warn_if_busy()
     return _same_host(args, warn, other, t0)
 
 

@@ -42,11 +42,11 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
-    busy_warning,
     machine_info,
     print_table,
     setup,
     time_fn,
+    warn_if_busy,
     write_json,
 )
 
@@ -191,9 +191,7 @@ def main() -> None:
     args = p.parse_args()
     setup(args)
     threads = args.threads or torch.get_num_threads()
-    warn = busy_warning()
-    if warn:
-        print(warn)
+    warn = warn_if_busy()
     other = OtherLoad()
     torch.use_deterministic_algorithms(True)
     import openmm.app as app

@@ -77,10 +77,10 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
-    busy_warning,
     machine_info,
     print_table,
     setup,
+    warn_if_busy,
     write_json,
 )
 from torch import nn
@@ -396,9 +396,7 @@ def cpu_main(args) -> int:
         f"seed {args.seed}, {args.repeats} repeats, git {machine['git']}",
         flush=True,
     )
-    warning = busy_warning()
-    if warning:
-        print(warning)
+    warn_if_busy()
     other = OtherLoad()
     rows: list[Row] = []
     table, results = [], []

@@ -37,11 +37,11 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
-    busy_warning,
     machine_info,
     print_table,
     setup,
     time_fn,
+    warn_if_busy,
     write_json,
 )
 
@@ -141,9 +141,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     setup(args)
     cfg = dict(QUICK if args.quick else FULL)
-    warn = busy_warning()
-    if warn:
-        print(warn, file=sys.stderr)
+    warn = warn_if_busy(file=sys.stderr)
     load = OtherLoad()
     t0 = time.perf_counter()
     pm = load_smollm2()

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import OtherLoad, Row, base_parser, busy_warning, machine_info, print_table, setup
+from _common import OtherLoad, Row, base_parser, machine_info, print_table, setup, warn_if_busy
 from _common import write_json as _write_json
 
 from sci_moe.language import MoELMConfig, TextCorpus, TrainConfig, finetune, load_corpus, train
@@ -388,9 +388,7 @@ def main() -> None:
     p = plan(args.quick)
     p["seed0"] = args.seed
     seeds = list(range(args.seed, args.seed + p["seeds"]))
-    warning = busy_warning()
-    if warning:
-        print(warning)
+    warn_if_busy()
     other = OtherLoad()
     corpus = load_corpus()
     log(f"corpus: {corpus.sources} (train, validation bytes); seeds {seeds}")

@@ -53,3 +53,12 @@ def test_print_rows_prints_every_field(common, capsys):
     assert out[0] == "T"
     assert out[1].split() == ["case", "metric", "value", "unit", "ratio"]
     assert out[-1].split() == ["a/b", "ms_per_step", "1.5", "ms", "0.75"]
+
+
+def test_warn_if_busy_prints_the_warning_it_returns(common, capsys, monkeypatch):
+    monkeypatch.setattr(common, "busy_warning", lambda: "warning: busy")
+    assert common.warn_if_busy() == "warning: busy"
+    assert capsys.readouterr().out == "warning: busy\n"
+    monkeypatch.setattr(common, "busy_warning", lambda: None)
+    assert common.warn_if_busy() is None
+    assert capsys.readouterr().out == ""
