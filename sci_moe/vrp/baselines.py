@@ -24,6 +24,7 @@ import torch
 from .checker import _one, _route_problems
 from .env import MTVRPEnv
 from .generator import MTVRPInstance
+from .validate import validate_instance
 
 __all__ = ["greedy_savings", "nearest_neighbour", "routes_to_actions"]
 
@@ -36,6 +37,11 @@ def nearest_neighbour(instance: MTVRPInstance) -> tuple[torch.Tensor, torch.Tens
     -------
     cost : Tensor, shape (B,)
     actions : Tensor, shape (B, T), int64
+
+    Raises
+    ------
+    ValueError
+        If an instance is malformed or infeasible (:func:`~sci_moe.vrp.validate_instance`).
     """
     env = MTVRPEnv(instance)
     N = instance.num_customers
@@ -106,6 +112,11 @@ def greedy_savings(instance: MTVRPInstance) -> tuple[torch.Tensor, torch.Tensor]
         Routes separated by the depot ``0`` (:func:`~sci_moe.vrp.actions_to_routes` splits
         them), zero-padded.
 
+    Raises
+    ------
+    ValueError
+        If an instance is malformed or infeasible (:func:`~sci_moe.vrp.validate_instance`).
+
     Examples
     --------
     >>> from sci_moe.vrp import generate_instances, greedy_savings, nearest_neighbour
@@ -113,6 +124,7 @@ def greedy_savings(instance: MTVRPInstance) -> tuple[torch.Tensor, torch.Tensor]
     >>> bool((greedy_savings(ins)[0] <= nearest_neighbour(ins)[0].double()).all())
     True
     """
+    validate_instance(instance)
     sols = [_savings_one(_one(instance, b)) for b in range(instance.batch_size)]
     cost = torch.tensor([c for _, c in sols], dtype=torch.float64)
     return cost, routes_to_actions([r for r, _ in sols])

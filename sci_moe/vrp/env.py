@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from .generator import MTVRPInstance
+from .validate import validate_instance
 
 __all__ = ["MTVRPEnv", "actions_to_routes", "tour_cost"]
 
@@ -34,6 +35,10 @@ class MTVRPEnv:
     instance : MTVRPInstance
         ``B`` instances; repeat them (:meth:`MTVRPInstance.repeat_interleave`) for several
         rollouts per instance.
+    validate : bool
+        Check the instances first (:func:`~sci_moe.vrp.validate_instance`; ``ValueError``
+        naming the instance, customer and field of a malformed or infeasible one). Only a
+        caller that has validated them already passes ``False``.
 
     Attributes
     ----------
@@ -49,7 +54,9 @@ class MTVRPEnv:
         Total cost so far (open routes: returns to the depot are free).
     """
 
-    def __init__(self, instance: MTVRPInstance) -> None:
+    def __init__(self, instance: MTVRPInstance, validate: bool = True) -> None:
+        if validate:
+            validate_instance(instance)
         self.instance = instance
         self.dist = instance.distances()
         B, n1 = instance.locs.shape[:2]

@@ -21,6 +21,7 @@ from torch import nn
 from .env import MTVRPEnv
 from .generator import MAX_TIME, MTVRPInstance
 from .layers import MODES, MoSESLinear
+from .validate import validate_instance
 
 __all__ = ["MTVRPPolicy", "PolicyConfig", "node_features"]
 
@@ -172,16 +173,22 @@ class MTVRPPolicy(nn.Module):
         log_prob : Tensor, shape (B, P)
             Sum of the log-probabilities of the chosen actions (the forced first one excluded).
         cost : Tensor, shape (B, P)
+
+        Raises
+        ------
+        ValueError
+            If an instance is malformed or infeasible (:func:`~sci_moe.vrp.validate_instance`).
         """
         B, N = instance.batch_size, instance.num_customers
         P = N if num_starts is None else num_starts
         if not 1 <= P <= N:
             raise ValueError(f"num_starts must be in [1, {N}], got {P}")
+        validate_instance(instance)
         h = self.encode(instance)  # (B, N+1, d)
         d, H = self.config.d_model, self.config.num_heads
         flags = instance.flags.repeat_interleave(P, 0)
         big = instance.repeat_interleave(P)
-        env = MTVRPEnv(big)
+        env = MTVRPEnv(big, validate=False)
         hb = h.repeat_interleave(P, 0)  # (BP, N+1, d)
         kg, vg, kp = self.kv(hb, flags[:, None, :]).chunk(3, dim=-1)
         split = lambda t: t.view(B * P, N + 1, H, d // H).transpose(1, 2)  # noqa: E731

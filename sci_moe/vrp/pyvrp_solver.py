@@ -21,6 +21,7 @@ import time
 
 from .checker import check_solution, solution_cost
 from .generator import MTVRPInstance
+from .validate import validate_instance
 
 __all__ = ["SCALE", "pyvrp_model", "pyvrp_route_distance", "solve_pyvrp"]
 
@@ -46,7 +47,15 @@ def _int(x: float, up: bool) -> int:
 
 
 def pyvrp_model(instance: MTVRPInstance, b: int):
-    """The :class:`pyvrp.Model` of instance ``b`` (depot = PyVRP location 0)."""
+    """The :class:`pyvrp.Model` of instance ``b`` (depot = PyVRP location 0).
+
+    Raises
+    ------
+    ValueError
+        If the instance is malformed or infeasible (:func:`~sci_moe.vrp.validate_instance`).
+    """
+    b = range(instance.batch_size)[b]
+    validate_instance(instance.index(slice(b, b + 1)), f"instance {b}")
     pyvrp = _pyvrp()
     ins = instance.index(b)
     xy = ins.locs.double().tolist()
