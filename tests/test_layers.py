@@ -1,6 +1,7 @@
 """The layers contract of DESIGN.md: imports point down only, also inside functions.
 
-Floors, bottom to top: ``sci_moe._util`` < ``sci_moe.moe`` < the fields (``molecules``,
+Floors, bottom to top: ``sci_moe._util`` < ``sci_moe.train`` (the training engine) <
+``sci_moe.moe`` < the fields (``molecules``,
 ``sampling``, ``theory``, ``language`` and every new field package) < ``sci_moe.testing`` <
 ``sci_moe.data`` (builders) < ``sci_moe.cli``. A module may import its own top-level
 subpackage freely and anything on a lower floor; a field may use another field only through
@@ -24,7 +25,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "sci_moe"
 
 #: Floor of each top-level subpackage; anything not listed is a field (floor 2).
-FLOORS = {"_util": 0, "moe": 1, "testing": 3, "data": 4, "cli": 5}
+FLOORS = {"_util": 0, "train": 0.5, "moe": 1, "testing": 3, "data": 4, "cli": 5}
 FIELD_FLOOR = 2
 #: Names any module may take from the root package (it holds only the version and re-exports).
 ROOT_NAMES_ALLOWED = {"__version__"}

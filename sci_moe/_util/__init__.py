@@ -1,14 +1,23 @@
 """Private shared utilities: the bottom floor of sci-moe.
 
 One copy of each: physical constants and units (:mod:`.units`), atomic file writes and
-checkpoint I/O (:mod:`.io`), a restricted unpickler (:mod:`.unpickle`), locking of run
-directories (:mod:`.lock`), a failure-tolerant process pool (:mod:`.parallel`),
-log-friendly progress bars (:mod:`.progress`), scatter reductions (:mod:`.scatter`) and
+checkpoint I/O (:mod:`.io`), verified checkpoint files (:mod:`.checkpoint_file`), a
+restricted unpickler (:mod:`.unpickle`), locking of run directories (:mod:`.lock`), a
+failure-tolerant process pool (:mod:`.parallel`), log-friendly progress bars
+(:mod:`.progress`), thread settings (:mod:`.threads`), scatter reductions (:mod:`.scatter`) and
 ``torch.compile`` with an eager fallback (:mod:`.compiling`).
 Nothing here imports any other part of ``sci_moe``; every other floor may import from here.
 Not a public API: fields re-export what their users need.
 """
 
+from .checkpoint_file import (
+    CHECKPOINT_MAGIC,
+    CheckpointError,
+    load_latest,
+    load_verified,
+    remove_stale_temps,
+    save_verified,
+)
 from .io import (
     atomic_open,
     atomic_save_json,
@@ -23,6 +32,7 @@ from .io import (
 from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
 from .progress import LineWriter, progress_bar, progress_mode
+from .threads import available_cores, resolve_threads, set_threads
 from .units import (
     BOLTZMANN_KJ_PER_MOL_K,
     KJ_PER_EV,
@@ -51,11 +61,13 @@ def __getattr__(name: str):
 
 __all__ = [
     "BOLTZMANN_KJ_PER_MOL_K",
+    "CHECKPOINT_MAGIC",
     "KJ_PER_EV",
     "KJ_PER_HARTREE",
     "KJ_PER_KCAL",
     "LOCK_NAME",
     "PLAIN_DATA_GLOBALS",
+    "CheckpointError",
     "CompiledOrEager",
     "DirectoryLock",
     "DirectoryLocked",
@@ -67,15 +79,22 @@ __all__ = [
     "atomic_torch_save",
     "atomic_write_bytes",
     "atomic_write_text",
+    "available_cores",
     "fsync_dir",
     "kt_kj_per_mol",
+    "load_latest",
+    "load_verified",
     "lock_directory",
     "parallel_map",
     "previous_path",
     "progress_bar",
     "progress_mode",
+    "remove_stale_temps",
+    "resolve_threads",
     "restricted_loads",
+    "save_verified",
     "scatter_mean",
     "scatter_sum",
+    "set_threads",
     "sha256_file",
 ]
