@@ -316,9 +316,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         for note in notes:
             print(note)
+        if not cfg.deterministic:
+            # torch.use_deterministic_algorithms imports torch's compiler stack (~2.5 s):
+            # only a --deterministic run pays for it
+            return _run_built(args, cfg, system, engine, out, history)
         was_deterministic = torch.are_deterministic_algorithms_enabled()
-        if cfg.deterministic:
-            torch.use_deterministic_algorithms(True)
+        torch.use_deterministic_algorithms(True)
         try:
             return _run_built(args, cfg, system, engine, out, history)
         finally:

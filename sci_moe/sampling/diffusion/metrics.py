@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy.stats import wasserstein_distance
 
 from ..md import js_divergence as histogram_js_divergence
 from .losses import fp_residual_probe
@@ -125,6 +124,8 @@ def bond_wasserstein(reference, samples, bonds: Sequence[tuple[int, int]]) -> np
     if a.ndim != 3 or b.ndim != 3 or a.shape[1:] != b.shape[1:]:
         raise ValueError(f"positions must be (n, N, 3) with equal N, got {a.shape}, {b.shape}")
     b = b[np.isfinite(b).all((1, 2))]
+    from scipy.stats import wasserstein_distance  # scipy.stats: ~1 s at import, only here
+
     out = []
     for i, j in bonds:
         la = np.linalg.norm(a[:, i] - a[:, j], axis=-1)

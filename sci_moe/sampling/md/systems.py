@@ -249,6 +249,14 @@ def build_md_system(cfg: MDConfig) -> tuple[MDSystem, str]:
         if cfg.model is not None:  # a learned model of the toy (e.g. ScoreMD's Muller-Brown)
             _attach_model(cfg, out, engine)
         return out, engine
+    if cfg.system == "alanine-dipeptide" and cfg.model is not None:
+        # A learned model replaces the force field: no OpenMM system to build (~0.5 s).
+        pdb_path = alanine_dipeptide_pdb()
+        topology, pos = load_pdb(pdb_path)
+        masses = _topology_masses(topology)
+        out = MDSystem("alanine dipeptide", pos, masses, topology, pdb_path=pdb_path)
+        _attach_model(cfg, out, engine)
+        return out, engine
     if cfg.system == "alanine-dipeptide":
         topology, system, pos = build_system(cfg.forcefield, cfg.implicit_solvent, cfg.constraints)
         pdb_path = alanine_dipeptide_pdb()
