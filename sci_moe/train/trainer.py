@@ -177,7 +177,10 @@ class Trainer:
     loss_fn : callable
         ``loss_fn(model, data)`` returns the loss (a scalar tensor, a mean over the
         batch's examples), or ``(loss, metrics)`` with a dict of floats to log, or
-        ``(loss, metrics, extra)`` with anything the hooks need.
+        ``(loss, metrics, extra)`` with anything the hooks need. A method that
+        computes its gradients itself (a ``torch.func`` or compiled step) sets every
+        ``p.grad`` and returns a loss that does not require grad; the engine then skips
+        the backward and goes on with the synchronisation, clipping and step.
     data : BatchSource or sequence
         :class:`~sci_moe.train.ShuffledBatches`, :class:`~sci_moe.train.StreamBatches`,
         or a sequence of examples (batched as lists).
@@ -529,8 +532,9 @@ class Trainer:
                     value = value_sum / max(n, 1) if bad == 0 else math.nan
                 if not math.isfinite(value):
                     raise TrainingDiverged(self._diverged("loss", value))
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                if loss.requires_grad:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
                 if ctx.enabled:
                     self.grad_sync(self.model.parameters(), batch.size, ctx)
                 if cfg.grad_clip is not None:

@@ -35,9 +35,9 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from ._errors import flag_error
+from .._errors import flag_error
 
-__all__ = ["add_parser", "resolve_config", "run_spice"]
+__all__ = ["add_spice_parser", "resolve_config", "run_spice"]
 
 # What a run writes to --out (an existing one is refused without --resume/--overwrite).
 _OUTPUTS = (
@@ -71,15 +71,6 @@ _TRAIN_FLAGS = (
     "upcycle_epochs",
     "seed",
 )
-
-
-def add_parser(sub) -> argparse.ArgumentParser:
-    """Add ``train`` (with the ``spice`` subcommand) to the ``sci-moe`` subparsers ``sub``."""
-    train = sub.add_parser("train", help="train a model (spice: conformer-ensemble SPiCE)")
-    tsub = train.add_subparsers(dest="train_command")
-    add_spice_parser(tsub)
-    train.set_defaults(func=lambda args: (train.print_help(), 0)[1])
-    return train
 
 
 def add_spice_parser(tsub) -> argparse.ArgumentParser:
@@ -170,7 +161,7 @@ def _read_config(path: Path | None) -> dict:
 
 def resolve_config(args: argparse.Namespace) -> dict:
     """Merge the config file and the flags into ``{"model", "train", "data"}`` dicts."""
-    from ..molecules import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
+    from ...molecules import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
 
     cfg = _read_config(args.config)
     model = cfg.get("model", {})
@@ -225,8 +216,8 @@ def resolve_config(args: argparse.Namespace) -> dict:
 
 def run_spice(args: argparse.Namespace) -> int:
     """Run ``sci-moe train spice``; returns the exit code."""
-    from .._util import lock_directory
-    from ..molecules import init_distributed
+    from ..._util import lock_directory
+    from ...molecules import init_distributed
 
     cfg = resolve_config(args)
     out: Path = args.out
@@ -279,9 +270,9 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
     import torch
     import yaml
 
-    from .._util import atomic_write_text
-    from ..data.molecule_set import MoleculeSet
-    from ..molecules import (
+    from ..._util import atomic_write_text
+    from ...data.molecule_set import MoleculeSet
+    from ...molecules import (
         ATOM_FEATURE_DIM,
         BOND_FEATURE_DIM,
         TrainConfig,
