@@ -263,7 +263,9 @@ def link_probability(data: Data, pairs: torch.Tensor | None = None) -> torch.Ten
     if "latent" in data:
         z = data.latent
         if pairs is None:
-            dist = torch.cdist(z, z)
+            # the exact formula: cdist's default uses a matrix product above 25 points
+            # (nonzero self-distance, disagrees with the pair path below)
+            dist = torch.cdist(z, z, compute_mode="donot_use_mm_for_euclid_dist")
         else:
             dist = (z[pairs[0]] - z[pairs[1]]).norm(dim=-1)
         return torch.sigmoid((data.radius - dist) / data.softness)

@@ -212,7 +212,9 @@ def fit_gaussian_mixture(
     with torch.no_grad():
         x = x.detach()
         centres = _kmeans_pp(x, n_components, generator)
-        nearest = torch.cdist(x, centres).argmin(1)
+        # exact distances: cdist's matrix-product formula (its default above 25 points)
+        # loses the small differences of points far from the origin
+        nearest = torch.cdist(x, centres, compute_mode="donot_use_mm_for_euclid_dist").argmin(1)
         resp = torch.nn.functional.one_hot(nearest, n_components).to(x.dtype)
         weights, means, cov = _m_step(x, resp, covariance_type, reg_covar)
         prev = -math.inf

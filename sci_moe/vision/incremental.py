@@ -199,7 +199,8 @@ def grc_loss(features, labels, new_classes, old_means, temperature: float = 1.0)
         if f.shape[0] == 0:
             continue
         pos = -(f - f.mean(0).detach()).pow(2).sum(-1, keepdim=True) / temperature
-        neg = -torch.cdist(f, old_means.to(f.dtype)).pow(2) / temperature
+        # squared distances from the differences (exact, also far from the origin)
+        neg = -(f[:, None] - old_means.to(f.dtype)).pow(2).sum(-1) / temperature
         logits = torch.cat([pos, neg], 1)
         losses.append(-(pos.squeeze(1) - torch.logsumexp(logits, 1)))
     if not losses:

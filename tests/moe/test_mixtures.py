@@ -192,3 +192,15 @@ def test_mixture_bad_input_and_old_import_path():
     }  # fmt: skip
     assert imported == {"GaussianMixtureFit", "fit_gaussian_mixture", "gaussian_component_log_prob"}
     assert imported <= set(core.__all__)
+
+
+def test_fit_is_translation_invariant_far_from_the_origin():
+    """The k-means++ start uses exact distances (cdist's default matrix-product formula
+    lost the clusters of float32 points near 3000 and collapsed a component)."""
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.0, 0], [1, 0], [0, 1], [1, 1]])
+    x = torch.cat([torch.randn(100, 2, generator=g) * 0.05 + c for c in centres])
+    near = fit_gaussian_mixture(x, 4, max_iter=1, generator=torch.Generator().manual_seed(1))
+    far = fit_gaussian_mixture(x + 3000, 4, max_iter=1, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(far.means - 3000, near.means, atol=2e-3, rtol=0)
+    torch.testing.assert_close(far.weights, near.weights, atol=1e-4, rtol=0)
