@@ -55,6 +55,21 @@ class ClientData:
         """Number of training examples."""
         return len(self.y_train)
 
+    def non_finite(self) -> list[str]:
+        """Which inputs hold NaN or inf (empty list: none), naming the first bad example."""
+        out = []
+        for split in ("train", "test"):
+            for k in ("hidden", "mask"):
+                t = getattr(self, f"{k}_{split}")
+                bad = ~torch.isfinite(t).reshape(t.shape[0], -1).all(1)
+                if bool(bad.any()):
+                    first = int(bad.nonzero()[0, 0])
+                    out.append(
+                        f"{k}_{split} has NaN or inf in {int(bad.sum())} of {len(bad)} examples "
+                        f"(the first is example {first})"
+                    )
+        return out
+
 
 @dataclass
 class TrainConfig:
@@ -114,6 +129,12 @@ class Client:
         for r, f in self.faults.items():
             if f not in _FAULTS:
                 raise ValueError(f"fault {f!r} in round {r} must be one of {_FAULTS}")
+        bad = self.data.non_finite()
+        if bad:
+            raise ValueError(
+                f"client {self.client_id}: " + "; ".join(bad) + "; clean or drop these examples "
+                "(NaN inputs would train and evaluate on NaN without a word)"
+            )
         self._prepared: dict[tuple[str, int], tuple] = {}
 
     # -- plumbing ------------------------------------------------------------------

@@ -158,3 +158,20 @@ def test_messages_round_trip_and_checks():
     assert "choice" in check_update(dict(up, choice=3), 1, like, None, num_choices=2)
     with pytest.raises(ValueError, match="undecodable"):
         decode_message(b"not a message")
+
+
+def test_client_with_nan_inputs_is_refused_naming_it():
+    from sci_moe.federated import Client, ClientData
+
+    spec, clients = tiny_clients(n_clients=1)
+    d = clients[0].data
+    h = d.hidden_train.clone()
+    h[5, 2, 0] = float("nan")
+    bad = ClientData(h, d.mask_train, d.y_train, d.hidden_test, d.mask_test, d.y_test)
+    with pytest.raises(ValueError, match=r"^client 7: hidden_train has NaN or inf in 1 of 24 "):
+        Client(7, bad, spec)
+    m = d.mask_test.clone()
+    m[0, 0] = float("inf")
+    bad = ClientData(d.hidden_train, d.mask_train, d.y_train, d.hidden_test, m, d.y_test)
+    with pytest.raises(ValueError, match=r"client 3: mask_test .* first is example 0"):
+        Client(3, bad, spec)
