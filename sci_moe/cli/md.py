@@ -66,9 +66,13 @@ _VALUE_FLAGS = {
     "energy_jump_kj_mol": float,
     "platform": str,
     "device": str,
+    "threads": int,
 }
 # Settings a resumed run may change; everything else must match the checkpoint.
-_RESUMABLE = {"steps", "time_ns", "max_hours", "platform", "device"}
+_RESUMABLE = {"steps", "time_ns", "max_hours", "platform", "device", "threads"}
+#: torch threads of an MD run unless --threads / the config key says otherwise: MD's small
+#: batched systems run fastest on one (and a second busy process does not slow it 10x).
+DEFAULT_THREADS = 1
 # Files `sci-moe md run` writes (removed by --overwrite; nothing else in --out is touched).
 _OUTPUTS = (
     "config.yaml",
@@ -110,6 +114,8 @@ _HELP = {
     "(default 1e4)",
     "platform": "OpenMM platform (default CPU)",
     "device": "torch device of the torch engine: cpu (default) or cuda[:N]",
+    "threads": "CPU threads of torch (learned models, toy systems): default 1, the fastest "
+    "for MD's small batched systems and robust to other busy processes; 0 = every core",
 }
 
 
@@ -298,13 +304,28 @@ def _clear_outputs(out: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sci-moe md run``; raises ``ValueError`` on bad input (exit code 2)."""
-    from .._util import lock_directory
-    from ..sampling.md import build_md_system
+    from .._util import set_threads
 
     out = Path(args.out)
     cfg, notes, history = _resolve(args)
     _check_out(out, args.resume, args.overwrite)
     import torch
+
+    threads_before = torch.get_num_threads()
+    try:
+        if cfg.threads is None:  # recorded in config.yaml: the number, or 0 (every core)
+            cfg.threads = DEFAULT_THREADS
+        set_threads(cfg.threads)
+        return _run_threaded(args, cfg, notes, history, out)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run_threaded(args, cfg, notes, history, out: Path) -> int:
+    import torch
+
+    from .._util import lock_directory
+    from ..sampling.md import build_md_system
 
     if cfg.device != "cpu" and not torch.cuda.is_available():
         raise ValueError(f"--device {cfg.device}: CUDA is not available; use --device cpu")
@@ -410,7 +431,9 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
     except OSError as err:
         return _write_failed(err, out, sim)
     print(
-        f"{system.name}: {engine} engine, {cfg.walkers} walker(s), {total} steps of "
+        f"{system.name}: {engine} engine, {cfg.walkers} walker(s)"
+        + (f", {_torch_threads()} torch thread(s)" if engine == "torch" or cfg.model else "")
+        + f", {total} steps of "
         + (
             f"dt {cfg.timestep_fs * 1e-3:g} (reduced time units)"
             if cfg.is_toy
@@ -494,7 +517,23 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         )
     else:
         print(
-            f"done: {result.steps} steps in {result.wall_s:.1f} s ({result.ns_per_day:.3g} "
-            f"{'time units/day' if cfg.is_toy else 'ns/day'}); {_written(out, cfg, total)}"
+            f"done: {result.steps} steps in {result.wall_s:.1f} s ({_speed(result, cfg)}); "
+            f"{_written(out, cfg, total)}"
         )
     return 0
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _speed(result, cfg) -> str:
+    """The run's speed: per walker, and summed over the walkers when there are several."""
+    unit = "time units/day" if cfg.is_toy else "ns/day"
+    if cfg.walkers == 1:
+        return f"{result.ns_per_day:.3g} {unit}"
+    total = result.ns_per_day * cfg.walkers
+    per = f"{result.ns_per_day:.3g} {unit} per walker"
+    return f"{per}, {total:.4g} {unit} summed over the {cfg.walkers} walkers"

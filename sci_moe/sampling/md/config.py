@@ -77,7 +77,8 @@ _KINDS = {
         "number",
     ),
     **dict.fromkeys(
-        ("steps", "walkers", "seed", "report_interval", "checkpoint_interval"), "integer"
+        ("steps", "walkers", "seed", "report_interval", "checkpoint_interval", "threads"),
+        "integer",
     ),
     **dict.fromkeys(
         (
@@ -106,6 +107,7 @@ _OPTIONAL = {
     "time_ns",
     "max_hours",
     "energy_jump_kj_mol",
+    "threads",
 }
 INTEGRATORS = ("langevin", "overdamped")
 TRAJECTORY_FORMATS = ("dcd", "xtc", "h5")
@@ -166,6 +168,9 @@ class MDConfig:
     device : str
         Torch device of the torch engine (``"cpu"``, ``"cuda"``, ``"cuda:1"``): positions,
         learned models and the random generator live there.
+    threads : int or None
+        CPU threads of torch (``None``: the command's default, 1 for ``sci-moe md run``;
+        ``0``: every core; see :func:`sci_moe._util.set_threads`). May change on resume.
     """
 
     system: str = "alanine-dipeptide"
@@ -192,6 +197,7 @@ class MDConfig:
     minimize: bool = True
     platform: str = "CPU"
     device: str = "cpu"
+    threads: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -234,6 +240,12 @@ class MDConfig:
             positive(name, allow_none=True)
         if self.steps is not None and self.time_ns is not None:
             raise ValueError("give either steps or time_ns, not both")
+        if self.threads is not None:
+            if self.threads < 0:
+                raise ValueError(
+                    f"threads must be an integer >= 0 (0 = every core), got {self.threads!r}"
+                )
+            self.threads = int(self.threads)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         for name, options in (

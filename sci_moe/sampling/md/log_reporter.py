@@ -18,15 +18,16 @@ class LogReporter(Reporter):
     """CSV log (OpenMM ``StateDataReporter`` columns), one row every ``interval`` steps.
 
     Columns: ``step``, ``time_ps``, ``potential_energy_kj_mol``, ``temperature_k``,
-    ``speed_ns_per_day``. With several walkers, energy and temperature are walker means.
-    Temperature is empty for overdamped dynamics (no velocities). Speed is simulated time
-    (per walker) per wall-clock day since the start of the current ``run`` call.
-    Every row is flushed.
+    ``speed_ns_per_day``, ``speed_ns_per_day_all_walkers``. With several walkers, energy and
+    temperature are walker means. Temperature is empty for overdamped dynamics (no
+    velocities). Speed is simulated time per wall-clock day since the start of the current
+    ``run`` call: of one walker, and summed over the walkers (the sampling rate). Appending
+    to a log of an older version (five columns) keeps its columns. Every row is flushed.
 
     With ``reduced=True`` (toy potentials in reduced units) no physical unit is claimed: the
     columns are ``step``, ``time``, ``potential_energy``, ``temperature`` (the kinetic
     temperature :math:`2K/n_\\mathrm{dof}` in energy units, comparable to ``kT``) and
-    ``speed_time_per_day`` (:data:`REDUCED_COLUMNS`).
+    ``speed_time_per_day``, ``speed_time_per_day_all_walkers`` (:data:`REDUCED_COLUMNS`).
 
     Parameters
     ----------
@@ -39,9 +40,23 @@ class LogReporter(Reporter):
     """
 
     include = frozenset({"energy", "temperature"})
-    COLUMNS = ("step", "time_ps", "potential_energy_kj_mol", "temperature_k", "speed_ns_per_day")
+    COLUMNS = (
+        "step",
+        "time_ps",
+        "potential_energy_kj_mol",
+        "temperature_k",
+        "speed_ns_per_day",
+        "speed_ns_per_day_all_walkers",
+    )
     #: Column names for toy systems in reduced units (same order and meaning as COLUMNS).
-    REDUCED_COLUMNS = ("step", "time", "potential_energy", "temperature", "speed_time_per_day")
+    REDUCED_COLUMNS = (
+        "step",
+        "time",
+        "potential_energy",
+        "temperature",
+        "speed_time_per_day",
+        "speed_time_per_day_all_walkers",
+    )
 
     def __init__(self, path, interval: int, *, reduced: bool = False):
         super().__init__(interval)
@@ -60,6 +75,9 @@ class LogReporter(Reporter):
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             append = self.path.exists() and self.path.stat().st_size > 0
+            if append:  # a log of an older version has no summed speed: keep its columns
+                with open(self.path, encoding="utf-8") as fh:
+                    self.columns = tuple(fh.readline().strip().split(","))
             self._fh = open(self.path, "a" if append else "w", encoding="utf-8")
             if not append:
                 self._fh.write(",".join(self.columns) + "\n")
@@ -72,6 +90,9 @@ class LogReporter(Reporter):
             temp = f"{t:.4f}"
         speed = simulation.speed_ns_per_day()
         speed_text = "" if speed is None else f"{speed:.4g}"
+        if len(self.columns) > 5:
+            walkers = getattr(simulation, "n_walkers", 1)
+            speed_text += "," if speed is None else f",{speed * walkers:.4g}"
         row = f"{snapshot.step},{snapshot.time_ps:.6f},{energy:.6f},{temp},{speed_text}\n"
         self._fh.write(row)
         self._fh.flush()

@@ -33,7 +33,8 @@ class CheckpointReporter(Reporter):
 
 
 class ProgressReporter(Reporter):
-    """A tqdm progress bar over ``total_steps`` with ETA and ns/day.
+    """A tqdm progress bar over ``total_steps`` with ETA and ns/day (per walker, and summed
+    over the walkers when there are several).
 
     Parameters
     ----------
@@ -86,7 +87,11 @@ class ProgressReporter(Reporter):
         speed_fn = getattr(simulation, "speed_ns_per_day", None)
         speed = None if speed_fn is None else speed_fn()
         if speed is not None:
-            self._bar.set_postfix_str(f"{speed:.3g} {self.speed_unit}", refresh=False)
+            text = f"{speed:.3g} {self.speed_unit}"
+            walkers = getattr(simulation, "n_walkers", 1)
+            if walkers > 1:  # per walker, and the sampling rate summed over the walkers
+                text += f"/walker, {speed * walkers:.4g} summed"
+            self._bar.set_postfix_str(text, refresh=False)
 
     def close(self) -> None:
         if self._bar is not None:

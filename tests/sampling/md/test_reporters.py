@@ -183,11 +183,28 @@ def test_log_columns_and_progress(tmp_path):
     sim.close()
     lines = (tmp_path / "log.csv").read_text().splitlines()
     assert len(lines) == 5
-    step, time_ps, energy, temp, speed = lines[-1].split(",")
+    assert lines[0].split(",") == list(LogReporter.COLUMNS)
+    step, time_ps, energy, temp, speed, speed_all = lines[-1].split(",")
     assert int(step) == 20 and float(time_ps) == pytest.approx(0.1)
     assert float(temp) > 0 and float(speed) > 0
+    # issue 40: the sampling rate summed over the 3 walkers next to the per-walker one
+    assert float(speed_all) == pytest.approx(3 * float(speed), rel=2e-3)
     e = sim.snapshot().potential_energy.mean()
     assert float(energy) == pytest.approx(e, rel=1e-6)
+
+
+def test_log_of_an_older_version_keeps_its_columns(tmp_path):
+    """Resuming into a five-column log (written before the summed speed existed) appends
+    five-column rows, so the file stays one table."""
+    old = ",".join(LogReporter.COLUMNS[:5])
+    (tmp_path / "log.csv").write_text(old + "\n1,0.002,1.0,300.0,5.0\n")
+    log = LogReporter(tmp_path / "log.csv", 5)
+    sim = _sim([log], walkers=2)
+    sim.run(10)
+    sim.close()
+    lines = (tmp_path / "log.csv").read_text().splitlines()
+    assert lines[0] == old and len(lines) == 4
+    assert {len(r.split(",")) for r in lines} == {5}
 
 
 def test_hdf5_needs_pytables(tmp_path):
