@@ -95,9 +95,9 @@ def test_full_disk_exits_3_and_keeps_the_checkpoint(tmp_path):
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "file-size limit" in proc.stderr
     assert "--resume" in proc.stderr
-    import torch
+    from sci_moe.sampling.md import load_checkpoint
 
-    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    ckpt = load_checkpoint(out / "checkpoint.pt")
     assert 0 < ckpt["step"] < 4000
     assert main(["md", "run", "--out", str(out), "--resume", "--no-progress"]) == 0
     assert len((out / "log.csv").read_text().splitlines()) == 4001  # header + every step

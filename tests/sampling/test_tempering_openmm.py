@@ -307,7 +307,7 @@ def test_checkpoint_of_other_config_or_system_is_refused(tmp_path):
         st.load_checkpoint(path)  # has already run
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip file")
-    with pytest.raises(ValueError, match="not a readable"):
+    with pytest.raises(ValueError, match="not readable"):
         build_harmonic(weights="sams").load_checkpoint(junk)
     with pytest.raises(ValueError, match="checkpoint_path"):
         build_harmonic(weights="sams").run(5, progress=False, checkpoint_interval=2)
