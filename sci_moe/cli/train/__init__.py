@@ -68,7 +68,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
             add_spice_parser(tsub)
             continue
-        p = tsub.add_parser(name, help=text, add_help=False)
+        # No prefix characters: every word after the method goes to its own parser, also
+        # a first one that starts with "--" (REMAINDER alone drops a leading option).
+        p = tsub.add_parser(name, help=text, add_help=False, prefix_chars="\0")
         p.add_argument("argv", nargs=argparse.REMAINDER)
         p.set_defaults(func=_dispatch(name, module))
     train.set_defaults(func=lambda args: (train.print_help(), 0)[1])
