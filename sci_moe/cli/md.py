@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 from .md_analyse import analyse
-from .md_build import build_simulation, dump_failure_state, write_topology
+from .md_build import build_simulation, check_memory, dump_failure_state, write_topology
 
 __all__ = ["EXIT_WRITE_FAILED", "add_parser", "analyse", "run"]
 
@@ -73,15 +73,14 @@ _RESUMABLE = {"steps", "time_ns", "max_hours", "platform", "device", "threads"}
 #: torch threads of an MD run unless --threads / the config key says otherwise: MD's small
 #: batched systems run fastest on one (and a second busy process does not slow it 10x).
 DEFAULT_THREADS = 1
-# Files `sci-moe md run` writes (removed by --overwrite; nothing else in --out is touched).
-_OUTPUTS = (
-    "config.yaml",
-    "topology.pdb",
-    "log.csv",
-    "checkpoint.pt",
-    "checkpoint_prev.pt",
-    "failure.json",
-    "failure_state.pt",
+# Files every `sci-moe md run` writes besides its trajectories, listed in OUT/manifest.json
+# before they are written; --overwrite removes what the manifest lists, nothing else.
+_OUTPUTS = ("config.yaml", "topology.pdb", "log.csv", "checkpoint.pt", "checkpoint_prev.pt")
+_FAILURE_OUTPUTS = ("failure.json", "failure_state.pt")
+# What a run of a version without a manifest wrote (its trajectories: from its config.yaml).
+_LEGACY_OUTPUTS = (
+    *_OUTPUTS,
+    *_FAILURE_OUTPUTS,
     "analysis.json",
     "ramachandran.png",
     "density.png",
@@ -221,7 +220,8 @@ def _resolve(args):
             raise ValueError("--resume and --overwrite exclude each other")
         if args.config:
             raise ValueError("--resume reads OUT/config.yaml; do not pass --config")
-        if not (out / "checkpoint.pt").is_file() or not (out / "config.yaml").is_file():
+        ckpts = [n for n in ("checkpoint.pt", "checkpoint_prev.pt") if (out / n).is_file()]
+        if not ckpts or not (out / "config.yaml").is_file():
             raise ValueError(
                 f"{out} holds no checkpoint.pt/config.yaml to resume from; " + _new_run_hint(out)
             )
@@ -294,12 +294,37 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         )
 
 
+def _trajectory_names(trajectory_format, walkers) -> list[str]:
+    from ..sampling.md.trajectory_formats import walker_paths
+
+    return [p.name for p in walker_paths(f"trajectory.{trajectory_format}", int(walkers))]
+
+
+def _legacy_outputs(out: Path) -> list[str]:
+    """The files a run without a manifest (an older version) wrote: fixed names, and the
+    trajectories its ``config.yaml`` implies (never a glob: a user's file stays)."""
+    names = list(_LEGACY_OUTPUTS)
+    try:
+        import yaml
+
+        saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+        names += _trajectory_names(saved["trajectory_format"], saved["walkers"])
+    except Exception:  # no (readable) config.yaml: no trajectory of a run to remove
+        pass
+    return names
+
+
 def _clear_outputs(out: Path) -> None:
-    for name in _OUTPUTS:
-        (out / name).unlink(missing_ok=True)
-    for p in out.glob("trajectory*"):
-        if p.is_file():
-            p.unlink()
+    """Remove what the previous run's manifest lists (only that; see ``manifest.py``)."""
+    from ..sampling.md.manifest import remove_outputs
+
+    try:
+        remove_outputs(out, fallback=_legacy_outputs(out))
+    except ValueError as err:
+        raise ValueError(
+            f"--overwrite: {err}; cannot tell which files of {out} a run wrote, so none was "
+            "removed: remove them yourself or choose another --out"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -330,6 +355,7 @@ def _run_threaded(args, cfg, notes, history, out: Path) -> int:
     if cfg.device != "cpu" and not torch.cuda.is_available():
         raise ValueError(f"--device {cfg.device}: CUDA is not available; use --device cpu")
     system, engine = build_md_system(cfg)  # all input errors surface before any write
+    check_memory(cfg, system, engine)  # --walkers beyond the memory: refused, not allocated
     # One writer per --out (who holds it is in the message); dropped when this process ends.
     lock = lock_directory(
         out, command=f"sci-moe md run --out {out}" + (" --resume" if args.resume else "")
@@ -374,7 +400,8 @@ def _write_failed(err: OSError, out: Path, sim) -> int:
 
 def _written(out: Path, cfg, total_steps: int) -> str:
     """What the finished run left in ``out``, for the closing line."""
-    frames = sorted(p.name for p in out.glob(f"trajectory*.{cfg.trajectory_format}"))
+    names = _trajectory_names(cfg.trajectory_format, cfg.walkers)
+    frames = [n for n in names if (out / n).is_file()]
     names = ([frames[0]] if len(frames) == 1 else [f"{len(frames)} trajectory files"]) * bool(
         frames
     )
@@ -389,12 +416,18 @@ def _written(out: Path, cfg, total_steps: int) -> str:
 
 
 def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
-    from ..sampling.md import SimulationFailure, load_checkpoint, write_config
+    from .._util import remove_stale_temps
+    from ..sampling.md import SimulationFailure, write_config
+    from ..sampling.md.checkpoint import load_latest_checkpoint
+    from ..sampling.md.manifest import record_outputs
 
     total = cfg.n_steps
     state = None
     if args.resume:  # check the checkpoint before any file is touched
-        state = load_checkpoint(out / "checkpoint.pt")
+        # Checksum verified; a damaged or missing checkpoint.pt falls back to checkpoint_prev.pt.
+        state, used, note = load_latest_checkpoint(out / "checkpoint.pt")
+        if note:
+            print(f"sci-moe md run: warning: {note}", file=sys.stderr)
         saved = state.get("metadata", {}).get("config", {})
         mismatch = [
             k
@@ -405,18 +438,35 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
             raise ValueError(
                 f"OUT/config.yaml and the checkpoint disagree on {', '.join(mismatch)}"
             )
+        done = int(state.get("step", 0))
+        if done > total:
+            asked = f"--time-ns {cfg.time_ns:g}" if cfg.time_ns is not None else f"--steps {total}"
+            raise ValueError(
+                f"{used.name} is at step {done}, past the end of the run that {asked} asks for "
+                f"(step {total}): a resume cannot go back (nothing was changed); pass --steps "
+                f"{done} or more, or start a new run in another --out"
+            )
     if args.overwrite and out.is_dir():
         _clear_outputs(out)
     out.mkdir(parents=True, exist_ok=True)
     sim = build_simulation(cfg, system, engine, out, total, progress=not args.no_progress)
+    outputs = [*_OUTPUTS, *_trajectory_names(cfg.trajectory_format, cfg.walkers)]
     try:
         if state is not None:
             # Verifies every output (size, CRC-32 up to the checkpoint) before truncating any.
             sim.load_checkpoint(state)
-            print(f"resuming {out} from step {sim.current_step} of {total}")
+            # Listed before anything is written (runs of older versions get their manifest).
+            record_outputs(out, outputs)
+            for name in (*outputs, "manifest.json"):  # left by a kill mid-write
+                remove_stale_temps(out / name)
+            print(
+                f"resuming {out} from step {sim.current_step} of {total}"
+                + (f" ({used.name})" if note else "")
+            )
             if history and args.change_timestep:
                 history[-1]["step"] = sim.current_step
         else:
+            record_outputs(out, outputs)  # before the first output is written
             write_topology(system, out / "topology.pdb")
         extra = {
             "engine": engine,
@@ -484,6 +534,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
             "message": str(err),
         }
         try:
+            record_outputs(out, _FAILURE_OUTPUTS)
             (out / "failure.json").write_text(json.dumps(report, indent=2) + "\n")
             dump_failure_state(sim, out / "failure_state.pt")
         except OSError:

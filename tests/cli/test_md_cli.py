@@ -34,6 +34,7 @@ def test_toy_run_writes_outputs_and_analyses(tmp_path, capsys):
         "checkpoint.pt",
         "config.yaml",
         "log.csv",
+        "manifest.json",
         "topology.pdb",
         "trajectory_w000.dcd",
         "trajectory_w001.dcd",
@@ -454,7 +455,7 @@ def test_analyse_names_reference_and_warns_on_force_field_mismatch(tmp_path, cap
     assert "sci-moe md analyse: warning:" in cap.err
     assert "amber14 + obc2, 300 K" in cap.err and "amber99sbildn + obc, 300 K" in cap.err
     res = json.loads((out / "analysis.json").read_text())
-    assert len(res["warnings"]) == 1 and res["units"]["pmf_error"] == "(kT)^2"
+    assert len(res["warnings"]) == 2 and res["units"]["pmf_error"] == "(kT)^2"  # + few frames
     assert res["reference_conditions"]["forcefield"] == "amber99sbildn"
     assert "mean_potential_energy_kj_mol" in res
 
@@ -462,9 +463,9 @@ def test_analyse_names_reference_and_warns_on_force_field_mismatch(tmp_path, cap
 def test_analyse_no_warning_when_reference_matches(tmp_path, capsys):
     out = tmp_path / "md_out"
     code, cap = _run(
-        ["run", "--steps", "20", "--report-interval", "10", "--no-progress", "--out", str(out)],
+        ["run", "--steps", "100", "--report-interval", "1", "--no-progress", "--out", str(out)],
         capsys,
-    )
+    )  # 100 frames: no warning about too few frames either
     assert code == 0, cap.err
     code, cap = _run(["analyse", str(out), "--bins", "16"], capsys)
     assert code == 0, cap.err

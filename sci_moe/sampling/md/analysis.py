@@ -36,9 +36,12 @@ from .histograms import (
     pmf_error,
 )
 from .log_reporter import LogReporter
+from .manifest import MANIFEST_NAME, record_outputs
 from .reference import reference_histogram, shipped_reference
+from .trajectory_formats import read_trajectory, walker_paths
 
 __all__ = [
+    "MIN_FRAMES",
     "alanine_phi_psi",
     "analyse_run",
     "angle_histogram",
@@ -53,6 +56,11 @@ __all__ = [
     "reference_histogram",
     "shipped_reference",
 ]
+
+
+#: Fewer frames than this after the burn-in: ``analyse_run`` warns that the histograms,
+#: the JS divergence and the PMF error are noise-dominated.
+MIN_FRAMES = 100
 
 
 def read_log(path) -> dict[str, np.ndarray]:
@@ -96,22 +104,31 @@ def _quiet_c_stdout():
 
 
 def _load_xyz(path: Path, top: Path) -> np.ndarray:
-    import mdtraj
-
     with _quiet_c_stdout():
-        return mdtraj.load(str(path), top=str(top)).xyz
+        return read_trajectory(path, top).xyz  # also from non-ASCII paths
+
+
+def _trajectory_files(run_dir: Path) -> list[Path]:
+    """The run's trajectory files: the names its ``config.yaml`` implies (a user's
+    ``trajectory_mine.dcd`` in the folder is not read); a glob without a config."""
+    try:
+        cfg = _load_config(run_dir)
+        names = walker_paths(run_dir / f"trajectory.{cfg['trajectory_format']}", cfg["walkers"])
+    except (ValueError, KeyError, TypeError):
+        return sorted(p for ext in ("dcd", "xtc", "h5") for p in run_dir.glob(f"trajectory*.{ext}"))
+    return [p for p in names if p.is_file()]
 
 
 def load_run_positions(run_dir, walkers: bool = True) -> np.ndarray:
-    """All trajectory frames of a run folder, shape (F, N, 3) in nm (walkers concatenated)."""
+    """All trajectory frames of a run folder, shape (F, N, 3) in nm (walkers concatenated).
+
+    The files are those the run's ``config.yaml`` names (``trajectory.<format>``, or
+    ``trajectory_w000.<format>``, ... for several walkers); ``walkers=False`` keeps a
+    single-walker file only.
+    """
     run_dir = Path(run_dir)
     top = run_dir / "topology.pdb"
-    files = sorted(
-        p
-        for ext in ("dcd", "xtc", "h5")
-        for p in run_dir.glob(f"trajectory*.{ext}")
-        if walkers or "_w" not in p.stem
-    )
+    files = [p for p in _trajectory_files(run_dir) if walkers or "_w" not in p.stem]
     if not files or not top.is_file():
         raise ValueError(f"{run_dir} holds no trajectory*.dcd/xtc/h5 with topology.pdb")
     return np.concatenate([_load_xyz(f, top) for f in files]).astype(np.float64)
@@ -208,24 +225,40 @@ def analyse_run(
     bins : int
         Bins per axis.
     burn_in_ps : float
-        Frames before this time are dropped.
+        Frames before this time are dropped (>= 0).
     out_dir : str or Path, optional
-        Where to write (default ``run_dir``).
+        Where to write (default ``run_dir``). In a run folder with a manifest, the files
+        written are added to it (``md run --overwrite`` removes them).
 
     Returns
     -------
     dict
         ``frames``, ``js_divergence`` (nats, or ``None`` without a reference),
-        ``pmf_error``, ``reference``, file names of the plots, energy/temperature means.
+        ``pmf_error``, ``reference``, file names of the plots, energy/temperature means,
+        ``few_frames`` (fewer than :data:`MIN_FRAMES` frames after the burn-in) and
+        ``warnings`` (each also issued as a ``UserWarning``).
+
+    Raises
+    ------
+    ValueError
+        A folder that is not a run, ``bins`` < 2, a negative ``burn_in_ps`` or no frame
+        left after it.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir} is not a folder")
     if int(bins) != bins or bins < 2:
         raise ValueError(f"bins must be an integer >= 2, got {bins}")
+    if not math.isfinite(burn_in_ps) or burn_in_ps < 0:
+        raise ValueError(f"burn_in_ps (--burn-in-ps) must be >= 0 ps, got {burn_in_ps:g}")
     cfg = _load_config(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+
+    def own(name: str) -> None:  # a run folder lists what is written in it (--overwrite)
+        if (out_dir / MANIFEST_NAME).is_file():
+            record_outputs(out_dir, [name])
+
     result: dict[str, Any] = {"run": str(run_dir), "system": cfg.get("system"), "bins": bins}
     toy = cfg.get("system") in TOY_SYSTEMS
     # Toy systems are in reduced units: no kJ/mol or K in their keys, labels or messages.
@@ -244,6 +277,7 @@ def analyse_run(
     if log_path.is_file():
         log = read_log(log_path)
         if len(log["step"]):
+            own("traces.png")
             _plot_traces(log, out_dir / "traces.png", reduced=toy)
             result["traces_png"] = "traces.png"
             result[energy_key] = float(np.mean(log["potential_energy_kj_mol"]))
@@ -253,7 +287,7 @@ def analyse_run(
     dt_ps = float(cfg["timestep_fs"]) * 1e-3
     interval = int(cfg["report_interval"])
     x = load_run_positions(run_dir)
-    walkers = max(1, len(list(run_dir.glob("trajectory_w*"))))
+    walkers = max(1, len([p for p in _trajectory_files(run_dir) if "_w" in p.stem]))
     per_walker = len(x) // walkers
     # Frame k (k = 1, 2, ...) is at time k * interval * dt: drop those before burn_in_ps.
     skip = min(per_walker, max(0, math.ceil(burn_in_ps / (dt_ps * interval) - 1e-9) - 1))
@@ -264,6 +298,15 @@ def analyse_run(
     if len(x) == 0:
         raise ValueError(f"no frames left after a burn-in of {burn_in_ps} ps")
     result["frames"] = len(x)
+    result["few_frames"] = len(x) < MIN_FRAMES
+    if result["few_frames"]:
+        msg = (
+            f"only {len(x)} frames after a burn-in of {burn_in_ps:g} ps (fewer than "
+            f"{MIN_FRAMES}): the histograms, JS divergence and PMF error are dominated by "
+            "noise; run longer or report more often (--report-interval)"
+        )
+        result["warnings"].append(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
     result["js_divergence"] = result["pmf_error"] = result["reference"] = None
     if toy:
         kT = float(cfg.get("kt") or (23.0 if cfg["system"] == "muller-brown" else 1.0))
@@ -302,8 +345,10 @@ def analyse_run(
     if p_ref is not None:
         result["js_divergence"] = js_divergence(p_ref, p)
         result["pmf_error"] = pmf_error(p_ref, p)
+    own(png)
     _plot_surface(p, edges, out_dir / png, labels, title, ref=p_ref)
     result["free_energy_png"] = png
+    own("analysis.json")
     atomic_write_text(out_dir / "analysis.json", json.dumps(result, indent=2) + "\n")
     return result
 

@@ -11,7 +11,9 @@ checkpoints record a CRC-32 of the file, verified on resume.
 
 from __future__ import annotations
 
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ import numpy as np
 __all__ = [
     "TrajectoryWriter",
     "dummy_topology",
+    "read_trajectory",
     "register_trajectory_writer",
     "trajectory_writer",
     "trajectory_writers",
@@ -76,6 +79,56 @@ def dummy_topology(n_particles: int):
         res = top.addResidue("UNK", chain)
         top.addAtom(f"X{i}", None, res)
     return top
+
+
+def read_trajectory(path: str | Path, topology: str | Path):
+    """Read a trajectory file with mdtraj, from any path.
+
+    mdtraj's DCD and XTC readers encode the file name as ASCII and fail on any other
+    character ("'ascii' codec can't encode"), although the writers here handle any path.
+    A non-ASCII path is read through symbolic links (copies where links are not supported)
+    in an ASCII temporary folder.
+
+    Parameters
+    ----------
+    path : str or Path
+        The trajectory (``.dcd``, ``.xtc``, ``.h5``, ... anything ``mdtraj.load`` reads).
+    topology : str or Path
+        Its topology (PDB).
+
+    Returns
+    -------
+    mdtraj.Trajectory
+
+    Raises
+    ------
+    ValueError
+        If a non-ASCII path does not exist, or the temporary folder is not ASCII either
+        (set ``TMPDIR``).
+    """
+    import mdtraj
+
+    paths = [Path(path), Path(topology)]
+    if all(str(p).isascii() for p in paths):
+        return mdtraj.load(str(paths[0]), top=str(paths[1]))
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"no file {missing[0]}")
+    with tempfile.TemporaryDirectory(prefix="sci-moe-read-") as tmp:
+        if not tmp.isascii():
+            raise ValueError(
+                f"cannot read {path}: mdtraj reads ASCII paths only, and the temporary folder "
+                f"{tmp} is not ASCII either; set TMPDIR to an ASCII folder"
+            )
+        links = []
+        for i, p in enumerate(paths):
+            link = Path(tmp) / f"file{i}{p.suffix if p.suffix.isascii() else ''}"
+            try:
+                link.symlink_to(p.resolve())
+            except OSError:  # pragma: no cover - file systems without symbolic links
+                shutil.copyfile(p, link)
+            links.append(link)
+        return mdtraj.load(str(links[0]), top=str(links[1]))
 
 
 def walker_paths(path: str | Path, n_walkers: int) -> list[Path]:
