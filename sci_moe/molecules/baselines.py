@@ -29,6 +29,7 @@ from torch import nn
 
 from .backbone import scatter_sum
 from .ensemble import EnsembleEncoder, EnsembleEncoderConfig, scatter_mean
+from .features import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
 from .graph import EnsembleBatch, radius_graph_per_conformer
 from .model import AtomEmbedding, EnsembleRegressor, SPiCE, SPiCEConfig
 from .set_readouts import SET_READOUTS, SetReadout
@@ -67,6 +68,7 @@ class BaselineConfig:
     Parameters
     ----------
     n_targets, atom_dim, bond_dim, hidden, num_layers, num_rbf : int
+        As in :class:`SPiCEConfig` (default widths: the shipped featuriser's).
     cutoff_nm : float
     max_neighbors : int, optional
     num_atom_types : int
@@ -85,8 +87,8 @@ class BaselineConfig:
     """
 
     n_targets: int = 1
-    atom_dim: int = 0
-    bond_dim: int = 0
+    atom_dim: int = ATOM_FEATURE_DIM
+    bond_dim: int = BOND_FEATURE_DIM
     hidden: int = 64
     num_layers: int = 3
     num_rbf: int = 20

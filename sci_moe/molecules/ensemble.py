@@ -161,7 +161,7 @@ class CrossConformerIntegration(nn.Module):
         src, dst = bond_index
         msg = m[src]
         if self.bond is not None and bond_attr is not None:
-            msg = msg + self.bond(bond_attr)
+            msg = msg + self.bond(bond_attr.to(msg.dtype))
         agg = scatter_sum(torch.nn.functional.silu(msg), dst, A)
         t = self.norm_t(t + self.gine((1 + self.eps) * m + agg))
 

@@ -60,8 +60,9 @@ class EnsembleGraph:
         Bonds in both directions (local atom indices).
     bond_attr : Tensor, shape (B, Fb), float
         Bond features.
-    pos : Tensor, shape (C, N, 3), float
-        Conformer positions in nm, atom order as ``z``.
+    pos : Tensor, shape (C, N, 3), float64
+        Conformer positions in nm, atom order as ``z``; always float64 (the precision of
+        the source coordinates), the models cast them to their own dtype.
     conf_energy : Tensor, shape (C,), float
         Conformer energies in kJ/mol relative to the lowest one.
     conf_weight : Tensor, shape (C,), float
@@ -93,7 +94,9 @@ class EnsembleGraph:
         self.atom_attr = _as_tensor(self.atom_attr, fdt)
         self.bond_index = _as_tensor(self.bond_index, torch.long).reshape(2, -1)
         self.bond_attr = _as_tensor(self.bond_attr, fdt)
-        self.pos = _as_tensor(self.pos, fdt)
+        # float64 whatever the default dtype: a float64 model must see the positions at
+        # full precision (rounded to float32 they keep rotation invariance only to 1e-7)
+        self.pos = _as_tensor(self.pos, torch.float64)
         self.conf_energy = _as_tensor(self.conf_energy, fdt).reshape(-1)
         self.conf_weight = _as_tensor(self.conf_weight, fdt).reshape(-1)
         self.y = _as_tensor(self.y, fdt).reshape(-1)

@@ -32,6 +32,7 @@ from torch import nn
 from ..moe import copy_expert
 from .backbone import scatter_sum
 from .ensemble import EnsembleEncoder, EnsembleEncoderConfig, scatter_mean
+from .features import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
 from .geometric_moe import GeometricMoE, GeometricMoEConfig, GeometricMoEInfo
 from .graph import EnsembleBatch, radius_graph_per_conformer
 
@@ -172,9 +173,13 @@ class SPiCEConfig:
     n_targets : int
         Molecular targets ``T``.
     atom_dim, bond_dim : int
-        Widths ``Fa``, ``Fb`` of ``batch.atom_attr`` and ``batch.bond_attr`` (0 to ignore
-        them; :data:`~sci_moe.molecules.features.ATOM_FEATURE_DIM` and
-        :data:`~sci_moe.molecules.features.BOND_FEATURE_DIM` for the shipped featuriser).
+        Widths ``Fa``, ``Fb`` of ``batch.atom_attr`` and ``batch.bond_attr``; the defaults
+        are those of the shipped featuriser
+        (:data:`~sci_moe.molecules.features.ATOM_FEATURE_DIM`,
+        :data:`~sci_moe.molecules.features.BOND_FEATURE_DIM`). 0 ignores them, and then
+        the model cannot tell the two enantiomers of a molecule apart: its geometry is
+        invariant to reflections, so chirality reaches it only through the atom features
+        (the CIP label, ``chirality=R``/``S``).
     hidden : int
         Channels ``F`` (SPiCE: 128).
     num_layers : int
@@ -212,8 +217,8 @@ class SPiCEConfig:
     """
 
     n_targets: int = 1
-    atom_dim: int = 0
-    bond_dim: int = 0
+    atom_dim: int = ATOM_FEATURE_DIM
+    bond_dim: int = BOND_FEATURE_DIM
     hidden: int = 64
     num_layers: int = 3
     num_rbf: int = 20
@@ -393,17 +398,24 @@ class SPiCE(EnsembleRegressor):
         return list(self.encoder.moes)
 
     def edge_index(self, batch: EnsembleBatch) -> torch.Tensor:
-        """Radius graph of every conformer, shape ``(2, E)``."""
-        return radius_graph_per_conformer(
-            batch.pos, batch.point_to_conf, self.config.cutoff_nm, self.config.max_neighbors
-        )
+        """Radius graph of every conformer, shape ``(2, E)`` (positions in the model's dtype)."""
+        return self._edges(batch.pos.to(self.embedding.emb.weight.dtype), batch)
+
+    def _edges(self, pos: torch.Tensor, batch: EnsembleBatch) -> torch.Tensor:
+        c = self.config
+        return radius_graph_per_conformer(pos, batch.point_to_conf, c.cutoff_nm, c.max_neighbors)
 
     def encode(self, batch: EnsembleBatch):
-        """``(h (P, F), V (P, 3, F), t (A, F), moe infos)`` after the encoder."""
+        """``(h (P, F), V (P, 3, F), t (A, F), moe infos)`` after the encoder.
+
+        Positions are cast to the model's dtype (graphs keep them in float64), so a float64
+        model is invariant to rotations to float64 precision whatever the default dtype was
+        when the graphs were built.
+        """
         t = self.embedding(batch)
         h = t[batch.point_to_atom]
         pos = batch.pos.to(h.dtype)
-        return self.encoder(h, t, pos, self.edge_index(batch), batch)
+        return self.encoder(h, t, pos, self._edges(pos, batch), batch)
 
     def forward_norm(self, batch: EnsembleBatch):
         h, v, _, infos = self.encode(batch)

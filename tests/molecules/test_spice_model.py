@@ -221,3 +221,60 @@ def test_errors():
     b.z[0] = 500
     with pytest.raises(ValueError, match="num_atom_types"):
         model(b)
+
+
+def _alanine_and_mirror_image():
+    """(S)-alanine with two conformers and its exact mirror image, (R)-alanine."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    mol = Chem.AddHs(Chem.MolFromSmiles("N[C@@H](C)C(=O)O"))
+    AllChem.EmbedMultipleConfs(mol, 2, randomSeed=3, useRandomCoords=True)
+    mirror = Chem.Mol(mol)
+    for conf in mirror.GetConformers():
+        for i, (x, y, z) in enumerate(conf.GetPositions()):
+            conf.SetAtomPosition(i, (-x, y, z))
+    Chem.AssignStereochemistryFrom3D(mirror)
+    return mol, mirror
+
+
+def test_default_config_tells_enantiomers_apart():
+    # the geometry is invariant to reflections: only the atom features (CIP label) see
+    # chirality, and the default config used to ignore them (atom_dim=0)
+    mol, mirror = _alanine_and_mirror_image()
+    s, r = EnsembleGraph.from_rdkit(mol), EnsembleGraph.from_rdkit(mirror)
+    assert not torch.equal(s.atom_attr, r.atom_attr)  # chirality=S vs chirality=R
+    batch = collate_ensembles([s, r])
+    with torch.no_grad():
+        torch.manual_seed(0)
+        pred = SPiCE(SPiCEConfig()).eval()(batch).pred
+        # the control: without atom features the two predictions are the same
+        torch.manual_seed(0)
+        blind = SPiCE(SPiCEConfig(atom_dim=0)).eval()(batch).pred
+    assert abs(float(pred[0, 0] - pred[1, 0])) > 1e-4
+    assert abs(float(blind[0, 0] - blind[1, 0])) < 1e-5
+
+
+def test_float64_model_is_rotation_invariant_with_graphs_built_in_float32():
+    import numpy as np
+    from rdkit import Chem
+
+    mol, _ = _alanine_and_mirror_image()
+    q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))
+    rotated = Chem.Mol(mol)
+    for conf in rotated.GetConformers():
+        for i, p in enumerate(conf.GetPositions() @ q.T):
+            conf.SetAtomPosition(i, p.tolist())
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        graphs = [EnsembleGraph.from_rdkit(m) for m in (mol, rotated)]
+    finally:
+        torch.set_default_dtype(old)
+    assert graphs[0].pos.dtype == torch.float64  # positions keep their precision
+    torch.manual_seed(0)
+    model = SPiCE(SPiCEConfig(hidden=16, num_layers=2, num_experts=4)).double().eval()
+    with torch.no_grad():
+        a, b = (model(collate_ensembles([g])).pred for g in graphs)
+    assert a.dtype == torch.float64
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
