@@ -276,11 +276,17 @@ class Trainer:
             params = [p for p in self.model.parameters() if p.requires_grad]
             if not params:
                 raise ValueError("the model has no trainable parameters")
-            groups = [
-                {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-                {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-            ]
-            groups = [g for g in groups if g["params"]]
+            if cfg.weight_decay:
+                groups = [
+                    {
+                        "params": [p for p in params if p.dim() >= 2],
+                        "weight_decay": cfg.weight_decay,
+                    },
+                    {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+                ]
+                groups = [g for g in groups if g["params"]]
+            else:  # one group: one optimiser kernel pass per step instead of two
+                groups = [{"params": params, "weight_decay": 0.0}]
         else:
             groups = [dict(g) for g in groups]
         for g in groups:
@@ -511,6 +517,7 @@ class Trainer:
         acc_n = 0
         last_ckpt = time.perf_counter()
         ran = 0
+        trained = [p for g in self.optimizer.param_groups for p in g["params"]]
         try:
             if self.step >= cfg.steps or (cfg.patience and self.bad_evals >= cfg.patience):
                 reason = "completed" if self.step >= cfg.steps else "early_stop"
@@ -538,12 +545,9 @@ class Trainer:
                 if ctx.enabled:
                     self.grad_sync(self.model.parameters(), batch.size, ctx)
                 if cfg.grad_clip is not None:
-                    norm = torch.nn.utils.clip_grad_norm_(
-                        [p for g in self.optimizer.param_groups for p in g["params"]],
-                        cfg.grad_clip,
-                    )
-                    if not torch.isfinite(norm):
-                        raise TrainingDiverged(self._diverged("gradient norm", float(norm)))
+                    norm = float(torch.nn.utils.clip_grad_norm_(trained, cfg.grad_clip))
+                    if not math.isfinite(norm):
+                        raise TrainingDiverged(self._diverged("gradient norm", norm))
                 self.optimizer.step()
                 self.step += 1
                 ran += 1
