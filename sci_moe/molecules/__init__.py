@@ -36,7 +36,6 @@ from .baselines import (
     build_model,
     pick_conformer,
 )
-from .distributed import DistributedContext, init_distributed
 from .ensemble import (
     CrossConformerIntegration,
     EnsembleEncoder,
@@ -151,7 +150,6 @@ __all__ = [
     "ConformerConfig",
     "ConformerEnsemble",
     "CrossConformerIntegration",
-    "DistributedContext",
     "EnsembleBatch",
     "EnsembleDataset",
     "EnsembleEncoder",
@@ -188,7 +186,6 @@ __all__ = [
     "evaluate",
     "fit",
     "generate_ensembles",
-    "init_distributed",
     "load_checkpoint",
     "load_model",
     "moe_load",

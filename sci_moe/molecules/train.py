@@ -1,12 +1,12 @@
-"""Training API for SPiCE and its baselines: splits, schedule, checkpoints, early stopping.
+"""Training API for SPiCE and its baselines: splits, early stopping, test MAE at best validation.
 
 :func:`fit` trains any :class:`~sci_moe.molecules.model.EnsembleRegressor` on lists of
 :class:`~sci_moe.molecules.graph.EnsembleGraph` with the MARCEL protocol: a
 molecule-level 70/10/20 split (:func:`split_indices`), early stopping on the validation
-MAE, and the test MAE of the weights with the best validation MAE. Checkpoints are
-written atomically (temporary file + ``os.replace``) and hold everything that changes
-during training (weights, optimiser, data-order generator, global RNG, best weights,
-history), so a run that is stopped and resumed ends with bit-identical weights.
+MAE, and the test MAE of the weights with the best validation MAE. The loop is the
+training engine's (:class:`sci_moe.train.Trainer`): verified atomic checkpoints with
+exact resume, a wall-time budget, the thread count and data parallelism under
+``torchrun``.
 
 Pitfalls of the public SPiCE code avoided here (``papers/molecules.md`` §2): the LR
 schedule is a function of the optimiser step that is *applied* every step (the public
@@ -18,17 +18,22 @@ optimiser keeps training them; router noise is off in evaluation.
 from __future__ import annotations
 
 import json
-import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .._util import atomic_save_json, atomic_torch_save, atomic_write_bytes, progress_bar
-from .distributed import all_reduce_sum, current_context, local_order, wrap_loss
+from .._util import atomic_save_json, atomic_write_bytes, load_verified
+from ..train import (
+    CHECKPOINT_NAME,
+    ShuffledBatches,
+    StepInfo,
+    Trainer,
+    all_reduce_sum,
+    current_context,
+)
 from .graph import EnsembleGraph, collate_ensembles
 from .model import EnsembleRegressor
 from .train_config import TrainConfig
@@ -45,7 +50,6 @@ __all__ = [
     "split_indices",
 ]
 
-CHECKPOINT_NAME = "checkpoint.pt"
 RESULTS_NAME = "results.json"
 
 
@@ -146,13 +150,20 @@ def evaluate(
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Load a checkpoint of :func:`fit` (``weights_only=True``, CPU tensors).
+    """Load a checkpoint of :func:`fit` after checking its checksum (CPU tensors).
 
-    Keys: ``model``, ``optimizer``, ``best_model`` (state dicts), ``epoch``, ``step``,
-    ``best_epoch``, ``best_val``, ``bad_epochs``, ``rng``, ``data_rng`` (generator
-    states), ``history``, ``model_config``, ``train_config`` (dicts), ``train_time_s``.
+    It is the engine's (:class:`sci_moe.train.Trainer`): ``step``, ``model`` and
+    ``optimizer`` (state dicts), ``best`` (``metric``, ``step``, ``bad_evals``, ``state``:
+    the best weights), ``evals`` (one row per epoch), ``rng``, ``config`` (the resolved
+    :class:`TrainConfig`), ``meta`` (``model`` config, ``n_train``, ``targets``),
+    ``stateful`` and ``train_time_s``.
+
+    Raises
+    ------
+    sci_moe._util.CheckpointError
+        A missing, damaged or unreadable file (a ``ValueError``).
     """
-    return torch.load(Path(path), map_location="cpu", weights_only=True)
+    return load_verified(path, what="SPiCE training checkpoint")
 
 
 def save_model(model: EnsembleRegressor, path: str | Path, **metadata: str) -> None:
@@ -210,22 +221,6 @@ def _config_dict(model) -> dict:
     return {"class": type(model).__name__, **d}
 
 
-def _optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": rest, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.lr)
-
-
-@torch.no_grad()
-def _upcycle(model, optimizer: torch.optim.Optimizer) -> None:
-    """Copy expert 0 into every expert, and its AdamW moments too."""
-    model.upcycle_(optimizer)
-
-
 def _target_names(names, n_targets):
     if names is None:
         return [f"target_{i}" for i in range(n_targets)]
@@ -233,6 +228,28 @@ def _target_names(names, n_targets):
     if len(names) != n_targets:
         raise ValueError(f"target_names has {len(names)} names for {n_targets} targets")
     return names
+
+
+class _EpochStats:
+    """Training loss and auxiliary loss summed over the current epoch (checkpointed).
+
+    ``loss_sum``/``n`` are over the global batches (the engine's loss is already the mean
+    over every process); ``aux_sum``/``aux_n`` over this process's share, summed over the
+    processes when the epoch ends.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss_sum, self.n, self.aux_sum, self.aux_n, self.lr = 0.0, 0, 0.0, 0, 0.0
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("loss_sum", "n", "aux_sum", "aux_n", "lr")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
 
 
 def fit(
@@ -244,53 +261,60 @@ def fit(
     out_dir: str | Path | None = None,
     resume: bool = False,
     target_names: Sequence[str] | None = None,
-    callback: Callable[[int, EnsembleRegressor, dict], None] | None = None,
     stop_after: int | None = None,
 ) -> dict:
-    """Train ``model`` with early stopping on the validation MAE.
+    """Train ``model`` on the engine with early stopping on the validation MAE.
+
+    The run is :class:`sci_moe.train.Trainer`'s: ``config.epochs`` passes over
+    ``train`` in mini-batches reshuffled every epoch
+    (:class:`~sci_moe.train.ShuffledBatches`), one evaluation of the validation set per
+    epoch, the weights of the best validation score kept, and the engine's checkpoints,
+    budget (``max_hours``), threads and data parallelism.
 
     Parameters
     ----------
     model : EnsembleRegressor
         SPiCE or a baseline (:func:`~sci_moe.molecules.baselines.build_model`). Its
-        target normalisation is fitted on ``train`` (unless resuming).
+        target normalisation is fitted on ``train`` (a resumed run loads it).
     train, val : sequence of EnsembleGraph
         Training and validation molecules (targets in ``y``).
     test : sequence of EnsembleGraph, optional
         Evaluated once, with the best-validation weights.
     config : TrainConfig
     out_dir : path, optional
-        Where ``checkpoint.pt`` and ``results.json`` are written.
+        Where the engine's ``checkpoint.pt`` (written every epoch) and ``metrics.jsonl``
+        go, and ``results.json``.
     resume : bool
-        Continue from ``out_dir/checkpoint.pt`` when it exists (bit-identical to an
-        uninterrupted run on the same machine and thread count).
+        Continue from ``out_dir/checkpoint.pt`` (or ``checkpoint_prev.pt`` when that is
+        damaged) when it exists: bit-identical to an uninterrupted run on the same machine
+        and thread count.
     target_names : sequence of str, optional
         Names of the targets in the results.
-    callback : callable, optional
-        ``callback(epoch, model, history)`` after every epoch.
     stop_after : int, optional
         Return after this many epochs of *this call* (a deliberate interruption, e.g.
         to test resuming); the results then describe the state so far.
 
     Notes
     -----
-    Under ``torchrun`` (a process group started by
-    :func:`~sci_moe.molecules.distributed.init_distributed`) the model is wrapped in
-    DistributedDataParallel, every global batch of ``config.batch_size`` molecules is
-    split over the ranks (:func:`~sci_moe.molecules.distributed.local_order`), and only
-    rank 0 writes the checkpoint and the results; every rank evaluates the full
-    validation and test sets (same numbers on every rank).
+    Model selection uses the mean over targets of the validation MAE divided by the
+    training standard deviation of the target (``val_score``). Upcycling
+    (``upcycle_epochs``) is a hook after the last dense step. Under ``torchrun``
+    (:func:`sci_moe.train.init_distributed`) each global batch of ``batch_size``
+    molecules is split over the processes, the gradients are averaged by the engine,
+    every rank evaluates the full validation and test sets, and only rank 0 writes.
 
     Returns
     -------
     dict
-        JSON-serialisable: ``model`` (class and config), ``train_config``,
-        ``n_params``, ``epochs_run``, ``best_epoch``, ``stopped_early``,
-        ``val_mae`` and ``test_mae`` (dicts target -> MAE at the best epoch; test
-        ``None`` without ``test``), ``train_time_s`` (optimisation wall time, evaluation
+        JSON-serialisable: ``model`` (class and config), ``train_config`` (the resolved
+        engine config), ``n_params``, ``n_train``/``n_val``/``n_test``, ``epochs_run``
+        (completed epochs), ``step``, ``best_epoch``, ``stopped_early``, ``finished``,
+        ``reason`` (the engine's), ``targets``, ``val_mae`` and ``test_mae`` (dicts
+        target -> MAE of the best-validation weights; test ``None`` without ``test``),
+        ``test_expert_load``, ``train_time_s`` (optimisation wall time, evaluation
         excluded), ``history`` (per epoch ``epoch``, ``lr``, ``train_loss``,
-        ``aux_loss``, ``val_mae``), ``test_expert_load``. The best model weights are
-        loaded into ``model`` on return.
+        ``aux_loss``, ``val_mae``, ``val_score``). A finished run leaves the best weights
+        in ``model``; an interrupted one the weights to continue from.
     """
     cfg = config if config is not None else TrainConfig()
     if not isinstance(cfg, TrainConfig):
@@ -301,160 +325,123 @@ def fit(
         raise ValueError("need at least two training and one validation molecule")
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the checkpoint is)")
+    if stop_after is not None and stop_after < 1:
+        raise ValueError(f"stop_after must be >= 1 epoch, got {stop_after}")
     names = _target_names(target_names, model.n_targets)
     upcycling = bool(getattr(model, "is_dense", False)) and getattr(model.config, "use_moe", False)
     if cfg.upcycle_epochs and not upcycling:
         raise ValueError(
             "upcycle_epochs > 0 needs a SPiCE built with upcycle=True (it starts dense)"
         )
-    out = Path(out_dir) if out_dir is not None else None
-    ckpt = out / CHECKPOINT_NAME if out is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-
     ctx = current_context()
-    model.to(ctx.device)
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    optimizer = _optimizer(model, cfg)
-    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
-    history = {"epoch": [], "lr": [], "train_loss": [], "aux_loss": [], "val_mae": []}
-    epoch, step, best_epoch, best_val, bad, train_time = 0, 0, -1, math.inf, 0, 0.0
-    best_state = None
-    if resume and ckpt.exists():
-        ck = load_checkpoint(ckpt)
-        if ck["model_config"] != _config_dict(model):
-            raise ValueError(
-                f"checkpoint {ckpt} was written for a different model: {ck['model_config']}"
-            )
-        model.load_state_dict(ck["model"])
-        optimizer = _optimizer(model, cfg)
-        optimizer.load_state_dict(ck["optimizer"])
-        gen.set_state(ck["data_rng"])
-        torch.set_rng_state(ck["rng"])
-        epoch, step = int(ck["epoch"]), int(ck["step"])
-        best_epoch, best_val, bad = (
-            int(ck["best_epoch"]),
-            float(ck["best_val"]),
-            int(ck["bad_epochs"]),
-        )
-        best_state, history = ck["best_model"], ck["history"]
-        train_time = float(ck["train_time_s"])
-    else:
-        model.set_target_stats(torch.stack([g.y for g in train]))
+    device = ctx.device
+    model.to(device)
+    model.set_target_stats(torch.stack([g.y for g in train]))  # a resumed run loads its own
 
-    def save() -> None:
-        if ckpt is None or not ctx.is_main:
-            return
-        atomic_torch_save(
-            ckpt,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "best_model": best_state,
-                "epoch": epoch,
-                "step": step,
-                "best_epoch": best_epoch,
-                "best_val": best_val,
-                "bad_epochs": bad,
-                "rng": torch.get_rng_state(),
-                "data_rng": gen.get_state(),
-                "history": history,
-                "model_config": _config_dict(model),
-                "train_config": asdict(cfg),
-                "train_time_s": train_time,
-            },
-        )
+    def collate(idx: list[int]):
+        batch = collate_ensembles([train[i] for i in idx])
+        return batch if device.type == "cpu" else batch.to(device)
 
-    def stopping() -> bool:
-        return cfg.patience > 0 and bad >= cfg.patience
+    data = ShuffledBatches(len(train), cfg.batch_size, collate, seed=cfg.seed)
+    bpe = data.batches_per_epoch
+    cfg = cfg.for_batches(bpe)
+    stats = _EpochStats()
 
-    show = cfg.progress and ctx.is_main
-    loss_fn = wrap_loss(model, ctx)
-    bar = progress_bar(total=cfg.epochs, initial=epoch, desc="fit", disable=not show, leave=False)
-    ran = 0
-    try:
-        while epoch < cfg.epochs and not stopping():
-            if stop_after is not None and ran >= stop_after:
-                break
-            if upcycling and epoch == cfg.upcycle_epochs and model.is_dense:
-                _upcycle(model, optimizer)
-            model.train()
-            t0 = time.perf_counter()
-            order = torch.randperm(len(train), generator=gen).tolist()
-            order, local_bs = local_order(order, cfg.batch_size, ctx)
-            tot, tot_aux, n = 0.0, 0.0, 0
-            for batch in _batches(train, local_bs, order, ctx.device):
-                lr = cfg.lr_at(step, steps_per_epoch)
-                for g in optimizer.param_groups:
-                    g["lr"] = lr
-                loss, aux = loss_fn(batch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                optimizer.step()
-                step += 1
-                tot += float(loss.detach()) * batch.num_mols
-                tot_aux += float(aux) * batch.num_mols
-                n += batch.num_mols
-            tot, tot_aux, n = all_reduce_sum([tot, tot_aux, n], ctx)
-            train_time += time.perf_counter() - t0
-            ev = evaluate(model, val, cfg.eval_batch_size)
-            val_mae = ev["mae"]
-            # model selection on the mean of per-target MAEs scaled by the target std
-            score = float(np.mean(np.asarray(val_mae) / model.target_std.cpu().numpy()))
-            epoch += 1
-            ran += 1
-            history["epoch"].append(epoch)
-            history["lr"].append(lr)
-            history["train_loss"].append(tot / n)
-            history["aux_loss"].append(tot_aux / n)
-            history["val_mae"].append(val_mae)
-            counting = not (upcycling and epoch <= cfg.upcycle_epochs)
-            if score < best_val or best_state is None:
-                best_val, best_epoch, bad = score, epoch, 0
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            elif counting:
-                bad += 1
-            bar.update(1)
-            bar.set_postfix(
-                loss=f"{tot / n:.3f}", val=f"{score:.3f}", lr=f"{lr:.1e}", refresh=False
-            )
-            if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs or stopping():
-                save()
-            if callback is not None:
-                callback(epoch, model, history)
-    finally:
-        bar.close()
-    save()
+    def loss_fn(m, batch):
+        loss, out = m.loss(batch)
+        return loss, {"aux_loss": float(out.aux_loss.detach())}
 
-    last_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    def record(info: StepInfo) -> None:
+        n = len(data.indices(info.step - 1))
+        local = len(data.indices(info.step - 1, ctx.rank, ctx.world_size))
+        stats.loss_sum += info.metrics["loss"] * n
+        stats.n += n
+        stats.aux_sum += info.metrics["aux_loss"] * local
+        stats.aux_n += local
+        stats.lr = float(info.optimizer.param_groups[0]["lr"])
+
+    def validate(m) -> dict:
+        val_mae = evaluate(m, val, cfg.eval_batch_size)["mae"]
+        # model selection on the mean of per-target MAEs scaled by the target std
+        score = float(np.mean(np.asarray(val_mae) / m.target_std.cpu().numpy()))
+        aux_sum, aux_n = all_reduce_sum([stats.aux_sum, stats.aux_n], ctx)
+        row = {
+            "val_score": score,
+            "val_mae": val_mae,
+            "epoch": trainer.step // bpe,
+            "lr": stats.lr,
+            "train_loss": stats.loss_sum / max(stats.n, 1),
+            "aux_loss": aux_sum / max(aux_n, 1),
+        }
+        stats.reset()
+        return row
+
+    hooks = [record]
+    dense_steps = cfg.upcycle_epochs * bpe
+    if upcycling and cfg.upcycle_epochs == 0:
+        model.upcycle_()  # routed from the first step
+    elif upcycling:
+
+        def upcycle(info: StepInfo) -> None:
+            if info.step == dense_steps and model.is_dense:
+                model.upcycle_(info.optimizer)  # expert 0 and its AdamW moments
+            # Early stopping counts only the epochs after the upcycling: the dense phase's
+            # evaluations (those at steps <= dense_steps) start from a count of -1, so a
+            # worse score brings it to 0, and the first step after it starts from 0.
+            if info.step <= dense_steps:
+                trainer.bad_evals = -1
+            elif info.step == dense_steps + 1:
+                trainer.bad_evals = 0
+
+        hooks.append(upcycle)
+
+    meta = {"model": _config_dict(model), "n_train": len(train), "targets": names}
+    trainer = Trainer(
+        model,
+        loss_fn,
+        data,
+        cfg,
+        evaluate=validate,
+        out_dir=out_dir,
+        hooks=hooks,
+        stateful={"epoch_stats": stats},
+        meta=meta,
+        name=type(model).__name__,
+    )
+    res = trainer.fit(resume=resume, stop_after=None if stop_after is None else stop_after * bpe)
+
+    last_state = None
+    if not res.finished and trainer.best_state is not None:
+        last_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(trainer.best_state)
     val_ev = evaluate(model, val, cfg.eval_batch_size)
     test_ev = evaluate(model, test, cfg.eval_batch_size) if test else None
-    finished = stop_after is None or epoch >= cfg.epochs or stopping()
-    if not finished:
-        model.load_state_dict(last_state)  # interrupted: keep training state in the model
+    if last_state is not None:
+        model.load_state_dict(last_state)  # interrupted: keep the state to continue from
+    history = {k: [e[k] for e in res.evals] for k in _HISTORY}
     results = {
         "model": _config_dict(model),
-        "train_config": asdict(cfg),
+        "train_config": cfg.to_dict(),
         "n_params": model.num_parameters(),
         "n_train": len(train),
         "n_val": len(val),
         "n_test": len(test) if test else 0,
-        "epochs_run": epoch,
-        "best_epoch": best_epoch,
-        "stopped_early": stopping(),
-        "finished": finished,
+        "epochs_run": res.step // bpe,
+        "step": res.step,
+        "best_epoch": None if res.best_step is None else res.best_step // bpe,
+        "stopped_early": res.reason == "early_stop",
+        "finished": res.finished,
+        "reason": res.reason,
         "targets": names,
         "val_mae": dict(zip(names, val_ev["mae"], strict=True)),
         "test_mae": dict(zip(names, test_ev["mae"], strict=True)) if test_ev else None,
         "test_expert_load": test_ev["expert_load"] if test_ev else [],
-        "train_time_s": train_time,
+        "train_time_s": res.train_time_s,
         "history": history,
     }
-    if out is not None and ctx.is_main:
-        atomic_save_json(out / RESULTS_NAME, results, indent=1)
+    if out_dir is not None and ctx.is_main:
+        atomic_save_json(Path(out_dir) / RESULTS_NAME, results, indent=1)
     return results
+
+
+_HISTORY = ("epoch", "lr", "train_loss", "aux_loss", "val_mae", "val_score")

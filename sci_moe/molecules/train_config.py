@@ -1,114 +1,141 @@
-"""Options of SPiCE training (:func:`sci_moe.molecules.fit`): epochs, batch, optimiser and
-the learning-rate schedule as a function of the optimiser step."""
+"""Options of SPiCE training (:func:`sci_moe.molecules.fit`): the engine's options counted in
+epochs.
+
+:class:`TrainConfig` extends :class:`sci_moe.train.TrainConfig`: a run lasts ``epochs``
+passes over the training molecules, warms up over ``warmup_epochs``, evaluates once per
+epoch and stops after ``patience`` epochs without a better validation score. The engine's
+step-counted fields (``steps``, ``eval_every``, ``warmup``) follow from these and the
+number of batches per epoch (:meth:`TrainConfig.for_batches`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+from ..train import TrainConfig as EngineConfig
+
 __all__ = ["TrainConfig"]
 
-_SCHEDULES = ("cosine", "linear", "constant")
+# engine field -> the epoch-counted option it follows from
+_DERIVED = {"steps": "epochs", "eval_every": "epochs", "warmup": "warmup_epochs"}
 
 
 @dataclass
-class TrainConfig:
-    """Options of :func:`fit`.
+class TrainConfig(EngineConfig):
+    """Options of :func:`~sci_moe.molecules.fit`: the engine's, counted in epochs.
 
     Parameters
     ----------
     epochs : int
-        Maximum number of epochs (the run's total, also when resuming).
-    batch_size : int
-        Molecules per optimiser step.
-    lr : float
-        Peak learning rate (AdamW).
-    weight_decay : float
-        AdamW decoupled weight decay on matrices (``dim >= 2``); none on biases and norms.
-    schedule : {"cosine", "linear", "constant"}
-        LR after warm-up: cosine or linear decay from ``lr`` to ``min_lr_ratio * lr`` at
-        the last step of ``epochs``, or constant ``lr``.
+        Maximum number of epochs (the run's total, also when resuming): ``epochs``
+        times the batches per epoch optimiser steps.
     warmup_epochs : float
-        Linear warm-up from ``warmup_start * lr`` to ``lr`` over this many epochs.
-    warmup_start : float
-        Starting factor of the warm-up (SPiCE: 0.2).
-    min_lr_ratio : float
-        Final LR factor of the decaying schedules (SPiCE: 0.01).
-    patience : int
-        Stop after this many epochs without a better validation MAE (0: never).
-    grad_clip : float or None
-        Global gradient-norm clip.
+        Linear warm-up of the learning rate over this many epochs (rounded to steps).
     upcycle_epochs : int
         For a SPiCE built with ``upcycle=True``: train the dense expert for this many
-        epochs, then copy it into every expert (and its AdamW moments) and continue
-        with routing. Early stopping only counts epochs after upcycling; the best
+        epochs, then copy it into every expert (and its AdamW moments) and continue with
+        routing. Early stopping counts only the epochs after the upcycling; the best
         validation epoch (whose weights are returned) may still be a dense one.
-    seed : int
-        Seeds the data order and the global torch RNG (router noise).
-    eval_batch_size : int, optional
+    eval_batch_size : int or None
         Molecules per evaluation batch (default ``batch_size``).
-    checkpoint_every : int
-        With ``out_dir``, write the checkpoint every this many epochs and at the end.
-    progress : bool
-        tqdm progress bar over epochs (only when stderr is a terminal).
+    steps : int or None
+        Set from ``epochs`` (``epochs`` x batches per epoch) by :meth:`for_batches`;
+        leave it unset.
+    eval_every : int or None
+        Set to the batches per epoch (one evaluation per epoch) by :meth:`for_batches`;
+        leave it unset.
+    warmup : float or None
+        Set from ``warmup_epochs`` by :meth:`for_batches`; leave it unset.
+    patience : int
+        Stop after this many epochs without a better validation score (0: never).
+    monitor : str
+        ``val_score``: the mean over targets of the validation MAE divided by the
+        training standard deviation of the target.
+
+    Notes
+    -----
+    The other fields are the engine's (:class:`sci_moe.train.TrainConfig`), with SPiCE's
+    defaults: AdamW with peak ``lr=5e-4``, ``weight_decay=1e-3`` on the matrices, cosine
+    decay to ``min_lr_ratio=0.01``, ``grad_clip=10``, 8 molecules per step. The warm-up
+    is the engine's, ``lr (s + 1) / (W + 1)`` over ``W`` steps; SPiCE's public code starts
+    at ``0.2 lr`` instead.
     """
 
     epochs: int = 100
+    warmup_epochs: float = 5.0
+    upcycle_epochs: int = 0
+    eval_batch_size: int | None = None
+    steps: int | None = None
+    eval_every: int | None = None
+    warmup: float | None = None
     batch_size: int = 8
     lr: float = 5e-4
     weight_decay: float = 1e-3
-    schedule: str = "cosine"
-    warmup_epochs: float = 5.0
-    warmup_start: float = 0.2
     min_lr_ratio: float = 0.01
     patience: int = 30
     grad_clip: float | None = 10.0
-    upcycle_epochs: int = 0
-    seed: int = 0
-    eval_batch_size: int | None = None
-    checkpoint_every: int = 1
-    progress: bool = True
+    monitor: str = "val_score"
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.schedule not in _SCHEDULES:
-            raise ValueError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
-        if self.warmup_epochs < 0 or self.patience < 0 or self.upcycle_epochs < 0:
-            raise ValueError("warmup_epochs, patience and upcycle_epochs must be >= 0")
-        if not 0 < self.warmup_start <= 1:
-            raise ValueError(f"warmup_start must be in (0, 1], got {self.warmup_start}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0 or None, got {self.grad_clip}")
+        for name in ("epochs", "upcycle_epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.upcycle_epochs < 0:
+            raise ValueError(f"upcycle_epochs must be >= 0, got {self.upcycle_epochs}")
+        w = self.warmup_epochs
+        if (
+            isinstance(w, bool)
+            or not isinstance(w, int | float)
+            or not (math.isfinite(w) and w >= 0)
+        ):
+            raise ValueError(f"warmup_epochs must be a number >= 0, got {w!r}")
+        # the engine validates its step-counted fields once they are set (for_batches)
+        unset = {k: getattr(self, k) is None for k in _DERIVED}
+        stand_in = {"steps": 1, "eval_every": 0, "warmup": 0.0}
+        for k, missing in unset.items():
+            if missing:
+                setattr(self, k, stand_in[k])
+        try:
+            super().__post_init__()
+        finally:
+            for k, missing in unset.items():
+                if missing:
+                    setattr(self, k, None)
         if self.eval_batch_size is None:
             self.eval_batch_size = self.batch_size
+        if isinstance(self.eval_batch_size, bool) or not isinstance(self.eval_batch_size, int):
+            raise ValueError(f"eval_batch_size must be an integer, got {self.eval_batch_size!r}")
         if self.eval_batch_size < 1:
             raise ValueError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
 
-    def lr_at(self, step: int, steps_per_epoch: int) -> float:
-        """Learning rate of optimiser step ``step`` (0-based).
+    def for_batches(self, batches_per_epoch: int) -> TrainConfig:
+        """This config with the engine's step-counted fields set for ``batches_per_epoch``.
 
-        Warm-up: ``lr * (s + (1 - s) * step / W)`` for ``step < W`` (``s`` =
-        ``warmup_start``, ``W = warmup_epochs * steps_per_epoch``); then ``lr`` times
-        ``m + (1 - m) * 0.5 (1 + cos(pi u))`` (cosine), ``1 - (1 - m) u`` (linear) or 1
-        (constant), with ``u`` going from 0 after warm-up to 1 at the last step.
+        ``steps = epochs * batches_per_epoch``, ``eval_every = batches_per_epoch``, and
+        ``warmup`` the fraction of the steps in ``round(warmup_epochs *
+        batches_per_epoch)`` steps (at most ``steps - 1``).
+
+        Raises
+        ------
+        ValueError
+            One of those fields was given and differs from what the epochs imply.
         """
-        warm = round(self.warmup_epochs * steps_per_epoch)
-        if step < warm:
-            s = self.warmup_start
-            return self.lr * (s + (1 - s) * step / warm)
-        if self.schedule == "constant":
-            return self.lr
-        last = self.epochs * steps_per_epoch - 1
-        u = min(1.0, (step - warm) / max(1, last - warm))
-        m = self.min_lr_ratio
-        if self.schedule == "cosine":
-            return self.lr * (m + (1 - m) * 0.5 * (1 + math.cos(math.pi * u)))
-        return self.lr * (1 - (1 - m) * u)
+        if batches_per_epoch < 1:
+            raise ValueError(f"batches_per_epoch must be >= 1, got {batches_per_epoch}")
+        steps = self.epochs * batches_per_epoch
+        warm = min(steps - 1, round(self.warmup_epochs * batches_per_epoch))
+        want = {"steps": steps, "eval_every": batches_per_epoch, "warmup": warm / steps}
+        for k, v in want.items():
+            given = getattr(self, k)
+            if given is not None and not math.isclose(given, v, rel_tol=1e-12):
+                raise ValueError(
+                    f"{k}={given!r} does not match {_DERIVED[k]}: SPiCE counts its run in "
+                    f"epochs ({v!r} here, {batches_per_epoch} batches per epoch); set "
+                    f"{_DERIVED[k]} and leave {k} unset"
+                )
+        return dataclasses.replace(self, **want)

@@ -98,7 +98,31 @@ def test_train_spice_config_and_flags(tmp_path, data_dir):
     with pytest.raises(ValueError, match="different config"):
         _run([*base, "--epochs", "3", "--resume"])
     assert _run([*base, "--epochs", "2", "--resume"]) == 0
-    assert load_checkpoint(out / "checkpoint.pt")["epoch"] == 2
+    assert load_checkpoint(out / "checkpoint.pt")["step"] == 4  # 2 epochs of 2 batches
+    # the budget and the threads may change between the pieces of a run
+    assert _run([*base, "--epochs", "2", "--resume", "--max-hours", "1", "--threads", "1"]) == 0
+    with pytest.raises(ValueError, match="--threads"):
+        _run([*base, "--epochs", "2", "--overwrite", "--threads", "-1"])
+
+
+def test_train_spice_resumes_from_the_previous_checkpoint(tmp_path, data_dir, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "spice", "--data", str(data_dir), "--out", str(out), "--hidden", "8"]
+    argv += ["--model", "deepsets", "--epochs", "2", "--batch-size", "4", "--no-progress"]
+    assert _run(argv) == 0
+    first = json.loads((out / "results.json").read_text())
+    ck = out / "checkpoint.pt"
+    ck.write_bytes(ck.read_bytes()[:100])  # damaged: the run goes back to epoch 1
+    capsys.readouterr()
+    assert _run([*argv, "--resume"]) == 0
+    assert "checkpoint_prev.pt" in capsys.readouterr().err
+    assert load_checkpoint(ck)["step"] == 4
+    again = json.loads((out / "results.json").read_text())
+    assert again["test_mae"] == first["test_mae"] and again["history"] == first["history"]
+    (out / "checkpoint_prev.pt").write_bytes(b"junk")
+    ck.write_bytes(b"junk")
+    with pytest.raises(ValueError, match="no usable"):
+        _run([*argv, "--resume"])
 
 
 def test_train_baseline_and_errors(tmp_path, data_dir):

@@ -1,17 +1,17 @@
-"""Data-parallel training: 2 gloo processes (DDP + DistributedSampler) reach the same
-parameters as one process on the same global batches; only rank 0 writes."""
+"""Data-parallel training on the engine: 2 gloo processes (each global batch split over
+them, gradients averaged) reach the same parameters as one process on the same global
+batches; only rank 0 writes."""
 
 from __future__ import annotations
 
 import socket
 
-import pytest
 import torch
 import torch.multiprocessing as mp
 
 from sci_moe.molecules import build_model, fit
-from sci_moe.molecules.distributed import DistributedContext, init_distributed, local_order
-from sci_moe.molecules.train import CHECKPOINT_NAME, RESULTS_NAME, TrainConfig
+from sci_moe.molecules.train import RESULTS_NAME, TrainConfig
+from sci_moe.train import CHECKPOINT_NAME, init_distributed
 from tests.molecules.test_spice_model import FA, FB, random_graph
 
 OPTS = dict(n_targets=2, atom_dim=FA, bond_dim=FB, hidden=8, num_layers=1, num_rbf=4)
@@ -49,18 +49,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def test_local_order_splits_each_global_batch():
-    order = list(range(10, 22))
-    parts = [local_order(order, 4, DistributedContext(r, 2, "gloo")) for r in range(2)]
-    assert all(bs == 2 for _, bs in parts)
-    for k in range(3):
-        got = sorted(parts[0][0][2 * k : 2 * k + 2] + parts[1][0][2 * k : 2 * k + 2])
-        assert got == sorted(order[4 * k : 4 * k + 4])
-    with pytest.raises(ValueError, match="divisible"):
-        local_order(order, 5, DistributedContext(0, 2, "gloo"))
-    assert local_order(order, 4, DistributedContext()) == (order, 4)
 
 
 def test_two_gloo_processes_match_one_process(tmp_path):

@@ -13,7 +13,6 @@ import torch
 
 from sci_moe.molecules.baselines import MODEL_NAMES, build_model
 from sci_moe.molecules.train import (
-    CHECKPOINT_NAME,
     RESULTS_NAME,
     TrainConfig,
     evaluate,
@@ -21,6 +20,7 @@ from sci_moe.molecules.train import (
     load_checkpoint,
     split_indices,
 )
+from sci_moe.train import CHECKPOINT_NAME, lr_factor, warmup_steps
 from tests.molecules.test_spice_model import FA, FB, random_graph
 
 OPTS = dict(
@@ -44,24 +44,39 @@ def data():
 
 
 def test_lr_schedule_does_what_its_name_says():
-    cfg = TrainConfig(epochs=10, lr=1e-3, warmup_epochs=2, warmup_start=0.2, min_lr_ratio=0.01)
-    lrs = [cfg.lr_at(s, 5) for s in range(50)]
-    assert lrs[0] == pytest.approx(2e-4)
-    assert lrs[10] == pytest.approx(1e-3)  # end of warm-up: the peak
-    assert all(a < b for a, b in itertools.pairwise(lrs[:11]))  # rising warm-up
-    assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))  # then decaying
-    assert lrs[-1] == pytest.approx(1e-5)  # min_lr_ratio * lr at the last step
-    mid = cfg.lr_at(10 + 39 // 2, 5)
+    # 10 epochs of 5 batches: the engine's 50 steps, 10 of warm-up, one evaluation per epoch
+    cfg = TrainConfig(epochs=10, lr=1e-3, warmup_epochs=2, min_lr_ratio=0.01).for_batches(5)
+    assert (cfg.steps, cfg.eval_every) == (50, 5)
+    assert warmup_steps(cfg.steps, cfg.warmup) == 10
+
+    def lrs(c):
+        return [
+            c.lr * lr_factor(s, c.steps, c.schedule, c.warmup, c.min_lr_ratio) for s in range(50)
+        ]
+
+    lr = lrs(cfg)
+    assert lr[0] == pytest.approx(1e-3 / 11)  # the engine's warm-up: lr (s + 1) / (W + 1)
+    assert lr[10] == pytest.approx(1e-3)  # end of warm-up: the peak
+    assert all(a < b for a, b in itertools.pairwise(lr[:11]))  # rising warm-up
+    assert all(a >= b for a, b in itertools.pairwise(lr[10:]))  # then decaying
+    assert lr[-1] == pytest.approx(1e-5)  # min_lr_ratio * lr at the last step
+    mid = lr[10 + 39 // 2]
     assert mid == pytest.approx(1e-5 + (1e-3 - 1e-5) * 0.5 * (1 + math.cos(math.pi * 19 / 39)))
     lin = TrainConfig(epochs=10, lr=1e-3, warmup_epochs=0, schedule="linear", min_lr_ratio=0.0)
-    assert lin.lr_at(0, 5) == pytest.approx(1e-3) and lin.lr_at(49, 5) == pytest.approx(0.0)
+    lin_lr = lrs(lin.for_batches(5))
+    assert lin_lr[0] == pytest.approx(1e-3) and lin_lr[49] == pytest.approx(0.0)
     const = TrainConfig(epochs=10, lr=1e-3, warmup_epochs=0, schedule="constant")
-    assert {const.lr_at(s, 5) for s in range(50)} == {1e-3}
+    assert set(lrs(const.for_batches(5))) == {1e-3}
+    # the step-counted fields follow from the epochs; a different value is refused
+    with pytest.raises(ValueError, match="steps=7 does not match epochs"):
+        TrainConfig(epochs=10, steps=7).for_batches(5)
+    assert TrainConfig(epochs=10, steps=50).for_batches(5).steps == 50
 
 
 def test_exact_resume_with_upcycling_and_noise(tmp_path, data):
     train, val, test = data
     cfg = TrainConfig(epochs=4, batch_size=3, upcycle_epochs=1, progress=False, seed=3)
+    bpe = 3  # ceil(8 / 3) batches per epoch
 
     def model():
         torch.manual_seed(0)
@@ -80,7 +95,7 @@ def test_exact_resume_with_upcycling_and_noise(tmp_path, data):
     assert r_res["history"] == r_full["history"]
     assert r_res["test_mae"] == r_full["test_mae"]
     ck = load_checkpoint(tmp_path / "b" / CHECKPOINT_NAME)
-    assert ck["epoch"] == 4
+    assert ck["step"] == 4 * bpe
     # upcycled after epoch 1, then every expert was trained away from expert 0
     assert not full.is_dense
     up = full.moe_layers()[0].scalar_experts.up
@@ -89,11 +104,35 @@ def test_exact_resume_with_upcycling_and_noise(tmp_path, data):
     assert saved["test_mae"] == r_full["test_mae"]
 
 
+def test_exact_resume_mid_epoch_from_the_previous_checkpoint(tmp_path, data):
+    """A damaged newest checkpoint: the run resumes from the previous one, in the middle
+    of an epoch (its partial training-loss sums included), and still ends bitwise equal."""
+    train, val, test = data
+    cfg = TrainConfig(epochs=3, batch_size=3, checkpoint_every=1, progress=False, seed=1)
+
+    def model():
+        torch.manual_seed(0)
+        return build_model("spice", noise_std=0.5, **OPTS)
+
+    full = model()
+    r_full = fit(full, train, val, test, cfg, out_dir=tmp_path / "a")
+    part = model()
+    fit(part, train, val, test, cfg, out_dir=tmp_path / "b", stop_after=1)  # steps 1-3
+    ck = tmp_path / "b" / CHECKPOINT_NAME
+    ck.write_bytes(ck.read_bytes()[:-10])  # checkpoint_prev.pt (step 2) is intact
+    resumed = model()
+    r_res = fit(resumed, train, val, test, cfg, out_dir=tmp_path / "b", resume=True)
+    assert r_res["finished"] and r_res["step"] == 9
+    for k, v in full.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+    assert r_res["history"] == r_full["history"]
+
+
 def test_resume_rejects_another_model(tmp_path, data):
     train, val, _ = data
     cfg = TrainConfig(epochs=1, batch_size=4, progress=False)
     fit(build_model("gnn2d", **OPTS), train, val, config=cfg, out_dir=tmp_path)
-    with pytest.raises(ValueError, match="different model"):
+    with pytest.raises(ValueError, match="another model"):
         fit(build_model("spice", **OPTS), train, val, config=cfg, out_dir=tmp_path, resume=True)
 
 
@@ -109,7 +148,24 @@ def test_early_stopping_and_test_at_best_validation(data):
     r = fit(model, train, val, test, TrainConfig(epochs=5, lr=3e-3, batch_size=2, progress=False))
     scores = [np.mean(np.asarray(v) / model.target_std.numpy()) for v in r["history"]["val_mae"]]
     assert r["best_epoch"] == int(np.argmin(scores)) + 1
+    c = TrainConfig(epochs=5, lr=3e-3, batch_size=2).for_batches(4)
+    applied = [
+        c.lr * lr_factor(4 * e - 1, 20, c.schedule, c.warmup, c.min_lr_ratio)
+        for e in r["history"]["epoch"]
+    ]
+    assert r["history"]["lr"] == pytest.approx(applied)  # the last step's LR of each epoch
     assert list(r["test_mae"].values()) == pytest.approx(evaluate(model, test)["mae"])
+
+
+def test_early_stopping_counts_only_epochs_after_upcycling(data):
+    train, val, _ = data
+    # no improvement ever (an LR below float32 resolution); patience 1 stops at the first
+    # epoch after the two dense ones, not during the dense phase
+    cfg = TrainConfig(
+        epochs=10, lr=1e-14, patience=1, warmup_epochs=0, upcycle_epochs=2, progress=False
+    )
+    r = fit(build_model("spice", upcycle=True, **OPTS), train, val, config=cfg)
+    assert r["stopped_early"] and r["epochs_run"] == 3
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

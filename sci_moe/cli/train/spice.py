@@ -4,11 +4,17 @@ The data set is one built by :mod:`sci_moe.data.molecule_set` (a directory holdi
 ``molecule_set.npz``). Options come from a YAML/JSON config file with the sections
 ``model`` (``name`` plus :class:`~sci_moe.molecules.SPiCEConfig` or
 :class:`~sci_moe.molecules.BaselineConfig` fields), ``train``
-(:class:`~sci_moe.molecules.TrainConfig` fields) and ``data`` (``path``, ``targets``,
-``heavy_only``, ``split_seed``); flags given on the command line override the file. The
-resolved config is written to ``OUT/config.yaml``; the run writes ``OUT/checkpoint.pt``
-(every epoch, atomic; ``--resume`` continues it exactly), ``OUT/results.json`` (test MAE
-at the best validation epoch) and ``OUT/model.safetensors`` (best weights).
+(:class:`~sci_moe.molecules.TrainConfig` fields: the training engine's, counted in
+epochs) and ``data`` (``path``, ``targets``, ``heavy_only``, ``split_seed``); flags given
+on the command line override the file. The resolved config is written to
+``OUT/config.yaml``; the run (on :class:`sci_moe.train.Trainer`) writes
+``OUT/checkpoint.pt`` (every epoch, verified and atomic; ``--resume`` continues it
+exactly, from ``checkpoint_prev.pt`` when the newest is damaged), ``OUT/metrics.jsonl``,
+``OUT/results.json`` (test MAE at the best validation epoch) and
+``OUT/model.safetensors`` (best weights). ``--max-hours`` pauses a long run with a
+checkpoint (continue it with ``--resume``; ``--max-hours`` and ``--threads`` may change
+between the pieces); a diverged run (NaN loss) exits with code 1 and keeps its last good
+checkpoint.
 
 Examples
 --------
@@ -16,22 +22,24 @@ Examples
 
     $ sci-moe data molecules --out data/mols
     $ sci-moe train spice --data data/mols --out runs/spice --epochs 100 --seed 0
-    $ sci-moe train spice --config spice.yaml --out runs/spice --resume
+    $ sci-moe train spice --config spice.yaml --out runs/spice --max-hours 2
+    $ sci-moe train spice --config spice.yaml --out runs/spice --max-hours 2 --resume
     $ sci-moe train spice --data data/mols --out runs/gnn --model gnn2d
     $ torchrun --standalone --nproc_per_node 2 -m sci_moe.cli.main \
           train spice --data data/mols --out runs/spice_ddp --batch-size 16
 
-Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the run is data-parallel:
-DistributedDataParallel with gloo on CPU or NCCL when CUDA is available (chosen
-automatically), each global batch of ``--batch-size`` molecules split over the
-processes by a DistributedSampler, and only rank 0 takes the lock and writes
-``--out``; ``--resume`` continues exactly as for one process.
+Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the run is data-parallel
+through the engine (:func:`sci_moe.train.init_distributed`): gloo on CPU or NCCL when
+CUDA is available (chosen automatically), each global batch of ``--batch-size``
+molecules split over the processes and the gradients averaged, and only rank 0 takes the
+lock and writes ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -44,6 +52,7 @@ _OUTPUTS = (
     "config.yaml",
     "checkpoint.pt",
     "checkpoint_prev.pt",
+    "metrics.jsonl",
     "results.json",
     "model.safetensors",
 )
@@ -70,6 +79,8 @@ _TRAIN_FLAGS = (
     "patience",
     "upcycle_epochs",
     "seed",
+    "max_hours",
+    "threads",
 )
 
 
@@ -122,6 +133,12 @@ def add_spice_parser(tsub) -> argparse.ArgumentParser:
         help="train one dense expert this many epochs, then copy it into every expert",
     )
     p.add_argument("--seed", type=int, help="training seed (data order, router noise)")
+    p.add_argument(
+        "--max-hours",
+        type=float,
+        help="wall-time budget: checkpoint and stop after it (continue with --resume)",
+    )
+    p.add_argument("--threads", type=int, help="CPU threads of torch (default 1; 0: every core)")
     p.add_argument("--resume", action="store_true", help="continue OUT/checkpoint.pt")
     p.add_argument(
         "--overwrite",
@@ -217,7 +234,7 @@ def resolve_config(args: argparse.Namespace) -> dict:
 def run_spice(args: argparse.Namespace) -> int:
     """Run ``sci-moe train spice``; returns the exit code."""
     from ..._util import lock_directory
-    from ...molecules import init_distributed
+    from ...train import init_distributed
 
     cfg = resolve_config(args)
     out: Path = args.out
@@ -266,8 +283,13 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         )
 
 
+def _settings(cfg: dict, resumable) -> dict:
+    """``cfg`` without the train options a resumed run may change."""
+    train = {k: v for k, v in (cfg.get("train") or {}).items() if k not in resumable}
+    return {**cfg, "train": train}
+
+
 def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
-    import torch
     import yaml
 
     from ..._util import atomic_write_text
@@ -280,16 +302,17 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
         fit,
         save_model,
     )
+    from ...train import RESUMABLE_CHANGES, TrainingDiverged, seed_everything
 
     saved = out / "config.yaml"
     data = cfg["data"]
     try:
         if args.resume and saved.exists():
-            previous = yaml.safe_load(saved.read_text())
-            if previous != cfg:
+            previous = yaml.safe_load(saved.read_text()) or {}
+            if _settings(previous, RESUMABLE_CHANGES) != _settings(cfg, RESUMABLE_CHANGES):
                 raise ValueError(
                     f"--resume with a different config than {saved}; use the same options "
-                    "or a new --out"
+                    "(only --max-hours, --threads and --no-progress may change) or a new --out"
                 )
         ms = MoleculeSet.load(data["path"])  # bad input surfaces before any file is touched
     except (ValueError, OSError) as err:
@@ -310,7 +333,7 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
     model_opts = {k: v for k, v in cfg["model"].items() if k != "name"}
     model_opts.update(n_targets=len(targets), atom_dim=ATOM_FEATURE_DIM, bond_dim=BOND_FEATURE_DIM)
     tcfg = TrainConfig(**cfg["train"])
-    torch.manual_seed(tcfg.seed)
+    seed_everything(tcfg.seed)
     try:
         model = build_model(cfg["model"]["name"], **model_opts)
     except ValueError as err:
@@ -322,18 +345,29 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
         f"{len(tr)}/{len(va)}/{len(te)} molecules (train/val/test); targets {targets}{procs}",
         flush=True,
     )
-    res = fit(
-        model,
-        [graphs[i] for i in tr],
-        [graphs[i] for i in va],
-        [graphs[i] for i in te],
-        tcfg,
-        out_dir=out,
-        resume=args.resume,
-        target_names=targets,
-    )
+    try:
+        res = fit(
+            model,
+            [graphs[i] for i in tr],
+            [graphs[i] for i in va],
+            [graphs[i] for i in te],
+            tcfg,
+            out_dir=out,
+            resume=args.resume,
+            target_names=targets,
+        )
+    except TrainingDiverged as err:
+        if ctx.is_main:
+            print(f"sci-moe train spice: error: {err}", file=sys.stderr)
+        return 1
     if not ctx.is_main:
         return 0
+    if res["reason"] == "budget":
+        say(
+            f"paused at epoch {res['epochs_run']} of {tcfg.epochs} (step {res['step']}; the "
+            f"--max-hours budget); continue with: sci-moe train spice --out {out} --resume "
+            "(plus your other options)"
+        )
     save_model(model.cpu(), out / "model.safetensors")
     say(f"best epoch {res['best_epoch']} of {res['epochs_run']}; test MAE at best validation:")
     for name, v in res["test_mae"].items():
