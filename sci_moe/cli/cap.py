@@ -15,6 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ._threads import add_threads_argument, torch_threads
+
 __all__ = ["add_parser", "run"]
 
 
@@ -79,6 +81,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--cost", type=float, help="cost of this run for the radar, $")
     p.add_argument("--accuracy", type=float, help="accuracy of this run for the radar")
     p.add_argument("--name", help="name of this run in the radar (default: model on hardware)")
+    add_threads_argument(
+        p, 0, "--hardware cpu measures the peak of the whole machine; the others run no torch"
+    )
     p.set_defaults(func=run)
     return p
 
@@ -126,6 +131,11 @@ def _systems(args, report) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``sci-moe cap``; raises ``ValueError`` on bad input (exit code 2)."""
+    with torch_threads(getattr(args, "threads", None), default=0):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..moe.cap import (
         available_hardware,
         available_models,

@@ -10,15 +10,18 @@ from . import data as _data
 from . import md as _md
 from . import train as _train
 from . import vrp as _vrp
+from ._threads import add_threads_argument
 
 __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ._threads import torch_threads
     from .demo_moe import DemoConfig, run_demo
 
     cfg = DemoConfig(num_experts=args.experts, top_k=args.top_k, steps=args.steps, seed=args.seed)
-    run_demo(args.out, cfg)
+    with torch_threads(args.threads, default=1):
+        run_demo(args.out, cfg)
     return 0
 
 
@@ -34,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--top-k", type=int, default=2, help="experts per token (default 2)")
     demo.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_threads_argument(demo, 1, "the tiny models train fastest on one")
     demo.set_defaults(func=_demo)
     _cap.add_parser(sub)
     _md.add_parser(sub)

@@ -25,9 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ._threads import add_threads_argument, torch_threads
+
 __all__ = ["add_parser"]
 
 _MODELS = ("bow", "minilm", "byte")
+#: torch threads unless ``--threads``: the classifiers are small (measured: embedding 256
+#: sequences with MiniLM was no faster on 2 threads than on 1 on a shared 2-core machine).
+THREADS = 1
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -54,13 +59,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
         default="strict",
         help="what to do with bytes that are not UTF-8 (default: error)",
     )
-    tr.set_defaults(func=_train)
+    add_threads_argument(tr, THREADS, "the classifiers are small")
+    tr.set_defaults(func=_threaded(_train))
     pr = psub.add_parser("predict", help="classify documents with a trained classifier")
     pr.add_argument("model_dir", help="folder written by 'sci-moe provenance train'")
     pr.add_argument("inputs", nargs="+", help="files or folders of documents to classify")
     pr.add_argument("--json", metavar="PATH", help="also write the predictions as JSON")
     pr.add_argument("--errors", choices=("strict", "replace"), default="strict")
-    pr.set_defaults(func=_predict)
+    add_threads_argument(pr, THREADS, "the classifiers are small")
+    pr.set_defaults(func=_threaded(_predict))
     wk = psub.add_parser("build-wiki", help="write the offline pipeline corpora as .jsonl")
     wk.add_argument("--out", required=True, help="output folder")
     wk.add_argument("--seed", type=int, default=1, help="pipeline seed (MinHash; default 1)")
@@ -71,6 +78,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     wk.set_defaults(func=_build_wiki)
     return p
+
+
+def _threaded(command):
+    """``command`` run on ``--threads`` torch threads."""
+
+    def run(args: argparse.Namespace) -> int:
+        with torch_threads(args.threads, default=THREADS):
+            return command(args)
+
+    return run
 
 
 def _embed():
