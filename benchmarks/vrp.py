@@ -204,14 +204,16 @@ def main(argv=None) -> int:
         for m in dense.moses_layers():
             m.routing = "dense"
         for pol in (moses, dense):
-            train_stage(
-                pol, "gated", list(SEEN), TrainConfig(s3, bs, Nt, 1e-3, 100 * seed + 3), False
+            stage3 = TrainConfig(
+                steps=s3, batch_size=bs, num_customers=Nt, seed=100 * seed + 3, progress=False
             )
+            train_stage(pol, "gated", list(SEEN), stage3)
         torch.manual_seed(seed)
         mt = MTVRPPolicy(PolicyConfig(**{**cfg.__dict__, "rank": 0}))
-        train_stage(
-            mt, "backbone", list(SEEN), TrainConfig(s_mt, bs, Nt, 1e-3, 100 * seed + 4), False
+        multi = TrainConfig(
+            steps=s_mt, batch_size=bs, num_customers=Nt, seed=100 * seed + 4, progress=False
         )
+        train_stage(mt, "backbone", list(SEEN), multi)
         models = dict(zip(MODELS, (moses, dense, backbone, mt), strict=True))
         for (n, v), ins in evals.items():
             for name, pol in models.items():

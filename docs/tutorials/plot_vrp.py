@@ -25,7 +25,8 @@ policy is far from the paper's quality; ``benchmarks/vrp.py`` measures it proper
 # -------------------
 # Instances follow RouteFinder's distribution (:func:`~sci_moe.vrp.generate_instances`).
 # :func:`~sci_moe.vrp.train_moses` runs the three stages with REINFORCE and the POMO
-# shared baseline; each stage trains only its own parameters.
+# shared baseline on the training engine; each stage trains only its own parameters and
+# is scored on fixed validation instances (``val_cost``) every ``eval_every`` updates.
 
 import tempfile
 import time
@@ -37,6 +38,7 @@ import torch
 from sci_moe.vrp import (
     MTVRPPolicy,
     PolicyConfig,
+    TrainConfig,
     actions_to_routes,
     check_solution,
     generate_instances,
@@ -54,10 +56,12 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 policy = MTVRPPolicy(PolicyConfig(d_model=32, num_heads=4, num_layers=2, d_ff=64, rank=4))
 t0 = time.perf_counter()
-costs = train_moses(policy, (30, 12, 12), batch_size=8, num_customers=10, seed=0, progress=False)
+config = TrainConfig(batch_size=8, num_customers=10, eval_every=6, val_instances=32, progress=False)
+results = train_moses(policy, (30, 12, 12), config=config)
 print(f"trained in {time.perf_counter() - t0:.1f} s")
-for stage, c in costs.items():
-    print(f"stage {stage:8s}: mean rollout cost {c[0]:.3f} -> {c[-1]:.3f}")
+for stage, res in results.items():
+    val = [e["val_cost"] for e in res.evals]
+    print(f"stage {stage:8s}: validation cost {val[0]:.3f} -> {val[-1]:.3f} ({res.step} steps)")
 
 # %%
 # A VRPTW instance as a VRPLIB file

@@ -114,46 +114,42 @@ def train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    """``sci-moe vrp train``: the three MoSES stages at ``--customers``, then a checkpoint."""
-    import torch
+    """``sci-moe vrp train``: the three MoSES stages at ``--customers``, then a checkpoint.
 
-    from ..vrp import MTVRPPolicy, PolicyConfig, save_policy, train_moses
+    The same training as ``sci-moe train vrp`` (:func:`sci_moe.vrp.fit_moses`), without
+    a run folder: only the model file ``--out`` is written.
+    """
+    from ..vrp import MoSESConfig, fit_moses, save_policy
+    from .train.vrp import model_meta
 
-    if args.rank < 1:
-        raise ValueError(f"--rank must be >= 1 (the experts' LoRA rank), got {args.rank}")
-    heads = 4 if args.d_model % 4 == 0 else 1
-    cfg = PolicyConfig(
+    cfg = MoSESConfig(
+        steps=args.steps[0],
+        expert_steps=args.steps[1],
+        gate_steps=args.steps[2],
+        num_customers=args.customers,
+        batch_size=args.batch_size,
         d_model=args.d_model,
-        num_heads=heads,
+        num_heads=4 if args.d_model % 4 == 0 else 1,
         num_layers=args.layers,
-        d_ff=2 * args.d_model,
         rank=args.rank,
         gate_score=args.gate,
         routing=args.routing,
-    )
-    torch.manual_seed(args.seed)
-    policy = MTVRPPolicy(cfg)
-    t0 = time.perf_counter()
-    costs = train_moses(
-        policy,
-        tuple(args.steps),
-        batch_size=args.batch_size,
-        num_customers=args.customers,
         lr=args.lr,
         seed=args.seed,
+        threads=getattr(args, "threads", None),
         progress=not args.no_progress,
     )
-    for stage, c in costs.items():
-        if c:
-            print(f"stage {stage}: mean rollout cost {c[0]:.3f} -> {c[-1]:.3f} ({len(c)} steps)")
-    path = save_policy(
-        args.out,
-        policy,
-        steps=list(args.steps),
-        customers=args.customers,
-        seed=args.seed,
-        seconds=round(time.perf_counter() - t0, 1),
-    )
+    t0 = time.perf_counter()
+    policy, summary = fit_moses(cfg)
+    for stage, res in summary["phases"].items():
+        vals = [e["val_cost"] for e in res["evals"]]
+        if vals:
+            print(
+                f"stage {stage}: validation cost {vals[0]:.3f} -> {vals[-1]:.3f} "
+                f"({res['step']} steps)"
+            )
+    meta = model_meta(cfg)
+    path = save_policy(args.out, policy, **meta, seconds=round(time.perf_counter() - t0, 1))
     print(f"wrote {path}")
     return 0
 

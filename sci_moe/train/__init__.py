@@ -7,7 +7,8 @@ a progress bar (plain lines in a log file), ``metrics.jsonl``, verified atomic
 checkpoints with exact resume (also after SIGKILL), a wall-time budget (``max_hours``)
 for runs in pieces, the thread count, and data parallelism under ``torchrun`` (gloo on
 CPU, NCCL on GPUs). A method supplies only its model, loss, data and evaluation; its
-config inherits :class:`TrainConfig`. See ``docs/training.rst``.
+config inherits :class:`TrainConfig`; a method that trains in phases (stages, tasks)
+runs one :class:`Trainer` per phase under :class:`Phases`. See ``docs/training.rst``.
 
 Examples
 --------
@@ -36,6 +37,7 @@ from .distributed import (
     init_distributed,
 )
 from .metrics_log import MetricsLog, read_metrics
+from .phases import Phases
 from .schedule import lr_factor, warmup_steps
 from .seeding import derive_seed, get_rng_state, seed_everything, set_rng_state
 from .trainer import (
@@ -60,6 +62,7 @@ __all__ = [
     "BatchSource",
     "DistributedContext",
     "MetricsLog",
+    "Phases",
     "ShuffledBatches",
     "StepInfo",
     "StreamBatches",
