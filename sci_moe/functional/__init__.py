@@ -7,7 +7,8 @@ cross-attention across functions and an NCDE decoder give the output function at
 time. Needs the ``functional`` extra (torchcde).
 
 * :class:`FunctionOnFunctionRegressor`: ``fit(inputs, outputs)`` / ``predict(inputs,
-  query_times)`` on lists of ``(times, values)``.
+  query_times)`` on lists of ``(times, values)``, trained on the package's engine with
+  :class:`FAMETrainConfig` (``sci-moe train fame`` on the command line).
 * :class:`FAME`, :class:`FAMEConfig`, :class:`MixtureVectorField`,
   :class:`ContinuousAttention`, :class:`FunctionCrossAttention`: the network.
 * :func:`build_paths`, :func:`spline_coefficients`, :func:`path_summary`: control paths.
@@ -36,7 +37,7 @@ from .paths import (
     spline_coefficients,
     symmetric_grid,
 )
-from .regressor import FunctionOnFunctionRegressor, PreparedInputs
+from .regressor import FAMETrainConfig, FunctionOnFunctionRegressor, PreparedInputs
 from .samples import check_function, check_inputs, check_outputs, observed_range
 from .scaling import FunctionScaler
 from .vector_field import MixtureVectorField
@@ -46,6 +47,7 @@ __all__ = [
     "SPLINE_KINDS",
     "ContinuousAttention",
     "FAMEConfig",
+    "FAMETrainConfig",
     "FourierFunction",
     "FunctionCrossAttention",
     "FunctionOnFunctionRegressor",

@@ -8,7 +8,8 @@
   (features ``(t, x, Delta t, one-hot j)``), its last state read out on the output grid.
 
 Outputs are predicted on the training output grid and linearly interpolated to the
-query times.
+query times. The two neural baselines train on the package's engine
+(:class:`sci_moe.train.Trainer`: full batches, constant learning rate).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from scipy.interpolate import BSpline
 from torch import nn
 
+from ..train import ShuffledBatches, TrainConfig, Trainer
 from .samples import check_inputs, check_outputs
 from .scaling import FunctionScaler
 
@@ -54,6 +56,7 @@ class _Baseline:
         self.seed, self.domain = seed, domain
         self.scaler: FunctionScaler | None = None
         self.fit_seconds = 0.0
+        self.result = None  # the engine's TrainResult of the neural baselines
 
     def _setup(self, inputs, outputs):
         raw_in = check_inputs(inputs, domain=self.domain)
@@ -73,6 +76,25 @@ class _Baseline:
         self._fit(scaled, target)
         self.fit_seconds = time.perf_counter() - t0
         return self
+
+    def _train(self, module: nn.Module, loss_fn, n: int, collate, **options) -> None:
+        """``self.steps`` full-batch steps of ``module`` on the engine (constant LR)."""
+        cfg = TrainConfig(
+            **{
+                "steps": self.steps,
+                "batch_size": n,
+                "lr": self.lr,
+                "seed": self.seed,
+                "schedule": "constant",
+                "warmup": 0.0,
+                "grad_clip": None,
+                "eval_every": 0,
+                "progress": False,
+                **options,
+            }
+        )
+        data = ShuffledBatches(n, n, collate, self.seed, shuffle=False)
+        self.result = Trainer(module, loss_fn, data, cfg, name=type(self).__name__).fit()
 
     def predict(self, inputs: Sequence, query_times) -> np.ndarray:
         """Predictions at ``query_times``, shape ``(N, M)``, in output units."""
@@ -131,8 +153,9 @@ class GridMLP(_Baseline):
         Interpolation points per input function.
     hidden : int
     steps : int
-        Full-batch AdamW steps.
+        Full-batch AdamW steps (>= 1).
     lr, weight_decay : float
+        Learning rate and AdamW's decoupled decay of the weight matrices.
     seed : int
     domain : (float, float), optional
     """
@@ -166,12 +189,14 @@ class GridMLP(_Baseline):
             nn.GELU(),
             nn.Linear(self.hidden, y.shape[1]),
         )
-        opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        for _ in range(self.steps):
-            loss = (self.net(x) - y).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        self._train(
+            self.net,
+            lambda net, b: (net(b[0]) - b[1]).pow(2).mean(),
+            len(x),
+            lambda idx: (x[idx], y[idx]),
+            optimizer="adamw",
+            weight_decay=self.weight_decay,
+        )
 
     @torch.no_grad()
     def _predict(self, scaled):
@@ -185,7 +210,7 @@ class ObservationGRU(_Baseline):
     ----------
     hidden : int
     steps : int
-        Full-batch Adam steps.
+        Full-batch Adam steps (>= 1).
     lr : float
     seed : int
     domain : (float, float), optional
@@ -196,6 +221,17 @@ class ObservationGRU(_Baseline):
         self.hidden, self.steps, self.lr = hidden, steps, lr
 
     def _sequences(self, scaled):
+        return self._pack(self._features(scaled))
+
+    @staticmethod
+    def _pack(seqs):
+        lengths = torch.tensor([len(x) for x in seqs])
+        padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+        return nn.utils.rnn.pack_padded_sequence(
+            padded, lengths, batch_first=True, enforce_sorted=False
+        )
+
+    def _features(self, scaled) -> list[torch.Tensor]:
         J = len(scaled[0])
         seqs = []
         for s in scaled:
@@ -207,28 +243,24 @@ class ObservationGRU(_Baseline):
             f[:, 2] = np.diff(t, prepend=0.0)
             f[np.arange(len(ev)), 3 + np.array([e[2] for e in ev])] = 1.0
             seqs.append(torch.as_tensor(f, dtype=torch.get_default_dtype()))
-        lengths = torch.tensor([len(x) for x in seqs])
-        padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
-        return nn.utils.rnn.pack_padded_sequence(
-            padded, lengths, batch_first=True, enforce_sorted=False
-        )
+        return seqs
 
     def _forward(self, packed):
         _, h = self.gru(packed)
         return self.head(h[-1])
 
     def _fit(self, scaled, target):
-        packed = self._sequences(scaled)
+        seqs = self._features(scaled)
         y = torch.as_tensor(target, dtype=torch.get_default_dtype())
-        self.gru = nn.GRU(packed.data.shape[1], self.hidden, batch_first=True)
+        self.gru = nn.GRU(seqs[0].shape[1], self.hidden, batch_first=True)
         self.head = nn.Linear(self.hidden, y.shape[1])
-        params = [*self.gru.parameters(), *self.head.parameters()]
-        opt = torch.optim.Adam(params, lr=self.lr)
-        for _ in range(self.steps):
-            loss = (self._forward(packed) - y).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        self._train(
+            nn.ModuleList([self.gru, self.head]),
+            lambda _, b: (self._forward(b[0]) - b[1]).pow(2).mean(),
+            len(seqs),
+            lambda idx: (self._pack([seqs[i] for i in idx]), y[idx]),
+            optimizer="adam",
+        )
 
     @torch.no_grad()
     def _predict(self, scaled):

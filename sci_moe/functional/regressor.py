@@ -1,19 +1,74 @@
-"""``FunctionOnFunctionRegressor``: fit FAME on lists of ``(times, values)`` and predict."""
+"""``FunctionOnFunctionRegressor``: fit FAME on lists of ``(times, values)`` and predict.
+
+Training runs on the package's engine (:class:`sci_moe.train.Trainer`), with the options
+of :class:`FAMETrainConfig`.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..train import ShuffledBatches, StepInfo, TrainConfig, Trainer, TrainResult, seed_everything
 from .fame import FAME, FAMEConfig
 from .paths import build_paths, path_summary, symmetric_grid
 from .scaling import FunctionScaler
 
-__all__ = ["FunctionOnFunctionRegressor", "PreparedInputs"]
+__all__ = ["FAMETrainConfig", "FunctionOnFunctionRegressor", "PreparedInputs"]
+
+#: ``format`` key of :meth:`FunctionOnFunctionRegressor.save` files.
+MODEL_FORMAT = "sci-moe-fame/1"
+
+
+@dataclass
+class FAMETrainConfig(TrainConfig):
+    """Training options of :class:`FunctionOnFunctionRegressor`: the engine's, with FAME's
+    defaults.
+
+    Parameters
+    ----------
+    steps : int
+        Optimiser steps (Adam, full batches of ``batch_size`` reshuffled every epoch).
+    batch_size : int
+        Samples per step (all of them when there are fewer).
+    lr : float
+        Peak learning rate; cosine decay to ``min_lr_ratio * lr``, no warm-up.
+    grad_clip : float or None
+        Global gradient-norm clip.
+    eval_every : int
+        With validation data: evaluate every this many steps (0: only at the end).
+    monitor : str
+        ``val_loss`` (normalised MSE of the validation outputs) or ``val_rel_l2``.
+    """
+
+    steps: int = 200
+    batch_size: int = 32
+    lr: float = 5e-3
+    optimizer: str = "adam"
+    warmup: float = 0.0
+    min_lr_ratio: float = 0.1
+    grad_clip: float | None = 5.0
+    eval_every: int = 0
+
+
+class _LossHistory:
+    """Training loss of every step (checkpointed, so a resumed run has all of them)."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def __call__(self, info: StepInfo) -> None:
+        self.losses.append(float(info.metrics["loss"]))
+
+    def state_dict(self) -> dict:
+        return {"losses": list(self.losses)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.losses = list(state["losses"])
 
 
 @dataclass
@@ -55,19 +110,32 @@ class FunctionOnFunctionRegressor:
     ----------
     config : FAMEConfig, optional
         Model sizes; ``num_functions`` is taken from the data when omitted.
-    steps : int
-        Adam steps of :meth:`fit`.
-    batch_size : int
-    lr : float
-        Adam learning rate (cosine decay to 10 % over ``steps``).
-    seed : int
-        Seeds the initialisation and the batch order.
+    steps : int, optional
+        Adam steps of :meth:`fit` (default 200).
+    batch_size : int, optional
+        Default 32.
+    lr : float, optional
+        Adam learning rate (default 5e-3; cosine decay to 10 % over ``steps``).
+    seed : int, optional
+        Seeds the initialisation and the batch order (default 0).
     domain : (float, float), optional
         Time domain (default: the range of the training times).
-    progress : bool
-        Show a tqdm bar during :meth:`fit`.
+    progress : bool, optional
+        Show a tqdm bar during :meth:`fit` (default true).
+    train : FAMETrainConfig, optional
+        Every training option at once (the engine's: schedule, clipping, evaluation,
+        checkpoints, budget, threads), instead of ``steps`` ... ``progress``.
     **config_kwargs
         Fields of :class:`FAMEConfig` when ``config`` is omitted.
+
+    Attributes
+    ----------
+    history : list of float
+        The training loss of every step.
+    result : sci_moe.train.TrainResult or None
+        What the engine did in the last :meth:`fit`.
+    fit_seconds : float
+        Optimisation wall time of the run (evaluations excluded).
 
     Examples
     --------
@@ -86,25 +154,44 @@ class FunctionOnFunctionRegressor:
         self,
         config: FAMEConfig | None = None,
         *,
-        steps: int = 200,
-        batch_size: int = 32,
-        lr: float = 5e-3,
-        seed: int = 0,
+        steps: int | None = None,
+        batch_size: int | None = None,
+        lr: float | None = None,
+        seed: int | None = None,
         domain: tuple[float, float] | None = None,
-        progress: bool = True,
+        progress: bool | None = None,
+        train: FAMETrainConfig | None = None,
         **config_kwargs,
     ) -> None:
         if config is not None and config_kwargs:
             raise TypeError("pass either a FAMEConfig or its fields as keywords, not both")
-        if steps < 0 or batch_size < 1 or lr <= 0:
-            raise ValueError("steps must be >= 0, batch_size >= 1 and lr > 0")
+        given = {
+            k: v
+            for k, v in dict(
+                steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=progress
+            ).items()
+            if v is not None
+        }
+        if train is not None and given:
+            raise TypeError(
+                f"pass either train=FAMETrainConfig(...) or {', '.join(given)} as keywords, "
+                "not both"
+            )
+        if train is not None and not isinstance(train, TrainConfig):
+            raise TypeError(f"train must be a FAMETrainConfig, got {type(train).__name__}")
+        self.train_config = train if train is not None else FAMETrainConfig(**given)
         self.config, self._config_kwargs = config, config_kwargs
-        self.steps, self.batch_size, self.lr, self.seed = steps, batch_size, lr, seed
-        self.domain, self.progress = domain, progress
+        self.domain = domain
         self.model: FAME | None = None
         self.scaler: FunctionScaler | None = None
         self.history: list[float] = []
+        self.result: TrainResult | None = None
         self.fit_seconds = 0.0
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per training step and per prediction batch."""
+        return self.train_config.batch_size
 
     # ------------------------------------------------------------------ data
     def prepare(self, inputs: Sequence) -> PreparedInputs:
@@ -131,21 +218,62 @@ class FunctionOnFunctionRegressor:
             raise ValueError("call fit(inputs, outputs) first")
 
     # ----------------------------------------------------------------- train
-    def fit(self, inputs: Sequence, outputs: Sequence) -> FunctionOnFunctionRegressor:
+    def _targets(self, outputs, n: int):
+        """Normalised outputs on the union of their times: ``(query, target, mask)``."""
+        outs = self.scaler.transform_outputs(outputs, n)
+        query = np.unique(np.concatenate([t for t, _ in outs]))
+        target = np.full((len(outs), len(query)), np.nan)
+        for i, (t, v) in enumerate(outs):
+            target[i, np.searchsorted(query, t)] = v
+        dtype = torch.get_default_dtype()
+        mask = torch.as_tensor(np.isfinite(target))
+        return (
+            torch.as_tensor(query, dtype=dtype),
+            torch.as_tensor(np.nan_to_num(target), dtype=dtype),
+            mask,
+        )
+
+    def _forward(self, b: PreparedInputs, query: torch.Tensor) -> torch.Tensor:
+        return self.model(b.coeffs, b.grid, b.summary, query, b.reverse_coeffs)
+
+    def fit(
+        self,
+        inputs: Sequence,
+        outputs: Sequence,
+        *,
+        validation: tuple[Sequence, Sequence] | None = None,
+        out_dir: str | Path | None = None,
+        resume: bool = False,
+        stop_after: int | None = None,
+    ) -> FunctionOnFunctionRegressor:
         """Train on ``inputs[i]`` (``J`` functions) -> ``outputs[i]``.
 
         The loss is the mean squared error of the normalised outputs at their observed
-        times (a mask handles outputs observed at different times).
+        times (a mask handles outputs observed at different times). The loop is the
+        engine's (:class:`sci_moe.train.Trainer`) with :attr:`train_config`.
+
+        Parameters
+        ----------
+        inputs, outputs
+            Training samples (see the class docstring).
+        validation : (inputs, outputs), optional
+            Evaluated every ``eval_every`` steps and at the end (``val_loss``: the
+            normalised MSE, ``val_rel_l2``: the mean relative L2 error in output
+            units); the weights with the best ``monitor`` are kept.
+        out_dir : path, optional
+            Where the engine writes its checkpoint and ``metrics.jsonl``.
+        resume : bool
+            Continue the run in ``out_dir`` exactly.
+        stop_after : int, optional
+            Return after this many steps of this call (a deliberate interruption).
 
         Returns
         -------
         self
         """
-        from .._util import progress_bar
-
-        torch.manual_seed(self.seed)
         from .samples import check_inputs, check_outputs
 
+        tcfg = self.train_config
         raw_in = check_inputs(inputs, domain=self.domain)
         raw_out = check_outputs(outputs, len(raw_in), self.domain)
         self.scaler = FunctionScaler.fit(raw_in, raw_out, self.domain)
@@ -155,52 +283,118 @@ class FunctionOnFunctionRegressor:
                 f"config.num_functions={config.num_functions} but the samples have "
                 f"{self.scaler.num_functions} input functions"
             )
+        seed_everything(tcfg.seed)
         self.model = FAME(config)
         scaled = self.scaler.transform_inputs(inputs)
         summ = np.array([[path_summary(t, v, config.spline) for t, v in s] for s in scaled])
         self._summary_mean = summ.reshape(-1, summ.shape[-1]).mean(0)
         self._summary_std = summ.reshape(-1, summ.shape[-1]).std(0) + 1e-6
         data = self._prepare(scaled)
-        outs = self.scaler.transform_outputs(outputs, len(scaled))
-        query = np.unique(np.concatenate([t for t, _ in outs]))
-        target = np.full((len(outs), len(query)), np.nan)
-        for i, (t, v) in enumerate(outs):
-            target[i, np.searchsorted(query, t)] = v
-        dtype = torch.get_default_dtype()
-        mask = torch.as_tensor(np.isfinite(target))
-        target = torch.as_tensor(np.nan_to_num(target), dtype=dtype)
-        query_t = torch.as_tensor(query, dtype=dtype)
+        query, target, mask = self._targets(outputs, len(scaled))
+        N = len(data)
 
-        opt = torch.optim.Adam(self.model.parameters(), lr=self.lr)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(
-            opt, max(self.steps, 1), eta_min=0.1 * self.lr
+        def collate(idx: list[int]):
+            i = torch.as_tensor(idx, dtype=torch.long)
+            return data.take(i), target[i], mask[i]
+
+        def loss_fn(model, batch):
+            b, y, m = batch
+            return ((self._forward(b, query) - y) ** 2)[m].mean()
+
+        evaluate = None
+        if validation is not None:
+            v_data = self.prepare(validation[0])
+            v_query, v_target, v_mask = self._targets(validation[1], len(v_data))
+            v_true = self.scaler.inverse_outputs(v_target.numpy())
+
+            def evaluate(model) -> dict:
+                bs, n_val = tcfg.batch_size, len(v_data)
+                chunks = [torch.arange(s, min(s + bs, n_val)) for s in range(0, n_val, bs)]
+                pred = torch.cat([self._forward(v_data.take(c), v_query) for c in chunks])
+                sq = (pred - v_target) ** 2
+                err = self.scaler.inverse_outputs(pred.numpy()) - v_true
+                m = v_mask.numpy()
+                num = np.sqrt(np.where(m, err**2, 0.0).sum(1))
+                den = np.sqrt(np.where(m, v_true**2, 0.0).sum(1))
+                return {
+                    "val_loss": float(sq[v_mask].mean()),
+                    "val_rel_l2": float(np.mean(num / np.maximum(den, 1e-12))),
+                }
+
+        source = ShuffledBatches(N, min(tcfg.batch_size, N), collate, tcfg.seed, drop_last=True)
+        history = _LossHistory()
+        trainer = Trainer(
+            self.model,
+            loss_fn,
+            source,
+            tcfg,
+            evaluate=evaluate,
+            out_dir=out_dir,
+            hooks=[history],
+            stateful={"history": history},
+            meta={"fame": asdict(config), "n_train": N, "domain": list(self.scaler.domain)},
+            name="FAME fit",
         )
-        gen = torch.Generator().manual_seed(self.seed)
-        N, order, pos = len(data), torch.randperm(len(data), generator=gen), 0
-        self.model.train()
-        t0 = time.perf_counter()
-        bar = progress_bar(
-            range(self.steps), desc="FAME fit", disable=not self.progress, leave=False
-        )
-        for _ in bar:
-            if pos + self.batch_size > N and pos > 0:
-                order, pos = torch.randperm(N, generator=gen), 0
-            idx = order[pos : pos + self.batch_size]
-            pos += self.batch_size
-            b = data.take(idx)
-            pred = self.model(b.coeffs, b.grid, b.summary, query_t, b.reverse_coeffs)
-            m = mask[idx]
-            loss = ((pred - target[idx]) ** 2)[m].mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
-            opt.step()
-            sched.step()
-            self.history.append(loss.item())
-            bar.set_postfix(loss=f"{self.history[-1]:.4f}")
-        self.fit_seconds = time.perf_counter() - t0
+        self.result = trainer.fit(resume=resume, stop_after=stop_after)
+        self.history = history.losses
+        self.fit_seconds = self.result.train_time_s
         self.model.eval()
         return self
+
+    # ----------------------------------------------------------------- files
+    def save(self, path: str | Path) -> None:
+        """Write the fitted model (weights, sizes, scaler) atomically to ``path``.
+
+        Read it back with :meth:`load` (``torch.load(weights_only=True)`` safe).
+        """
+        from .._util import atomic_torch_save
+
+        self._check_fitted()
+        sc = self.scaler
+        atomic_torch_save(
+            path,
+            {
+                "format": MODEL_FORMAT,
+                "fame_config": asdict(self.model.config),
+                "model": self.model.state_dict(),
+                "scaler": {
+                    "domain": list(sc.domain),
+                    "input_mean": sc.input_mean.tolist(),
+                    "input_std": sc.input_std.tolist(),
+                    "output_mean": sc.output_mean,
+                    "output_std": sc.output_std,
+                },
+                "summary_mean": self._summary_mean.tolist(),
+                "summary_std": self._summary_std.tolist(),
+                "batch_size": self.batch_size,
+            },
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> FunctionOnFunctionRegressor:
+        """A fitted regressor from a file of :meth:`save` (ready to :meth:`predict`)."""
+        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != MODEL_FORMAT:
+            raise ValueError(
+                f"{path} is not a FAME model written by FunctionOnFunctionRegressor.save"
+            )
+        config = FAMEConfig(**state["fame_config"])
+        reg = cls(config, batch_size=int(state["batch_size"]), progress=False)
+        sc = state["scaler"]
+        reg.scaler = FunctionScaler(
+            tuple(sc["domain"]),
+            np.asarray(sc["input_mean"]),
+            np.asarray(sc["input_std"]),
+            float(sc["output_mean"]),
+            float(sc["output_std"]),
+        )
+        reg.domain = reg.scaler.domain
+        reg._summary_mean = np.asarray(state["summary_mean"])
+        reg._summary_std = np.asarray(state["summary_std"])
+        reg.model = FAME(config)
+        reg.model.load_state_dict(state["model"])
+        reg.model.eval()
+        return reg
 
     # --------------------------------------------------------------- predict
     @torch.no_grad()
