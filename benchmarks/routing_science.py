@@ -78,19 +78,20 @@ def plan(quick: bool) -> dict:
     )
 
 
-def tcfg(p: dict, seed: int, **kw) -> TrainConfig:
+def tcfg(p: dict, seed: int, warmup_steps: int = 30, **kw) -> TrainConfig:
     base = dict(
         steps=p["steps"],
         batch_size=16,
         lr=3e-3,
-        warmup=30,
         weight_decay=0.1,
-        eval_interval=p["eval_interval"],
+        eval_every=p["eval_interval"],
         eval_batches=p["eval_batches"],
         seed=seed,
         progress=False,
     )
-    return TrainConfig(**{**base, **kw})
+    base.update(kw)
+    base["warmup"] = warmup_steps / base["steps"]  # the engine's warm-up is a fraction
+    return TrainConfig(**base)
 
 
 def mcfg(E: int, k: int, **moe) -> MoELMConfig:
@@ -219,7 +220,7 @@ def exp_finetune(
         seed = seed0 + s
         ckpt = ckpt_dir / f"8c2-s{seed}" / "checkpoint.pt"
         for name, over in (("baseline", {}), ("L_o+L_v", FT_COEFS)):
-            t = tcfg(p, seed, steps=p["ft_steps"], lr=1e-3, warmup=10)
+            t = tcfg(p, seed, steps=p["ft_steps"], lr=1e-3, warmup_steps=10)
             h = finetune(ckpt, t, over, corpus=news)
             log(f"(b) finetune {name:8s} seed {seed}: val loss {h['val_loss'][-1]:.4f}")
             res[name].append(h)

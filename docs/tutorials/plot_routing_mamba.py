@@ -96,7 +96,7 @@ cfg = MoELMConfig(
     positions=False,
     mamba={"d_state": 8, "num_experts": 4, "top_k": 1},
 )
-tc = TrainConfig(steps=60, batch_size=8, lr=3e-3, warmup=10, eval_interval=10, progress=False)
+tc = TrainConfig(steps=60, batch_size=8, lr=3e-3, warmup=1 / 6, eval_every=10, progress=False)
 history, model = train(cfg, tc, corpus=corpus, return_model=True)
 bpb = [v / torch.log(torch.tensor(2.0)).item() for v in history["val_loss"]]
 fig, ax = plt.subplots(figsize=(5, 3))

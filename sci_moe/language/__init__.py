@@ -2,25 +2,38 @@
 
 :class:`MoETransformerLM` is a decoder-only transformer whose FFNs are
 :class:`~sci_moe.moe.MoE` layers; :func:`train` trains it on the Wikipedia excerpt and
-news articles shipped in gensim's wheel (:func:`load_corpus`), with exact resume from
-checkpoints, validation perplexity and routing diagnostics.
+news articles shipped in gensim's wheel (:func:`load_corpus`) on the shared engine
+(:mod:`sci_moe.train`), with exact resume from checkpoints, validation perplexity and
+routing diagnostics; ``sci-moe train lm`` runs it from the command line.
 """
 
 from .data import (
     VOCAB_SIZE,
-    BatchSampler,
     TextCorpus,
     decode,
     encode,
     load_corpus,
+    random_windows,
+    text_corpus,
     validation_windows,
 )
 from .model import MoELMConfig, MoETransformerLM
-from .train import TrainConfig, evaluate, finetune, load_checkpoint, train
+from .train import (
+    LMConfig,
+    LMRun,
+    TrainConfig,
+    evaluate,
+    finetune,
+    load_checkpoint,
+    run_training,
+    save_model,
+    train,
+)
 
 __all__ = [
     "VOCAB_SIZE",
-    "BatchSampler",
+    "LMConfig",
+    "LMRun",
     "MoELMConfig",
     "MoETransformerLM",
     "TextCorpus",
@@ -31,6 +44,10 @@ __all__ = [
     "finetune",
     "load_checkpoint",
     "load_corpus",
+    "random_windows",
+    "run_training",
+    "save_model",
+    "text_corpus",
     "train",
     "validation_windows",
 ]

@@ -26,12 +26,13 @@ import torch
 
 __all__ = [
     "VOCAB_SIZE",
-    "BatchSampler",
     "TextCorpus",
     "decode",
     "encode",
     "lee_documents",
     "load_corpus",
+    "random_windows",
+    "text_corpus",
     "validation_windows",
     "wiki_documents",
 ]
@@ -172,39 +173,47 @@ def _check_window(data: torch.Tensor, seq_len: int) -> None:
         raise ValueError(f"data has {data.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
 
 
-class BatchSampler:
-    """Random training windows ``(x, y)`` with ``y`` shifted by one token.
+def random_windows(
+    data: torch.Tensor, seq_len: int, n: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` training windows ``(x, y)`` at uniform random starts, ``y`` shifted by one token.
 
-    The window starts come from an explicit ``torch.Generator`` so that a run can be
-    checkpointed and resumed exactly (:meth:`state_dict` / :meth:`load_state_dict`).
+    The starts are drawn from ``generator`` alone, so the engine's
+    :class:`~sci_moe.train.StreamBatches` (a generator seeded by ``(seed, step, rank)``)
+    makes the batch of every step a function of the step: a resumed run draws exactly
+    the windows an uninterrupted one would.
 
     Parameters
     ----------
-    data : Tensor, uint8, shape (n,)
-    seq_len, batch_size : int
-    seed : int
+    data : Tensor, uint8, shape (m,)
+    seq_len, n : int
+    generator : torch.Generator
+
+    Returns
+    -------
+    x, y : Tensor, int64, shape (n, seq_len)
     """
+    _check_window(data, seq_len)
+    high = data.numel() - seq_len
+    starts = torch.randint(0, high, (n,), generator=generator)
+    w = data[starts.unsqueeze(1) + torch.arange(seq_len + 1)].long()
+    return w[:, :-1], w[:, 1:]
 
-    def __init__(self, data: torch.Tensor, seq_len: int, batch_size: int, seed: int = 0) -> None:
-        _check_window(data, seq_len)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.data, self.seq_len, self.batch_size = data, seq_len, batch_size
-        self.generator = torch.Generator().manual_seed(seed)
-        self._offsets = torch.arange(seq_len + 1)
 
-    def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """One batch: ``x`` and ``y`` of shape ``(batch_size, seq_len)``, int64."""
-        high = self.data.numel() - self.seq_len
-        starts = torch.randint(0, high, (self.batch_size,), generator=self.generator)
-        w = self.data[starts.unsqueeze(1) + self._offsets].long()
-        return w[:, :-1], w[:, 1:]
+def text_corpus(text: str, val_fraction: float = 0.1, name: str = "text") -> TextCorpus:
+    """A :class:`TextCorpus` from one text: its UTF-8 bytes split as :func:`load_corpus` does.
 
-    def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.generator.set_state(state["generator"])
+    The first ``1 - val_fraction`` of the bytes train, the rest validates.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    tr, va = _split(encode(text), val_fraction)
+    if tr.numel() < 2 or va.numel() < 2:
+        raise ValueError(
+            f"the text has {tr.numel() + va.numel()} bytes: too few to split into "
+            f"training and validation parts with val_fraction={val_fraction}"
+        )
+    return TextCorpus(tr, va, {name: (tr.numel(), va.numel())})
 
 
 def validation_windows(

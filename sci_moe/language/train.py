@@ -1,7 +1,52 @@
-"""Training loop for the MoE language model: AdamW, exact resume, evaluation."""
+"""Training of the MoE language model on the shared engine (:class:`sci_moe.train.Trainer`).
+
+:func:`train` (and :func:`finetune`, :func:`run_training`) build a
+:class:`~sci_moe.language.MoETransformerLM` after :func:`~sci_moe.train.seed_everything`,
+draw random byte windows of the corpus as a :class:`~sci_moe.train.StreamBatches` (the
+windows of step ``s`` come from a generator seeded by ``(seed, s, rank)``, so a resumed
+run sees exactly the batches of an uninterrupted one) and hand the loop to the engine:
+AdamW, warm-up + cosine schedule, clipping, evaluation every ``eval_every`` steps,
+``metrics.jsonl``, verified checkpoints with exact resume, ``max_hours``, threads and
+data parallelism under ``torchrun``. Routing Mamba, Default MoE and the orthogonality /
+variance specialisation losses are options of the model (:class:`MoELMConfig`); the
+auxiliary-loss-free bias balancing (:class:`~sci_moe.moe.BiasBalancer`) runs as an engine
+hook after each optimiser step.
+
+Data and expert parallelism
+---------------------------
+Under ``torchrun`` every process is a data-parallel rank: it draws its share of the
+``batch_size`` windows of a step and the engine averages the gradients
+(:func:`~sci_moe.train.average_gradients`). With ``expert_parallel=True`` every MoE FFN is
+in addition sharded over the same processes (:func:`~sci_moe.moe.parallel.expert_parallel`:
+rank ``r`` of ``W`` holds experts ``[r E/W, (r + 1) E/W)``); each rank still routes its
+own windows, whose token rows travel to the experts' owners by all-to-all. The two
+compose through the engine's ``grad_sync``: after ``backward`` an expert slice holds the
+gradient of the **sum** of the ranks' losses (the reverse all-to-all delivers every
+rank's contribution) while the replicated parameters (embeddings, attention, routers,
+norms) hold only their rank's, so :func:`expert_data_parallel_sync` calls
+:func:`~sci_moe.moe.parallel.sync_replicated_grads` with ``reduction="mean"``: replicated
+gradients are averaged over the ranks and expert gradients divided by ``W``. With equal
+shares (``batch_size`` divisible by ``W``, checked) both become the gradient of the mean
+loss over the global batch, the same step as the data-parallel run without expert
+parallelism. Batch statistics are those of the global batch in both modes, so the
+replicas stay equal: the selection-bias updates and Default MoE's EMA sum their
+per-expert counts over the ranks (the expert-parallel dispatcher's ``reduce_batch``, or
+that of the replicated layers' dispatcher under plain data parallelism). With expert
+parallelism each rank writes its own checkpoint (its expert slices and their Adam
+moments): rank 0 ``OUT/checkpoint.pt``, rank ``r`` ``OUT/expert_rank{r}/checkpoint.pt``;
+a resume needs the same number of processes, and the ranks' checkpoints must be at the
+same step (else the resume is refused). :meth:`LMRun.full_state_dict` gathers the
+single-process weights.
+
+Two processes on one machine, experts sharded over both::
+
+    torchrun --standalone --nproc_per_node 2 -m sci_moe.cli.main \\
+        train lm --out runs/ep --expert-parallel --batch-size 16
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -10,101 +55,265 @@ from pathlib import Path
 
 import torch
 
-from .._util import atomic_torch_save, progress_bar
-from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
-from .data import BatchSampler, TextCorpus, load_corpus, validation_windows
+from .._util import CheckpointError, load_latest, load_verified, previous_path
+from ..moe import BiasBalancer, LocalDispatch, MoE, MoEConfig, dispatch, routing_diagnostics
+from ..train import (
+    CHECKPOINT_NAME,
+    StepInfo,
+    StreamBatches,
+    Trainer,
+    TrainResult,
+    all_reduce_sum,
+    broadcast_object,
+    current_context,
+    get_rng_state,
+    seed_everything,
+    set_rng_state,
+)
+from ..train import TrainConfig as EngineConfig
+from .data import TextCorpus, load_corpus, random_windows, validation_windows
 from .model import MoELMConfig, MoETransformerLM
 
 __all__ = [
     "CHECKPOINT_NAME",
+    "MODEL_FORMAT",
+    "LMConfig",
+    "LMRun",
     "TrainConfig",
     "evaluate",
+    "expert_data_parallel_sync",
     "finetune",
     "load_checkpoint",
+    "run_training",
+    "save_model",
     "train",
 ]
 
-CHECKPOINT_NAME = "checkpoint.pt"
+#: ``format`` of the model files :func:`save_model` writes (``sci-moe train lm``'s model.pt).
+MODEL_FORMAT = "sci-moe-lm/1"
 
 
 @dataclass
-class TrainConfig:
-    """Options of :func:`train`.
+class TrainConfig(EngineConfig):
+    """Options of :func:`train`: the engine's (:class:`sci_moe.train.TrainConfig`) and these.
+
+    The defaults differ from the engine's where the LM needs it: 300 steps of 16 windows,
+    peak LR 3e-3 with a 10 % warm-up and cosine decay, AdamW with betas (0.9, 0.95) and
+    weight decay 0.1 on matrices, evaluation every 50 steps, and the final (not the best)
+    weights kept (``restore_best=False``). ``monitor`` is ``val_loss``.
 
     Parameters
     ----------
-    steps : int
-        Optimiser steps (the run's total, also when resuming).
-    batch_size : int
-        Windows of ``seq_len`` tokens per step.
-    lr, min_lr_ratio : float
-        Peak learning rate; cosine decay after warm-up down to ``min_lr_ratio * lr``.
-    warmup : int
-        Linear warm-up steps.
-    weight_decay : float
-        AdamW decoupled weight decay, applied to matrices (``dim >= 2``) only.
-    grad_clip : float or None
-        Global gradient-norm clip.
-    eval_interval : int
-        Evaluate every this many steps (and after the last); 0 for the end only.
     eval_batches : int
         Validation batches of ``batch_size`` fixed windows each.
-    checkpoint_interval : int
-        With ``out_dir``, save a checkpoint every this many steps (and after the last);
-        0 for the end only.
-    seed : int
-        Seeds the model initialisation, the global torch RNG and the batch sampler.
     bias_balancing : float or None
-        Rate of the auxiliary-loss-free bias update
-        (:class:`~sci_moe.moe.BiasBalancer`), used when the MoE layers have
-        ``selection_bias=True``; ``None`` takes each router's ``bias_update_rate``.
+        Rate of the auxiliary-loss-free bias update (:class:`~sci_moe.moe.BiasBalancer`),
+        used when the MoE layers have ``selection_bias=True``; ``None`` takes each router's
+        ``bias_update_rate``.
     val_fraction : float
         Validation share of each document stream (see :func:`load_corpus`).
-    progress : bool
-        Show a tqdm progress bar (only when stderr is a terminal).
+    expert_parallel : bool
+        Shard every MoE FFN's experts over the processes of a ``torchrun`` run (needs >= 2
+        processes, ``num_experts`` and ``batch_size`` divisible by their number).
+    device : str or None
+        Torch device of the model and batches (``None``: ``cuda:LOCAL_RANK`` under NCCL,
+        else the CPU). Exact resume is guaranteed on the CPU.
     """
 
     steps: int = 300
     batch_size: int = 16
     lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup: int = 30
+    warmup: float = 0.1
     weight_decay: float = 0.1
-    grad_clip: float | None = 1.0
-    eval_interval: int = 50
+    betas: tuple[float, float] = (0.9, 0.95)
+    eval_every: int = 50
+    restore_best: bool = False
     eval_batches: int = 4
-    checkpoint_interval: int = 0
-    seed: int = 0
     bias_balancing: float | None = None
     val_fraction: float = 0.1
-    progress: bool = True
+    expert_parallel: bool = False
+    device: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_batches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup", "eval_interval", "checkpoint_interval"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0 or None, got {self.grad_clip}")
-        if self.bias_balancing is not None and self.bias_balancing < 0:
-            raise ValueError(f"bias_balancing must be >= 0 or None, got {self.bias_balancing}")
+        super().__post_init__()
+        if isinstance(self.eval_batches, bool) or not isinstance(self.eval_batches, int):
+            raise ValueError(f"eval_batches must be an integer, got {self.eval_batches!r}")
+        if self.eval_batches < 1:
+            raise ValueError(f"eval_batches must be >= 1, got {self.eval_batches}")
+        if self.bias_balancing is not None and not (
+            isinstance(self.bias_balancing, int | float) and self.bias_balancing >= 0
+        ):
+            raise ValueError(
+                f"bias_balancing must be a number >= 0 or None, got {self.bias_balancing!r}"
+            )
+        if not (isinstance(self.val_fraction, int | float) and 0.0 < self.val_fraction < 1.0):
+            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
+        if not isinstance(self.expert_parallel, bool):
+            raise ValueError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
+        if self.device is not None:
+            try:
+                torch.device(self.device)
+            except (RuntimeError, TypeError):
+                raise ValueError(
+                    f"device must be a torch device such as 'cpu' or 'cuda:0', got {self.device!r}"
+                ) from None
 
-    def lr_at(self, step: int) -> float:
-        """Learning rate of optimiser step ``step`` (0-based)."""
-        if step < self.warmup:
-            return self.lr * (step + 1) / self.warmup
-        span = max(1, self.steps - self.warmup)
-        t = min(1.0, (step - self.warmup) / span)
-        return self.lr * (
-            self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+
+_MOE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(MoEConfig)}
+
+
+@dataclass
+class LMConfig(TrainConfig):
+    """Everything of ``sci-moe train lm``: the training options and the model's, flat.
+
+    :meth:`model_config` turns the model fields into a :class:`MoELMConfig`; MoE and
+    Mamba options left at their defaults are not written into its ``moe`` / ``mamba``
+    dicts.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the model.
+    n_layers : int
+        Blocks.
+    n_heads : int
+        Attention heads (``d_model`` divisible by it).
+    seq_len : int
+        Tokens (bytes) per training window and the longest context.
+    d_hidden : int
+        Hidden size of each SwiGLU expert.
+    num_experts : int
+        Routed experts per MoE layer.
+    top_k : int
+        Experts per token.
+    dense_first_layer : bool
+        A dense SwiGLU of the same active size as the first block's FFN.
+    tie_embeddings : bool
+        Share the token embedding with the output head.
+    layers : str
+        Sequence mixer per block, one letter each: ``a`` attention, ``m`` Mamba, ``r``
+        Routing Mamba (empty: attention everywhere).
+    positions : bool
+        Learned position embeddings (turn off for Mamba stacks).
+    load_balance_coef : float
+        Weight of the MoE layers' load-balancing loss.
+    z_loss_coef : float
+        Weight of the router z-loss.
+    default_moe : bool
+        Default MoE: an EMA default output for the experts a token does not select.
+    default_beta : float
+        Default MoE's EMA decay.
+    default_scored : bool
+        Default MoE: weight the defaults by the router scores.
+    orthogonality_coef : float
+        Weight of the expert-specialisation orthogonality loss L_o.
+    variance_coef : float
+        Weight of the routing-variance loss L_v.
+    selection_bias : bool
+        Auxiliary-loss-free balancing: a selection bias per expert, updated after each step.
+    score : str
+        Router score function (``softmax``, ``sigmoid``, ...).
+    d_state : int or None
+        Mamba/RoM state size (``none``: the mixer's default).
+    expand : int or None
+        Mamba/RoM inner expansion (``none``: the mixer's default).
+    mamba_experts : int or None
+        Routing Mamba experts (``none``: ``num_experts``).
+    mamba_top_k : int or None
+        Routing Mamba experts per token (``none``: ``top_k``).
+    mamba_routing : str or None
+        Routing Mamba's routing of the projections (``none``: the mixer's default).
+    mamba_ffn : bool
+        Give Mamba/RoM blocks an FFN too.
+    text_file : str or None
+        Train on this UTF-8 text file (split by ``val_fraction``) instead of the corpus
+        shipped in gensim's wheel.
+    init_from : str or None
+        Start from the weights of this checkpoint or model file (fine-tuning; the
+        optimiser and step start afresh).
+    """
+
+    d_model: int = MoELMConfig.d_model
+    n_layers: int = MoELMConfig.n_layers
+    n_heads: int = MoELMConfig.n_heads
+    seq_len: int = MoELMConfig.seq_len
+    d_hidden: int = MoELMConfig.d_hidden
+    num_experts: int = MoELMConfig.num_experts
+    top_k: int = MoELMConfig.top_k
+    dense_first_layer: bool = MoELMConfig.dense_first_layer
+    tie_embeddings: bool = MoELMConfig.tie_embeddings
+    layers: str = MoELMConfig.layers
+    positions: bool = MoELMConfig.positions
+    load_balance_coef: float = _MOE_DEFAULTS["load_balance_coef"]
+    z_loss_coef: float = _MOE_DEFAULTS["z_loss_coef"]
+    default_moe: bool = _MOE_DEFAULTS["default_moe"]
+    default_beta: float = _MOE_DEFAULTS["default_beta"]
+    default_scored: bool = _MOE_DEFAULTS["default_scored"]
+    orthogonality_coef: float = _MOE_DEFAULTS["orthogonality_coef"]
+    variance_coef: float = _MOE_DEFAULTS["variance_coef"]
+    selection_bias: bool = False
+    score: str = "softmax"
+    d_state: int | None = None
+    expand: int | None = None
+    mamba_experts: int | None = None
+    mamba_top_k: int | None = None
+    mamba_routing: str | None = None
+    mamba_ffn: bool = False
+    text_file: str | None = None
+    init_from: str | None = None
+
+    _MOE_KEYS = (
+        "load_balance_coef",
+        "z_loss_coef",
+        "default_moe",
+        "default_beta",
+        "default_scored",
+        "orthogonality_coef",
+        "variance_coef",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("text_file", "init_from"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value):
+                raise ValueError(f"{name} must be a file path, got {value!r}")
+        self.model_config()  # validates the model fields (messages name them)
+
+    def model_config(self) -> MoELMConfig:
+        """The :class:`MoELMConfig` of these fields."""
+        moe = {k: getattr(self, k) for k in self._MOE_KEYS if getattr(self, k) != _MOE_DEFAULTS[k]}
+        if self.selection_bias:
+            moe["selection_bias"] = True
+        if self.score != "softmax":
+            moe["score"] = self.score
+        mamba = {}
+        if set(self.layers) - {"a"}:
+            for key, name in (
+                ("d_state", "d_state"),
+                ("expand", "expand"),
+                ("num_experts", "mamba_experts"),
+                ("top_k", "mamba_top_k"),
+                ("routing", "mamba_routing"),
+            ):
+                if getattr(self, name) is not None:
+                    mamba[key] = getattr(self, name)
+            if self.mamba_ffn:
+                mamba["ffn"] = True
+        return MoELMConfig(
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            seq_len=self.seq_len,
+            d_hidden=self.d_hidden,
+            num_experts=self.num_experts,
+            top_k=self.top_k,
+            dense_first_layer=self.dense_first_layer,
+            tie_embeddings=self.tie_embeddings,
+            moe=moe,
+            layers=self.layers,
+            mamba=mamba,
+            positions=self.positions,
         )
 
 
@@ -112,19 +321,6 @@ class TrainConfig:
 
 
 @torch.no_grad()
-def _config_defaults(cls) -> dict:
-    """Default values of a config dataclass's fields (those that have one)."""
-    import dataclasses
-
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-    return out
-
-
 def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> dict:
     """Validation loss, perplexity and routing diagnostics on fixed windows ``x, y``.
 
@@ -132,7 +328,8 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
     ``load`` (fraction of assignments per expert over all windows), ``max_violation``
     (MaxVio of that global load), ``max_violation_batch`` (mean per-batch MaxVio),
     ``entropy``, ``score_variance`` and ``overlap`` (means over batches; see
-    :func:`~sci_moe.moe.routing_diagnostics`).
+    :func:`~sci_moe.moe.routing_diagnostics`). With expert-parallel layers it is a
+    collective: call it on every rank with the same windows.
     """
     was_training = model.training
     model.eval()
@@ -147,7 +344,10 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
             ys = info.expert_outputs
             if ys is None:
                 x2 = args[0].reshape(-1, layer.d_model)
-                _, ys = dispatch(x2, info.routing, layer.experts, return_expert_outputs=True)
+                if layer.dispatcher.shards_experts:  # the experts live on their owners
+                    _, ys = layer.dispatcher(x2, info.routing, layer.experts, True)
+                else:
+                    _, ys = dispatch(x2, info.routing, layer.experts, return_expert_outputs=True)
             records[i].append(routing_diagnostics(info.routing, ys))
             counts[i] += info.routing.load.float().cpu()
 
@@ -193,40 +393,459 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Load a checkpoint written by :func:`train` (``weights_only=True``, CPU tensors).
+    """Read a checkpoint of :func:`train` (``checkpoint.pt``) or a model file of
+    ``sci-moe train lm`` (``model.pt``), verified, CPU tensors.
 
-    Keys: ``model``, ``optimizer`` (state dicts), ``step``, ``rng`` (global torch RNG
-    state), ``data`` (batch-sampler generator state), ``history``, ``model_config``,
-    ``train_config`` (dicts).
+    Returns
+    -------
+    dict
+        At least ``model`` (state dict), ``model_config`` (the :class:`MoELMConfig` as a
+        dict), ``step`` and ``history`` (as :func:`train` returns it, up to that step);
+        a training checkpoint also holds the engine's keys (``optimizer``, ``rng``,
+        ``config``, ``stateful``, ...).
     """
-    return torch.load(Path(path), map_location="cpu", weights_only=True)
+    state = load_verified(path, what="language-model checkpoint")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} is not a language-model checkpoint")
+    if state.get("format") == MODEL_FORMAT:
+        return state
+    if "meta" not in state or "model" not in state.get("meta", {}):
+        raise CheckpointError(
+            f"{path} is not a checkpoint of sci_moe.language.train or a model file of "
+            "sci-moe train lm"
+        )
+    out = dict(state)
+    out["model_config"] = state["meta"]["model"]
+    hist = state.get("stateful", {}).get("history", _History().state_dict())
+    cfg = state.get("config", {})
+    out["history"] = _history(
+        hist, state.get("evals", []), cfg.get("batch_size", 0), out["model_config"]["seq_len"]
+    )
+    return out
 
 
-def _optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay, no_decay = [], []
-    for p in model.parameters():
-        (decay if p.dim() >= 2 else no_decay).append(p)
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+def save_model(
+    path: str | Path,
+    model_cfg: MoELMConfig,
+    state_dict: dict,
+    step: int = 0,
+    history: dict | None = None,
+) -> Path:
+    """Write single-process weights and their config, checksummed and atomically.
+
+    :func:`load_checkpoint` reads the file (``init_from`` of :func:`train` too). Under
+    expert parallelism pass :meth:`LMRun.full_state_dict` (gathered on every rank, a
+    collective) and write from rank 0.
+    """
+    from .._util import save_verified
+
+    return save_verified(
+        path,
+        {
+            "format": MODEL_FORMAT,
+            "model": state_dict,
+            "model_config": asdict(model_cfg),
+            "step": int(step),
+            "history": history or {},
+        },
+        keep_previous=False,
+    )
 
 
-def _new_history() -> dict:
+def _config_defaults(cls) -> dict:
+    """Default values of a config dataclass's fields (those that have one)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+# ------------------------------------------------------------------- engine extras
+
+
+class _History:
+    """Per-step records of the run (engine ``stateful``: a resumed history is whole)."""
+
+    def __init__(self) -> None:
+        self.train_loss: list[float] = []
+        self.aux_loss: list[float] = []
+        self.step_time: list[float] = []
+        self.initial: dict | None = None  # the evaluation before the first step
+
+    def state_dict(self) -> dict:
+        return {
+            "train_loss": list(self.train_loss),
+            "aux_loss": list(self.aux_loss),
+            "step_time": list(self.step_time),
+            "initial": self.initial,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.train_loss = list(state["train_loss"])
+        self.aux_loss = list(state["aux_loss"])
+        self.step_time = list(state["step_time"])
+        self.initial = state["initial"]
+
+
+def _history(hist: dict, evals: list[dict], batch_size: int, seq_len: int) -> dict:
+    """The history dict of :func:`train` from the records and the engine's evaluations."""
+    evs = ([hist["initial"]] if hist.get("initial") else []) + [e for e in evals if "val_loss" in e]
     return {
-        "step": [],
-        "tokens": [],
-        "val_loss": [],
-        "val_ppl": [],
-        "diagnostics": [],
-        "train_loss": [],
-        "aux_loss": [],
-        "step_time": [],
+        "step": [int(e["step"]) for e in evs],
+        "tokens": [int(e["step"]) * batch_size * seq_len for e in evs],
+        "val_loss": [float(e["val_loss"]) for e in evs],
+        "val_ppl": [float(e["val_ppl"]) for e in evs],
+        "diagnostics": [e["val_layers"] for e in evs],
+        "train_loss": list(hist["train_loss"]),
+        "aux_loss": list(hist["aux_loss"]),
+        "step_time": list(hist["step_time"]),
     }
 
 
+class _Balancing:
+    """:class:`~sci_moe.moe.BiasBalancer` as an engine hook (and ``stateful``).
+
+    After each optimiser step it feeds the step's per-layer loads to the balancer and
+    applies one update. Under data (or expert) parallelism the balancer sums the loads
+    over the ranks through each layer's dispatcher (``reduce_batch``), so every rank
+    applies the same update and the biases stay equal.
+    """
+
+    def __init__(self, model: MoETransformerLM, rate: float | None) -> None:
+        self.model = model
+        self.balancer = BiasBalancer(model, rate=rate)
+
+    def __call__(self, info: StepInfo) -> None:
+        for layer, inf in zip(self.model.moe_layers(), info.extra, strict=True):
+            self.balancer.observe(layer, inf.routing)
+        self.balancer.step()
+
+    def state_dict(self) -> dict:
+        return {"frozen": self.balancer.frozen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.balancer.frozen = bool(state["frozen"])
+
+
+class _ReplicatedDispatch(LocalDispatch):
+    """Local dispatch in a data-parallel replica: the batch statistics of a layer
+    (Default MoE's EMA, the loads of bias balancing) are summed over the ranks, as the
+    single-process layer would compute them on the global batch."""
+
+    def reduce_batch(self, t: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        out = t.detach().clone()
+        dist.all_reduce(out)
+        return out
+
+    def __repr__(self) -> str:
+        return "ReplicatedDispatch()"
+
+
+def expert_data_parallel_sync(model: torch.nn.Module, grad_clip: float | None = None) -> Callable:
+    """The engine's ``grad_sync`` for a model with expert-parallel MoE layers.
+
+    Replicated gradients are averaged over the ranks and expert-slice gradients (which
+    hold the sum of every rank's loss after ``backward``) divided by the number of ranks
+    (:func:`~sci_moe.moe.parallel.sync_replicated_grads` with ``reduction="mean"``): the
+    gradient of the mean loss over the global batch when every rank has the same number
+    of examples, which the function checks.
+
+    The engine's clipping sees only this rank's parameters, which under expert
+    parallelism lack the other ranks' expert slices; with ``grad_clip`` the gradients
+    are therefore clipped here, by the norm over the whole model (the replicated
+    parameters once, every rank's expert slices), exactly as
+    :func:`torch.nn.utils.clip_grad_norm_` on the single-process model. The engine's
+    own clipping (by a norm no larger than the clipped global one) then leaves them
+    unchanged.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    grad_clip : float, optional
+        The run's ``grad_clip``.
+
+    Returns
+    -------
+    callable
+        ``grad_sync(params, local_size, ctx) -> global_size`` for
+        :class:`~sci_moe.train.Trainer`.
+    """
+    from ..moe.parallel import sharded_state_names, sync_replicated_grads
+
+    names = set(sharded_state_names(model))
+    sharded = [p for n, p in model.named_parameters() if n in names and p.requires_grad]
+    replicated = [p for n, p in model.named_parameters() if n not in names and p.requires_grad]
+
+    def sq(params) -> float:
+        return float(sum(p.grad.double().pow(2).sum() for p in params if p.grad is not None))
+
+    def grad_sync(params, local_size: int, ctx) -> int:
+        sizes = all_reduce_sum([float(local_size), float(local_size) ** 2], ctx)
+        total, squares = int(sizes[0]), sizes[1]
+        if squares * ctx.world_size != total * total:  # not every share equal
+            raise ValueError(
+                "expert parallelism needs the same number of examples on every rank; "
+                f"make batch_size divisible by the {ctx.world_size} processes"
+            )
+        sync_replicated_grads(model, reduction="mean")
+        if grad_clip is not None:
+            experts = all_reduce_sum([sq(sharded)], ctx)[0]
+            norm = math.sqrt(sq(replicated) + experts)
+            coef = min(1.0, grad_clip / (norm + 1e-6))
+            if math.isfinite(norm) and coef < 1.0:
+                for p in (*replicated, *sharded):
+                    if p.grad is not None:
+                        p.grad.mul_(coef)
+        return total
+
+    return grad_sync
+
+
+class _ExpertParallelTrainer(Trainer):
+    """The engine with one checkpoint per rank (each holds its own expert slices)."""
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        if self.out_dir is None:
+            return None
+        if self.ctx.rank == 0:
+            return self.out_dir / CHECKPOINT_NAME
+        return self.out_dir / f"expert_rank{self.ctx.rank}" / CHECKPOINT_NAME
+
+    def save_checkpoint(self) -> None:
+        if self.checkpoint_path is None:
+            return
+        from .._util import save_verified
+
+        save_verified(self.checkpoint_path, self._state())
+
+    def fit(self, resume: bool = False, *, stop_after: int | None = None) -> TrainResult:
+        path = self.checkpoint_path
+        mine = path is not None and (path.exists() or previous_path(path).exists())
+        if not resume and all_reduce_sum([float(mine)], self.ctx)[0]:
+            raise ValueError(
+                f"{self.out_dir} already holds the checkpoints of an expert-parallel run "
+                "(checkpoint.pt, expert_rank*/); resume it (resume=True, --resume) or "
+                "choose another folder"
+            )
+        return super().fit(resume, stop_after=stop_after)
+
+    def _restore(self) -> int | None:
+        step = super()._restore()
+        mine = -1 if step is None else step
+        first = broadcast_object(mine, self.ctx)
+        if all_reduce_sum([float(mine != first)], self.ctx)[0]:
+            raise CheckpointError(
+                f"the ranks' checkpoints in {self.out_dir} are not at the same step (rank "
+                f"{self.ctx.rank}: {step}, rank 0: {None if first < 0 else first}); resume "
+                "with the number of processes that wrote them, or start a new run"
+            )
+        return step
+
+
 # -------------------------------------------------------------------------- training
+
+
+@dataclass
+class LMRun:
+    """What :func:`run_training` returns.
+
+    Attributes
+    ----------
+    history : dict
+        As :func:`train` returns it.
+    model : MoETransformerLM
+        The trained model (expert-parallel layers hold this rank's experts).
+    result : TrainResult
+        The engine's summary (``to_dict()`` for JSON).
+    """
+
+    history: dict
+    model: MoETransformerLM
+    result: TrainResult
+
+    def full_state_dict(self) -> dict:
+        """Single-process weights (all-gathers expert-parallel layers: a collective)."""
+        from ..moe.parallel import full_state_dict
+
+        if any(m.dispatcher.shards_experts for m in self.model.moe_layers()):
+            return full_state_dict(self.model)
+        return self.model.state_dict()
+
+
+def _resume_meta(out: Path, meta: dict, model_cfg: MoELMConfig) -> dict:
+    """The checkpoint's ``meta`` when it describes this model (keys added to
+    :class:`MoELMConfig` since it was written take their defaults), else ``meta``."""
+    path = out / CHECKPOINT_NAME
+    if not path.exists() and not previous_path(path).exists():
+        return meta
+    try:
+        state, used, _ = load_latest(path, what="training checkpoint")
+    except CheckpointError:
+        return meta  # the engine reports it
+    saved = state.get("meta") if isinstance(state, dict) else None
+    if not isinstance(saved, dict) or "model" not in saved:
+        return meta
+    filled = {**_config_defaults(MoELMConfig), **saved["model"]}
+    if filled != asdict(model_cfg):
+        raise ValueError(
+            f"checkpoint {used} was written for a different model config: {saved['model']}; "
+            "resume with that model or start a new run in another folder"
+        )
+    return {**meta, "model": saved["model"]}
+
+
+def run_training(
+    model_cfg: MoELMConfig,
+    train_cfg: TrainConfig,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    *,
+    init_from: str | Path | None = None,
+    corpus: TextCorpus | None = None,
+    callback: Callable[[int, MoETransformerLM, dict], None] | None = None,
+    stop_after: int | None = None,
+) -> LMRun:
+    """Train an MoE language model on the engine; :func:`train` with every output.
+
+    Parameters are those of :func:`train`.
+
+    Returns
+    -------
+    LMRun
+    """
+    if not isinstance(model_cfg, MoELMConfig):
+        raise TypeError(f"model_cfg must be a MoELMConfig, got {type(model_cfg).__name__}")
+    if not isinstance(train_cfg, TrainConfig):
+        raise TypeError(
+            f"train_cfg must be a sci_moe.language.TrainConfig, got {type(train_cfg).__name__}"
+        )
+    if resume and out_dir is None:
+        raise ValueError("resume=True needs out_dir (where the checkpoint is)")
+    ctx = current_context()
+    device = torch.device(train_cfg.device) if train_cfg.device else ctx.device
+    corpus = corpus if corpus is not None else load_corpus(train_cfg.val_fraction)
+    if train_cfg.expert_parallel:
+        if not ctx.enabled:
+            raise ValueError(
+                "expert_parallel needs >= 2 processes: run under torchrun "
+                "(torchrun --nproc_per_node N -m sci_moe.cli.main train lm ...)"
+            )
+        if train_cfg.batch_size % ctx.world_size:
+            raise ValueError(
+                f"batch_size must be divisible by the {ctx.world_size} processes with "
+                f"expert_parallel, got {train_cfg.batch_size}"
+            )
+
+    seed_everything(train_cfg.seed)
+    model = MoETransformerLM(model_cfg)
+    if init_from is not None:
+        state = load_checkpoint(init_from)["model"]
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        bad = [k for k in missing if not k.endswith(".default.ema")]
+        bad += [k for k in unexpected if not k.endswith(".default.ema")]
+        if bad:
+            raise ValueError(f"checkpoint {init_from} does not fit this model: {bad[:5]}")
+    model.to(device)
+    grad_sync = None
+    trainer_cls = Trainer
+    if train_cfg.expert_parallel:
+        from ..moe.parallel import expert_parallel
+
+        for block in model.blocks:
+            if block.is_moe:
+                block.ffn = expert_parallel(block.ffn)
+        grad_sync = expert_data_parallel_sync(model, train_cfg.grad_clip)
+        trainer_cls = _ExpertParallelTrainer
+    elif ctx.enabled:
+        for layer in model.moe_layers():  # replicas: batch statistics over all ranks
+            layer.dispatcher = _ReplicatedDispatch()
+
+    seq_len = model_cfg.seq_len
+    train_tokens = corpus.train
+
+    def sample(gen: torch.Generator, n: int):
+        x, y = random_windows(train_tokens, seq_len, n, gen)
+        return x.to(device), y.to(device)
+
+    data = StreamBatches(sample, train_cfg.batch_size, seed=train_cfg.seed)
+    vx, vy = validation_windows(corpus.val, seq_len, train_cfg.eval_batches * train_cfg.batch_size)
+    vx, vy = vx.to(device), vy.to(device)
+
+    def val(m) -> dict:
+        ev = evaluate(m, vx, vy, train_cfg.batch_size)
+        return {"val_loss": ev["loss"], "val_ppl": ev["ppl"], "val_layers": ev["layers"]}
+
+    record = _History()
+    clock = {"t0": 0.0}
+
+    def loss_fn(m, batch):
+        clock["t0"] = time.perf_counter()
+        ce, aux, infos = m.loss(*batch)
+        return ce + aux, {"ce": ce.detach(), "aux": aux.detach()}, infos
+
+    hooks: list = []
+    stateful: dict = {"history": record}
+    if any(m.router.config.selection_bias for m in model.moe_layers()):
+        balancing = _Balancing(model, train_cfg.bias_balancing)
+        hooks.append(balancing)
+        stateful["bias_balancer"] = balancing
+    elif train_cfg.bias_balancing is not None:
+        raise ValueError(
+            "bias_balancing needs MoE layers with selection_bias=True "
+            "(MoELMConfig(moe={'selection_bias': True}))"
+        )
+    trainer: Trainer | None = None
+
+    def current_history() -> dict:
+        return _history(record.state_dict(), trainer.evals, train_cfg.batch_size, seq_len)
+
+    def on_step(info: StepInfo) -> None:
+        record.train_loss.append(float(info.metrics["ce"]))
+        record.aux_loss.append(float(info.metrics["aux"]))
+        record.step_time.append(time.perf_counter() - clock["t0"])
+        if callback is not None:
+            callback(info.step, info.model, current_history())
+
+    hooks.append(on_step)
+    meta = {
+        "model": asdict(model_cfg),
+        "corpus": {
+            "train_tokens": int(corpus.train.numel()),
+            "val_tokens": int(corpus.val.numel()),
+        },
+    }
+    if resume and out_dir is not None:
+        meta = _resume_meta(Path(out_dir), meta, model_cfg)
+    trainer = trainer_cls(
+        model,
+        loss_fn,
+        data,
+        train_cfg,
+        evaluate=val,
+        out_dir=out_dir,
+        hooks=hooks,
+        stateful=stateful,
+        meta=meta,
+        name="lm",
+        grad_sync=grad_sync,
+    )
+    ck = Path(out_dir) / CHECKPOINT_NAME if out_dir is not None else None
+    if not (resume and ck is not None and (ck.exists() or previous_path(ck).exists())):
+        # the evaluation before the first step (a resumed run has it in its checkpoint)
+        rng = get_rng_state()
+        with torch.no_grad():
+            model.eval()
+            record.initial = {"step": 0, **val(model)}
+            model.train()
+        set_rng_state(rng)
+    result = trainer.fit(resume=resume, stop_after=stop_after)
+    return LMRun(current_history(), model, result)
 
 
 def train(
@@ -239,6 +858,7 @@ def train(
     corpus: TextCorpus | None = None,
     callback: Callable[[int, MoETransformerLM, dict], None] | None = None,
     return_model: bool = False,
+    stop_after: int | None = None,
 ) -> dict | tuple[dict, MoETransformerLM]:
     """Train an MoE language model on the byte-level corpus.
 
@@ -247,12 +867,14 @@ def train(
     model_cfg : MoELMConfig
     train_cfg : TrainConfig
     out_dir : path, optional
-        Where ``checkpoint.pt`` is written (atomically: temporary file + ``os.replace``).
+        Where the engine writes ``checkpoint.pt`` (verified, atomic; every
+        ``eval_every`` steps unless ``checkpoint_every`` says otherwise) and
+        ``metrics.jsonl``.
     resume : bool
-        Continue from ``out_dir/checkpoint.pt`` when it exists. The model, optimiser,
-        global RNG and batch-sampler states are restored, so a run that is killed and
-        resumed ends with bit-identical weights to an uninterrupted one (same machine,
-        same thread count).
+        Continue the run in ``out_dir`` exactly: a run that is killed and resumed ends
+        with bit-identical weights to an uninterrupted one (same machine, same thread
+        count). The settings must be the run's (only ``max_hours``, ``threads``,
+        ``progress`` and the log/checkpoint intervals may change).
     init_from : path, optional
         Start from the model weights of this checkpoint (fresh optimiser and step 0):
         fine-tuning, see :func:`finetune`.
@@ -263,143 +885,29 @@ def train(
         completed steps).
     return_model : bool
         Also return the trained model.
+    stop_after : int, optional
+        Return after this many steps of this call, checkpointed (an interruption on
+        purpose; resume to continue).
 
     Returns
     -------
     history : dict
-        Per evaluation: ``step``, ``tokens`` (training tokens seen), ``val_loss``,
-        ``val_ppl``, ``diagnostics`` (see :func:`evaluate`); per step: ``train_loss``,
-        ``aux_loss``, ``step_time`` (seconds, evaluation excluded).
+        Per evaluation (the first before any step): ``step``, ``tokens`` (training tokens
+        seen), ``val_loss``, ``val_ppl``, ``diagnostics`` (see :func:`evaluate`); per
+        step: ``train_loss`` (cross-entropy), ``aux_loss``, ``step_time`` (seconds of the
+        step's computation).
     """
-    if not isinstance(model_cfg, MoELMConfig):
-        raise TypeError(f"model_cfg must be a MoELMConfig, got {type(model_cfg).__name__}")
-    if not isinstance(train_cfg, TrainConfig):
-        raise TypeError(f"train_cfg must be a TrainConfig, got {type(train_cfg).__name__}")
-    if resume and out_dir is None:
-        raise ValueError("resume=True needs out_dir (where the checkpoint is)")
-    out = Path(out_dir) if out_dir is not None else None
-    ckpt_path = out / CHECKPOINT_NAME if out is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    corpus = corpus if corpus is not None else load_corpus(train_cfg.val_fraction)
-
-    torch.manual_seed(train_cfg.seed)
-    model = MoETransformerLM(model_cfg)
-    if init_from is not None:
-        state = load_checkpoint(init_from)["model"]
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        bad = [k for k in missing if not k.endswith(".default.ema")]
-        bad += [k for k in unexpected if not k.endswith(".default.ema")]
-        if bad:
-            raise ValueError(f"checkpoint {init_from} does not fit this model: {bad[:5]}")
-    optimizer = _optimizer(model, train_cfg)
-    sampler = BatchSampler(
-        corpus.train, model_cfg.seq_len, train_cfg.batch_size, seed=train_cfg.seed
+    run = run_training(
+        model_cfg,
+        train_cfg,
+        out_dir,
+        resume,
+        init_from=init_from,
+        corpus=corpus,
+        callback=callback,
+        stop_after=stop_after,
     )
-    vx, vy = validation_windows(
-        corpus.val, model_cfg.seq_len, train_cfg.eval_batches * train_cfg.batch_size
-    )
-    balancer = None
-    if any(m.router.config.selection_bias for m in model.moe_layers()):
-        balancer = BiasBalancer(model, rate=train_cfg.bias_balancing)
-    elif train_cfg.bias_balancing is not None:
-        raise ValueError(
-            "bias_balancing needs MoE layers with selection_bias=True "
-            "(MoELMConfig(moe={'selection_bias': True}))"
-        )
-
-    step, history = 0, _new_history()
-    if resume and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path)
-        # keys added to MoELMConfig later take their defaults in older checkpoints
-        saved = {**_config_defaults(type(model_cfg)), **ck["model_config"]}
-        if saved != asdict(model_cfg):
-            raise ValueError(
-                f"checkpoint {ckpt_path} was written for a different model config: "
-                f"{ck['model_config']}"
-            )
-        model.load_state_dict(ck["model"])
-        optimizer.load_state_dict(ck["optimizer"])
-        sampler.load_state_dict(ck["data"])
-        torch.set_rng_state(ck["rng"])
-        step, history = int(ck["step"]), ck["history"]
-
-    def save() -> None:
-        if ckpt_path is None:
-            return
-        atomic_torch_save(
-            ckpt_path,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "step": step,
-                "rng": torch.get_rng_state(),
-                "data": sampler.state_dict(),
-                "history": history,
-                "model_config": asdict(model_cfg),
-                "train_config": asdict(train_cfg),
-            },
-        )
-
-    def run_eval() -> None:
-        ev = evaluate(model, vx, vy, train_cfg.batch_size)
-        history["step"].append(step)
-        history["tokens"].append(step * train_cfg.batch_size * model_cfg.seq_len)
-        history["val_loss"].append(ev["loss"])
-        history["val_ppl"].append(ev["ppl"])
-        history["diagnostics"].append(ev["layers"])
-
-    if step == 0 and not history["step"]:
-        run_eval()
-    model.train()
-    show = train_cfg.progress
-    bar = progress_bar(
-        total=train_cfg.steps,
-        initial=step,
-        desc="train",
-        disable=not show,
-        leave=False,
-        position=0,
-        dynamic_ncols=True,
-    )
-    try:
-        while step < train_cfg.steps:
-            lr = train_cfg.lr_at(step)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
-            t0 = time.perf_counter()
-            xb, yb = sampler.sample()
-            ce, aux, infos = model.loss(xb, yb)
-            optimizer.zero_grad(set_to_none=True)
-            (ce + aux).backward()
-            if train_cfg.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-            optimizer.step()
-            if balancer is not None:
-                for layer, info in zip(model.moe_layers(), infos, strict=True):
-                    balancer.observe(layer, info.routing)
-                balancer.step()
-            history["step_time"].append(time.perf_counter() - t0)
-            history["train_loss"].append(float(ce.detach()))
-            history["aux_loss"].append(float(aux.detach()))
-            step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", lr=f"{lr:.2e}", refresh=False)
-            last = step == train_cfg.steps
-            if last or (train_cfg.eval_interval and step % train_cfg.eval_interval == 0):
-                run_eval()
-                bar.set_postfix(val_ppl=f"{history['val_ppl'][-1]:.2f}", refresh=False)
-            if last or (
-                train_cfg.checkpoint_interval and step % train_cfg.checkpoint_interval == 0
-            ):
-                save()
-            if callback is not None:
-                callback(step, model, history)
-    finally:
-        bar.close()
-    if step == train_cfg.steps and ckpt_path is not None and not ckpt_path.exists():
-        save()  # resumed after the last step: nothing ran, keep the file there
-    return (history, model) if return_model else history
+    return (run.history, run.model) if return_model else run.history
 
 
 def finetune(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sci_moe._util import save_verified
 from sci_moe.language import (
-    BatchSampler,
     MoELMConfig,
     MoETransformerLM,
     TextCorpus,
@@ -16,6 +16,8 @@ from sci_moe.language import (
     finetune,
     load_checkpoint,
     load_corpus,
+    random_windows,
+    text_corpus,
     train,
     validation_windows,
 )
@@ -61,17 +63,26 @@ def test_encode_roundtrip():
     assert encode("a").tolist() == [97]
 
 
-def test_sampler_state_resumes(small):
-    a = BatchSampler(small.train, 16, 4, seed=3)
-    a.sample()
-    state = a.state_dict()
-    x1, y1 = a.sample()
-    b = BatchSampler(small.train, 16, 4, seed=99)
-    b.load_state_dict(state)
-    x2, y2 = b.sample()
+def test_random_windows_are_a_function_of_the_generator(small):
+    def draw(seed):
+        return random_windows(small.train, 16, 4, torch.Generator().manual_seed(seed))
+
+    x1, y1 = draw(3)
+    x2, y2 = draw(3)
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert not torch.equal(draw(99)[0], x1)
     assert torch.equal(x1[:, 1:], y1[:, :-1])
     assert x1.shape == (4, 16) and x1.dtype == torch.long
+
+
+def test_text_corpus_splits_like_load_corpus():
+    c = text_corpus("abcdefghij" * 10, val_fraction=0.1)
+    assert c.train.numel() == 90 and c.val.numel() == 10
+    assert decode(c.train)[:10] == "abcdefghij"
+    with pytest.raises(ValueError, match="val_fraction"):
+        text_corpus("abc", val_fraction=1.0)
+    with pytest.raises(ValueError, match="too few"):
+        text_corpus("ab", val_fraction=0.5)
 
 
 def test_validation_windows_fixed(small):
@@ -136,10 +147,19 @@ def test_bad_model_config(kw):
 
 
 @pytest.mark.parametrize(
-    "kw", [{"steps": 0}, {"lr": 0.0}, {"warmup": -1}, {"bias_balancing": -1.0}]
+    "kw, match",
+    [
+        ({"steps": 0}, "steps"),
+        ({"lr": 0.0}, "lr"),
+        ({"warmup": -1}, "warmup"),
+        ({"bias_balancing": -1.0}, "bias_balancing"),
+        ({"eval_batches": 0}, "eval_batches"),
+        ({"val_fraction": 1.0}, "val_fraction"),
+        ({"device": "nonsense"}, "device"),
+    ],
 )
-def test_bad_train_config(kw):
-    with pytest.raises(ValueError):
+def test_bad_train_config(kw, match):
+    with pytest.raises(ValueError, match=match):
         TrainConfig(**kw)
 
 
@@ -155,7 +175,7 @@ def test_bias_balancing_needs_selection_bias(small):
 
 
 def _tcfg(**kw):
-    base = dict(steps=20, batch_size=8, lr=1e-2, warmup=2, eval_interval=10, eval_batches=2)
+    base = dict(steps=20, batch_size=8, lr=1e-2, warmup=0.1, eval_every=10, eval_batches=2)
     return TrainConfig(**{**base, **kw, "progress": False})
 
 
@@ -173,9 +193,16 @@ class _Kill(Exception):
     pass
 
 
+def _same_weights(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+
+
 def test_exact_resume(small, tmp_path):
     cfg = MoELMConfig(**TINY, moe={"default_moe": True, "selection_bias": True})
-    tc = _tcfg(steps=12, eval_interval=4, checkpoint_interval=5, bias_balancing=1e-2)
+    tc = _tcfg(steps=12, eval_every=4, checkpoint_every=5, bias_balancing=1e-2)
     ref_hist, ref = train(cfg, tc, tmp_path / "a", corpus=small, return_model=True)
 
     def kill(step, model, hist):
@@ -186,18 +213,33 @@ def test_exact_resume(small, tmp_path):
         train(cfg, tc, tmp_path / "b", corpus=small, callback=kill)
     assert load_checkpoint(tmp_path / "b" / CHECKPOINT_NAME)["step"] == 5
     hist, model = train(cfg, tc, tmp_path / "b", resume=True, corpus=small, return_model=True)
-    for (k, v), (k2, v2) in zip(ref.state_dict().items(), model.state_dict().items(), strict=True):
-        assert k == k2 and torch.equal(v, v2), k
+    _same_weights(ref, model)
     assert hist["train_loss"] == ref_hist["train_loss"]
     assert hist["val_loss"] == ref_hist["val_loss"]
-    ck = torch.load(tmp_path / "b" / CHECKPOINT_NAME, weights_only=True)
-    assert ck["step"] == 12
+    assert hist["step"] == [0, 4, 8, 12]
+    ck = load_checkpoint(tmp_path / "b" / CHECKPOINT_NAME)
+    assert ck["step"] == 12 and ck["history"]["val_loss"] == ref_hist["val_loss"]
     assert not list((tmp_path / "b").glob("*.tmp*"))
+
+
+def test_exact_resume_after_stop_after(small, tmp_path):
+    """A run interrupted on purpose (stop_after) and resumed twice ends bitwise equal."""
+    cfg = MoELMConfig(**TINY, moe={"selection_bias": True, "orthogonality_coef": 0.1})
+    tc = _tcfg(steps=9, eval_every=3, bias_balancing=1e-2)
+    ref_hist, ref = train(cfg, tc, tmp_path / "a", corpus=small, return_model=True)
+    train(cfg, tc, tmp_path / "b", corpus=small, stop_after=2)
+    train(cfg, tc, tmp_path / "b", resume=True, corpus=small, stop_after=5)
+    hist, model = train(cfg, tc, tmp_path / "b", resume=True, corpus=small, return_model=True)
+    _same_weights(ref, model)
+    assert hist == {**ref_hist, "step_time": hist["step_time"]}
+    with pytest.raises(ValueError, match="other settings"):
+        train(cfg, _tcfg(steps=9, eval_every=3, bias_balancing=1e-3), tmp_path / "b", True,
+              corpus=small)  # fmt: skip
 
 
 def test_resume_checkpoint_from_before_new_config_fields(small, tmp_path):
     cfg = MoELMConfig(**TINY)
-    tc = _tcfg(steps=6, eval_interval=0, checkpoint_interval=3)
+    tc = _tcfg(steps=6, eval_every=0, checkpoint_every=3)
 
     def kill(step, model, hist):
         if step == 4:
@@ -206,10 +248,12 @@ def test_resume_checkpoint_from_before_new_config_fields(small, tmp_path):
     with pytest.raises(_Kill):
         train(cfg, tc, tmp_path, corpus=small, callback=kill)
     path = tmp_path / CHECKPOINT_NAME
-    ck = torch.load(path, weights_only=True)
+    ck = load_checkpoint(path)
+    for key in ("history", "model_config"):  # the views load_checkpoint adds
+        del ck[key]
     for key in ("layers", "mamba", "positions"):  # as written before these fields existed
-        del ck["model_config"][key]
-    torch.save(ck, path)
+        del ck["meta"]["model"][key]
+    save_verified(path, ck, keep_previous=False)
     train(cfg, tc, tmp_path, resume=True, corpus=small)
     assert load_checkpoint(path)["step"] == 6
     other = MoELMConfig(**TINY, positions=False)
@@ -222,7 +266,7 @@ def test_finetune_with_specialisation_losses(small, tmp_path):
     ckpt = tmp_path / "pre" / CHECKPOINT_NAME
     hist, model = finetune(
         ckpt,
-        _tcfg(steps=3, eval_interval=0),
+        _tcfg(steps=3, eval_every=0),
         {"orthogonality_coef": 0.1, "variance_coef": 0.1},
         corpus=small,
         return_model=True,

@@ -63,15 +63,13 @@ def test_trainer_resumes_a_rom_model_exactly(tmp_path):
         steps=4,
         batch_size=2,
         eval_batches=1,
-        eval_interval=2,
-        checkpoint_interval=2,
-        warmup=1,
+        eval_every=2,
+        warmup=0.25,
         progress=False,
     )
     corpus = _corpus()
     full, m_full = train(cfg, tc, tmp_path / "a", corpus=corpus, return_model=True)
-    short = TrainConfig(**{**tc.__dict__, "steps": 2})
-    train(cfg, short, tmp_path / "b", corpus=corpus)
+    train(cfg, tc, tmp_path / "b", corpus=corpus, stop_after=2)
     resumed, m_res = train(cfg, tc, tmp_path / "b", resume=True, corpus=corpus, return_model=True)
     assert resumed["val_loss"] == full["val_loss"]
     for a, b in zip(m_full.state_dict().values(), m_res.state_dict().values(), strict=True):

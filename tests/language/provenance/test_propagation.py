@@ -23,10 +23,10 @@ def test_train_and_generate_tiny():
         d_model=16, n_layers=1, n_heads=2, seq_len=32, d_hidden=16, num_experts=2, top_k=1
     )
     tcfg = TrainConfig(
-        steps=150,
+        steps=200,  # 150 left seed 0 at 0.78 of the alphabet on the engine (0.83 before)
         batch_size=8,
-        warmup=5,
-        eval_interval=0,
+        warmup=0.03,
+        eval_every=0,
         eval_batches=1,
         lr=1e-2,
         progress=False,
