@@ -14,7 +14,8 @@ for every Matryoshka compression rate of the audio (and video) token sequences.
   CTC character head), :func:`load_minilm`, :func:`matched_bottleneck`.
 * Data: :func:`build_speech_set` (corpus phrases spoken by espeak-ng, a synthetic
   viseme stream, seeded split by phrase, cache), :class:`SpeechSet`.
-* Training: :func:`train_recognizer` (every rate combination per step),
+* Training: :func:`train_recognizer` (every rate combination per step, on the
+  engine :class:`sci_moe.train.Trainer`; :class:`TrainConfig` extends its config),
   :func:`evaluate` (CER/WER at one rate), :func:`routing_consistency` (cross-rate JS).
 * Front end and metrics: :func:`log_mel`, :func:`add_noise`, :func:`ctc_greedy_decode`,
   :func:`char_error_rate`, :func:`word_error_rate`.
@@ -59,7 +60,15 @@ from .text import (
     normalize_text,
     word_error_rate,
 )
-from .train import TrainConfig, evaluate, routing_consistency, train_recognizer
+from .train import (
+    RecognizerRun,
+    TrainableParts,
+    TrainConfig,
+    evaluate,
+    recognizer_meta,
+    routing_consistency,
+    train_recognizer,
+)
 
 __all__ = [
     "ADAPTER_KINDS",
@@ -76,12 +85,14 @@ __all__ = [
     "PerRateAdapter",
     "RecognizerConfig",
     "RecognizerOutput",
+    "RecognizerRun",
     "SingleAdapter",
     "SpeechBatch",
     "SpeechRecognizer",
     "SpeechSet",
     "SpeechSetConfig",
     "TrainConfig",
+    "TrainableParts",
     "adapter_parameter_count",
     "add_noise",
     "build_speech_set",
@@ -101,6 +112,7 @@ __all__ = [
     "mel_filterbank",
     "normalize_text",
     "rate_label",
+    "recognizer_meta",
     "routing_consistency",
     "train_recognizer",
     "viseme_frames",

@@ -11,6 +11,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("espeakng_loader")
 
+from sci_moe._util import load_verified  # noqa: E402
 from sci_moe.speech.mome import (  # noqa: E402
     MatryoshkaRates,
     MoMEConfig,
@@ -23,6 +24,7 @@ from sci_moe.speech.mome import (  # noqa: E402
     routing_consistency,
     train_recognizer,
 )
+from sci_moe.train import lr_factor, read_metrics, warmup_steps  # noqa: E402
 
 PHRASES = ["open the door", "we like music", "rivers flow"]
 
@@ -98,8 +100,10 @@ def test_training_keeps_frozen_backbone_bit_identical(data, adapter):
     frozen = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     assert not any(n.startswith("backbone.") for n in trainable)
-    hist = train_recognizer(model, data, TrainConfig(steps=2, batch_size=2, lr=1e-2), False)
+    run = train_recognizer(model, data, TrainConfig(steps=2, batch_size=2, lr=1e-2), False)
+    hist = run.history
     assert len(hist) == 2 and all(math.isfinite(h["loss"]) for h in hist)
+    assert run.result.reason == "completed" and run.result.step == 2
     for k, v in model.backbone.state_dict().items():
         assert torch.equal(v, frozen[k]), k
     changed = [
@@ -144,3 +148,51 @@ def test_bad_input_errors(data, monkeypatch):
     monkeypatch.setitem(sys.modules, "espeakng_loader", None)
     with pytest.raises(ImportError, match="espeak"):
         build_speech_set(SpeechSetConfig(num_phrases=3), None, False, phrases=PHRASES)
+
+
+def test_steps_10_trains_with_a_proper_schedule(data, tmp_path):
+    """Issue 40: the one-cycle schedule raised ZeroDivisionError for steps=10 and was not a
+    proper schedule for steps < 10; on the engine every step count from 1 works."""
+    model = _model(rates={"audio": (4, 8)})
+    cfg = TrainConfig(steps=10, batch_size=2, lr=1e-2, log_every=1, eval_every=5, progress=False)
+    run = train_recognizer(model, data, cfg, out_dir=tmp_path)
+    assert run.result.step == 10 and len(run.history) == 10
+    assert all(math.isfinite(h["loss"]) for h in run.history)
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "metrics.jsonl") if "lr" in r]
+    assert len(lrs) == 10 and all(0 < v <= cfg.lr for v in lrs)
+    peak = lrs.index(max(lrs))
+    assert max(lrs) == pytest.approx(cfg.lr) and lrs[:peak] == sorted(lrs[:peak])
+    assert lrs[peak:] == sorted(lrs[peak:], reverse=True) and lrs[-1] < lrs[peak]
+    assert [e["step"] for e in run.result.evals] == [5, 10]
+    assert {"val_ctc", "val_cer", "val_cer[audio=4]", "val_cer[audio=8]"} <= set(
+        run.result.evals[-1]
+    )
+    for steps in range(1, 21):  # MoME's defaults give a proper schedule for 1-20 steps
+        c = TrainConfig(steps=steps)
+        f = [lr_factor(s, steps, c.schedule, c.warmup, c.min_lr_ratio) for s in range(steps)]
+        w = warmup_steps(steps, c.warmup)
+        assert all(0 < v <= 1 for v in f) and f[w] == pytest.approx(1.0)
+        assert f[:w] == sorted(f[:w]) and f[w:] == sorted(f[w:], reverse=True)
+
+
+def test_exact_resume_and_trainable_checkpoint(data, tmp_path):
+    cfg = TrainConfig(
+        steps=6, batch_size=2, lr=1e-2, eval_every=2, progress=False, snr_db=(None, 5.0)
+    )
+    ref = _model(rates={"audio": (4, 8)})
+    train_recognizer(ref, data, cfg, out_dir=tmp_path / "a")
+    model = _model(rates={"audio": (4, 8)})
+    first = train_recognizer(model, data, cfg, out_dir=tmp_path / "b", stop_after=3)
+    assert first.result.reason == "interrupted" and len(first.history) == 3
+    model = _model(rates={"audio": (4, 8)})  # a fresh process: rebuilt, then resumed
+    rest = train_recognizer(model, data, cfg, out_dir=tmp_path / "b", resume=True)
+    assert rest.result.resumed_from == 3 and [h["step"] for h in rest.history] == [3, 4, 5]
+    a, b = ref.state_dict(), model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    state = load_verified(tmp_path / "b" / "checkpoint.pt")
+    assert state["model"] and not any(k.startswith("backbone.") for k in state["model"])
+    other = _model(rates={"audio": (4, 8)})
+    with torch.no_grad():
+        next(other.backbone.parameters()).add_(1.0)
+    with pytest.raises(ValueError, match="another model"):
+        train_recognizer(other, data, cfg, out_dir=tmp_path / "b", resume=True)
