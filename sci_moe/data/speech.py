@@ -5,14 +5,17 @@ Sentences are real English text: the sentences of Python's own documentation top
 are espeak-ng voices/variants with seeded rate and pitch; train and test use *disjoint*
 voices, sentences and room responses (source/microphone positions), all drawn from one
 seed. Room impulse responses are cached (``.npz``, atomic writes) because a long RT60
-takes seconds to simulate.
+takes seconds to simulate, and so are the built splits: espeak-ng is not bit-reproducible
+(a call can return a few samples more or less), so a run that must see the same data again
+(a resumed training run) reads them from the cache.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -152,7 +155,8 @@ def build_reverberant_speech(
     ----------
     config : ReverbSpeechConfig, optional
     cache_dir : path, optional
-        Where room responses are cached (none if omitted).
+        Where room responses and the built splits (``reverb_speech_<key>.npz``, keyed by
+        the configuration and the corpus) are cached; nothing is cached if omitted.
     progress : bool
         Progress bars.
 
@@ -165,6 +169,12 @@ def build_reverberant_speech(
     need = cfg.n_train + cfg.n_test
     if len(sents) < need:
         raise ValueError(f"only {len(sents)} sentences available, asked for {need}")
+    cache = None
+    if cache_dir is not None:
+        blob = json.dumps([asdict(cfg), sents], sort_keys=True).encode()
+        cache = Path(cache_dir) / f"reverb_speech_{hashlib.sha256(blob).hexdigest()[:16]}.npz"
+        if cache.is_file():
+            return _load_splits(cache)
     rng = np.random.default_rng(cfg.seed)
     order = rng.permutation(len(sents))
     splits = []
@@ -193,4 +203,52 @@ def build_reverberant_speech(
                 ReverbUtterance(text, voice, rate, pitch, rev.direct, rev.reverberant, events, k)
             )
         splits.append(out)
+    if cache is not None:
+        _save_splits(cache, splits)
     return splits[0], splits[1]
+
+
+def _save_splits(path: Path, splits) -> None:
+    utts = [u for split in splits for u in split]
+    events = [e for u in utts for e in u.phonemes]
+    arrays = {
+        "n_train": np.array(len(splits[0])),
+        "text": np.array([u.text for u in utts]),
+        "voice": np.array([u.voice for u in utts]),
+        "rate_pitch_rir": np.array([[u.rate, u.pitch, u.rir_index] for u in utts]),
+        "audio_len": np.array([u.direct.size for u in utts]),
+        "direct": np.concatenate([u.direct for u in utts]),
+        "reverberant": np.concatenate([u.reverberant for u in utts]),
+        "n_events": np.array([len(u.phonemes) for u in utts]),
+        "event_symbol": np.array([e.symbol for e in events], dtype=str),
+        "event_time": np.array([[e.start, e.end] for e in events]).reshape(-1, 2),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_npz(path, arrays)
+
+
+def _load_splits(path: Path) -> tuple[list[ReverbUtterance], list[ReverbUtterance]]:
+    with np.load(path, allow_pickle=False) as z:
+        cut = np.cumsum(z["audio_len"])[:-1]
+        direct, rev = np.split(z["direct"], cut), np.split(z["reverberant"], cut)
+        ev_cut = np.cumsum(z["n_events"])[:-1]
+        symbols = np.split(z["event_symbol"], ev_cut)
+        times = np.split(z["event_time"], ev_cut)
+        utts = [
+            ReverbUtterance(
+                str(z["text"][i]),
+                str(z["voice"][i]),
+                int(z["rate_pitch_rir"][i, 0]),
+                int(z["rate_pitch_rir"][i, 1]),
+                direct[i],
+                rev[i],
+                tuple(
+                    PhonemeEvent(str(sym), float(t0), float(t1))
+                    for sym, (t0, t1) in zip(symbols[i], times[i], strict=True)
+                ),
+                int(z["rate_pitch_rir"][i, 2]),
+            )
+            for i in range(len(z["text"]))
+        ]
+        n_train = int(z["n_train"])
+    return utts[:n_train], utts[n_train:]

@@ -38,6 +38,7 @@ from .models import (
 from .training import (
     FrameTensors,
     TrainConfig,
+    fit_model,
     frame_tensors,
     mask_loss,
     train_classifier,
@@ -67,6 +68,7 @@ __all__ = [
     "causal_context",
     "ci_vocode",
     "event_frame_labels",
+    "fit_model",
     "force_align",
     "frame_tensors",
     "ideal_ratio_mask",

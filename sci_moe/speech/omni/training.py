@@ -1,7 +1,9 @@
-"""Training loops for the PI model, the phoneme MoE, the Omni-Expert and the classifier.
+"""Training of the PI model, the phoneme MoE, the Omni-Expert and the classifier (on the engine).
 
 Loss of every mask model (paper): :math:`L = \\frac{1}{TF} \\sum_{t,f} (\\hat M X - M X)^2`
-on magnitudes ``X``, ``M`` the IRM. Adam, mini-batches of frames, a seeded shuffle. The MoE
+on magnitudes ``X``, ``M`` the IRM. Adam at a constant learning rate (the paper's 1e-3),
+mini-batches of frames reshuffled every epoch, all on the training engine
+(:class:`sci_moe.train.Trainer`: seeding, checkpoints with exact resume, budget). The MoE
 and the OE start from the trained PI model and are trained with *oracle* phoneme labels
 (MoE: expert ``n`` only sees the frames of phoneme ``n``), as in the paper.
 """
@@ -9,13 +11,19 @@ and the OE start from the trained PI model and are trained with *oracle* phoneme
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
-from sci_moe._util import progress_bar
+from sci_moe.train import ShuffledBatches, Trainer, TrainResult, seed_everything
+from sci_moe.train import TrainConfig as EngineConfig
 
 from .dataset import FrameSet
 from .frontend import FeatureNormalizer, causal_context
@@ -31,6 +39,7 @@ from .models import (
 __all__ = [
     "FrameTensors",
     "TrainConfig",
+    "fit_model",
     "frame_tensors",
     "mask_loss",
     "train_classifier",
@@ -40,34 +49,39 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings.
+@dataclass
+class TrainConfig(EngineConfig):
+    """Optimisation settings: the engine's (:class:`sci_moe.train.TrainConfig`) with the
+    paper's defaults (Adam, constant learning rate 1e-3, no clipping) and epochs.
 
     Parameters
     ----------
-    epochs : int
-    batch_size : int
-        Frames per step.
-    lr : float
-        Adam learning rate (the paper: 1e-3).
-    seed : int
-    progress : bool
-        Show a progress bar.
+    epochs : int or None
+        Passes over the training frames; the run has ``epochs * ceil(n / batch_size)``
+        steps (``None``: ``steps`` as given).
     """
 
-    epochs: int = 10
+    epochs: int | None = 10
     batch_size: int = 256
     lr: float = 1e-3
-    seed: int = 0
+    optimizer: str = "adam"
+    schedule: str = "constant"
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 0
     progress: bool = False
 
-    def __post_init__(self):
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError(
-                f"need epochs >= 1, batch_size >= 1 and lr > 0; got {self.epochs}, "
-                f"{self.batch_size}, {self.lr}"
-            )
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        e = self.epochs
+        if e is not None and (isinstance(e, bool) or not isinstance(e, int) or e < 1):
+            raise ValueError(f"epochs must be an integer >= 1 or None, got {e!r}")
+
+    def for_frames(self, n: int) -> TrainConfig:
+        """This config with ``steps`` set from ``epochs`` for ``n`` training frames."""
+        if self.epochs is None:
+            return self
+        return dataclasses.replace(self, steps=self.epochs * math.ceil(n / self.batch_size))
 
 
 @dataclass
@@ -108,65 +122,137 @@ def mask_loss(mask: torch.Tensor, irm: torch.Tensor, magnitude: torch.Tensor) ->
     return ((mask - irm) * magnitude).square().mean()
 
 
-def _fit(
-    params,
-    n: int,
-    step: Callable[[torch.Tensor], torch.Tensor],
-    cfg: TrainConfig,
-    desc: str,
-) -> list[float]:
-    params = list(params)
-    # fused Adam: 4x faster steps on CPU for the 40-expert bank (same update rule)
-    opt = torch.optim.Adam(
-        params, lr=cfg.lr, fused=params[0].dtype in (torch.float32, torch.float64)
+def _digest(tensors) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _fuse_adam(trainer: Trainer) -> None:
+    """Fused Adam(W) on float32/float64 CPU parameters: the same update rule, and 2.4x
+    faster optimiser steps for the 40-expert bank (2.0 M parameters: 7 ms vs 66 ms)."""
+    opt = trainer.optimizer
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or not all(
+        p.dtype in (torch.float32, torch.float64) for p in params
+    ):
+        return
+    groups = [
+        {k: v for k, v in g.items() if k not in ("foreach", "fused")} for g in opt.param_groups
+    ]
+    trainer.optimizer = type(opt)(
+        groups, lr=trainer.config.lr, betas=trainer.config.betas, fused=True
     )
-    gen = torch.Generator().manual_seed(cfg.seed)
-    losses = []
-    for _ in progress_bar(range(cfg.epochs), disable=not cfg.progress, desc=desc, unit="epoch"):
-        perm = torch.randperm(n, generator=gen)
-        total = 0.0
-        for i in range(0, n, cfg.batch_size):
-            idx = perm[i : i + cfg.batch_size]
-            loss = step(idx)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * idx.numel()
-        losses.append(total / n)
-    return losses
+
+
+def _loss_of(model: nn.Module, data: FrameTensors) -> Callable:
+    if isinstance(model, PhonemeClassifier):
+        return lambda m, i: nn.functional.cross_entropy(m(data.features[i]), data.labels[i])
+    if isinstance(model, PhonemeIndependentMask):
+        return lambda m, i: mask_loss(m(data.features[i]), data.irm[i], data.magnitude[i])
+    if isinstance(model, PhonemeMoEMask | OmniExpertMask):
+        n_classes = model.config.n_classes
+
+        def oracle(m, i):
+            p = oracle_probs(data.labels[i], n_classes)
+            return mask_loss(m(data.features[i], p), data.irm[i], data.magnitude[i])
+
+        return oracle
+    raise TypeError(f"no training loss for a {type(model).__name__}")
+
+
+def fit_model(
+    model: nn.Module,
+    data: FrameTensors,
+    cfg: TrainConfig,
+    *,
+    name: str = "omni",
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Train one model of the chain on ``data`` with its loss, on the engine.
+
+    PI: :func:`mask_loss`; MoE and OE: :func:`mask_loss` with oracle routing (the
+    labels); classifier: cross-entropy on the labels. Mini-batches of frames come from
+    :class:`sci_moe.train.ShuffledBatches` (a new order every epoch, from ``cfg.seed``).
+
+    Parameters
+    ----------
+    model : nn.Module
+        A :class:`PhonemeIndependentMask`, :class:`PhonemeMoEMask`,
+        :class:`OmniExpertMask` or :class:`PhonemeClassifier`.
+    data : FrameTensors
+    cfg : TrainConfig
+    name : str
+        Label of the progress bar and messages.
+    out_dir : path, optional
+        Checkpoints and ``metrics.jsonl`` (needed to resume).
+    resume : bool
+        Continue the run in ``out_dir`` (a finished run returns at once, its weights
+        loaded).
+    stop_after : int, optional
+        Return after this many steps of this call.
+
+    Returns
+    -------
+    sci_moe.train.TrainResult
+    """
+    loss = _loss_of(model, data)
+    cfg = cfg.for_frames(len(data))
+    meta = {
+        "model": type(model).__name__,
+        "data": _digest([data.features, data.irm, data.magnitude, data.labels]),
+        "init": _digest(model.state_dict().values()),
+    }
+    source = ShuffledBatches(len(data), cfg.batch_size, torch.tensor, seed=cfg.seed)
+    trainer = Trainer(model, loss, source, cfg, out_dir=out_dir, meta=meta, name=name)
+    _fuse_adam(trainer)
+    result = trainer.fit(resume=resume, stop_after=stop_after)
+    model.eval()
+    return result
 
 
 def train_pi(
-    data: FrameTensors, net: MaskNetConfig | None = None, cfg: TrainConfig | None = None
-) -> PhonemeIndependentMask:
-    """Train the phoneme-independent mask model on every frame."""
+    data: FrameTensors,
+    net: MaskNetConfig | None = None,
+    cfg: TrainConfig | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    return_result: bool = False,
+):
+    """Train the phoneme-independent mask model on every frame.
+
+    Returns the model, or ``(model, TrainResult)`` with ``return_result``; ``out_dir``
+    and ``resume`` as in :func:`fit_model`.
+    """
     cfg = cfg or TrainConfig()
-    torch.manual_seed(cfg.seed)
+    seed_everything(cfg.seed)
     pi = PhonemeIndependentMask(net)
-    _fit(
-        pi.parameters(),
-        len(data),
-        lambda i: mask_loss(pi(data.features[i]), data.irm[i], data.magnitude[i]),
-        cfg,
-        "PI",
-    )
-    return pi
+    res = fit_model(pi, data, cfg, name="PI", out_dir=out_dir, resume=resume)
+    return (pi, res) if return_result else pi
 
 
 def train_moe(
-    pi: PhonemeIndependentMask, data: FrameTensors, cfg: TrainConfig | None = None
-) -> PhonemeMoEMask:
-    """40 experts upcycled from ``pi``, each trained on its phoneme's frames (oracle routing)."""
+    pi: PhonemeIndependentMask,
+    data: FrameTensors,
+    cfg: TrainConfig | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    return_result: bool = False,
+):
+    """40 experts upcycled from ``pi``, each trained on its phoneme's frames (oracle routing).
+
+    Returns the model, or ``(model, TrainResult)`` with ``return_result``.
+    """
     cfg = cfg or TrainConfig()
+    seed_everything(cfg.seed)
     moe = PhonemeMoEMask.from_pi(copy.deepcopy(pi))
-    N = pi.config.n_classes
-
-    def step(i):
-        p = oracle_probs(data.labels[i], N)
-        return mask_loss(moe(data.features[i], p), data.irm[i], data.magnitude[i])
-
-    _fit(moe.parameters(), len(data), step, cfg, "MoE")
-    return moe
+    res = fit_model(moe, data, cfg, name="MoE", out_dir=out_dir, resume=resume)
+    return (moe, res) if return_result else moe
 
 
 def train_oe(
@@ -176,33 +262,37 @@ def train_oe(
     *,
     scale: bool = True,
     shift: bool = True,
-) -> OmniExpertMask:
-    """The Omni-Expert from ``pi``: expert and scale/shift MLPs trained with oracle labels."""
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    return_result: bool = False,
+):
+    """The Omni-Expert from ``pi``: expert and scale/shift MLPs trained with oracle labels.
+
+    Returns the model, or ``(model, TrainResult)`` with ``return_result``.
+    """
     cfg = cfg or TrainConfig()
+    seed_everything(cfg.seed)
     oe = OmniExpertMask.from_pi(pi, scale=scale, shift=shift)
-    N = pi.config.n_classes
-
-    def step(i):
-        p = oracle_probs(data.labels[i], N)
-        return mask_loss(oe(data.features[i], p, "folded"), data.irm[i], data.magnitude[i])
-
-    _fit(oe.parameters(), len(data), step, cfg, "OE")
-    return oe
+    res = fit_model(oe, data, cfg, name="OE", out_dir=out_dir, resume=resume)
+    return (oe, res) if return_result else oe
 
 
 def train_classifier(
-    data: FrameTensors, net: MaskNetConfig | None = None, cfg: TrainConfig | None = None
-) -> PhonemeClassifier:
-    """Frame phoneme classifier (cross-entropy on the oracle labels)."""
+    data: FrameTensors,
+    net: MaskNetConfig | None = None,
+    cfg: TrainConfig | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    return_result: bool = False,
+):
+    """Frame phoneme classifier (cross-entropy on the oracle labels), initialised from
+    ``cfg.seed + 1`` (not PI's initial weights).
+
+    Returns the model, or ``(model, TrainResult)`` with ``return_result``.
+    """
     cfg = cfg or TrainConfig()
-    torch.manual_seed(cfg.seed + 1)
+    seed_everything(cfg.seed + 1)
     clf = PhonemeClassifier(net)
-    ce = torch.nn.CrossEntropyLoss()
-    _fit(
-        clf.parameters(),
-        len(data),
-        lambda i: ce(clf(data.features[i]), data.labels[i]),
-        cfg,
-        "classifier",
-    )
-    return clf
+    res = fit_model(clf, data, cfg, name="classifier", out_dir=out_dir, resume=resume)
+    return (clf, res) if return_result else clf

@@ -1,0 +1,89 @@
+"""Omni-Expert on the engine: exact resume of a stage; ``sci-moe train omni-expert``, tiny."""
+
+import json
+
+import pytest
+import torch
+
+from sci_moe._util import load_verified
+from sci_moe.cli.main import main
+from sci_moe.speech import (
+    FrameTensors,
+    MaskNetConfig,
+    PhonemeMoEMask,
+    TrainConfig,
+    fit_model,
+    train_pi,
+)
+
+NET = MaskNetConfig(n_bins=65, context=3, hidden=8, classifier_hidden=8)
+
+
+def _data(T=96, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    lab = torch.randint(0, 5, (T,), generator=gen)
+    x = torch.randn(T, 3, 65, generator=gen) + lab[:, None, None].float()
+    return FrameTensors(x, torch.rand(T, 65, generator=gen), torch.rand(T, 65, generator=gen), lab)
+
+
+def test_stage_resumes_exactly_with_fused_adam(tmp_path):
+    data = _data()
+    cfg = TrainConfig(epochs=3, batch_size=32, seed=2)  # 9 steps, 3 per epoch
+    pi = train_pi(data, NET, TrainConfig(epochs=1, batch_size=32))
+    ref = PhonemeMoEMask.from_pi(pi)
+    res = fit_model(ref, data, cfg, out_dir=tmp_path / "a")
+    assert res.step == 9 and res.finished
+    assert load_verified(tmp_path / "a" / "checkpoint.pt")["optimizer"]["param_groups"][0]["fused"]
+    part = PhonemeMoEMask.from_pi(pi)
+    assert fit_model(part, data, cfg, out_dir=tmp_path / "b", stop_after=4).reason == "interrupted"
+    again = PhonemeMoEMask.from_pi(pi)  # rebuilt as a new process would
+    res = fit_model(again, data, cfg, out_dir=tmp_path / "b", resume=True)
+    assert res.resumed_from == 4 and res.step == 9
+    a, b = ref.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="another model or data"):
+        fit_model(
+            PhonemeMoEMask.from_pi(pi), _data(seed=1), cfg, out_dir=tmp_path / "b", resume=True
+        )
+
+
+TINY = [
+    "--n-train", "2", "--n-test", "1", "--n-rirs", "1", "--rt60", "0.3", "--context", "3",
+    "--hidden", "8", "--classifier-hidden", "8", "--epochs", "1", "--ft-epochs", "1",
+    "--batch-size", "512", "--no-progress",
+]  # fmt: skip
+
+
+def test_train_omni_expert_tiny(tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "omni-expert", "--out", str(out), *TINY]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["method"] == "omni-expert" and res["train"]["finished"]
+    assert set(res["stages"]) == {"pi", "moe", "oe", "classifier"}
+    systems = {"reverberant", "PI", "MoE^p", "MoE^k", "OE^p", "OE^k", "IRM"}
+    assert set(res["test"]["stoi_vocoded"]) == set(res["test"]["lsd_db"]) == systems
+    assert res["test"]["lsd_db"]["IRM"] < res["test"]["lsd_db"]["reverberant"]
+    saved = torch.load(out / "models.pt", weights_only=True)
+    assert {"pi", "moe", "oe", "classifier", "normalizer"} <= set(saved)
+    for stage in ("pi", "moe", "oe", "classifier"):
+        assert (out / stage / "checkpoint.pt").is_file()
+    # a finished run resumes to the same models and results (every stage loads its weights)
+    assert main(["train", "omni-expert", "--out", str(out), *TINY, "--resume"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["test"] == res["test"]
+    assert again["stages"]["oe"]["resumed_from"] == res["stages"]["oe"]["step"] >= 1
+    assert main(["train", "omni-expert", "--out", str(out), *TINY]) == 2  # holds a run
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--ft-epochs", "0"], "--ft-epochs"),
+        (["--rt60", "-1"], "--rt60"),
+        (["--hidden", "0"], "hidden"),
+    ],
+)
+def test_train_omni_expert_bad_values_exit_2(tmp_path, capsys, extra, message):
+    assert main(["train", "omni-expert", "--out", str(tmp_path / "r"), *TINY, *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
