@@ -3,7 +3,8 @@
 MoRE-Brain stage 1 (Wei et al., NeurIPS 2025, arXiv 2505.15946): subject front ends
 (:class:`SubjectFrontEnd`), the hierarchical expert-choice encoder
 (:class:`MoREBrainEncoder` on :class:`~sci_moe.moe.TreeExpertChoice`), contrastive +
-MSE training to frozen target embeddings (:func:`train_encoder`), retrieval
+MSE training to frozen target embeddings (:func:`train_encoder`, on the package's training
+engine; ``sci-moe train more-brain``), retrieval
 (:func:`retrieval_accuracy`), router-only transfer to a new subject
 (:func:`finetune_routers`), a ridge baseline (:class:`RidgeDecoder`), voxel -> expert
 maps scored against planted regions (:func:`voxel_assignments`,
@@ -31,6 +32,7 @@ from .interpret import assignment_scores, voxel_assignments
 from .io import load_voxel_matrix
 from .planted import PlantedFMRI, plant_voxels, roi_labels
 from .train import (
+    EncoderRun,
     TrainConfig,
     contrastive_loss,
     finetune_routers,
@@ -41,6 +43,7 @@ from .train import (
 
 __all__ = [
     "EncoderOutput",
+    "EncoderRun",
     "MoREBrainConfig",
     "MoREBrainEncoder",
     "PlantedFMRI",

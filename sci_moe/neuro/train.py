@@ -1,17 +1,25 @@
-"""Training to frozen targets (contrastive + MSE), retrieval, router-only fine-tuning."""
+"""Training to frozen targets (contrastive + MSE), retrieval, router-only fine-tuning.
+
+:func:`train_encoder` runs on the package's training engine (:class:`sci_moe.train.Trainer`):
+seeding, the optimiser and schedule, evaluation with the best weights, checkpoints with
+exact resume, the budget, threads and data parallelism.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from .._util import progress_bar
+from ..train import Batch, BatchSource, StepInfo, Trainer, TrainResult, derive_seed
+from ..train import TrainConfig as EngineConfig
 from .encoder import MoREBrainEncoder
 
 __all__ = [
+    "EncoderRun",
     "TrainConfig",
     "contrastive_loss",
     "finetune_routers",
@@ -22,43 +30,127 @@ __all__ = [
 
 
 @dataclass
-class TrainConfig:
-    """Options of :func:`train_encoder`.
+class TrainConfig(EngineConfig):
+    """Options of :func:`train_encoder`: the engine's, with MoRE-Brain's loss and defaults.
 
     Parameters
     ----------
     steps : int
         Optimiser steps (one subject's mini-batch per step, subjects in turn).
     batch_size : int
-    lr, weight_decay : float
-        AdamW.
+        Samples of a step (>= 2: the contrastive loss needs pairs).
+    lr : float
+        Peak learning rate (AdamW).
+    weight_decay : float
+        AdamW's decoupled decay, of every trained parameter.
+    schedule : {"cosine", "linear", "constant"}
+        Default constant (the learning rate of MoRE-Brain's stage 1).
+    warmup : float
+        Default 0.
+    grad_clip : float or None
+        Default none.
+    eval_every : int
+        With validation data: evaluate every this many steps (0: only at the end).
     temperature : float
         Softmax temperature of :func:`contrastive_loss`.
     mse_weight : float
         Weight of the MSE between prediction and target.
     usage_weight : float
         Weight of the MSE-to-uniform usage loss (MoRE-Brain's balance loss).
-    seed : int
-        Seeds the batch order and the router noise.
+    monitor : str
+        ``val_top5`` (with ``mode="max"``), ``val_top1``; the mean over the validation
+        subjects of the top-k retrieval accuracy.
     progress : bool
-        Show a tqdm bar.
+        Show a progress bar.
     """
 
     steps: int = 300
     batch_size: int = 128
     lr: float = 3e-3
     weight_decay: float = 1e-4
+    schedule: str = "constant"
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 0
+    monitor: str = "val_top5"
+    mode: str = "max"
+    progress: bool = False
     temperature: float = 0.05
     mse_weight: float = 1.0
     usage_weight: float = 1e-2
-    seed: int = 0
-    progress: bool = False
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.batch_size < 2:
-            raise ValueError("steps must be >= 0 and batch_size >= 2 (contrastive pairs)")
-        if self.temperature <= 0 or self.lr <= 0:
-            raise ValueError("temperature and lr must be > 0")
+        super().__post_init__()
+        if self.batch_size < 2:
+            raise ValueError(
+                f"batch_size must be >= 2 (the contrastive loss needs pairs), got {self.batch_size}"
+            )
+        if not (isinstance(self.temperature, int | float) and self.temperature > 0):
+            raise ValueError(f"temperature must be a number > 0, got {self.temperature!r}")
+        for name in ("mse_weight", "usage_weight"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
+
+
+@dataclass
+class EncoderRun:
+    """What :func:`train_encoder` did.
+
+    Attributes
+    ----------
+    history : list of float
+        The training loss of every step (all pieces of a resumed run).
+    result : sci_moe.train.TrainResult
+        The engine's summary (steps, reason, evaluations, best step, time).
+    """
+
+    history: list[float]
+    result: TrainResult
+
+
+class _SubjectBatches(BatchSource):
+    """One subject's mini-batch per step, subjects in turn.
+
+    Step ``s`` takes subject ``names[s % len(names)]`` and the first ``batch_size``
+    samples of a permutation drawn from a generator seeded by ``(seed, s)`` (a pure
+    function of the step, so a resumed run sees the same batches); rank ``r`` of ``W``
+    takes positions ``r, r + W, ...`` of it.
+
+    Parameters
+    ----------
+    data : mapping of subject to (voxels (M_s, V_s), targets (M_s, D))
+    batch_size : int
+    seed : int
+    dtype : torch.dtype
+        Of the returned tensors.
+    """
+
+    def __init__(self, data, batch_size: int, seed: int = 0, dtype=torch.float32) -> None:
+        self.data, self.names = data, list(data)
+        self.batch_size, self.seed, self.dtype = batch_size, seed, dtype
+
+    def get(self, step: int, rank: int = 0, world_size: int = 1) -> Batch:
+        name = self.names[step % len(self.names)]
+        x, y = self.data[name]
+        b = min(self.batch_size, x.shape[0])
+        gen = torch.Generator().manual_seed(derive_seed(self.seed, step))
+        idx = torch.randperm(x.shape[0], generator=gen)[:b][rank::world_size]
+        return Batch((name, x[idx].to(self.dtype), y[idx].to(self.dtype)), len(idx), 0)
+
+
+class _LossHistory:
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def __call__(self, info: StepInfo) -> None:
+        self.losses.append(float(info.metrics["loss"]))
+
+    def state_dict(self) -> dict:
+        return {"losses": list(self.losses)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.losses = list(state["losses"])
 
 
 def contrastive_loss(pred: torch.Tensor, target: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -104,11 +196,18 @@ def train_encoder(
     data: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
     config: TrainConfig | None = None,
     parameters: Sequence[torch.nn.Parameter] | None = None,
-) -> list[float]:
-    """Train ``model`` to predict frozen target embeddings.
+    *,
+    validation: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+) -> EncoderRun:
+    """Train ``model`` to predict frozen target embeddings, on the engine.
 
     Loss per step: :func:`contrastive_loss` ``+ mse_weight * MSE + usage_weight *``
     usage loss, on one subject's mini-batch (subjects in turn).
+    Under data parallelism each process's contrastive loss contrasts its share of the
+    batch.
 
     Parameters
     ----------
@@ -117,43 +216,74 @@ def train_encoder(
     config : TrainConfig, optional
     parameters : sequence of Parameter, optional
         What the optimiser updates (default: all parameters that require grad).
+    validation : mapping of subject to (voxels, targets), optional
+        Evaluated every ``eval_every`` steps and at the end: ``val_top1`` and
+        ``val_top5``, the top-k retrieval accuracy among the subject's validation
+        targets, averaged over the subjects; the best ``monitor`` weights are kept.
+    out_dir : path, optional
+        Where the engine writes its checkpoint and ``metrics.jsonl``.
+    resume : bool
+        Continue the run in ``out_dir`` exactly.
+    stop_after : int, optional
+        Return after this many steps of this call (a deliberate interruption).
 
     Returns
     -------
-    list of float
-        Loss of every step.
+    EncoderRun
+        The loss of every step and the engine's result; the model is left in eval mode.
     """
     cfg = config or TrainConfig()
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"config must be a sci_moe.neuro.TrainConfig, got {type(cfg).__name__}")
     _check_data(model, data)
+    if validation is not None:
+        _check_data(model, validation)
     params = [p for p in (model.parameters() if parameters is None else parameters)]
     params = [p for p in params if p.requires_grad]
     if not params:
         raise ValueError("no trainable parameters")
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    names = list(data)
     dtype = next(model.parameters()).dtype
-    model.train()
-    history = []
-    for step in progress_bar(range(cfg.steps), disable=not cfg.progress, desc="train"):
-        name = names[step % len(names)]
-        x, y = data[name]
-        b = min(cfg.batch_size, x.shape[0])
-        idx = torch.randperm(x.shape[0], generator=gen)[:b]
-        xb, yb = x[idx].to(dtype), y[idx].to(dtype)
-        out = model(xb, name)
+
+    def loss_fn(m, batch):
+        name, xb, yb = batch
+        out = m(xb, name)
         loss = contrastive_loss(out.embedding, yb, cfg.temperature)
         if cfg.mse_weight:
             loss = loss + cfg.mse_weight * F.mse_loss(out.embedding, yb)
         if cfg.usage_weight:
             loss = loss + cfg.usage_weight * out.usage_loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        history.append(float(loss.detach()))
+        return loss
+
+    evaluate = None
+    if validation is not None:
+
+        def evaluate(m) -> dict:
+            acc = [
+                retrieval_accuracy(predict(m, x, name), y) for name, (x, y) in validation.items()
+            ]
+            return {f"val_top{k}": sum(a[k] for a in acc) / len(acc) for k in (1, 5)}
+
+    history = _LossHistory()
+    trainer = Trainer(
+        model,
+        loss_fn,
+        _SubjectBatches(data, cfg.batch_size, cfg.seed, dtype),
+        cfg,
+        evaluate=evaluate,
+        out_dir=out_dir,
+        param_groups=[{"params": params}],
+        hooks=[history],
+        stateful={"history": history},
+        meta={
+            "voxels_per_subject": dict(model.config.voxels_per_subject),
+            "trained": sum(p.numel() for p in params),
+            "samples": {k: int(x.shape[0]) for k, (x, _) in data.items()},
+        },
+        name="MoRE-Brain",
+    )
+    result = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
-    return history
+    return EncoderRun(history.losses, result)
 
 
 def finetune_routers(
@@ -183,8 +313,8 @@ def finetune_routers(
 
     Returns
     -------
-    list of float
-        Loss of every step.
+    EncoderRun
+        The loss of every step and the engine's result.
     """
     if subject not in model.subjects:
         model.add_subject(subject, voxels.shape[1] if num_voxels is None else num_voxels)

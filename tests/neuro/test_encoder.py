@@ -79,7 +79,9 @@ def test_training_learns_planted_targets():
         voxels_per_subject={"subj01": 64}, target_dim=60, d_model=8, d_hidden=16, experts=(2, 4)
     )
     before = retrieval_accuracy(predict(m, x[120:], "subj01"), t[120:])[5]
-    hist = train_encoder(m, {"subj01": (x[:120], t[:120])}, TrainConfig(steps=60, batch_size=32))
+    run = train_encoder(m, {"subj01": (x[:120], t[:120])}, TrainConfig(steps=60, batch_size=32))
+    hist = run.history
+    assert len(hist) == 60 and run.result.finished
     after = retrieval_accuracy(predict(m, x[120:], "subj01"), t[120:])[5]
     assert hist[-1] < hist[0]
     assert after > before + 0.2 and after > 5 / 40 * 2
