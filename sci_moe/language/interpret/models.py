@@ -65,8 +65,14 @@ class PretrainedModel:
     weights_sha256: str
 
     def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text`` without special tokens."""
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        """Token ids of ``text`` without special tokens.
+
+        ``text`` may be longer than the model's context (whole documents are tokenized,
+        then cut into windows), so the tokenizer's "sequence length is longer than the
+        specified maximum" warning is off. A window longer than the context still fails
+        where the model runs it.
+        """
+        return self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
 
 @functools.lru_cache(maxsize=8)

@@ -86,21 +86,39 @@ def read_log(path) -> dict[str, np.ndarray]:
 
 @contextlib.contextmanager
 def _quiet_c_stdout():
-    """Silence what C code prints on file descriptor 1 (mdtraj's DCD plugin banner)."""
+    """Silence what C code prints on file descriptor 1 (mdtraj's DCD plugin banner).
+
+    Also when Python's ``sys.stdout`` is captured (pytest, sphinx-gallery in the docs
+    build): the C code writes to descriptor 1 itself, through C's buffered ``stdout``,
+    which is flushed into the null device before the descriptor is restored.
+    """
+    fd = 1
     try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # no real stdout (e.g. captured)
+        sys.stdout.flush()
+        saved = os.dup(fd)
+    except (AttributeError, OSError, ValueError):  # no descriptor 1 to silence
         yield
         return
-    sys.stdout.flush()
-    saved = os.dup(fd)
     try:
         with open(os.devnull, "wb") as null:
             os.dup2(null.fileno(), fd)
-            yield
+            try:
+                yield
+            finally:
+                _flush_c_stdio()
     finally:
         os.dup2(saved, fd)
         os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    """``fflush(NULL)``: write out what C code left in its stdio buffers (POSIX)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - no C library handle
+        pass
 
 
 def _load_xyz(path: Path, top: Path) -> np.ndarray:
