@@ -186,7 +186,7 @@ def main(argv=None) -> int:
                     seed=seed,
                     dead_window=min(cfg["steps"] * cfg["batch_size"] // 2, 10_000),
                     log_every=10,
-                    show_progress=False,
+                    progress=False,
                 )
                 t = time.perf_counter()
                 res = train_decomposition(layer, tr["x"], tr["y"], tcfg)

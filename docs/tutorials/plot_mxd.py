@@ -74,7 +74,7 @@ print(f"train tokens {tr['x'].shape[0]}, validation tokens {va['x'].shape[0]}, d
 sizes = match_decomposition_sizes(384, 384, latent_multiplier=2, d_hidden=384)
 print(sizes.parameters, "experts:", sizes.num_experts, "latents:", sizes.d_latent)
 cfg = DecompositionTrainConfig(
-    steps=150, batch_size=128, lr=3e-3, log_every=10, dead_window=4096, show_progress=False
+    steps=150, batch_size=128, lr=3e-3, log_every=10, dead_window=4096, progress=False
 )
 layers, curves = {}, {}
 for kind in ("mxd", "transcoder"):

@@ -1,37 +1,50 @@
-"""Train a sparse decomposition of an MLP on cached activations, with exact resume.
+"""Train a sparse decomposition of an MLP on cached activations, on the shared engine.
 
 Any of the core's three decompositions (:class:`~sci_moe.moe.MixtureOfDecoders`,
 :class:`~sci_moe.moe.Transcoder`, :class:`~sci_moe.moe.SkipTranscoder`) is trained to map
 the MLP input ``x`` to its output ``y`` by Adam on the per-token normalised MSE of the
 public MxD code (:func:`~sci_moe.moe.normalized_mse`), from the layers' own
-initialisation (zero-initialised decoders). Unit-norm expert vectors / decoder rows are
-kept unit-norm (gradient component along them removed before the step, rows projected
-after it) when the layer was built with that option.
+initialisation (zero-initialised decoders). The loop is :class:`sci_moe.train.Trainer`
+(schedule, checkpoints with exact resume, ``max_hours``, metrics, data parallelism);
+the batches are tokens drawn uniformly with replacement from a generator seeded by
+``(seed, step, rank)`` (:class:`~sci_moe.train.StreamBatches`). Unit-norm expert
+vectors / decoder rows are kept unit-norm (the gradient component along them is removed
+after the backward, which the loss then does itself, and the rows are projected back by
+a hook after each step) when the layer was built with that option.
 
 Dead units: the trainer records, per unit (expert or latent), the token count at which
-it was last active (a coefficient > 0 in the top-k code). A unit is **dead** when it has
-not been active during the last ``dead_window`` training tokens; the fraction of dead
-units is logged, and with ``resample_every > 0`` dead units are re-initialised on
-inputs the layer reconstructs worst (the encoder/gate row points at such an input, the
-decoder row / expert vector at its residual; their Adam moments are reset).
+it was last active (a coefficient > 0 in the top-k code; under data parallelism on any
+rank). A unit is **dead** when it has not been active during the last ``dead_window``
+training tokens; the fraction of dead units is logged, and with ``resample_every > 0``
+dead units are re-initialised on inputs the layer reconstructs worst (the encoder/gate
+row points at such an input, the decoder row / expert vector at its residual; their
+Adam moments are reset). The resampling batch and draws come from a generator seeded by
+``(seed, step)``, the same on every rank.
 
-Checkpoints (``torch.save`` of plain containers, written atomically, read with
-``weights_only=True``) hold the layer, the optimiser, the step, the batch sampler's RNG
-state and the dead-unit counters: a run resumed from a checkpoint is bit-identical to
-an uninterrupted one.
+The engine's checkpoint holds the layer, the optimiser, the step and (as ``stateful``)
+the dead-unit counters, the resampling count and the loss history: a run resumed from a
+checkpoint is bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..._util import atomic_torch_save, progress_bar
 from ...moe import normalized_mse
+from ...train import (
+    StepInfo,
+    StreamBatches,
+    Trainer,
+    all_reduce_sum,
+    current_context,
+    derive_seed,
+)
+from ...train import TrainConfig as EngineConfig
+from ...train import TrainResult as EngineResult
 
 __all__ = [
     "DecompositionTrainConfig",
@@ -45,64 +58,53 @@ __all__ = [
 
 
 @dataclass
-class DecompositionTrainConfig:
-    """Settings of :func:`train_decomposition`.
+class DecompositionTrainConfig(EngineConfig):
+    """Settings of :func:`train_decomposition`: the engine's
+    (:class:`sci_moe.train.TrainConfig`) and these.
 
-    Attributes
+    The engine's defaults are changed to those of the MxD code: 1000 steps of 512
+    tokens, Adam at a constant 1e-3 without warm-up, decay or clipping, the final (not
+    the best) weights kept, ``monitor`` ``val_nmse`` (with validation activations) and a
+    loss-history entry every 50 steps (``log_every``).
+
+    Parameters
     ----------
-    steps : int
-        Optimiser steps; the run sees ``steps * batch_size`` tokens.
-    batch_size : int
-        Tokens per step (drawn uniformly with replacement from the training tokens).
-    lr : float
-        Adam learning rate.
-    seed : int
-        Seed of the batch sampler (the layer's initialisation is the caller's).
     dead_window : int
         Tokens without activity after which a unit counts as dead.
     resample_every : int
         Resample dead units every this many steps (0: never).
-    checkpoint_every : int
-        Write the checkpoint every this many steps (0: only at the end).
-    log_every : int
-        Record the training loss every this many steps.
     init_output_bias : bool
         Before the first step, set the layer's output bias (``bias`` of MxD, ``b_dec`` of
         the transcoders) to the mean MLP output over the training tokens (SAE practice;
         with few steps a zero bias otherwise dominates the error). Applied to every layer
-        alike; not repeated on resume.
-    show_progress : bool
+        alike; a resumed run takes the bias of its checkpoint.
     """
 
     steps: int = 1000
     batch_size: int = 512
     lr: float = 1e-3
-    seed: int = 0
+    optimizer: str = "adam"
+    schedule: str = "constant"
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 0
+    monitor: str = "val_nmse"
+    restore_best: bool = False
+    log_every: int = 50
     dead_window: int = 100_000
     resample_every: int = 0
-    checkpoint_every: int = 0
-    log_every: int = 50
     init_output_bias: bool = True
-    show_progress: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "dead_window", "log_every"):
+        super().__post_init__()
+        for name, lo in (("dead_window", 1), ("resample_every", 0)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        for name in ("resample_every", "checkpoint_every", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-        if not (isinstance(self.lr, int | float) and self.lr > 0 and self.lr < float("inf")):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-
-    def _identity(self) -> dict:
-        """Fields a resumed run must share (progress and checkpoint cadence may change)."""
-        d = asdict(self)
-        for name in ("steps", "checkpoint_every", "show_progress"):
-            d.pop(name)
-        return d
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if not isinstance(self.init_output_bias, bool):
+            raise ValueError(
+                f"init_output_bias must be true or false, got {self.init_output_bias!r}"
+            )
 
 
 @dataclass
@@ -112,15 +114,19 @@ class TrainResult:
     Attributes
     ----------
     step : int
-        Steps done (equal to ``config.steps`` unless stopped early by ``stop_at``).
+        Steps done (equal to ``config.steps`` unless stopped by ``stop_after``, the
+        budget or early stopping).
     tokens_seen : int
     history : list of (int, float)
-        ``(step, mean training loss since the previous entry)``.
+        ``(step, mean training loss since the previous entry)``, every ``log_every``
+        steps and at the last.
     dead_fraction : float
         Fraction of units inactive during the last ``dead_window`` tokens (0 before
         ``dead_window`` tokens were seen).
     resampled : int
         Units re-initialised in total.
+    summary : sci_moe.train.TrainResult or None
+        The engine's account of the run (evaluations, reason, time).
     """
 
     step: int
@@ -128,6 +134,7 @@ class TrainResult:
     history: list = field(default_factory=list)
     dead_fraction: float = 0.0
     resampled: int = 0
+    summary: EngineResult | None = None
 
 
 def _num_units(module: nn.Module) -> int:
@@ -245,19 +252,34 @@ def _check_data(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
         )
 
 
-def _state(module, opt, step, tokens, gen, last_active, history, resampled, cfg, running) -> dict:
-    return {
-        "module": module.state_dict(),
-        "optimizer": opt.state_dict(),
-        "step": step,
-        "tokens_seen": tokens,
-        "generator": gen.get_state(),
-        "last_active": last_active,
-        "history": [list(h) for h in history],
-        "resampled": resampled,
-        "running": list(running),
-        "config": cfg._identity(),
-    }
+class _Units:
+    """The dead-unit counters and the loss history (engine ``stateful``)."""
+
+    def __init__(self, n_units: int) -> None:
+        self.last_active = torch.zeros(n_units, dtype=torch.int64)
+        self.resampled = 0
+        self.history: list[tuple[int, float]] = []
+        self.running, self.n_running = 0.0, 0
+
+    def state_dict(self) -> dict:
+        return {
+            "last_active": self.last_active.clone(),
+            "resampled": self.resampled,
+            "history": [list(h) for h in self.history],
+            "running": [self.running, self.n_running],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.last_active = state["last_active"].clone()
+        self.resampled = int(state["resampled"])
+        self.history = [(int(s), float(v)) for s, v in state["history"]]
+        self.running, self.n_running = float(state["running"][0]), int(state["running"][1])
+
+    def dead(self, tokens: int, window: int) -> torch.Tensor:
+        return (tokens - self.last_active) >= window
+
+
+_RESAMPLE = 0x5E5A  # generator key of the resampling draws
 
 
 def train_decomposition(
@@ -265,8 +287,12 @@ def train_decomposition(
     x: torch.Tensor,
     y: torch.Tensor,
     config: DecompositionTrainConfig | None = None,
-    checkpoint: str | os.PathLike | None = None,
-    stop_at: int | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    *,
+    x_val: torch.Tensor | None = None,
+    y_val: torch.Tensor | None = None,
+    stop_after: int | None = None,
 ) -> TrainResult:
     """Fit ``module`` to map MLP inputs ``x`` to MLP outputs ``y``.
 
@@ -279,104 +305,115 @@ def train_decomposition(
     y : Tensor, shape (T, d_out)
         MLP outputs.
     config : DecompositionTrainConfig, optional
-    checkpoint : path-like, optional
-        Checkpoint file: resumed from if it exists, written every
-        ``config.checkpoint_every`` steps and at the end.
-    stop_at : int, optional
-        Stop (after checkpointing) once this many steps are done, as an interruption
-        would; rerun with the same checkpoint to continue.
+    out_dir : path-like, optional
+        Where the engine writes ``checkpoint.pt`` and ``metrics.jsonl``.
+    resume : bool
+        Continue the run in ``out_dir`` (a fresh run when it holds no checkpoint).
+    x_val, y_val : Tensor, optional
+        Held-out activations: :func:`evaluate_decomposition` every ``eval_every`` steps
+        and at the end (``val_nmse``, ``val_fvu``, ``val_dead_fraction``, ``val_l0``).
+    stop_after : int, optional
+        Return after this many steps of this call, checkpointed (an interruption on
+        purpose; resume to continue).
 
     Returns
     -------
     TrainResult
     """
     cfg = config or DecompositionTrainConfig()
+    if not isinstance(cfg, DecompositionTrainConfig):
+        raise TypeError(f"config must be a DecompositionTrainConfig, got {type(cfg).__name__}")
     _check_data(module, x, y)
+    if (x_val is None) != (y_val is None):
+        raise ValueError("give both x_val and y_val, or neither")
+    if x_val is not None:
+        _check_data(module, x_val, y_val)
     n_units = _num_units(module)
-    opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    step, tokens, resampled, history = 0, 0, 0, []
-    running, n_running = 0.0, 0
-    last_active = torch.zeros(n_units, dtype=torch.int64)
-    path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.is_file():
-        state = torch.load(path, weights_only=True)
-        if state["config"] != cfg._identity():
-            raise ValueError(
-                f"{path} was written with another configuration ({state['config']}); "
-                "use the same settings to resume or another checkpoint path"
-            )
-        module.load_state_dict(state["module"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        step, tokens = int(state["step"]), int(state["tokens_seen"])
-        last_active = state["last_active"].clone()
-        history = [tuple(h) for h in state["history"]]
-        resampled = int(state["resampled"])
-        running, n_running = float(state["running"][0]), int(state["running"][1])
-    elif cfg.init_output_bias:
+    if cfg.init_output_bias:  # a resumed run loads its checkpoint's bias over this
         with torch.no_grad():
             output_bias(module).copy_(y.mean(0))
-    end = cfg.steps if stop_at is None else min(cfg.steps, stop_at)
     unit_norm = _unit_norm(module)
-    module.train()
-    bar = progress_bar(
-        total=cfg.steps,
-        initial=step,
-        desc="decomposition",
-        unit="step",
-        disable=not cfg.show_progress,
-    )
+    own_backward = unit_norm and hasattr(module, "remove_parallel_grad_")
     T = x.shape[0]
+    ctx = current_context()
+    units = _Units(n_units)
+    params = [p for p in module.parameters() if p.requires_grad]
 
-    def save() -> None:  # the whole training state, read by the resume branch above
-        state = _state(
-            module, opt, step, tokens, gen, last_active, history, resampled, cfg,
-            (running, n_running),
-        )  # fmt: skip
-        atomic_torch_save(path, state)
+    def sample(gen: torch.Generator, n: int):
+        idx = torch.randint(0, T, (n,), generator=gen)
+        return x[idx], y[idx]
 
-    try:
-        while step < end:
+    def loss_fn(m, batch):
+        out = m(batch[0])
+        loss = normalized_mse(out.y, batch[1])
+        if not own_backward:
+            return loss, None, out
+        # the projection acts between the backward and the step: the backward is ours
+        for p in params:
+            p.grad = None
+        loss.backward()
+        m.remove_parallel_grad_()
+        return loss.detach(), None, out
+
+    def on_step(info: StepInfo) -> None:
+        if unit_norm:
+            module.renormalize_()
+        step, tokens = info.step, info.step * cfg.batch_size
+        out = info.extra
+        fired = torch.zeros(n_units, dtype=torch.bool)
+        fired[out.indices[out.values > 0].unique().cpu()] = True
+        if ctx.enabled:  # active on any rank
+            fired = torch.tensor(all_reduce_sum(fired.double().tolist(), ctx)) > 0
+        units.last_active[fired] = tokens
+        units.running += float(info.metrics["loss"])
+        units.n_running += 1
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            units.history.append((step, units.running / units.n_running))
+            units.running, units.n_running = 0.0, 0
+        if cfg.resample_every and step % cfg.resample_every == 0 and tokens >= cfg.dead_window:
+            dead = units.dead(tokens, cfg.dead_window)
+            gen = torch.Generator().manual_seed(derive_seed(cfg.seed, step, _RESAMPLE))
             idx = torch.randint(0, T, (cfg.batch_size,), generator=gen)
-            xb, yb = x[idx], y[idx]
-            out = module(xb)
-            loss = normalized_mse(out.y, yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if unit_norm and hasattr(module, "remove_parallel_grad_"):
-                module.remove_parallel_grad_()
-            opt.step()
-            if unit_norm:
-                module.renormalize_()
-            tokens += cfg.batch_size
-            step += 1
-            fired = out.indices[out.values > 0].unique()
-            last_active[fired] = tokens
-            running += float(loss.detach())
-            n_running += 1
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                history.append((step, running / n_running))
-                bar.set_postfix(loss=f"{running / n_running:.4g}")
-                running, n_running = 0.0, 0
-            if cfg.resample_every and step % cfg.resample_every == 0 and tokens >= cfg.dead_window:
-                dead = (tokens - last_active) >= cfg.dead_window
-                got = resample_dead_units(module, opt, dead, xb, yb, gen)
-                last_active[dead] = tokens
-                resampled += got
-            if path is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                save()
-            bar.update(1)
-    finally:
-        bar.close()
-    if path is not None:
-        save()
+            units.resampled += resample_dead_units(
+                module, info.optimizer, dead, x[idx], y[idx], gen
+            )
+            units.last_active[dead] = tokens
+
+    evaluate = None
+    if x_val is not None:
+
+        def evaluate(m) -> dict:
+            ev = evaluate_decomposition(m, x_val, y_val)
+            return {f"val_{k}": v for k, v in ev.items()}
+
+    meta = {
+        "layer": type(module).__name__,
+        "d_in": int(module.d_in),
+        "d_out": int(module.d_out),
+        "units": n_units,
+        "train_tokens": int(T),
+        "val_tokens": None if x_val is None else int(x_val.shape[0]),
+    }
+    trainer = Trainer(
+        module,
+        loss_fn,
+        StreamBatches(sample, cfg.batch_size, seed=cfg.seed),
+        cfg,
+        evaluate=evaluate,
+        out_dir=out_dir,
+        hooks=[on_step],
+        stateful={"units": units},
+        meta=meta,
+        name="decomposition",
+    )
+    res = trainer.fit(resume=resume, stop_after=stop_after)
+    tokens = res.step * cfg.batch_size
     dead_fraction = (
-        float(((tokens - last_active) >= cfg.dead_window).float().mean())
+        float(units.dead(tokens, cfg.dead_window).float().mean())
         if tokens >= cfg.dead_window
         else 0.0
     )
-    return TrainResult(step, tokens, history, dead_fraction, resampled)
+    return TrainResult(res.step, tokens, list(units.history), dead_fraction, units.resampled, res)
 
 
 @torch.no_grad()

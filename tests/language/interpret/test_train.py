@@ -33,7 +33,7 @@ def test_training_fits_a_known_mlp(kind):
     layer = _layers()[kind]
     before = evaluate_decomposition(layer, x, y)
     cfg = DecompositionTrainConfig(
-        steps=150, batch_size=64, lr=1e-2, log_every=50, show_progress=False, dead_window=640
+        steps=150, batch_size=64, lr=1e-2, log_every=50, progress=False, dead_window=640
     )
     res = train_decomposition(layer, x, y, cfg)
     after = evaluate_decomposition(layer, x, y)
@@ -52,20 +52,21 @@ def test_resume_is_bit_identical(kind, tmp_path):
         steps=12,
         batch_size=32,
         lr=5e-3,
-        show_progress=False,
+        progress=False,
         log_every=4,
         dead_window=96,
         resample_every=5,
     )
     straight = _layers()[kind]
     r1 = train_decomposition(straight, x, y, cfg)
+    assert r1.resampled > 0  # the resampling is part of what must resume exactly
     resumed = _layers()[kind]
-    ck = tmp_path / "ck.pt"
-    part = train_decomposition(resumed, x, y, cfg, checkpoint=ck, stop_at=7)
-    assert part.step == 7
+    part = train_decomposition(resumed, x, y, cfg, tmp_path, stop_after=7)
+    assert part.step == 7 and part.summary.reason == "interrupted"
     fresh = _layers()[kind]  # a new process: new layer object, state from the file
-    r2 = train_decomposition(fresh, x, y, cfg, checkpoint=ck)
+    r2 = train_decomposition(fresh, x, y, cfg, tmp_path, resume=True)
     assert r2.step == 12 and r2.history == r1.history and r2.resampled == r1.resampled
+    assert r2.summary.resumed_from == 7 and r2.dead_fraction == r1.dead_fraction
     for (n, a), (_, b) in zip(
         straight.state_dict().items(), fresh.state_dict().items(), strict=True
     ):
@@ -74,12 +75,23 @@ def test_resume_is_bit_identical(kind, tmp_path):
 
 def test_resume_refuses_another_configuration(tmp_path):
     x, y = _teacher_data()
-    ck = tmp_path / "ck.pt"
-    cfg = DecompositionTrainConfig(steps=2, batch_size=8, show_progress=False)
-    train_decomposition(_layers()["transcoder"], x, y, cfg, checkpoint=ck)
-    other = DecompositionTrainConfig(steps=4, batch_size=8, lr=0.1, show_progress=False)
-    with pytest.raises(ValueError, match="another configuration"):
-        train_decomposition(_layers()["transcoder"], x, y, other, checkpoint=ck)
+    cfg = DecompositionTrainConfig(steps=2, batch_size=8, progress=False)
+    train_decomposition(_layers()["transcoder"], x, y, cfg, tmp_path)
+    other = DecompositionTrainConfig(steps=4, batch_size=8, lr=0.1, progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        train_decomposition(_layers()["transcoder"], x, y, other, tmp_path, resume=True)
+    with pytest.raises(ValueError, match="already holds"):  # a new run never overwrites
+        train_decomposition(_layers()["transcoder"], x, y, cfg, tmp_path)
+
+
+def test_validation_metrics_are_evaluated(tmp_path):
+    x, y = _teacher_data()
+    cfg = DecompositionTrainConfig(steps=6, batch_size=32, eval_every=3, progress=False)
+    res = train_decomposition(_layers()["mxd"], x[:500], y[:500], cfg, x_val=x[500:], y_val=y[500:])
+    assert [e["step"] for e in res.summary.evals] == [3, 6]
+    assert set(res.summary.evals[-1]) >= {"val_nmse", "val_fvu", "val_dead_fraction", "val_l0"}
+    with pytest.raises(ValueError, match="x_val and y_val"):
+        train_decomposition(_layers()["mxd"], x, y, cfg, x_val=x)
 
 
 def test_resampling_revives_dead_units():
@@ -103,9 +115,7 @@ def test_dead_fraction_counts_units_that_never_fire():
     layer = _layers()["transcoder"]
     with torch.no_grad():
         layer.b_enc[:13] = -100.0
-    cfg = DecompositionTrainConfig(
-        steps=5, batch_size=32, lr=1e-6, dead_window=64, show_progress=False
-    )
+    cfg = DecompositionTrainConfig(steps=5, batch_size=32, lr=1e-6, dead_window=64, progress=False)
     res = train_decomposition(layer, x, y, cfg)
     assert res.dead_fraction >= 13 / 52
     assert evaluate_decomposition(layer, x, y)["dead_fraction"] >= 13 / 52
@@ -115,7 +125,7 @@ def test_output_bias_starts_at_the_mean_target():
     x, y = _teacher_data()
     y = y + 3.0
     for kind, layer in _layers().items():
-        cfg = DecompositionTrainConfig(steps=1, batch_size=8, lr=1e-9, show_progress=False)
+        cfg = DecompositionTrainConfig(steps=1, batch_size=8, lr=1e-9, progress=False)
         train_decomposition(layer, x, y, cfg)
         name = "bias" if kind == "mxd" else "b_dec"
         torch.testing.assert_close(getattr(layer, name).detach(), y.mean(0), atol=1e-6, rtol=0)
@@ -127,9 +137,11 @@ def test_bad_training_input():
         DecompositionTrainConfig(steps=0)
     with pytest.raises(ValueError, match="lr"):
         DecompositionTrainConfig(lr=float("nan"))
+    with pytest.raises(ValueError, match="dead_window"):
+        DecompositionTrainConfig(dead_window=0)
     with pytest.raises(ValueError, match="MLP's sizes"):
         train_decomposition(
-            Transcoder(5, 6, 8, 2), x, y, DecompositionTrainConfig(steps=1, show_progress=False)
+            Transcoder(5, 6, 8, 2), x, y, DecompositionTrainConfig(steps=1, progress=False)
         )
     with pytest.raises(ValueError, match="not a sparse decomposition"):
         mod = torch.nn.Linear(6, 6)
