@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .molecule_set_store import _FORMAT_VERSION
-from .xtb import _ensemble_job
+from .xtb import XTBConfig, _ensemble_job
 
 if TYPE_CHECKING:
     from ..molecules import ConformerEnsemble
-    from .molecule_set_build import MoleculeSetConfig
 
 __all__ = ["geometric_labels"]
 
@@ -76,15 +75,16 @@ def _label_job(numbers, positions_nm, charge, uhf, xtb_cfg, sasa_density) -> dic
     return res
 
 
-def _label_key(ens: ConformerEnsemble, cfg: MoleculeSetConfig) -> str:
+def _label_key(ens: ConformerEnsemble, xtb: XTBConfig, sasa_density: float) -> str:
+    """Cache key of a molecule's labels under the builder's ``xtb`` and ``sasa_density``."""
     import tblite
 
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(ens.atomic_numbers, dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(ens.positions_nm, dtype=np.float64).tobytes())
     meta = {
-        "xtb": asdict(cfg.xtb),
-        "sasa_density": cfg.sasa_density,
+        "xtb": asdict(xtb),
+        "sasa_density": sasa_density,
         "tblite": getattr(tblite, "__version__", "?"),
         "charge": _charge(ens),
         "v": _FORMAT_VERSION,

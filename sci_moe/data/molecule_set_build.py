@@ -186,7 +186,7 @@ def _electronic_labels(ensembles, cfg: MoleculeSetConfig, cache: Path, n_jobs: i
     out: list = [None] * len(ensembles)
     keys, todo = [], []
     for i, e in enumerate(ensembles):
-        h = hashlib.sha256(_label_key(e, cfg).encode())
+        h = hashlib.sha256(_label_key(e, cfg.xtb, cfg.sasa_density).encode())
         h.update(b"electronic-v1")
         k = h.hexdigest()
         f = cache / "electronic" / k[:2] / f"{k}.npz"
@@ -322,7 +322,7 @@ def build_molecule_set(
         failures += rep.failures
         t1 = time.perf_counter()
         lab = [None] * len(ens)
-        keys = [_label_key(e, cfg) for e in ens]
+        keys = [_label_key(e, cfg.xtb, cfg.sasa_density) for e in ens]
         todo = []
         for i, k in enumerate(keys):
             f = cache / "labels" / k[:2] / f"{k}.npz"
