@@ -1,13 +1,31 @@
-"""A federated client: its private data, local training and evaluation, and fault injection."""
+"""A federated client: its private data, local training and evaluation, and fault injection.
+
+Local training runs on the training engine (:class:`sci_moe.train.Trainer`, one per
+round, nothing written): the round's epochs over the client's examples, its optimiser and
+schedule from the client's :class:`TrainConfig`, every generator seeded from
+``(seed, client, round)``. A client keeps no state between rounds, so the server's state is
+the whole simulation's (what :meth:`sci_moe.federated.Server.save` checkpoints).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from ..train import (
+    DistributedContext,
+    ShuffledBatches,
+    Trainer,
+    TrainingDiverged,
+    derive_seed,
+    get_rng_state,
+    set_rng_state,
+)
+from ..train import TrainConfig as EngineConfig
 from .messages import decode_message, encode_message
 from .model import FedLoRAClassifier, ModelSpec
 
@@ -72,36 +90,40 @@ class ClientData:
 
 
 @dataclass
-class TrainConfig:
-    """Local training of every client.
+class TrainConfig(EngineConfig):
+    """Local training of every client: the engine's options
+    (:class:`sci_moe.train.TrainConfig`), applied to each local round.
+
+    A round trains ``epochs`` (the server's message) passes over the client's examples,
+    so ``steps`` is replaced by ``epochs * ceil(n / batch_size)`` in each round, and the
+    learning-rate schedule (constant by default) runs over that round. The round's
+    generators (data order, dropout) are seeded from ``(seed, client, round)``, so a run
+    is reproducible whichever engine runs the client. No evaluation, checkpoint or budget
+    applies inside a round (the server checkpoints between rounds).
 
     Parameters
     ----------
-    lr : float
-        Learning rate.
-    batch_size : int
-    optimizer : {"adam", "sgd"}
-        Adam, or plain SGD with momentum 0.9 (then the warm-up ``B`` is proportional to
-        the accumulated gradient instead of Adam's sign-like normalised steps).
-    seed : int
-        Base seed; the minibatch order of client ``i`` in round ``t`` is seeded from
-        ``(seed, i, t)``, so a run is reproducible whichever engine runs the client.
+    optimizer : {"adam", "sgd", "adamw"}
+        Adam, or SGD with ``momentum`` (0.9; then the warm-up ``B`` is proportional to the
+        accumulated gradient instead of Adam's sign-like normalised steps).
     """
 
     lr: float = 3e-3
     batch_size: int = 16
-    seed: int = 0
     optimizer: str = "adam"
+    schedule: str = "constant"
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 0
+    restore_best: bool = False
+    checkpoint_minutes: float = 0.0
+    progress: bool = False
 
-    def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
-            raise ValueError(f"batch_size must be an int, got {self.batch_size!r}")
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+    def round_config(self, steps: int, seed: int) -> EngineConfig:
+        """The engine config of one local round of ``steps`` steps (``threads=None``
+        keeps the process's thread count: the caller of the simulation chose it)."""
+        threads = self.threads if self.threads is not None else torch.get_num_threads()
+        return dataclasses.replace(self, steps=steps, seed=seed, threads=threads)
 
 
 @dataclass
@@ -203,28 +225,39 @@ class Client:
             own = int(msg["own"])
         train_router = bool(msg.get("train_router", False))
         params = model.trainable_parameters(own, train_router)
-        if self.train.optimizer == "adam":
-            opt = torch.optim.Adam(params, lr=self.train.lr)
-        else:
-            opt = torch.optim.SGD(params, lr=self.train.lr, momentum=0.9)
         inputs = self._inputs(model, "train")
         y = self.data.y_train
-        g = torch.Generator().manual_seed(
-            (self.train.seed * 1_000_003 + self.client_id * 10_007 + rnd) % 2**63
-        )
         n, bs = len(y), self.train.batch_size
-        total, count = 0.0, 0
-        model.train()
-        for _ in range(int(msg["epochs"])):
-            perm = torch.randperm(n, generator=g)
-            for start in range(0, n, bs):
-                idx = perm[start : start + bs]
-                loss = F.cross_entropy(model(*(t[idx] for t in inputs), own=own), y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(idx)
-                count += len(idx)
+        cfg = self.train.round_config(
+            steps=int(msg["epochs"]) * math.ceil(n / bs),
+            seed=derive_seed(self.train.seed, self.client_id, rnd),
+        )
+        seen = [0.0, 0]
+
+        def loss_fn(m, idx):
+            loss = F.cross_entropy(m(*(t[idx] for t in inputs), own=own), y[idx])
+            seen[0] += float(loss.detach()) * len(idx)
+            seen[1] += len(idx)
+            return loss
+
+        trainer = Trainer(
+            model,
+            loss_fn,
+            ShuffledBatches(n, bs, torch.tensor, seed=cfg.seed),
+            cfg,
+            param_groups=[{"params": params}],
+            name=f"client {self.client_id} round {rnd}",
+        )
+        # One process's work, also inside a process group that only carries messages
+        # (ProcessEngine): no gradient all-reduce with the server or other clients.
+        trainer.ctx = DistributedContext()
+        outer = get_rng_state()  # the round reseeds the global generators; restore them
+        try:
+            trainer.fit()
+        except TrainingDiverged as err:
+            return {"kind": "dropped", "client": self.client_id, "reason": str(err)}
+        finally:
+            set_rng_state(outer)
         return {
             "kind": "update",
             "client": self.client_id,
@@ -232,7 +265,7 @@ class Client:
             "expert": model.expert_state(own),
             "router": model.router_state() if train_router and model.num_experts > 1 else None,
             "choice": choice,
-            "loss": total / max(count, 1),
+            "loss": seen[0] / max(seen[1], 1),
         }
 
     @torch.no_grad()

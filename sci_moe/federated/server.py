@@ -6,9 +6,7 @@ import logging
 import os
 from pathlib import Path
 
-import torch
-
-from .._util import atomic_torch_save, progress_bar
+from .._util import load_latest, progress_bar, save_verified
 from .messages import check_update, decode_message, encode_message
 from .strategies import Strategy
 
@@ -31,8 +29,11 @@ class Server:
     ----------
     strategy : Strategy
     checkpoint : path, optional
-        Written atomically after every round (``torch.save`` of plain containers); resume
-        with :meth:`resume`.
+        Written after every round (atomic, with a checksum checked when it is read, the
+        previous round's file kept as ``<stem>_prev<suffix>``); resume with
+        :meth:`resume`. Clients keep no state between rounds (their randomness is seeded
+        by seed, client and round), so this file is the whole simulation's state and a
+        resumed run ends bit-identical to an uninterrupted one.
 
     Attributes
     ----------
@@ -145,13 +146,24 @@ class Server:
         }
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`state_dict` atomically (temp file + ``os.replace``)."""
-        return atomic_torch_save(path, self.state_dict())
+        """Write :meth:`state_dict` atomically with a checksum
+        (:func:`sci_moe._util.save_verified`; the file it replaces is kept as the
+        previous checkpoint)."""
+        return save_verified(path, self.state_dict())
 
     @classmethod
     def resume(cls, strategy: Strategy, path: str | os.PathLike, **kwargs) -> Server:
-        """A server continuing from a :meth:`save` file, for the same (fresh) ``strategy``."""
-        state = torch.load(path, weights_only=True)
+        """A server continuing from a :meth:`save` file, for the same (fresh) ``strategy``.
+
+        A damaged or missing ``path`` falls back to the previous round's file (a warning
+        says so); :class:`sci_moe._util.CheckpointError` (a ``ValueError``) when neither
+        is intact.
+        """
+        state, _, note = load_latest(path, what="federated server checkpoint")
+        if note:
+            log.warning("%s", note)
+        if not isinstance(state, dict) or "round" not in state:
+            raise ValueError(f"{path} is not a federated server checkpoint")
         if state.get("strategy") != strategy.name:
             raise ValueError(
                 f"checkpoint {path} is for strategy {state.get('strategy')!r}, "
