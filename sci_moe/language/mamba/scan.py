@@ -29,6 +29,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .scan_kernel import _check
+
 __all__ = [
     "linear_scan",
     "selective_scan",
@@ -94,33 +96,6 @@ def _shift(x: torch.Tensor, step: int, dim: int, fill: float) -> torch.Tensor:
     pad_shape[dim] = step
     front = x.new_full(pad_shape, fill)
     return torch.cat([front, x.narrow(dim, 0, x.shape[dim] - step)], dim=dim)
-
-
-def _check(u, delta, A, B, C, D, z, delta_bias, initial_state):
-    if u.dim() != 3:
-        raise ValueError(f"u must have shape (batch, d_inner, length), got {tuple(u.shape)}")
-    b, d, L = u.shape
-    if delta.shape != u.shape:
-        raise ValueError(
-            f"delta must have the shape of u {tuple(u.shape)}, got {tuple(delta.shape)}"
-        )
-    if A.dim() != 2 or A.shape[0] != d:
-        raise ValueError(f"A must have shape (d_inner={d}, d_state), got {tuple(A.shape)}")
-    n = A.shape[1]
-    for name, t in (("B", B), ("C", C)):
-        if t.shape != (b, n, L):
-            raise ValueError(f"{name} must have shape ({b}, {n}, {L}), got {tuple(t.shape)}")
-    if D is not None and D.shape != (d,):
-        raise ValueError(f"D must have shape ({d},), got {tuple(D.shape)}")
-    if delta_bias is not None and delta_bias.shape != (d,):
-        raise ValueError(f"delta_bias must have shape ({d},), got {tuple(delta_bias.shape)}")
-    if z is not None and z.shape != u.shape:
-        raise ValueError(f"z must have the shape of u {tuple(u.shape)}, got {tuple(z.shape)}")
-    if initial_state is not None and initial_state.shape != (b, d, n):
-        raise ValueError(
-            f"initial_state must have shape (batch={b}, d_inner={d}, d_state={n}), "
-            f"got {tuple(initial_state.shape)}"
-        )
 
 
 def _discretize(u, delta, A, B, delta_bias, delta_softplus):

@@ -1,5 +1,7 @@
 """The Triton selective scan: availability, automatic choice and autograd.
 
+Also the argument checks both scans share (:mod:`.scan` imports them from here).
+
 :func:`~.scan.selective_scan` calls :func:`triton_selective_scan` by itself for CUDA
 tensors when :func:`use_triton_scan` says so; everywhere else (the CPU, float64, no
 triton) it runs the torch chunked scan. This module imports without triton; the kernels
@@ -36,6 +38,34 @@ _OFF = ("0", "off", "false", "no", "torch")
 def triton_scan_available() -> bool:
     """Whether ``triton`` can be imported (the kernels are compiled on first use)."""
     return importlib.util.find_spec("triton") is not None
+
+
+def _check(u, delta, A, B, C, D, z, delta_bias, initial_state):
+    """Shapes of :func:`~.scan.selective_scan`'s arguments (every backend); ValueError if wrong."""
+    if u.dim() != 3:
+        raise ValueError(f"u must have shape (batch, d_inner, length), got {tuple(u.shape)}")
+    b, d, L = u.shape
+    if delta.shape != u.shape:
+        raise ValueError(
+            f"delta must have the shape of u {tuple(u.shape)}, got {tuple(delta.shape)}"
+        )
+    if A.dim() != 2 or A.shape[0] != d:
+        raise ValueError(f"A must have shape (d_inner={d}, d_state), got {tuple(A.shape)}")
+    n = A.shape[1]
+    for name, t in (("B", B), ("C", C)):
+        if t.shape != (b, n, L):
+            raise ValueError(f"{name} must have shape ({b}, {n}, {L}), got {tuple(t.shape)}")
+    if D is not None and D.shape != (d,):
+        raise ValueError(f"D must have shape ({d},), got {tuple(D.shape)}")
+    if delta_bias is not None and delta_bias.shape != (d,):
+        raise ValueError(f"delta_bias must have shape ({d},), got {tuple(delta_bias.shape)}")
+    if z is not None and z.shape != u.shape:
+        raise ValueError(f"z must have the shape of u {tuple(u.shape)}, got {tuple(z.shape)}")
+    if initial_state is not None and initial_state.shape != (b, d, n):
+        raise ValueError(
+            f"initial_state must have shape (batch={b}, d_inner={d}, d_state={n}), "
+            f"got {tuple(initial_state.shape)}"
+        )
 
 
 def _interpreting() -> bool:
@@ -138,8 +168,6 @@ def triton_selective_scan(
         Shapes that do not fit (as :func:`~.scan.selective_scan`), or tensors the
         kernels do not take (see :func:`triton_scan_supported`).
     """
-    from .scan import _check
-
     _check(u, delta, A, B, C, D, z, delta_bias, initial_state)
     if not triton_scan_supported(u, delta, A, B, C, D, z, delta_bias, initial_state):
         raise ValueError(
