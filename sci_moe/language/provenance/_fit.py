@@ -1,14 +1,13 @@
-"""The shared minibatch training loop of the torch provenance classifiers (private)."""
+"""The shared minibatch training of the torch provenance classifiers, on the engine (private)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from ..._util import progress_bar
+from ...train import StepInfo, StreamBatches, TrainConfig, Trainer
 
 __all__ = ["fit_classifier", "predict_logits"]
 
@@ -27,29 +26,48 @@ def fit_classifier(
     progress: bool = True,
     desc: str = "fit",
 ) -> list[float]:
-    """AdamW with linear warm-up (5 %) and cosine decay on cross-entropy + auxiliary loss.
+    """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
-    ``forward(x_batch) -> (logits, aux)``; batches are drawn with replacement from a
-    generator seeded by ``seed``. Returns the per-step training losses.
+    AdamW (decay on the weight matrices), linear warm-up over 5 % of the steps, cosine
+    decay to 0, gradient clipping at 1. ``forward(x_batch) -> (logits, aux)``; the
+    batch of step ``s`` (``min(batch_size, n)`` examples drawn with replacement) comes
+    from a generator seeded by ``(seed, s)``. The torch thread count is left as the
+    caller set it (``sci-moe provenance --threads``). Returns the per-step training
+    losses; the model is left in eval mode.
     """
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    warm = max(1, steps // 20)
-    losses = []
-    model.train()
-    show = progress
-    for step in progress_bar(range(steps), desc=desc, disable=not show, leave=False):
-        f = (step + 1) / warm if step < warm else 0.5 * (1 + math.cos(math.pi * step / steps))
-        for g in opt.param_groups:
-            g["lr"] = lr * f
-        idx = torch.randint(0, inputs.shape[0], (min(batch_size, inputs.shape[0]),), generator=gen)
-        logits, aux = forward(inputs[idx])
-        loss = F.cross_entropy(logits, labels[idx]) + aux
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+    n = inputs.shape[0]
+    cfg = TrainConfig(
+        seed=seed,
+        steps=steps,
+        batch_size=min(batch_size, n),
+        lr=lr,
+        schedule="cosine",
+        warmup=0.05,
+        min_lr_ratio=0.0,
+        weight_decay=weight_decay,
+        grad_clip=1.0,
+        eval_every=0,
+        restore_best=False,
+        checkpoint_minutes=0,
+        threads=torch.get_num_threads(),
+        progress=progress,
+    )
+
+    def sample(gen: torch.Generator, k: int):
+        idx = torch.randint(0, n, (k,), generator=gen)
+        return inputs[idx], labels[idx]
+
+    def loss_fn(_model, batch):
+        logits, aux = forward(batch[0])
+        return F.cross_entropy(logits, batch[1]) + aux
+
+    losses: list[float] = []
+
+    def record(info: StepInfo) -> None:
+        losses.append(info.metrics["loss"])
+
+    data = StreamBatches(sample, cfg.batch_size, seed=seed)
+    Trainer(model, loss_fn, data, cfg, hooks=[record], name=desc).fit()
     model.eval()
     return losses
 

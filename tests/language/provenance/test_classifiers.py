@@ -131,3 +131,21 @@ def test_minilm_embedding_classifier_tiny():
         progress=False,
     ).fit(x, [0, 0, 1, 1])
     assert clf.predict_proba(x).shape == (4, 2)
+
+
+def test_head_training_is_seeded_and_keeps_the_thread_count():
+    """The engine trains the head: same seed, same weights; the caller's threads stay."""
+    x, y = _data()
+    feats = np.stack([_char_embed([t])[0] for t in x])
+    cfg = EmbeddingHeadConfig(steps=20, d_hidden=8, num_experts=2, top_k=1, seed=3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a = EmbeddingMoEClassifier(config=cfg, progress=False).fit_features(feats, y)
+        assert torch.get_num_threads() == 2
+        b = EmbeddingMoEClassifier(config=cfg, progress=False).fit_features(feats, y)
+    finally:
+        torch.set_num_threads(before)
+    for k, v in a.head.state_dict().items():
+        assert torch.equal(v, b.head.state_dict()[k]), k
+    assert not a.head.training
