@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from .grouped import forced_path, grouped_linear
 
 if TYPE_CHECKING:
-    from .experts import ExpertBank
     from .routing import DispatchPlan
 
 __all__ = ["chunked_forward", "chunked_path", "expert_chunks"]
@@ -27,6 +26,12 @@ _CHUNK_BYTES = 2 * 2**20
 _CHUNK_MIN_ROWS = 16384
 _CHUNK_MAX_WIDTH = 512
 _CHUNK_CPU_CAPABILITY = "AVX512"
+
+
+class _Bank(Protocol):
+    """What :func:`chunked_path` reads of an :class:`~sci_moe.moe.ExpertBank`."""
+
+    per_expert_width: int | None
 
 
 def expert_chunks(counts: list[int], row_bytes: int, budget: int) -> list[tuple]:
@@ -64,7 +69,7 @@ def expert_chunks(counts: list[int], row_bytes: int, budget: int) -> list[tuple]
     return out
 
 
-def chunked_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) -> bool:
+def chunked_path(x: torch.Tensor, plan: DispatchPlan, experts: _Bank) -> bool:
     """Whether ``experts.forward_sorted`` runs its experts in cache-sized chunks.
 
     The sorted path runs one grouped GEMM per weight over all ``N = T k`` sorted rows, so
