@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._util import progress_bar
 from ..moe import MoE, SharedExperts
 
 __all__ = ["DemoConfig", "explain", "run_demo"]
@@ -102,19 +101,38 @@ def _load_digits(seed: int):
 
 
 def _train(model, x, y, cfg: DemoConfig, label: str):
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    losses = []
-    bar = progress_bar(range(cfg.steps), desc=f"train {label}", unit="step", leave=False)
-    for _ in bar:
-        idx = torch.randint(0, len(y), (cfg.batch_size,), generator=gen)
-        logits, aux, _ = model(x[idx])
+    """Train on the engine (Adam at a constant ``cfg.lr``, random batches drawn with
+    replacement); returns the cross-entropy of every step (the balance loss excluded)."""
+    from ..train import StepInfo, StreamBatches, TrainConfig, Trainer
+
+    engine = TrainConfig(
+        seed=cfg.seed,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        optimizer="adam",
+        schedule="constant",
+        warmup=0.0,
+        grad_clip=None,
+        eval_every=0,
+        restore_best=False,
+        threads=torch.get_num_threads(),  # the caller's (sci-moe demo --threads)
+    )
+    batches = StreamBatches(
+        lambda gen, n: torch.randint(0, len(y), (n,), generator=gen), cfg.batch_size, cfg.seed + 1
+    )
+
+    def loss_fn(m, idx):
+        logits, aux, _ = m(x[idx])
         loss = nn.functional.cross_entropy(logits, y[idx])
-        opt.zero_grad()
-        (loss + aux).backward()
-        opt.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        return loss + aux, {"ce": float(loss.detach())}
+
+    losses: list[float] = []
+
+    def record(info: StepInfo) -> None:
+        losses.append(info.metrics["ce"])
+
+    Trainer(model, loss_fn, batches, engine, hooks=[record], name=f"train {label}").fit()
     return losses
 
 
