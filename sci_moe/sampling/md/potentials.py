@@ -299,12 +299,3 @@ class MuellerBrown(Potential):
         gx = (ex * (2 * a * dx + b * dy)).sum(-1)
         gy = (ex * (b * dx + 2 * c * dy)).sum(-1)
         return -self.scale * torch.stack([gx, gy], dim=-1)
-
-
-def __getattr__(name: str):
-    # GaussianMixturePotential moved to .gaussian_mixture (with GaussianMixture); old path.
-    if name == "GaussianMixturePotential":
-        from .gaussian_mixture import GaussianMixturePotential
-
-        return GaussianMixturePotential
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

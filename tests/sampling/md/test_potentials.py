@@ -123,11 +123,10 @@ def test_bad_parameters_raise():
 def test_gaussian_mixture_density_and_potential_agree():
     """One home: the mixture density and its Boltzmann energy give the same log p."""
     from sci_moe.sampling.md import GaussianMixture
-    from sci_moe.sampling.md.potentials import GaussianMixturePotential as OldPath
 
     mix = GaussianMixture([[0.0, 1.0], [2.0, -1.0]], [0.5, 2.0], [0.3, 0.7], dtype=torch.float64)
     pot = mix.potential(kT=2.5)
-    assert isinstance(pot, OldPath) and pot.kT == 2.5
+    assert isinstance(pot, GaussianMixturePotential) and pot.kT == 2.5
     x = torch.randn(6, 2, dtype=torch.float64)
     torch.testing.assert_close(pot.log_prob(x[:, None]), mix.log_prob(x))
     torch.testing.assert_close(pot(x[:, None]), -2.5 * mix.log_prob(x))
