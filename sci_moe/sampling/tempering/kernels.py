@@ -15,15 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
 from ..._util import progress_bar
-
-if TYPE_CHECKING:
-    from .langevin import BAOAB
 
 __all__ = ["MALA", "RWMH", "KernelStep", "LogProb", "as_batch", "sample"]
 
@@ -53,6 +50,20 @@ class KernelStep:
     accepted: Tensor
     velocities: Tensor | None = None
     grad: Tensor | None = None
+
+
+class _Kernel(Protocol):
+    """What :func:`sample` calls: :class:`RWMH`, :class:`MALA` or :class:`~.langevin.BAOAB`."""
+
+    def step(
+        self,
+        x: Tensor,
+        log_prob: LogProb,
+        beta: float | Tensor = 1.0,
+        *,
+        generator: torch.Generator | None = None,
+        lp: Tensor | None = None,
+    ) -> KernelStep: ...
 
 
 def as_batch(value: float | Tensor, batch: int, like: Tensor) -> Tensor:
@@ -174,7 +185,7 @@ class MALA(RWMH):
 
 
 def sample(
-    kernel: RWMH | BAOAB,
+    kernel: _Kernel,
     log_prob: LogProb,
     x0: Tensor,
     n_steps: int,
