@@ -28,6 +28,7 @@ from safetensors.torch import save
 from torch import nn
 
 from ..._util import atomic_write_bytes
+from ..md import alanine_dipeptide_pdb, register_model_loader
 from .networks import InvariantEnergyNet, InvariantMLPEnergy, MLPEnergy, MLPScore
 from .sde import SDE, VESDE, VPSDE
 from .time_moe import TimeMixture
@@ -255,7 +256,8 @@ def load_energy_model(path: str | Path, dtype: torch.dtype | None = None):
     masses = None if cfg["masses"] is None else torch.tensor(cfg["masses"], dtype=torch.float64)
     pdb = cfg.get("pdb")
     if pdb == "alanine_dipeptide":
-        from ..md import alanine_dipeptide_pdb
-
         pdb = alanine_dipeptide_pdb()
     return energy, masses, cfg["atom_names"], None if pdb is None else Path(pdb)
+
+
+register_model_loader(KIND, load_energy_model)  # sci-moe md run --model

@@ -66,7 +66,7 @@ from .reporters import (
 )
 from .shipped import shipped_file, shipped_files
 from .simulation import RunResult, Simulation, SimulationFailure
-from .systems import build_md_system, default_model_path
+from .systems import build_md_system, default_model_path, register_model_loader
 
 __all__ = [
     "ALANINE_ATOMS",
@@ -134,6 +134,7 @@ __all__ = [
     "phi_psi",
     "pmf_error",
     "reference_histogram",
+    "register_model_loader",
     "register_trajectory_writer",
     "reporters",
     "resolve_config",

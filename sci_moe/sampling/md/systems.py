@@ -7,12 +7,16 @@ integrators). Every bad input raises ``ValueError`` with a message that says wha
 
 Learned models are safetensors files whose metadata (a JSON string under the key
 ``"sci_moe"``) says ``{"kind": "energy-diffusion", ...}``; only weights are read, nothing is
-ever unpickled. Loading goes through ``sci_moe.sampling.diffusion.load_energy_model``.
+ever unpickled. Loading goes through the loader registered for the file's kind
+(:func:`register_model_loader`): :mod:`sci_moe.sampling.diffusion`, which writes these files
+and sits above this engine, registers ``load_energy_model`` when it is imported (importing
+:mod:`sci_moe.sampling` imports it).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ __all__ = [
     "check_model_file",
     "default_model_path",
     "load_pdb",
+    "register_model_loader",
     "resolve_engine",
 ]
 
@@ -40,6 +45,27 @@ __all__ = [
 BUILTIN_SYSTEMS = ("alanine-dipeptide", *TOY_SYSTEMS)
 #: The ``kind`` a learned model file must declare.
 MODEL_KIND = "energy-diffusion"
+#: Loaders of learned model files by ``kind`` (:func:`register_model_loader`).
+_MODEL_LOADERS: dict[str, Callable] = {}
+
+
+def register_model_loader(kind: str, loader: Callable) -> None:
+    """Load learned model files of ``kind`` with ``loader`` (``sci-moe md run --model``).
+
+    The engine does not import the package that writes model files (it sits above the
+    engine); that package registers its loader instead. :mod:`sci_moe.sampling.diffusion`
+    registers ``load_energy_model`` for :data:`MODEL_KIND` when it is imported.
+
+    Parameters
+    ----------
+    kind : str
+        The ``kind`` in the file's ``"sci_moe"`` metadata.
+    loader : callable
+        ``loader(path) -> (energy, masses, atom_names, pdb)``: an ``nn.Module`` mapping
+        positions ``(W, N, D)`` in nm to ``(W,)`` kJ/mol, the masses ``(N,)`` in amu or
+        ``None``, the atom names or ``None``, and the topology file or ``None``.
+    """
+    _MODEL_LOADERS[kind] = loader
 
 
 @dataclass
@@ -293,13 +319,12 @@ def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
     from .forces import ModelForces
 
     info = check_model_file(cfg.model)
-    try:
-        from ..diffusion import load_energy_model
-    except ImportError:
+    load_energy_model = _MODEL_LOADERS.get(info["kind"])
+    if load_energy_model is None:
         raise ValueError(
             "learned models need sci_moe.sampling.diffusion.load_energy_model, which this "
             "installation does not provide; run with a force field instead (no --model)"
-        ) from None
+        )
     try:
         model, masses, atom_names, pdb = load_energy_model(cfg.model)
     except ValueError:
