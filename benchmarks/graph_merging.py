@@ -105,7 +105,7 @@ def run_seed(seed, cfg):
     r_k = type(r_train).from_assignments(r_train.indices[:, :K], r_train.weights[:, :K], 4)
     models = {"base": model}
     for s in TUNED:
-        mc = MergeConfig(s, top_k=K, steps=cfg["finetune"], batch_size=128, seed=seed)
+        mc = MergeConfig(strategy=s, top_k=K, steps=cfg["finetune"], batch_size=128, seed=seed)
         models[s] = fine_tune_merging(model, col.train, res.encoded, r_k, mc)
     quality = {
         "train": _evaluate(models, col.train, res.encoded, r_train),

@@ -117,7 +117,7 @@ def run_one(name: str, graph: MultiViewGraph, seed: int, epochs: int) -> dict:
     torch.manual_seed(seed)
     model = build(name, graph.num_features, 4, graph.num_views)
     res = train_node_classifier(
-        model, graph, TrainConfig(epochs=epochs, lr=LR, weight_decay=WD, seed=seed)
+        model, graph, TrainConfig(steps=epochs, lr=LR, weight_decay=WD, seed=seed)
     )
     rec = {
         "acc": res.test_accuracy,

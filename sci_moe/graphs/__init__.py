@@ -42,7 +42,7 @@ from .anygraph import (
     svd_embedding,
     unified_features,
 )
-from .anygraph_train import PretrainConfig, PretrainResult, pretrain
+from .anygraph_train import PretrainConfig, PretrainResult, link_batches, pretrain
 from .baselines import GCN, EarlyFusionGCN, LateFusionGCN, PerViewGCN
 from .experts import GCNExperts, GCNPropagation, gcn_normalize
 from .io import MultiViewGraph, load_multiview_graph, save_multiview_graph
@@ -64,7 +64,9 @@ from .merging import (
     infer_embeddings,
     inference_flops,
     selected_experts,
+    train_merged_experts,
 )
+from .merging_run import GraphMergingConfig, mean_link_metrics, run_graph_merging
 from .mvcge import MvCGE, MvCGEConfig, MvCGEOutput, SemanticAttention
 from .pooling import POOLINGS, pool_nodes
 from .sbm import (
@@ -74,11 +76,22 @@ from .sbm import (
     bayes_posterior,
     make_multiview_csbm,
 )
-from .train import TrainConfig, TrainResult, accuracy, macro_f1, train_node_classifier
+from .train import (
+    NODE_MODELS,
+    MvCGETrainConfig,
+    TrainConfig,
+    TrainResult,
+    accuracy,
+    build_node_classifier,
+    macro_f1,
+    run_mvcge,
+    train_node_classifier,
+)
 
 __all__ = [
     "FAMILIES",
     "GCN",
+    "NODE_MODELS",
     "POOLINGS",
     "STRATEGIES",
     "AnyGraphConfig",
@@ -88,6 +101,7 @@ __all__ = [
     "GCNExperts",
     "GCNPropagation",
     "GraphCollection",
+    "GraphMergingConfig",
     "LateFusionGCN",
     "MergeConfig",
     "MultiViewCSBMConfig",
@@ -95,6 +109,7 @@ __all__ = [
     "MvCGE",
     "MvCGEConfig",
     "MvCGEOutput",
+    "MvCGETrainConfig",
     "PerViewGCN",
     "PretrainConfig",
     "PretrainResult",
@@ -106,6 +121,7 @@ __all__ = [
     "auc_score",
     "bayes_optimal_accuracy",
     "bayes_posterior",
+    "build_node_classifier",
     "competence_routing",
     "ensemble_distillation_loss",
     "ensemble_forward",
@@ -116,6 +132,7 @@ __all__ = [
     "infer_embeddings",
     "inference_flops",
     "karate_club",
+    "link_batches",
     "link_loss",
     "link_probability",
     "link_split",
@@ -126,6 +143,7 @@ __all__ = [
     "make_graph_collection",
     "make_link_graph",
     "make_multiview_csbm",
+    "mean_link_metrics",
     "merged_forward",
     "merged_parameters",
     "mmd2",
@@ -138,10 +156,13 @@ __all__ = [
     "propagate",
     "proximity_loss",
     "ranking_metrics",
+    "run_graph_merging",
+    "run_mvcge",
     "sample_link_batch",
     "save_multiview_graph",
     "selected_experts",
     "svd_embedding",
+    "train_merged_experts",
     "train_node_classifier",
     "unified_features",
 ]

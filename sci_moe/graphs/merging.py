@@ -29,7 +29,9 @@ amortised over the graph's nodes).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 from torch_geometric.data import Data
@@ -42,8 +44,11 @@ from sci_moe.moe import (
     merged_forward,
     proximity_loss,
 )
+from sci_moe.train import TrainConfig as _BaseConfig
+from sci_moe.train import Trainer, TrainResult
 
-from .anygraph import AnyGraphMoE, link_loss, sample_link_batch
+from .anygraph import AnyGraphMoE, link_loss
+from .anygraph_train import link_batches
 
 __all__ = [
     "STRATEGIES",
@@ -52,6 +57,7 @@ __all__ = [
     "infer_embeddings",
     "inference_flops",
     "selected_experts",
+    "train_merged_experts",
 ]
 
 STRATEGIES = ("top1", "ensemble", "merge", "merge_tuned", "kdem", "ppem")
@@ -67,10 +73,10 @@ def _check_strategy(strategy: str) -> int | None:
 
 
 @dataclass
-class MergeConfig:
-    """Settings of the merging strategies.
+class MergeConfig(_BaseConfig):
+    """Settings of the merging strategies (the engine's options plus the below).
 
-    Attributes
+    Parameters
     ----------
     strategy : str
         One of :data:`STRATEGIES` (or ``"rank<r>"`` for inference).
@@ -84,31 +90,44 @@ class MergeConfig:
         KD on the candidate link scores (``"kl"``) or on the embeddings (``"mse"``).
     proximity_weight : float
         ``μ`` of PPEM.
-    steps, batch_size : int
-        Fine-tuning steps (one batch per graph each) and edges per batch.
+    steps : int
+        Fine-tuning steps (one batch per graph each), >= 1.
+    batch_size : int
+        Edges per graph and step.
     lr : float
-    seed : int
+        Adam's learning rate (constant by default).
     """
 
+    steps: int = 100
+    batch_size: int = 256
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    schedule: str = "constant"
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 25
+    monitor: str = "val_auc"
+    mode: str = "max"
+    progress: bool = False
     strategy: str = "merge"
     top_k: int = 2
     temperature: float = 0.1
     kd_weight: float = 1.0
     kd_kind: str = "kl"
     proximity_weight: float = 1e-2
-    steps: int = 100
-    batch_size: int = 256
-    lr: float = 1e-3
-    seed: int = 0
 
     def __post_init__(self):
+        super().__post_init__()
         _check_strategy(self.strategy)
-        if self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         if self.kd_kind not in ("kl", "mse"):
             raise ValueError(f"kd_kind must be 'kl' or 'mse', got {self.kd_kind!r}")
-        if self.kd_weight < 0 or self.proximity_weight < 0 or self.steps < 0:
-            raise ValueError("kd_weight, proximity_weight and steps must be >= 0")
+        for name in ("kd_weight", "proximity_weight"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
 
 
 def selected_experts(routing: Routing, graph: int) -> tuple[list[int], torch.Tensor]:
@@ -174,19 +193,13 @@ def fine_tune_merging(
     encoded: list[torch.Tensor],
     routing: Routing,
     config: MergeConfig,
-    progress: bool = False,
+    progress: bool | None = None,
+    **train_options,
 ) -> AnyGraphMoE:
     """Fine-tune a copy of ``model`` for a merging strategy with a fixed graph routing.
 
-    Per step and graph (batch of edges ``a, p`` and sampled negatives ``n``):
-
-    * ``"merge_tuned"``: ``L_task(θ_m)``;
-    * ``"kdem"``: ``L_task(θ_m) + λ D(s_{θ_m}, sg(Σ_k w_k s_{θ_k}))`` with ``s`` the
-      candidate scores (``kd_kind="kl"``) or the embeddings (``"mse"``);
-    * ``"ppem"``: ``L_task(ensemble) + μ Σ_k w_k ||θ_k - θ̄_w||²``;
-
-    ``θ_m = Σ_k w_k θ_{i_k}`` is differentiable in every ``θ_{i_k}``
-    (:func:`~sci_moe.moe.merged_forward`), so the merged expert's gradient trains the experts.
+    See :func:`train_merged_experts` for the objectives; this function trains a deep copy
+    and leaves ``model`` unchanged.
 
     Parameters
     ----------
@@ -197,7 +210,11 @@ def fine_tune_merging(
     routing : Routing
         Graph-level top-k routing of ``graphs`` (held fixed).
     config : MergeConfig
-    progress : bool
+    progress : bool, optional
+        Overrides ``config.progress``.
+    **train_options
+        ``evaluate``, ``out_dir``, ``resume``, ``stop_after`` of
+        :func:`train_merged_experts`.
 
     Returns
     -------
@@ -206,24 +223,75 @@ def fine_tune_merging(
     """
     if config.strategy not in _TUNED:
         return model
+    tuned = copy.deepcopy(model)
+    train_merged_experts(tuned, graphs, encoded, routing, config, progress, **train_options)
+    return tuned
+
+
+def train_merged_experts(
+    model: AnyGraphMoE,
+    graphs: list[Data],
+    encoded: list[torch.Tensor],
+    routing: Routing,
+    config: MergeConfig,
+    progress: bool | None = None,
+    *,
+    evaluate: Callable[[AnyGraphMoE], dict] | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Fine-tune ``model``'s experts in place for a merging strategy (an engine run).
+
+    Per step and graph (batch of edges ``a, p`` and sampled negatives ``n``):
+
+    * ``"merge_tuned"``: ``L_task(θ_m)``;
+    * ``"kdem"``: ``L_task(θ_m) + λ D(s_{θ_m}, sg(Σ_k w_k s_{θ_k}))`` with ``s`` the
+      candidate scores (``kd_kind="kl"``) or the embeddings (``"mse"``);
+    * ``"ppem"``: ``L_task(ensemble) + μ Σ_k w_k ||θ_k - θ̄_w||²``;
+
+    averaged over the graphs. ``θ_m = Σ_k w_k θ_{i_k}`` is differentiable in every
+    ``θ_{i_k}`` (:func:`~sci_moe.moe.merged_forward`), so the merged expert's gradient
+    trains the experts.
+
+    Parameters
+    ----------
+    model : AnyGraphMoE
+        Trained in place.
+    graphs : list of Data
+    encoded : list of Tensor
+    routing : Routing
+        Graph-level top-k routing of ``graphs`` (held fixed).
+    config : MergeConfig
+        ``strategy`` one of ``"merge_tuned"``, ``"kdem"``, ``"ppem"``.
+    progress : bool, optional
+        Overrides ``config.progress``.
+    evaluate : callable, optional
+        ``evaluate(model) -> dict`` holding ``config.monitor``.
+    out_dir : path, optional
+        Checkpoint and ``metrics.jsonl`` folder.
+    resume : bool
+    stop_after : int, optional
+        Return after this many steps (a deliberate interruption).
+
+    Returns
+    -------
+    TrainResult
+    """
+    if config.strategy not in _TUNED:
+        raise ValueError(
+            f"strategy {config.strategy!r} has nothing to fine-tune; use one of {_TUNED}"
+        )
     if routing.num_tokens != len(graphs) or len(encoded) != len(graphs):
         raise ValueError("routing, graphs and encoded must describe the same graphs")
-    tuned = copy.deepcopy(model)
-    tuned.train()
-    bank = tuned.experts
-    opt = torch.optim.Adam(bank.parameters(), lr=config.lr)
-    gen = torch.Generator().manual_seed(config.seed)
-    B = config.batch_size
-    steps = range(config.steps)
-    if progress:
-        from .._util import progress_bar
+    if progress is not None:
+        config = replace(config, progress=bool(progress))
+    selected = [selected_experts(routing, g) for g in range(len(graphs))]
 
-        steps = progress_bar(steps, desc=config.strategy)
-    for _ in steps:
-        opt.zero_grad()
-        for g, (z, data) in enumerate(zip(encoded, graphs, strict=True)):
-            ids, w = selected_experts(routing, g)
-            a, p, n = sample_link_batch(data, B, gen)
+    def loss_fn(m: AnyGraphMoE, batch: list) -> torch.Tensor:
+        bank, total = m.experts, []
+        for z, (a, p, n), (ids, w) in zip(encoded, batch, selected, strict=True):
+            B = len(a)
             zb = z[torch.cat([a, p, n])]
             if config.strategy == "ppem":
                 h = ensemble_forward(bank, zb, ids, w)
@@ -242,10 +310,25 @@ def fine_tune_merging(
                     else:
                         kd = ensemble_distillation_loss(h, t, "mse")
                     loss = loss + config.kd_weight * kd
-            (loss + tuned.l2(ids)).backward()
-        opt.step()
-    tuned.eval()
-    return tuned
+            total.append(loss + m.l2(ids))
+        return torch.stack(total).mean()
+
+    res = Trainer(
+        model,
+        loss_fn,
+        link_batches(graphs, config.batch_size, config.seed),
+        config,
+        evaluate=evaluate,
+        out_dir=out_dir,
+        meta={
+            "model": asdict(model.config),
+            "routing": [[int(i) for i in ids] for ids, _ in selected],
+            "weights": [[float(v) for v in w] for _, w in selected],
+        },
+        name=config.strategy,
+    ).fit(resume=resume, stop_after=stop_after)
+    model.eval()
+    return res
 
 
 def inference_flops(model: AnyGraphMoE, num_nodes: int, strategy: str, top_k: int) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .._util import previous_path
@@ -145,8 +146,25 @@ class Phases:
 
     def fit(self, phase: str, trainer) -> TrainResult:
         """Run (or resume) ``trainer`` as ``phase``; pauses the run if it did not finish."""
+        return self.run(phase, trainer.fit)
+
+    def run(self, phase: str, fit: Callable[..., TrainResult]) -> TrainResult:
+        """As :meth:`fit` for a method's own training function.
+
+        Parameters
+        ----------
+        phase : str
+        fit : callable
+            ``fit(resume=..., stop_after=...) -> TrainResult``, training with
+            ``out_dir=self.folder(phase)`` (for example ``lambda **kw: pretrain(...,
+            out_dir=run.folder("pretrain"), **kw)``).
+
+        Returns
+        -------
+        TrainResult
+        """
         left = None if self.stop_after is None else self.stop_after - self._ran
-        res = trainer.fit(resume=self.has_checkpoint(phase), stop_after=left)
+        res = fit(resume=self.has_checkpoint(phase), stop_after=left)
         self._ran += res.step - (res.resumed_from or 0)
         self.results[phase] = res
         if not res.finished:

@@ -84,6 +84,11 @@ def test_competence_picks_the_expert_trained_on_that_family():
     (Zero-shot recognition of the family on freshly generated graphs is *not* reliable at
     this scale: the SVD coordinates of different graphs are not aligned; see the results
     page.)
+
+    The competence margins here are small (~0.005 to 0.02) and depend on the seeds: after
+    100 steps the ordering held for 1 of 4 data seeds (also with the hand-written loop this
+    test used before the engine), after 300 steps for 4 of 5 (checked when the loop moved
+    to the engine); the test runs 300 steps with the default seeds.
     """
     fams = ["sbm", "geometric"]
     train = [make_link_graph(f, 150, 8, seed=10 + i) for i, f in enumerate(fams * 2)]
@@ -91,7 +96,7 @@ def test_competence_picks_the_expert_trained_on_that_family():
     pretrain(
         model,
         train,
-        PretrainConfig(steps=100, batch_size=128, lr=3e-3),
+        PretrainConfig(steps=300, batch_size=128, lr=3e-3),
         assignment=[0, 1, 0, 1],
     )
     encoded = [model.encode(g) for g in train]

@@ -95,7 +95,9 @@ def test_kdem_and_ppem_close_the_merge_ensemble_gap(trained):
         col.train,
         encoded,
         routing,
-        MergeConfig("kdem", kd_kind="mse", kd_weight=10.0, steps=30, batch_size=64, lr=3e-3),
+        MergeConfig(
+            strategy="kdem", kd_kind="mse", kd_weight=10.0, steps=30, batch_size=64, lr=3e-3
+        ),
     )
     assert _gap(kdem, encoded, routing) < before
     ppem = fine_tune_merging(
@@ -103,7 +105,7 @@ def test_kdem_and_ppem_close_the_merge_ensemble_gap(trained):
         col.train,
         encoded,
         routing,
-        MergeConfig("ppem", proximity_weight=1.0, steps=30, batch_size=64, lr=3e-3),
+        MergeConfig(strategy="ppem", proximity_weight=1.0, steps=30, batch_size=64, lr=3e-3),
     )
     ids, w = selected_experts(routing, 0)
     assert float(proximity_loss(ppem.experts, ids, w)) < float(
@@ -111,7 +113,10 @@ def test_kdem_and_ppem_close_the_merge_ensemble_gap(trained):
     )
     assert _gap(ppem, encoded, routing) < before
     # the pre-trained model is untouched; strategies without fine-tuning return it
-    assert fine_tune_merging(model, col.train, encoded, routing, MergeConfig("merge")) is model
+    assert (
+        fine_tune_merging(model, col.train, encoded, routing, MergeConfig(strategy="merge"))
+        is model
+    )
     assert _gap(model, encoded, routing) == pytest.approx(before)
 
 
