@@ -38,5 +38,6 @@ def flag_error(err: ValueError, section: str, names: Iterable[str]) -> ValueErro
     for name in sorted(names, key=len, reverse=True):
         if re.match(rf"{re.escape(name)}(?![\w-])", msg):
             flag = "--" + name.replace("_", "-")
-            return ValueError(f"{flag} ({section}.{name} in the config file){msg[len(name) :]}")
+            key = f"{section}.{name}" if section else name
+            return ValueError(f"{flag} ({key} in the config file){msg[len(name) :]}")
     return err

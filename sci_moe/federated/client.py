@@ -247,10 +247,10 @@ class Client:
             cfg,
             param_groups=[{"params": params}],
             name=f"client {self.client_id} round {rnd}",
+            # One process's work, also inside a process group that only carries messages
+            # (ProcessEngine): no gradient all-reduce with the server or other clients.
+            context=DistributedContext(),
         )
-        # One process's work, also inside a process group that only carries messages
-        # (ProcessEngine): no gradient all-reduce with the server or other clients.
-        trainer.ctx = DistributedContext()
         outer = get_rng_state()  # the round reseeds the global generators; restore them
         try:
             trainer.fit()

@@ -56,6 +56,9 @@ class TrainConfig:
         Adam's moment coefficients.
     momentum : float
         SGD momentum.
+    fused : bool
+        Adam(W) as one fused kernel per step (the same update rule; several times faster
+        optimiser steps for large expert banks on CPU, float rounding may differ).
     grad_clip : float or None
         Clip the global gradient norm to this value.
     eval_every : int
@@ -99,6 +102,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     momentum: float = 0.9
+    fused: bool = False
     grad_clip: float | None = 1.0
     eval_every: int = 100
     monitor: str = "val_loss"
@@ -145,7 +149,7 @@ class TrainConfig:
             _check_int(self, "threads", minimum=0)
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must be a metric name, got {self.monitor!r}")
-        for name in ("restore_best", "progress"):
+        for name in ("restore_best", "progress", "fused"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
 

@@ -210,6 +210,11 @@ class Trainer:
         ``grad_sync(params, local_size, ctx) -> global_size`` replacing
         :func:`~sci_moe.train.average_gradients` under data parallelism (expert
         parallelism syncs only its replicated parameters).
+    context : DistributedContext, optional
+        The data-parallel group this training belongs to; default: the process group
+        ``torchrun`` started (:func:`~sci_moe.train.current_context`).
+        ``DistributedContext()`` trains in this process alone even inside a group (a
+        federated client whose group only carries messages).
     log : callable, optional
         Where messages go (default: stderr of rank 0).
     """
@@ -229,6 +234,7 @@ class Trainer:
         meta: dict | None = None,
         name: str = "train",
         grad_sync: Callable | None = None,
+        context: DistributedContext | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         if not isinstance(config, TrainConfig):
@@ -244,7 +250,7 @@ class Trainer:
         self.meta = dict(meta or {})
         self.name = name
         self.grad_sync = grad_sync or average_gradients
-        self.ctx: DistributedContext = current_context()
+        self.ctx: DistributedContext = context if context is not None else current_context()
         self._log = log
         self.optimizer = self._build_optimizer(param_groups)
         self.step = 0
@@ -294,10 +300,17 @@ class Trainer:
             g.setdefault("weight_decay", cfg.weight_decay)
             g["peak_lr"] = float(g.pop("lr", cfg.lr))
             g["lr"] = g["peak_lr"]
+        fused = {}
+        if cfg.fused and all(
+            p.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+            for g in groups
+            for p in g["params"]
+        ):
+            fused = {"fused": True}
         if cfg.optimizer == "adamw":
-            return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+            return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, **fused)
         if cfg.optimizer == "adam":
-            return torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas)
+            return torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, **fused)
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
 
     # -- checkpoints ------------------------------------------------------------------------

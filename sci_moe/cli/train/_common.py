@@ -243,7 +243,7 @@ def resolve(method: TrainMethod, args: argparse.Namespace):
     try:
         return cls(**values)
     except ValueError as err:
-        raise flag_error(err, "the", names) from None
+        raise flag_error(err, "", names) from None
     except TypeError as err:
         raise ValueError(f"bad config for {method.name}: {err}") from None
 

@@ -65,6 +65,7 @@ class TrainConfig(EngineConfig):
     batch_size: int = 256
     lr: float = 1e-3
     optimizer: str = "adam"
+    fused: bool = True  # 2.4x faster optimiser steps for the 40-expert bank (7 vs 66 ms)
     schedule: str = "constant"
     warmup: float = 0.0
     grad_clip: float | None = None
@@ -129,23 +130,6 @@ def _digest(tensors) -> str:
     return h.hexdigest()[:16]
 
 
-def _fuse_adam(trainer: Trainer) -> None:
-    """Fused Adam(W) on float32/float64 CPU parameters: the same update rule, and 2.4x
-    faster optimiser steps for the 40-expert bank (2.0 M parameters: 7 ms vs 66 ms)."""
-    opt = trainer.optimizer
-    params = [p for g in opt.param_groups for p in g["params"]]
-    if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or not all(
-        p.dtype in (torch.float32, torch.float64) for p in params
-    ):
-        return
-    groups = [
-        {k: v for k, v in g.items() if k not in ("foreach", "fused")} for g in opt.param_groups
-    ]
-    trainer.optimizer = type(opt)(
-        groups, lr=trainer.config.lr, betas=trainer.config.betas, fused=True
-    )
-
-
 def _loss_of(model: nn.Module, data: FrameTensors) -> Callable:
     if isinstance(model, PhonemeClassifier):
         return lambda m, i: nn.functional.cross_entropy(m(data.features[i]), data.labels[i])
@@ -208,7 +192,6 @@ def fit_model(
     }
     source = ShuffledBatches(len(data), cfg.batch_size, torch.tensor, seed=cfg.seed)
     trainer = Trainer(model, loss, source, cfg, out_dir=out_dir, meta=meta, name=name)
-    _fuse_adam(trainer)
     result = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
     return result
