@@ -37,7 +37,7 @@ import time
 
 import torch
 from _common import OtherLoad, Row, base_parser, finish, machine_info, setup
-from moe_layer import DENSE, SCI, _copy_rate, memory_rates, parse_label
+from _moe_layer import DENSE, SCI, _copy_rate, memory_rates, parse_label
 
 BENCHMARK = "moe_layer_attainable"
 # The must-show targets: (name, case filter, threshold on the median ratio to dense).

@@ -171,7 +171,7 @@ def fused_step(step, bank):
 def case_contestants(T: int, d: int, E: int, k: int, dtype: str) -> tuple[dict, dict] | None:
     """``({name: step}, info)`` of one case, the candidate checked against the package;
     ``None`` where the per-expert loop takes the case."""
-    from moe_layer import DENSE, SCI, Case, automatic_path, build
+    from _moe_layer import DENSE, SCI, Case, automatic_path, build
 
     steps = build(Case(T, d, E, k, dtype), seed=0, transformers=False)
     sci = steps[SCI]

@@ -235,7 +235,7 @@ def padded_bmm_formulations(x, w, g, E: int, rows: int) -> dict:
 
 def layer_steps(T: int, d: int, E: int, k: int, dtype: str) -> dict:
     """The whole layer's training step: sci-moe and the dense SwiGLU of ``moe_layer.py``."""
-    from moe_layer import DENSE, SCI, Case, build
+    from _moe_layer import DENSE, SCI, Case, build
 
     steps = build(Case(T, d, E, k, dtype), seed=0)
     return {SCI: steps[SCI], DENSE: steps[DENSE]}
@@ -252,7 +252,7 @@ def chunk_ab(args) -> list[Row]:
     """``--chunk-ab``: the cache-blocked sorted path against the sorted one, layer steps."""
     import types
 
-    from moe_layer import DENSE, SCI, Case, build
+    from _moe_layer import DENSE, SCI, Case, build
 
     import sci_moe.moe as _moe
     from sci_moe.moe import set_grouped_path
@@ -360,7 +360,7 @@ def measure(args) -> list[Row]:
                 table.append([label, op, path, ms, ratio])
         print(f"{label} done", flush=True)
     if args.layer:
-        from moe_layer import DENSE, SCI
+        from _moe_layer import DENSE, SCI
 
         for (T, d, E, k), dt in ((c, dt) for c in LAYER_CASES for dt in DTYPES):
             steps = layer_steps(T, d, E, k, dt)

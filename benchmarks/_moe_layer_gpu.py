@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from _common import Row, machine_info, print_table, write_json
-from moe_layer import BENCHMARK, DenseSwiGLU, Step, _leaf, mixtral_block
+from _moe_layer import BENCHMARK, DenseSwiGLU, Step, _leaf, mixtral_block
 
 from sci_moe.moe import MoE
 
