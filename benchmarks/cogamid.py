@@ -125,8 +125,8 @@ def _config(quick: bool, seed: int, world: str = "multimodal", **kw) -> Incremen
             scene=SceneConfig(image_size=32, min_size=0.3, max_size=0.5, modes_per_class=modes),
             n_train=120,
             n_test=40,
-            base_iters=250,
-            step_iters=60,
+            steps=250,
+            increment_steps=60,
             width=8,
             feature_dim=16,
         )
@@ -135,8 +135,8 @@ def _config(quick: bool, seed: int, world: str = "multimodal", **kw) -> Incremen
             scene=SceneConfig(image_size=64, min_size=0.25, max_size=0.45, modes_per_class=modes),
             n_train=160,
             n_test=60,
-            base_iters=400,
-            step_iters=100,
+            steps=400,
+            increment_steps=100,
             width=8,
             feature_dim=16,
         )

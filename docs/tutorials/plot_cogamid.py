@@ -66,7 +66,7 @@ fig.tight_layout()
 # dimension, higher is better).
 
 cfg = IncrementalConfig(
-    method="finetune", scene=scene, n_train=60, n_test=30, base_iters=200, step_iters=25, width=8
+    method="finetune", scene=scene, n_train=60, n_test=30, steps=200, increment_steps=25, width=8
 )
 base = run_incremental(cfg, stop_after=0)
 print("base step mIoU (classes 1-4):", round(base["steps"][0]["miou_all"], 3))

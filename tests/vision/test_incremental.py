@@ -11,8 +11,8 @@ def _cfg(method):
         scene=SceneConfig(image_size=16, max_objects=2),
         n_train=6,
         n_test=4,
-        base_iters=3,
-        step_iters=2,
+        steps=3,
+        increment_steps=2,
         batch_size=2,
         width=4,
         feature_dim=4,
@@ -31,22 +31,56 @@ def test_runs_all_steps(method):
         assert out["memory"].classes == [1, 2, 3, 4, 5, 6]
 
 
-def test_resume_is_bit_identical(tmp_path):
-    full = run_incremental(_cfg("gmm"))
-    run_incremental(_cfg("gmm"), checkpoint_dir=tmp_path, stop_after=1)
-    assert sorted(p.name for p in tmp_path.glob("step_*.pt")) == ["step_0.pt", "step_1.pt"]
-    resumed = run_incremental(_cfg("gmm"), checkpoint_dir=tmp_path)
-
+def _same_run(a, b):
     def nan_free(steps):
         return [{k: (None if v != v else v) for k, v in s.items()} for s in steps]
 
-    assert nan_free(resumed["steps"]) == nan_free(full["steps"])
-    for a, b in zip(
-        full["model"].state_dict().values(), resumed["model"].state_dict().values(), strict=True
+    assert nan_free(a["steps"]) == nan_free(b["steps"])
+    for x, y in zip(
+        a["model"].state_dict().values(), b["model"].state_dict().values(), strict=True
     ):
-        assert torch.equal(a, b)
-    sa, sb = full["memory"].state_dict(), resumed["memory"].state_dict()
+        assert torch.equal(x, y)
+    sa, sb = a["memory"].state_dict(), b["memory"].state_dict()
     assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_resume_is_bit_identical(tmp_path):
+    full = run_incremental(_cfg("gmm"))
+    first = run_incremental(_cfg("gmm"), out_dir=tmp_path, stop_after=1)
+    assert len(first["steps"]) == 2 and first["train"]["finished"]
+    assert sorted(p.name for p in tmp_path.glob("task_*")) == ["task_0", "task_1"]
+    resumed = run_incremental(_cfg("gmm"), out_dir=tmp_path, resume=True)
+    _same_run(full, resumed)
+
+
+def test_resume_inside_a_step_is_bit_identical(tmp_path):
+    """Interrupted after 4 optimiser steps (inside step 1, whose loss samples the memory
+    from the global generator), then once more inside step 2: the resumed run equals the
+    uninterrupted one bitwise (weights, memory, scores)."""
+    full = run_incremental(_cfg("gmm"))
+    part = run_incremental(_cfg("gmm"), out_dir=tmp_path, interrupt_after=4)
+    assert part["train"]["reason"] == "interrupted" and len(part["steps"]) == 1
+    part = run_incremental(_cfg("gmm"), out_dir=tmp_path, resume=True, interrupt_after=2)
+    assert part["train"]["reason"] == "interrupted" and len(part["steps"]) == 2
+    resumed = run_incremental(_cfg("gmm"), out_dir=tmp_path, resume=True)
+    assert resumed["train"]["phases"]["task_2"]["resumed_from"] == 1
+    _same_run(full, resumed)
+    with pytest.raises(ValueError, match="already holds a training checkpoint"):
+        run_incremental(_cfg("gmm"), out_dir=tmp_path)
+
+
+def test_scene_from_a_table_or_a_string():
+    cfg = IncrementalConfig(scene="image_size=16, max_objects=2, modes_per_class=2:3")
+    assert cfg.scene == SceneConfig(image_size=16, max_objects=2, modes_per_class=(2, 3))
+    assert IncrementalConfig(scene={"noise": 0.1}).scene.noise == 0.1
+    with pytest.raises(ValueError, match="scene: unknown field 'colour'"):
+        IncrementalConfig(scene="colour=3")
+    with pytest.raises(ValueError, match="scene: image_size must be a number"):
+        IncrementalConfig(scene="image_size=big")
+    with pytest.raises(ValueError, match="base must be <= the scene's n_classes = 3"):
+        IncrementalConfig(scene={"n_classes": 3})
+    with pytest.raises(ValueError, match="increment_steps must be an integer >= 0"):
+        IncrementalConfig(increment_steps=-1)
 
 
 def test_bad_method():
@@ -107,9 +141,9 @@ def test_resume_from_base_step_is_bit_identical(tmp_path):
     # Interrupt right after step 0 (the base model): the replay steps are then re-run
     # from the checkpoint only, and must repeat the uninterrupted run exactly.
     full = run_incremental(_cfg("prototype"))
-    run_incremental(_cfg("prototype"), checkpoint_dir=tmp_path, stop_after=0)
-    assert [p.name for p in tmp_path.glob("step_*.pt")] == ["step_0.pt"]
-    resumed = run_incremental(_cfg("prototype"), checkpoint_dir=tmp_path)
+    run_incremental(_cfg("prototype"), out_dir=tmp_path, stop_after=0)
+    assert [p.name for p in tmp_path.glob("task_*")] == ["task_0"]
+    resumed = run_incremental(_cfg("prototype"), out_dir=tmp_path, resume=True)
     assert len(resumed["steps"]) == 3
     for a, b in zip(full["steps"], resumed["steps"], strict=True):
         assert {k: v for k, v in a.items() if v == v} == {k: v for k, v in b.items() if v == v}
@@ -136,7 +170,7 @@ def test_progress_bar_on_a_terminal(monkeypatch):
     assert "CoGaMiD finetune" in err.getvalue()
     # the bar counts the base step's iterations (redraws are rate-limited, so only the
     # total is certain to be printed)
-    assert f"0/{cfg.base_iters}" in err.getvalue()
+    assert f"0/{cfg.steps}" in err.getvalue()
     quiet = Tty()
     monkeypatch.setattr(sys, "stderr", quiet)
     run_incremental(cfg, stop_after=0, progress=False)
@@ -145,4 +179,4 @@ def test_progress_bar_on_a_terminal(monkeypatch):
     monkeypatch.setattr(sys, "stderr", log)
     run_incremental(cfg, stop_after=0)
     assert "\r" not in log.getvalue()
-    assert f"{cfg.base_iters}/{cfg.base_iters}" in log.getvalue()
+    assert f"{cfg.steps}/{cfg.steps}" in log.getvalue()
