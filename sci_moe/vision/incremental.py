@@ -79,7 +79,7 @@ class IncrementalConfig(_BaseConfig):
         Classes added by every later step.
     scene : SceneConfig
         The synthetic world; in a config file a table of its fields, on the command line
-        ``key=value,...`` (for example ``image_size=32,max_objects=2``).
+        ``key=value,...`` (for example ``image_size=32,max_objects=2,modes_per_class=2:3``).
     n_train : int
         Training images per step (each holds a class of the step).
     n_test : int
