@@ -36,6 +36,7 @@ demo-moe: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo  # the import contracts in pyproject.toml
 
 format: setup
 	$(VENV)/bin/ruff format .

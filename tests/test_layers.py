@@ -1,34 +1,70 @@
-"""The layers contract of DESIGN.md: imports point down only, also inside functions.
+"""The import contracts that import-linter cannot check; the rest is in ``pyproject.toml``.
 
-Floors, bottom to top: ``sci_moe._util`` < ``sci_moe.train`` (the training engine) <
-``sci_moe.moe`` < the fields (``molecules``,
-``sampling``, ``theory``, ``language`` and every new field package) < ``sci_moe.testing`` <
-``sci_moe.data`` (builders) < ``sci_moe.cli``. A module may import its own top-level
-subpackage freely and anything on a lower floor; a field may use another field only through
-its public face (a package, never a module file or a ``_private`` name), and the same holds
-for every import across top-level subpackages (a field takes ``sci_moe.moe``'s names from
-``sci_moe.moe``, not from ``sci_moe.moe.layer``), except the private bottom floor
-``sci_moe._util``, which exists to be imported, the builder modules of ``sci_moe.data``
-(public modules, each one builder) and the command line, which may use any public module.
-The fields' graph has no cycle. Every ``import``/``from`` statement counts, wherever it
-stands, and so does ``importlib.import_module("sci_moe...")`` with a literal name.
+``lint-imports`` (run by ``make lint`` and so by ``make test``) checks the contracts of
+``[tool.importlinter]`` on every static import, wherever it stands (also inside functions
+and under ``TYPE_CHECKING``): the floors, bottom to top ``sci_moe._util`` <
+``sci_moe.train`` < ``sci_moe.moe`` < the fields < ``sci_moe.testing`` < ``sci_moe.data``
+< ``sci_moe.cli``; the fields independent of each other except the imports listed there;
+no ``_private`` module imported from outside its parent package; no cycle among the
+modules and subpackages of any package; no script of ``benchmarks/`` or ``scripts/``
+importing another. Its unit is the module, and it reads only ``import`` statements. This
+module checks the rest:
+
+* **names**: across top-level subpackages an import goes through the public face, a
+  package, never a module file, and takes no ``_private`` name; only ``__version__`` comes
+  from ``sci_moe`` itself. import-linter cannot tell ``from sci_moe.moe import dispatch``
+  (the function the face exports) from an import of the submodule ``moe/dispatch.py``, nor
+  see names. Exempt: the bottom floor ``sci_moe._util`` (there to be imported), the builder
+  modules of ``sci_moe.data`` (public modules, one builder each) and the command line,
+  which may use any public module.
+* **dynamic imports**: ``importlib.import_module`` and ``__import__`` with a literal name,
+  an f-string or a module-level table of names, absolute or relative, obey the floors of
+  the ``floors`` contract and the independence of the fields.
+* **the contracts themselves**: they exist, and ``scripts-independent`` names every
+  script (import-linter sees ``from md import x`` in a script as an external module, so
+  the list of scripts must be whole).
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1] / "sci_moe"
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
-#: Floor of each top-level subpackage; anything not listed is a field (floor 2).
-FLOORS = {"_util": 0, "train": 0.5, "moe": 1, "testing": 3, "data": 4, "cli": 5}
-FIELD_FLOOR = 2
+REPO = pathlib.Path(__file__).resolve().parents[1]
+ROOT = REPO / "sci_moe"
 #: Names any module may take from the root package (it holds only the version and re-exports).
 ROOT_NAMES_ALLOWED = {"__version__"}
+_IMPORTERS = {"import_module", "__import__"}
+
+
+def import_contracts() -> dict[str, dict]:
+    """The contracts of ``[tool.importlinter]`` in ``pyproject.toml``, by id."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    return {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+
+
+def floors(contract: dict) -> dict[str, int]:
+    """Floor of each top-level subpackage (0 = bottom) from a ``layers`` contract."""
+    out = {}
+    for floor, layer in enumerate(reversed(contract["layers"])):
+        for name in re.split(r"[|:]", layer):
+            out[name.strip().strip("()")] = floor
+    return out
+
+
+FLOORS = floors(import_contracts()["floors"])
 
 
 @dataclass(frozen=True)
@@ -37,10 +73,12 @@ class Edge:
     target: str  # imported module, dotted
     line: int
     names: tuple[str, ...] = ()
+    dynamic: bool = False
 
     def __str__(self) -> str:
-        path = self.source.replace(".", "/")
-        return f"{path}.py:{self.line}: imports {self.target}"
+        path = self.source.replace(".", "/") + ("/__init__" if _is_package(self.source) else "")
+        how = "imports dynamically" if self.dynamic else "imports"
+        return f"{path}.py:{self.line}: {how} {self.target}"
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -76,13 +114,65 @@ def _resolve(source: str, is_pkg: bool, module: str | None, level: int) -> str:
     return ".".join(base + ([module] if module else []))
 
 
-def collect_edges(root: pathlib.Path = ROOT) -> list[Edge]:
-    """Every import of a ``sci_moe`` module by a ``sci_moe`` module, wherever it stands."""
+def _name_tables(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level ``NAME = {...}`` (the values) or ``(...)``/``[...]`` of strings."""
+    tables = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            items = value.values if isinstance(value, ast.Dict) else [value]
+            strings = [
+                n.value
+                for item in items
+                for n in ast.walk(item)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]
+            for t in targets:
+                if isinstance(t, ast.Name) and strings:
+                    tables[t.id] = strings
+    return tables
+
+
+def _dynamic_names(call: ast.Call, tables: dict[str, list[str]]) -> list[tuple[str, bool]] | None:
+    """``(name, is_prefix)`` of the modules a dynamic import may load; ``None``: unknown.
+
+    Of an f-string only the literal head is known: the module is somewhere below the
+    package it names (``is_prefix``). A leading ``{__name__}`` stands for the importing
+    module itself.
+    """
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [(arg.value, False)]
+    if isinstance(arg, ast.JoinedStr) and arg.values:
+        head = arg.values[0]
+        if isinstance(head, ast.Constant) and isinstance(head.value, str):
+            dots = len(head.value) - len(head.value.lstrip("."))
+            return [("." * dots + head.value[dots:].rpartition(".")[0], True)]
+        if isinstance(head, ast.FormattedValue) and getattr(head.value, "id", None) in (
+            "__name__",
+            "__package__",
+        ):
+            return [("{" + head.value.id + "}", True)]
+        return None
+    if isinstance(arg, ast.Subscript | ast.Name):
+        table = tables.get(getattr(arg.value if isinstance(arg, ast.Subscript) else arg, "id", ""))
+        return None if table is None else [(name, False) for name in table]
+    return None
+
+
+def collect_edges(root: pathlib.Path | None = None) -> list[Edge]:
+    """Every import of a ``sci_moe`` module by a ``sci_moe`` module, static and dynamic.
+
+    A dynamic import whose name cannot be told is an edge to ``"?"`` (a violation).
+    """
+    root = ROOT if root is None else root
     edges = []
     for path in sorted(root.rglob("*.py")):
         source = _module_name(path)
         is_pkg = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tables = _name_tables(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 target = _resolve(source, is_pkg, node.module, node.level)
@@ -106,14 +196,27 @@ def collect_edges(root: pathlib.Path = ROOT) -> list[Edge]:
                         edges.append(Edge(source, alias.name, node.lineno))
             elif (
                 isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute | ast.Name)
-                and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) in _IMPORTERS
                 and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
-                and node.args[0].value.startswith("sci_moe")
             ):
-                edges.append(Edge(source, node.args[0].value, node.lineno))
+                names = _dynamic_names(node, tables)
+                # ``import_module(".x", __name__)`` takes the module as the package
+                package = node.args[1] if len(node.args) > 1 else None
+                as_pkg = is_pkg or getattr(package, "id", None) == "__name__"
+                for name, is_prefix in names or [("?", False)]:
+                    if name == "{__name__}":
+                        target = source
+                    elif name == "{__package__}":
+                        target = source if is_pkg else source.rpartition(".")[0]
+                    elif name.startswith("."):
+                        level = len(name) - len(name.lstrip("."))
+                        target = _resolve(source, as_pkg, name.lstrip(".") or None, level)
+                    else:
+                        target = name
+                    if is_prefix and target in ("", "sci_moe"):
+                        target = "?"  # anything in sci_moe: no reader can check it
+                    if target == "?" or target == "sci_moe" or target.startswith("sci_moe."):
+                        edges.append(Edge(source, target, node.lineno, dynamic=True))
     return edges
 
 
@@ -122,14 +225,13 @@ def _top(dotted: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def _floor(top: str | None) -> float:
-    return FLOORS.get(top, FIELD_FLOOR) if top is not None else float("inf")
-
-
 def violations(edges: list[Edge]) -> list[str]:
-    """Human-readable contract violations of ``edges`` (empty when the contract holds)."""
+    """Human-readable contract violations of ``edges`` (empty when the contracts hold)."""
     bad = []
     for e in edges:
+        if e.target == "?":
+            bad.append(f"{e}: a name no reader can check; use a literal name or a name table")
+            continue
         src, dst = _top(e.source), _top(e.target)
         if src == dst:
             continue
@@ -137,64 +239,83 @@ def violations(edges: list[Edge]) -> list[str]:
             if src is not None and not set(e.names) <= ROOT_NAMES_ALLOWED:
                 bad.append(f"{e}: only {sorted(ROOT_NAMES_ALLOWED)} may come from sci_moe itself")
             continue
-        if src is None:  # the root package imports down only
+        if src is None:  # the root package: lint-imports checks its static imports
+            if e.dynamic and dst not in ("moe", "_util"):
+                bad.append(f"{e}: the root package loads only the core (sci_moe.moe)")
             continue
-        if _floor(dst) > _floor(src):
-            bad.append(f"{e}: upward import (floor {src} -> {dst})")
-        elif dst != "_util":
-            private = any(p.startswith("_") for p in e.target.split(".")[1:])
+        if e.dynamic:
+            if dst not in FLOORS or src not in FLOORS:
+                bad.append(f"{e}: sci_moe.{dst} or sci_moe.{src} is not in the floors contract")
+            elif FLOORS[dst] > FLOORS[src]:
+                bad.append(f"{e}: upward import (floor {src} -> {dst})")
+            elif FLOORS[dst] == FLOORS[src]:
+                bad.append(f"{e}: the fields are independent; import statically and list it")
+        if dst != "_util":
+            private_module = any(p.startswith("_") for p in e.target.split(".")[1:])
+            private_name = [n for n in e.names if n.startswith("_") and not n.startswith("__")]
             # the builders of ``data`` are public modules, and the command line (the top)
             # may use any public module; fields and the core are reached through a package
             module_ok = dst == "data" or src == "cli"
-            if private or not (module_ok or _is_package(e.target)):
+            if private_module or not (module_ok or _is_package(e.target)):
                 bad.append(
                     f"{e}: use the public face of sci_moe.{dst} (a package), not a module or "
                     "a _private name"
                 )
+            elif private_name:
+                bad.append(f"{e}: takes the private name(s) {private_name} from sci_moe.{dst}")
     return bad
-
-
-def field_cycles(edges: list[Edge]) -> list[list[str]]:
-    """Cycles in the graph of fields (top-level packages on the field floor)."""
-    graph: dict[str, set[str]] = {}
-    for e in edges:
-        src, dst = _top(e.source), _top(e.target)
-        if src and dst and src != dst and _floor(src) == _floor(dst) == FIELD_FLOOR:
-            graph.setdefault(src, set()).add(dst)
-    cycles, state = [], {}
-
-    def visit(node, stack):
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append([*stack[stack.index(nxt) :], nxt])
-            elif nxt not in state:
-                visit(nxt, stack)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [])
-    return cycles
 
 
 def test_edges_are_found():
     edges = collect_edges()
     assert len(edges) > 50
-    # a function-level import is seen like a top-level one
+    # a function-level import is seen like a top-level one, and so is a dynamic one
     assert any(_top(e.source) == "cli" for e in edges)
+    assert any(e.dynamic for e in edges)
 
 
-def test_imports_point_down_only():
+def test_imports_use_public_faces_and_dynamic_imports_point_down():
     bad = violations(collect_edges())
-    assert not bad, "layers contract broken (see DESIGN.md, Floors):\n" + "\n".join(bad)
+    assert not bad, "import contracts broken (see pyproject.toml, tool.importlinter):\n" + (
+        "\n".join(bad)
+    )
 
 
-def test_fields_have_no_cycle():
-    cycles = field_cycles(collect_edges())
-    assert not cycles, "import cycle between fields: " + "; ".join(" -> ".join(c) for c in cycles)
+def test_contracts_are_declared():
+    contracts = import_contracts()
+    floors_contract = contracts["floors"]
+    assert floors_contract["type"] == "layers" and floors_contract["exhaustive"]
+    assert floors_contract["containers"] == ["sci_moe"]
+    assert [FLOORS[n] for n in ("_util", "train", "moe", "sampling", "testing", "data", "cli")] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    tops = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert tops == set(FLOORS), "every top-level subpackage has a floor"
+    assert contracts["acyclic"]["type"] == "acyclic_siblings"
+    assert set(contracts["acyclic"]["ancestors"]) == {"sci_moe", "benchmarks", "scripts"}
+    assert contracts["private"]["type"] == "private_modules"
+
+
+def test_scripts_contract_lists_every_script():
+    contract = import_contracts()["scripts-independent"]
+    scripts = {
+        p.stem
+        for folder in ("benchmarks", "scripts")
+        for p in (REPO / folder).glob("*.py")
+        if not p.stem.startswith("_")
+    }
+    listed = set(contract["forbidden_modules"])
+    assert listed == scripts, (
+        "pyproject.toml, contract scripts-independent: list every script of benchmarks/ and "
+        f"scripts/ (missing {sorted(scripts - listed)}, gone {sorted(listed - scripts)})"
+    )
+    assert set(contract["source_modules"]) == {"benchmarks", "scripts"}
 
 
 def _write(root: pathlib.Path, rel: str, text: str) -> None:
@@ -206,16 +327,15 @@ def _write(root: pathlib.Path, rel: str, text: str) -> None:
 @pytest.fixture
 def fake_tree(tmp_path, monkeypatch):
     root = tmp_path / "sci_moe"
-    for pkg in ("", "_util", "moe", "sampling", "sampling/md", "theory", "data", "cli"):
+    for pkg in ("", *FLOORS, "sampling/md"):
         _write(root, f"{pkg}/__init__.py".lstrip("/"), "")
     monkeypatch.setitem(globals(), "ROOT", root)
     return root
 
 
-def test_contract_rejects_upward_and_private_imports(fake_tree):
-    _write(fake_tree, "sampling/md/systems.py", "def f():\n    from sci_moe.data import x\n")
-    _write(fake_tree, "moe/layer.py", "from ..sampling import md\n")
+def test_walker_rejects_modules_private_names_and_upward_dynamic_imports(fake_tree):
     _write(fake_tree, "theory/a.py", "from sci_moe.sampling.md.systems import f\n")
+    _write(fake_tree, "sampling/md/systems.py", "def f():\n    pass\n")
     _write(fake_tree, "data/b.py", "import importlib\nimportlib.import_module('sci_moe.cli')\n")
     _write(fake_tree, "cli/c.py", "from sci_moe.data import x\nfrom sci_moe._util import io\n")
     _write(fake_tree, "cli/d.py", "from sci_moe.data import b\nfrom sci_moe.data._p import q\n")
@@ -223,20 +343,110 @@ def test_contract_rejects_upward_and_private_imports(fake_tree):
     _write(fake_tree, "moe/dispatch.py", "")
     _write(fake_tree, "theory/e.py", "from sci_moe.moe import dispatch\n")
     _write(fake_tree, "data/f.py", "from sci_moe.moe.layer import MoE\n")
+    _write(fake_tree, "moe/layer.py", "")
+    _write(fake_tree, "vision/g.py", "from sci_moe.moe import _helper\n")
+    _write(
+        fake_tree, "moe/h.py", "import importlib\nimportlib.import_module('..data', __package__)\n"
+    )
+    _write(fake_tree, "moe/i.py", "import importlib\nimportlib.import_module('...cli', __name__)\n")
+    _write(
+        fake_tree,
+        "testing/__init__.py",
+        "from importlib import import_module\nT = {'cli': '..cli'}\n"
+        "def f(n):\n    return import_module(T[n], __name__)\n",
+    )
+    _write(fake_tree, "train/k.py", "def f(T, n):\n    return __import__(T[n])\n")
+    _write(fake_tree, "train/o.py", "import importlib\nimportlib.import_module(f'sci_moe.{1}')\n")
+    _write(
+        fake_tree,
+        "train/__init__.py",
+        "import importlib\nT = {'a': '.i'}\n"
+        "def g(n):\n    return importlib.import_module(T[n], __name__)\n",
+    )
+    _write(
+        fake_tree, "speech/l.py", "import importlib\nimportlib.import_module('sci_moe.language')\n"
+    )
+    _write(
+        fake_tree,
+        "cli/m.py",
+        "import importlib\ndef f(n):\n    return importlib.import_module(f'{__name__}.{n}')\n",
+    )
+    _write(fake_tree, "neuro/n.py", "from sci_moe import MoE\n")
     bad = "\n".join(violations(collect_edges(fake_tree)))
-    assert "sampling/md/systems.py:2: imports sci_moe.data: upward" in bad
-    assert "moe/layer.py:1: imports sci_moe.sampling: upward" in bad
     assert "theory/a.py:1: imports sci_moe.sampling.md.systems: use the public face" in bad
-    assert "data/b.py:2: imports sci_moe.cli: upward" in bad
+    assert "data/b.py:2: imports dynamically sci_moe.cli: upward" in bad
     assert "cli/d.py:1" not in bad  # a public builder module
     assert "cli/d.py:2: imports sci_moe.data._p: use the public face" in bad
     assert "cli/c.py" not in bad
     assert "theory/e.py" not in bad  # the exported function, not the submodule
     assert "data/f.py:1: imports sci_moe.moe.layer: use the public face" in bad
+    assert "vision/g.py:1: imports sci_moe.moe: takes the private name(s) ['_helper']" in bad
+    assert "moe/h.py:2: imports dynamically sci_moe.data: upward" in bad  # relative
+    assert "moe/i.py:2: imports dynamically sci_moe.cli: upward" in bad
+    assert "testing/__init__.py:4: imports dynamically sci_moe.cli: upward" in bad  # a table
+    assert "train/k.py:2: imports dynamically ?" in bad  # a table of the caller's
+    assert "train/o.py:2: imports dynamically ?" in bad  # anything in sci_moe
+    assert "train/__init__.py" not in bad  # a name table inside the package
+    assert "speech/l.py:2: imports dynamically sci_moe.language: the fields" in bad
+    assert "cli/m.py" not in bad  # f"{__name__}.x" stays below the module
+    assert "neuro/n.py:1: imports sci_moe: only ['__version__']" in bad
 
 
-def test_contract_finds_field_cycles(fake_tree):
-    _write(fake_tree, "theory/a.py", "from sci_moe import sampling\n")
-    _write(fake_tree, "sampling/b.py", "def g():\n    import sci_moe.theory\n")
-    cycles = field_cycles(collect_edges(fake_tree))
-    assert cycles and set(cycles[0]) == {"sampling", "theory"}
+_PROBES = {
+    # an upward import inside a function
+    "moe/layer.py": "def f():\n    from ..sampling import md\n",
+    # a cycle inside a package
+    "sampling/md/a.py": "from . import b\n",
+    "sampling/md/b.py": "def f():\n    from .a import x\n",
+    # one field using another, not listed
+    "theory/t.py": "from sci_moe import sampling\n",
+    # the root package imports the command line, and a lower floor imports the root
+    "__init__.py": "from . import cli\n",
+    "_util/u.py": "import sci_moe\n",
+    # a private module from outside its package
+    "cli/c.py": "from sci_moe.moe._private import z\n",
+    "moe/_private.py": "z = 1\n",
+}
+
+
+def test_import_linter_contracts_catch_the_probes(tmp_path):
+    """The repository's floors, acyclic and private contracts on a tree with planted faults."""
+    contracts = import_contracts()
+    lines = ['[tool.importlinter]\nroot_packages = ["sci_moe"]\n']
+    for cid in ("floors", "acyclic", "private"):
+        c = {k: v for k, v in contracts[cid].items() if k != "ignore_imports"}
+        if cid == "acyclic":
+            c["ancestors"] = ["sci_moe"]
+        lines.append("[[tool.importlinter.contracts]]")
+        lines += [f"{k} = {_toml(v)}" for k, v in c.items()]
+    (tmp_path / "contracts.toml").write_text("\n".join(lines) + "\n")
+    root = tmp_path / "sci_moe"
+    for pkg in ("", *FLOORS, "sampling/md"):
+        _write(root, f"{pkg}/__init__.py".lstrip("/"), "")
+    for rel, text in _PROBES.items():
+        _write(root, rel, text)
+    exe = pathlib.Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run(
+        [str(exe), "--no-cache", "--no-logo", "contracts.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=300,
+    )
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "sci_moe.moe is not allowed to import sci_moe.sampling" in out
+    assert "sci_moe.theory is not allowed to import sci_moe.sampling" in out
+    assert "sci_moe._util is not allowed to import sci_moe.cli" in out  # via the root
+    assert "No cycles are allowed in sci_moe.sampling.md" in out
+    assert "sci_moe.cli.c -> sci_moe.moe._private" in out
+    assert "Contracts: 0 kept, 3 broken." in out
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return '"' + str(value).replace('"', '\\"') + '"'
