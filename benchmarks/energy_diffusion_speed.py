@@ -4,10 +4,10 @@ Per optimiser step (ms) of plain (DSM only) and FP (DSM + two-probe Fokker-Planc
 weight 5e-4) training of ``MLPEnergy((1, 2), hidden=(92, 92, 92))`` at batch 128, for
 
 * ``reference``: the FP estimator's loop (``fp_batched=False``: four network calls and two
-  gradients per probe), unfused AdamW, the NaN check on every step (``check_every=1``);
+  gradients per probe), unfused AdamW;
 * ``fused_adamw``: the reference with fused AdamW only (attribution);
 * ``fast``: the defaults (one batched forward + one gradient for both probes and the
-  time stencil, fused AdamW, host reads every 50 steps),
+  time stencil, fused AdamW),
 
 measured in the same run, the repeats interleaved (reference, fast, reference, ...) so
 that a change of the machine's load hits all paths; the median of 3 repeats is reported.
@@ -36,15 +36,10 @@ walkers, BAOAB): microseconds per integrator step with the generic
 ``PotentialForces(MuellerBrown())`` provider (reference) and with the generator's own
 provider (bit-identical trajectories).
 
-``--update-ab``: only the compiled trainer with the AdamW update and EMA inside the
-compiled step (``compiled``, the default of ``TrainConfig(compile=True)``) against the same
-step returning gradients to ``torch.optim.AdamW(fused=True).step`` (``compiled_grads``,
-``compile_update=False``, the earlier path): each a real ``train`` call of 3 epochs x
-781 steps on 100k frames (``--quick``: 3 x 200), ms per step from the epoch times after
-the first (the first holds the compile), the configurations interleaved, medians of
-``--repeats``; and ``profile/plain/*``: wall time per part of the earlier compiled plain
-step's loop body (batch indexing, random draws, compiled loss and gradient, AdamW step,
-EMA), us per step over 3000 steps.
+The ``--update-ab`` mode (the AdamW update and EMA inside the compiled step against
+``AdamW.step``, ``benchmarks/results/energy_diffusion_speed_update.json``) is gone since
+the trainer runs on the training engine (issue 39): the engine's optimiser owns the update
+and the compiled step returns its gradients (the ``compiled_grads`` path of that A/B).
 
 The ``scoremd/*`` rows are quoted from issue 28 (measured on another host, not in this
 run; ``scoremd_quoted`` in the JSON); ``benchmarks/energy_diffusion_vs_scoremd.py`` runs
@@ -54,8 +49,6 @@ Run::
 
     OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --quick \\
         --json benchmarks/results/energy_diffusion_speed.json
-    OMP_NUM_THREADS=1 python benchmarks/energy_diffusion_speed.py --update-ab \\
-        --json benchmarks/results/energy_diffusion_speed_update.json
 """
 
 from __future__ import annotations
@@ -92,8 +85,8 @@ SCOREMD_SOURCE = (
 #: ScoreMD's Mueller-Brown run: 180 epochs x 781 steps
 FULL_RUN_STEPS = 180 * 781
 PATHS = {
-    "reference": {"fp_batched": False, "fused_optimizer": False, "check_every": 1},
-    "fused_adamw": {"fp_batched": False, "check_every": 1},
+    "reference": {"fp_batched": False, "fused_optimizer": False},
+    "fused_adamw": {"fp_batched": False},
     "fast": {},
     "compiled": {"compile": True},
 }
@@ -117,69 +110,6 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
     return time.perf_counter() - t0
 
 
-def _epoch_ms(variant: str, compile_update: bool, data: torch.Tensor, seed: int) -> list[float]:
-    """ms per step of each epoch after the first of a 3-epoch compiled ``train`` call."""
-    torch.manual_seed(seed)
-    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
-    cfg = TrainConfig(
-        stages=[Stage(3, (1e-5, 1.0), 0.5, FP_WEIGHT if variant == "fp" else 0.0)],
-        batch_size=BATCH,
-        ema_decay=0.005,
-        progress=False,
-        seed=seed,
-        compile=True,
-        compile_update=compile_update,
-    )
-    hist = train(net, data, VPSDE(), cfg)["history"]
-    steps = -(-len(data) // BATCH)
-    return [1e3 * r["seconds"] / steps for r in hist[1:]]
-
-
-def _profile_rows(n_steps: int, seed: int) -> list[Row]:
-    """Where a compiled plain step (gradients + ``AdamW.step``, the earlier path) spends its
-    time: wall clock around each part of the trainer's loop body, us per step."""
-    from sci_moe.sampling.diffusion.compiled import make_dsm_step
-    from sci_moe.sampling.diffusion.losses import time_weight
-
-    torch.manual_seed(seed)
-    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
-    params = list(net.parameters())
-    step = make_dsm_step(net, VPSDE(), params)
-    opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=1e-4, fused=True)
-    ema = [q.detach().clone() for q in params]
-    gen = torch.Generator().manual_seed(seed)
-    data = torch.randn(781 * BATCH, 1, 2, generator=gen) * 0.4
-    perm = torch.randperm(len(data), generator=gen)
-    parts = ("batch_indexing", "random_draws", "compiled_loss_and_grad", "adamw_step", "ema")
-    tot = dict.fromkeys(parts, 0.0)
-    for i in range(n_steps + 50):  # the first 50 (compile, warm-up) not counted
-        b = i % 781
-        c0 = time.perf_counter()
-        x0 = data[perm[b * BATCH : (b + 1) * BATCH]]
-        c1 = time.perf_counter()
-        t = 1e-5 + (1 - 1e-5) * torch.rand(BATCH, generator=gen)
-        noise = torch.randn(x0.shape, generator=gen)
-        w = time_weight(t, 0.5, 1e-5, 1.0)
-        c2 = time.perf_counter()
-        _, grads = step(x0, t, noise, w)
-        for q, g in zip(params, grads, strict=True):
-            q.grad = g
-        c3 = time.perf_counter()
-        opt.param_groups[0]["lr"] = 3e-4
-        opt.step()
-        c4 = time.perf_counter()
-        with torch.no_grad():
-            torch._foreach_lerp_(ema, [q.detach() for q in params], 0.995)
-        c5 = time.perf_counter()
-        if i >= 50:
-            for k, a, z in zip(parts, (c0, c1, c2, c3, c4), (c1, c2, c3, c4, c5), strict=True):
-                tot[k] += z - a
-    return [
-        Row(f"profile/plain/{k}", "us_per_step", round(1e6 * v / n_steps, 1), "us")
-        for k, v in tot.items()
-    ]
-
-
 def _scoremd_rows(variant: str, compiled_ms: float) -> list[Row]:
     """ScoreMD's JAX step time (issue 28) and our compiled step's ratio to it."""
     sm = SCOREMD_MS[variant]
@@ -194,35 +124,6 @@ def _scoremd_rows(variant: str, compiled_ms: float) -> list[Row]:
             round(sm / compiled_ms, 3),
         ),
     ]
-
-
-def _update_rows(quick: bool, repeats: int, seed: int) -> tuple[list[Row], dict]:
-    """In-graph AdamW + EMA (``compiled``) vs gradients + ``AdamW.step`` (interleaved)."""
-    g = torch.Generator().manual_seed(seed)
-    data = torch.randn((200 if quick else 781) * BATCH, 1, 2, generator=g) * 0.4
-    rows, raw = [], {}
-    for variant in ("plain", "fp"):
-        ms: dict[str, list[float]] = {"compiled_grads": [], "compiled": []}
-        for _ in range(repeats):
-            for path, cu in (("compiled_grads", False), ("compiled", True)):
-                ms[path] += _epoch_ms(variant, cu, data, seed)
-        med = {k: sorted(v)[len(v) // 2] for k, v in ms.items()}
-        raw.update({f"{variant}/{k}": [round(x, 3) for x in v] for k, v in ms.items()})
-        rows.append(
-            Row(f"{variant}/compiled_grads", "ms_per_step", round(med["compiled_grads"], 3), "ms")
-        )
-        rows.append(
-            Row(
-                f"{variant}/compiled",
-                "ms_per_step",
-                round(med["compiled"], 3),
-                "ms",
-                f"{variant}/compiled_grads",
-                round(med["compiled_grads"] / med["compiled"], 3),
-            )
-        )
-        rows.extend(_scoremd_rows(variant, med["compiled"]))
-    return rows, raw
 
 
 def _minflt() -> int:
@@ -345,37 +246,10 @@ def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument(
-        "--update-ab",
-        action="store_true",
-        help="only the in-graph AdamW update vs AdamW.step A/B (compiled trainer)",
-    )
     args = p.parse_args(argv)
     _common.setup(args)
     other, t0 = OtherLoad(), time.perf_counter()
     warn = _common.warn_if_busy()
-    if args.update_ab:
-        rows = _profile_rows(500 if args.quick else 3000, args.seed)
-        r2, raw = _update_rows(args.quick, args.repeats, args.seed)
-        rows += r2
-        _common.print_rows(
-            rows, title="compiled trainer: AdamW + EMA in the compiled step vs AdamW.step"
-        )
-        machine = _common.machine_info(
-            seed=args.seed,
-            recipe=(
-                f"MLPEnergy (1,2) hidden {HIDDEN}, batch {BATCH}, VP SDE, t~U[1e-5,1], mid "
-                f"0.5, FP weight {FP_WEIGHT}; train() 3 epochs, epochs 2-3 timed, median "
-                f"over {args.repeats} repeats x 2 epochs"
-            ),
-            busy_warning=warn,
-            epoch_ms_per_step=raw,
-            inductor_cache_warm=_inductor_cache_warm(),
-            scoremd_source=SCOREMD_SOURCE,
-            scoremd_quoted=True,
-            quick=args.quick,
-        )
-        return _common.finish(args, "energy_diffusion_speed_update", machine, rows, other, t0)
     steps = 200 if args.quick else 1000
     mb_frames = 10 if args.quick else 100
     walkers, stride = 100, 50

@@ -51,20 +51,20 @@ import torch
 from sci_moe._util import BOLTZMANN_KJ_PER_MOL_K
 from sci_moe.sampling.diffusion import (
     VPSDE,
-    InvariantMLPEnergy,
-    Stage,
-    TimeMixture,
     TrainConfig,
     load_diffusion_model,
     save_energy_model,
     train,
 )
-from sci_moe.sampling.diffusion.train import CHECKPOINT_NAME
+from sci_moe.sampling.diffusion.alanine_recipe import (
+    ALANINE_VARIANTS,
+    alanine_model,
+    alanine_stages,
+)
 from sci_moe.sampling.md import ATOM_NAMES, BACKBONE_ATOMS, HEAVY_ATOMS
 
 KB = BOLTZMANN_KJ_PER_MOL_K  # kJ/mol/K
-RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
-VARIANTS = ("plain", "fp", "moe", "both")
+VARIANTS = ALANINE_VARIANTS
 ATOM_SETS = {
     "backbone": (BACKBONE_ATOMS, "alanine dipeptide, 5 backbone beads (C, N, CA, C, N)"),
     "heavy": (HEAVY_ATOMS, "alanine dipeptide, 10 heavy atoms"),
@@ -114,46 +114,6 @@ def coarse_grain(positions: np.ndarray, atoms=BACKBONE_ATOMS) -> np.ndarray:
     """Selected atoms (F, len(atoms), 3), centred per frame (default: the 5 backbone beads)."""
     x = positions[:, list(atoms)].astype(np.float64)
     return x - x.mean(1, keepdims=True)
-
-
-def build_model(variant: str, n_atoms: int = 5) -> torch.nn.Module:
-    if variant in ("plain", "fp"):
-        return InvariantMLPEnergy(n_atoms, (256, 256, 256), t_range=(0.0, 1.0))
-    return TimeMixture(
-        [
-            InvariantMLPEnergy(n_atoms, (128, 128), t_range=RANGES[0]),
-            InvariantMLPEnergy(n_atoms, (128, 128), t_range=RANGES[1]),
-            InvariantMLPEnergy(n_atoms, (256, 256, 256), t_range=RANGES[2]),
-        ],
-        RANGES,
-    )
-
-
-def stages(
-    variant: str, epochs: int, lr: float, high=None, low=None, fp_epochs=None
-) -> list[Stage]:
-    """ScoreMD's schedule: 10 / 20 / 70 % of the epochs per expert, high t first.
-
-    ``high = (e1, e2)`` and ``low`` override the epochs of the experts (0 skips one).
-    ``fp_epochs`` (time mixtures with FP): the small-t expert trains ``low`` epochs with
-    DSM only (an FP step costs ~10x a DSM step on CPU), then ``fp_epochs`` epochs with the
-    FP term at 0.3 x ``lr`` (a fine-tune).
-    """
-    if variant in ("plain", "fp"):
-        return [Stage(epochs, (1e-5, 1.0), 0.3, 5e-4 if variant == "fp" else 0.0, lr=lr)]
-    e1, e2 = high if high is not None else (max(1, epochs // 10), max(1, epochs // 5))
-    e3 = low if low is not None else max(1, epochs - e1 - e2)
-    fp = 1e-3 if variant == "both" else 0.0
-    out = [
-        Stage(e1, RANGES[0], 0.8, 0.0, expert=0, lr=lr),
-        Stage(e2, RANGES[1], 0.35, 0.0, expert=1, lr=lr),
-        Stage(e3, RANGES[2], 0.03, 0.0 if fp_epochs else fp, expert=2, lr=lr),
-    ]
-    if fp_epochs:
-        if fp == 0:
-            raise SystemExit("--fp-epochs needs --variant both")
-        out.append(Stage(fp_epochs, RANGES[2], 0.03, fp, expert=2, lr=0.3 * lr))
-    return out
 
 
 def _final_per_stage(history: list[dict]) -> dict:
@@ -236,21 +196,22 @@ class Curves:
         }
         atomic_save_json(path, doc)
 
-    def point(self, model, history, wall_s, cpu_s) -> None:
+    def point(self, model, out, wall_s, cpu_s) -> None:
+        """A curve point of ``train``'s return ``out`` (its history, stage and EMA)."""
         import copy
         import sys
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
         from alanine_energy_model import iid_phi_psi, js_to_reference, md_js, reference
 
-        ck = torch.load(self.work / CHECKPOINT_NAME, weights_only=True)
+        history = out["history"]
         m = copy.deepcopy(model)
-        si, ep = ck["stage"], ck["epoch"]
-        if ep > 0 and self.args.ema_decay > 0:  # a stage in progress: its EMA weights
+        si = out["stage"]
+        if out["ema"] is not None:  # the stage trained last: its EMA weights (a no-op at its end)
             target = m.experts[self.sched[si].expert] if hasattr(m, "experts") else m
             params = [p for p in target.parameters() if p.requires_grad]
             with torch.no_grad():
-                for p, e in zip(params, ck["ema"], strict=True):
+                for p, e in zip(params, out["ema"], strict=True):
                     p.copy_(e)
         path = self.save(m, self.work / "curve_model.safetensors", {"curve_point": len(history)})
         p_ref = reference()["p"]
@@ -356,7 +317,7 @@ def main() -> None:
     atoms, system_name = ATOM_SETS[args.atoms]
     cg = coarse_grain(pos, atoms)
     nf = 1.0 / cg.std()
-    model = build_model(args.variant, len(atoms))
+    model = alanine_model(args.variant, len(atoms))
     history_before = {}
     if args.init:
         init, _, init_cfg = load_diffusion_model(args.init)
@@ -385,7 +346,7 @@ def main() -> None:
             extra=extra,
         )
 
-    sched = stages(
+    sched = alanine_stages(
         args.variant, args.epochs, args.lr, args.high_epochs, args.low_epochs, args.fp_epochs
     )
     cfg = TrainConfig(
@@ -412,7 +373,7 @@ def main() -> None:
             max_epochs=args.eval_every or None,
         )
         if curves is not None:
-            curves.point(model, out["history"], time.perf_counter() - t0, time.process_time() - c0)
+            curves.point(model, out, time.perf_counter() - t0, time.process_time() - c0)
         if out["done"]:
             break
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0

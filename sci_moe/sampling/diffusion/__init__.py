@@ -10,9 +10,12 @@ and MD with the learned forces agree.
 Modules: :mod:`.sde` (VP/VE SDEs), :mod:`.networks` (MLP and SE(3)-invariant molecular
 energy nets), :mod:`.losses` (DSM, exact and two-probe FP residuals), :mod:`.time_moe`
 (mixture of experts over diffusion time on ``sci_moe.moe`` gating), :mod:`.samplers`,
-:mod:`.train`, :mod:`.io` (model files for ``sci-moe md run --model``), :mod:`.metrics`.
+:mod:`.train` (on the package's training engine; ``sci-moe train diffusion``),
+:mod:`.alanine_recipe` (the shipped alanine model's networks and stages), :mod:`.io` (model
+files for ``sci-moe md run --model``), :mod:`.metrics`.
 """
 
+from .alanine_recipe import ALANINE_VARIANTS, alanine_model, alanine_stages
 from .io import (
     ALANINE_MODEL,
     EnergyAtTime,
@@ -40,6 +43,7 @@ from .train import Stage, TrainConfig, random_rotations, train
 
 __all__ = [
     "ALANINE_MODEL",
+    "ALANINE_VARIANTS",
     "SDE",
     "VESDE",
     "VPSDE",
@@ -54,6 +58,8 @@ __all__ = [
     "Stage",
     "TimeMixture",
     "TrainConfig",
+    "alanine_model",
+    "alanine_stages",
     "bond_wasserstein",
     "dsm_loss",
     "energy_and_score",

@@ -1,34 +1,48 @@
-"""Training of energy-based diffusion models: DSM + FP regulariser, EMA, NaN retry, exact resume.
+"""Training of energy-based diffusion models on the training engine: DSM + FP, EMA, NaN redraws.
 
 Follows ScoreMD (Plainer et al. 2025): AdamW with a cosine learning rate (3e-4 -> 1e-5) after
 element-wise gradient clipping at 1e3, EMA of the weights (0.995) copied into the model at
-the end of every epoch, ``t ~ U[t0, t1]`` with the ``equal_weight`` time weights, the FP
-term on the perturbed samples of the same batch, and a NaN policy that retries an epoch
-(up to 20 times, with the FP term switched off after 10 failed tries). A time mixture is
-trained stage by stage (high ``t`` first), each stage with its own optimiser and epochs,
-the other experts frozen.
+the end of every epoch, ``t ~ U[t0, t1]`` with the ``equal_weight`` time weights and the FP
+term on the perturbed samples of the same batch. A time mixture is trained stage by stage
+(high ``t`` first), each stage with its own optimiser and epochs, the other experts frozen.
+
+Each stage is a run of :class:`sci_moe.train.Trainer` (exact resume, checkpoints, budget,
+threads, data parallelism): the step computes the loss and the gradients itself (eagerly,
+or through the functional, optionally compiled steps of :mod:`.compiled`), clips them
+element-wise and hands them to the engine's AdamW; the EMA, its copy into the model and
+the per-epoch records are hooks. NaN policy: a step whose loss is not finite is redrawn
+(new times, noise, probes and rotations) up to ``max_retries`` times, without the FP term
+from try ``fp_off_after + 1`` on (ScoreMD retries a whole epoch; a redrawn step needs no
+snapshot and keeps the run a function of the seed).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
+import dataclasses
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..._util import atomic_torch_save, progress_bar
+from ..._util import previous_path
+from ...train import (
+    CHECKPOINT_NAME,
+    ShuffledBatches,
+    StepInfo,
+    Trainer,
+    current_context,
+    derive_seed,
+)
+from ...train import TrainConfig as EngineConfig
 from .losses import dsm_fp_loss, dsm_loss, fp_loss, time_weight
 from .networks import EnergyNet
 from .sde import SDE
 
-__all__ = ["CHECKPOINT_NAME", "Stage", "TrainConfig", "random_rotations", "train"]
-
-CHECKPOINT_NAME = "diffusion_checkpoint.pt"
+__all__ = ["CHECKPOINT_NAME", "Stage", "TrainConfig", "random_rotations", "stage_dirs", "train"]
 
 
 @dataclass
@@ -38,7 +52,7 @@ class Stage:
     Parameters
     ----------
     epochs : int
-        Passes over the data.
+        Passes over the data (0 skips the stage).
     t_range : (float, float)
         ``t`` is drawn uniformly from this range (ScoreMD: the model's or expert's range).
     mid : float or None
@@ -70,17 +84,24 @@ class Stage:
             raise ValueError(f"mid={self.mid} must lie inside t_range {self.t_range}")
         if self.fp_weight < 0 or self.lr <= 0 or self.min_lr < 0:
             raise ValueError("fp_weight and min_lr must be >= 0 and lr > 0")
+        if self.min_lr > self.lr:
+            raise ValueError(f"min_lr={self.min_lr} must not exceed lr={self.lr}")
         self.t_range = (float(lo), float(hi))
 
 
+# engine fields set per stage (the stage's steps, peak lr and final lr ratio)
+_PER_STAGE = {"steps": 1, "lr": 1.0, "min_lr_ratio": 0.0}
+
+
 @dataclass
-class TrainConfig:
-    """Options of :func:`train`.
+class TrainConfig(EngineConfig):
+    """Options of :func:`train`: the engine's, per stage, with ScoreMD's recipe.
 
     Parameters
     ----------
     stages : list of Stage
     batch_size : int
+        Samples per optimiser step.
     ema_decay : float
         EMA factor (ScoreMD 0.995), with the warm-up ``min(decay, (1 + k)/(10 + k))`` at
         step ``k`` of a stage; 0 disables the EMA.
@@ -88,12 +109,15 @@ class TrainConfig:
         Copy the EMA into the model at the end of every epoch (ScoreMD; slows learning
         when epochs have few steps) instead of only at the end of each stage.
     weight_decay : float
-        AdamW weight decay (optax's default 1e-4).
-    grad_clip : float or None
-        Element-wise gradient clip (ScoreMD ``optax.clip(1e3)``).
-    max_retries, fp_off_after : int
-        NaN policy: retry an epoch up to ``max_retries`` times, without the FP term from
-        try ``fp_off_after + 1`` on.
+        AdamW weight decay of every trained parameter (optax's default 1e-4).
+    clip_value : float or None
+        Element-wise gradient clip (ScoreMD ``optax.clip(1e3)``); the engine's
+        ``grad_clip`` (global norm) is off by default.
+    max_retries : int
+        NaN policy: redraw a step whose loss is not finite up to this many times (then
+        the run stops as diverged).
+    fp_off_after : int
+        Redraws from this try on leave the FP term out.
     random_rotation : bool
         Rotate each molecule of a batch randomly (augmentation for non-invariant nets).
     fp_sigma, fp_hs, fp_hd : float
@@ -101,44 +125,36 @@ class TrainConfig:
     fp_dim_offset : float or None
         ``c`` of the residual (None: exact ``D``; 1: ScoreMD's code).
     max_batches_per_epoch : int or None
-        Cap on optimiser steps per epoch (for quick runs).
+        Cap on optimiser steps per epoch (the first batches of each epoch's shuffle).
     fp_batched : bool
         Batched FP estimator (one forward + one gradient for both probes and the time
         stencil, :func:`~.losses.fp_residual_probe`); ``False`` is the reference loop
         (same loss, slower).
     fused_optimizer : bool
-        ``torch.optim.AdamW(fused=True)`` (one fused kernel per step; equal to the
+        The engine's AdamW with ``fused=True`` (one fused kernel per step; equal to the
         unfused update to float rounding).
     compile : bool
-        Functional ``torch.func`` steps, ``torch.compile``-d: plain (DSM-only) steps through
-        :func:`~.compiled.make_dsm_step`, FP steps of an energy network through
-        :func:`~.compiled.make_dsm_fp_step` (the vectorised two-probe estimator; same
-        probes from the same generator, same loss), with gradient clipping, the AdamW
-        update and the EMA inside the same compiled call (the optimiser's own state
-        tensors; equal to its ``step`` to rounding). Faster per step on CPU for ScoreMD's
-        MLP, but compiling costs CPU-seconds per stage: worth it for long runs only;
-        eager fallback if compiling fails. Default off (measured:
-        ``benchmarks/energy_diffusion_speed.py``).
-    compile_update : bool
-        With ``compile``: clip, AdamW and EMA inside the compiled step (default);
-        ``False``: the compiled step returns gradients and ``torch.optim.AdamW.step``
-        updates (the earlier path, kept for the speed comparison).
+        Functional ``torch.func`` loss-and-gradient steps, ``torch.compile``-d: plain
+        (DSM-only) steps through :func:`~.compiled.make_dsm_step`, FP steps of an energy
+        network through :func:`~.compiled.make_dsm_fp_step` (the vectorised two-probe
+        estimator; same probes from the same generator, same loss); their gradients go to
+        the engine's AdamW. Faster per step on CPU for ScoreMD's MLP, but compiling costs
+        CPU-seconds per stage: worth it for long runs only; eager fallback if compiling
+        fails. Default off (measured: ``benchmarks/energy_diffusion_speed.py``).
     compile_cpp_wrapper : bool
         With ``compile``: the inductor's C++ wrapper around the compiled graph's kernels
         (``torch._inductor.config.cpp_wrapper``, set for this call only) instead of its
-        Python wrapper. Off by default: two same-host A/Bs disagreed (faster per step
-        under heavy load, slower when the machine was quiet;
-        ``benchmarks/results/energy_diffusion_speed_scoremd*.json``), and a cold inductor
-        cache compiles it more slowly. Same kernels, same results.
-    check_every : int
-        Steps between host reads of the running losses (the non-finite check of the NaN
-        policy and the logged sums; no per-step ``.item()``). A non-finite loss is
-        caught at the next check or at the epoch end and the epoch is retried from its
-        snapshot, so the NaN never survives.
+        Python wrapper. Same kernels, same results.
+    steps : int or None
+        Set per stage (its epochs times the batches per epoch); leave it unset.
+    lr : float or None
+        Set per stage (``Stage.lr``); leave it unset.
+    min_lr_ratio : float or None
+        Set per stage (``Stage.min_lr / Stage.lr``); leave it unset.
     seed : int
-        Seeds the generator behind batches, times, noise, probes and rotations.
+        Seeds the batches, times, noise, probes and rotations of every step.
     progress : bool
-        tqdm progress bar over epochs.
+        A progress bar per stage.
     """
 
     stages: list[Stage] = field(default_factory=lambda: [Stage(epochs=10)])
@@ -146,7 +162,7 @@ class TrainConfig:
     ema_decay: float = 0.995
     ema_reset: bool = True
     weight_decay: float = 1e-4
-    grad_clip: float | None = 1e3
+    clip_value: float | None = 1e3
     max_retries: int = 20
     fp_off_after: int = 10
     random_rotation: bool = False
@@ -158,26 +174,51 @@ class TrainConfig:
     fp_batched: bool = True
     fused_optimizer: bool = True
     compile: bool = False
-    compile_update: bool = True
     compile_cpp_wrapper: bool = False
-    check_every: int = 50
-    seed: int = 0
-    progress: bool = True
+    steps: int | None = None
+    lr: float | None = None
+    min_lr_ratio: float | None = None
+    warmup: float = 0.0
+    grad_clip: float | None = None
+    eval_every: int = 0
 
     def __post_init__(self) -> None:
         self.stages = [s if isinstance(s, Stage) else Stage(**s) for s in self.stages]
         if not self.stages:
             raise ValueError("give at least one Stage")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        unset = [k for k in _PER_STAGE if getattr(self, k) is None]
+        for k in unset:  # the engine checks them once a stage sets them
+            setattr(self, k, _PER_STAGE[k])
+        try:
+            super().__post_init__()
+        finally:
+            for k in unset:
+                setattr(self, k, None)
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.max_retries < 0 or self.fp_off_after < 0:
             raise ValueError("max_retries and fp_off_after must be >= 0")
         if self.max_batches_per_epoch is not None and self.max_batches_per_epoch < 1:
             raise ValueError("max_batches_per_epoch must be >= 1 or None")
-        if self.check_every < 1:
-            raise ValueError(f"check_every must be >= 1, got {self.check_every}")
+        if self.clip_value is not None and not self.clip_value > 0:
+            raise ValueError(f"clip_value must be > 0 or None, got {self.clip_value}")
+
+    def for_stage(self, index: int, batches_per_epoch: int) -> TrainConfig:
+        """The engine options of stage ``index`` (its steps, peak and final learning rate)."""
+        st = self.stages[index]
+        want = {
+            "steps": st.epochs * batches_per_epoch,
+            "lr": st.lr,
+            "min_lr_ratio": st.min_lr / st.lr,
+        }
+        for k, v in want.items():
+            given = getattr(self, k)
+            if given is not None and given != v:
+                raise ValueError(
+                    f"{k}={given!r} is set per stage (stage {index}: {v!r}); leave {k} unset "
+                    "and set the stages' epochs, lr and min_lr"
+                )
+        return dataclasses.replace(self, **want)
 
 
 def random_rotations(
@@ -212,6 +253,107 @@ def _target(model: nn.Module, stage: Stage) -> nn.Module:
     return experts[stage.expert]
 
 
+def stage_dirs(out_dir: str | Path, config: TrainConfig) -> list[Path]:
+    """Where each stage's engine files go: ``out_dir`` for one stage, else
+    ``out_dir/stage1``, ``out_dir/stage2``, ..."""
+    out = Path(out_dir)
+    if len(config.stages) == 1:
+        return [out]
+    return [out / f"stage{i + 1}" for i in range(len(config.stages))]
+
+
+class _Ema:
+    """EMA of the trained parameters (with ScoreMD's warm-up), copied into them at epoch
+    ends (``ema_reset``) or at the stage's end; checkpointed."""
+
+    def __init__(self, params, cfg: TrainConfig, bpe: int, steps: int) -> None:
+        self.params, self.cfg, self.bpe, self.steps = params, cfg, bpe, steps
+        self.ema = [p.detach().clone() for p in params]
+
+    def __call__(self, info: StepInfo) -> None:
+        cfg = self.cfg
+        if cfg.ema_decay <= 0:
+            return
+        k = info.step - 1  # the step of the stage just taken (0-based)
+        decay = min(cfg.ema_decay, (1 + k) / (10 + k))
+        with torch.no_grad():
+            torch._foreach_lerp_(self.ema, [p.detach() for p in self.params], 1 - decay)
+            if info.step % self.bpe == 0 and (cfg.ema_reset or info.step == self.steps):
+                for p, e in zip(self.params, self.ema, strict=True):
+                    p.copy_(e)
+
+    def state_dict(self) -> dict:
+        return {"ema": self.ema}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ema = [e.clone() for e in state["ema"]]
+
+
+class _Epochs:
+    """Per-epoch records (stage, epoch, loss, dsm, fp, retries, seconds); checkpointed."""
+
+    def __init__(self, stage: int, bpe: int) -> None:
+        self.stage, self.bpe = stage, bpe
+        self.records: list[dict] = []
+        self.sums = [0.0, 0.0, 0.0]
+        self.retries = 0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, info: StepInfo) -> None:
+        m = info.metrics
+        for i, k in enumerate(("loss", "dsm", "fp")):
+            self.sums[i] += m[k]
+        self.retries += int(m["retries"])
+        if info.step % self.bpe == 0:
+            n = self.bpe
+            self.records.append(
+                {
+                    "loss": self.sums[0] / n,
+                    "dsm": self.sums[1] / n,
+                    "fp": self.sums[2] / n,
+                    "stage": self.stage,
+                    "epoch": info.step // n - 1,
+                    "retries": self.retries,
+                    "seconds": time.perf_counter() - self.t0,
+                }
+            )
+            self.sums, self.retries, self.t0 = [0.0, 0.0, 0.0], 0, time.perf_counter()
+
+    def state_dict(self) -> dict:
+        return {"records": self.records, "sums": self.sums, "retries": self.retries}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.records = [dict(r) for r in state["records"]]
+        self.sums, self.retries = list(state["sums"]), int(state["retries"])
+        self.t0 = time.perf_counter()
+
+
+class _Batches(ShuffledBatches):
+    """Shuffled rows of the data, at most ``cap`` batches per epoch."""
+
+    def __init__(self, data, batch_size, seed, cap) -> None:
+        super().__init__(
+            len(data), batch_size, lambda idx: data[torch.as_tensor(idx, dtype=torch.long)], seed
+        )
+        if cap is not None:
+            self.batches_per_epoch = min(self.batches_per_epoch, cap)
+
+
+class _Draws:
+    """The generator of the steps' times, noise, probes and rotations (one per stage and
+    process, seeded from the seed; its state is checkpointed, so a resumed run draws on
+    exactly as an uninterrupted one)."""
+
+    def __init__(self, seed: int) -> None:
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def state_dict(self) -> dict:
+        return {"gen": self.gen.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.gen.set_state(state["gen"])
+
+
 def train(
     model: nn.Module,
     data: torch.Tensor,
@@ -233,10 +375,11 @@ def train(
     sde : SDE
     config : TrainConfig
     out_dir : path, optional
-        Where ``diffusion_checkpoint.pt`` is written after every epoch (atomically).
+        Where each stage's engine checkpoint and ``metrics.jsonl`` go
+        (:func:`stage_dirs`).
     resume : bool
-        Continue from ``out_dir``'s checkpoint: model, EMA, optimiser, schedule, generator
-        state and history are restored, so the result equals an uninterrupted run.
+        Continue from the checkpoints in ``out_dir``: the result equals an uninterrupted
+        run (bitwise, same machine and threads).
     max_epochs : int, optional
         Stop after this many epochs in this call (the checkpoint allows resuming).
 
@@ -244,7 +387,17 @@ def train(
     -------
     dict
         ``history``: per-epoch records (stage, epoch, loss, dsm, fp, retries, seconds);
-        ``done``: whether all stages finished.
+        ``done``: whether all stages finished; ``reason``: ``"completed"``,
+        ``"interrupted"`` (``max_epochs``) or ``"budget"`` (``max_hours`` spent: resume to
+        continue; the budget holds for the whole call); ``stage``: the stage trained last;
+        ``ema``: that stage's EMA of its parameters (``None`` without EMA); ``runs``:
+        the engine's result of every stage run (``TrainResult.to_dict()``).
+
+    Raises
+    ------
+    sci_moe.train.TrainingDiverged
+        A step's loss stayed non-finite through every redraw (the last good checkpoint
+        is kept).
     """
     cfg = config or TrainConfig()
     opts = contextlib.nullcontext()
@@ -263,53 +416,68 @@ def _train(model, data, sde, cfg, out_dir, resume, max_epochs) -> dict:
         raise ValueError("data contains NaN or inf; clean it first")
     if cfg.random_rotation and data.shape[-1] != 3:
         raise ValueError("random_rotation needs positions of shape (n, N, 3)")
+    if resume and out_dir is None:
+        raise ValueError("resume=True needs out_dir (where the checkpoint is)")
+    if max_epochs is not None and max_epochs < 1:
+        raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
     dtype = next(model.parameters()).dtype
     data = data.to(dtype)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    history: list[dict] = []
-    start_stage, start_epoch, ck = 0, 0, None
-    ckpt = Path(out_dir) / CHECKPOINT_NAME if out_dir is not None else None
-    if ckpt is not None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-    if resume:
-        if ckpt is None:
-            raise ValueError("resume=True needs out_dir (where the checkpoint is)")
-        if ckpt.exists():
-            ck = torch.load(ckpt, weights_only=True)
-            model.load_state_dict(ck["model"])
-            gen.set_state(ck["generator"])
-            history = list(ck["history"])
-            start_stage, start_epoch = ck["stage"], ck["epoch"]
-    n, bs = len(data), cfg.batch_size
-    steps_per_epoch = math.ceil(n / bs)
-    if cfg.max_batches_per_epoch is not None:
-        steps_per_epoch = min(steps_per_epoch, cfg.max_batches_per_epoch)
-    epochs_run = 0
-    for si in range(start_stage, len(cfg.stages)):
-        stage = cfg.stages[si]
-        target = _target(model, stage)
-        if stage.fp_weight > 0 and not getattr(target, "conservative", False):
-            raise ValueError(
-                f"stage {si} has fp_weight > 0 but trains a score network; "
-                "the FP term needs an energy network"
-            )
-        params = [p for p in target.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(
-            params,
-            lr=stage.lr,
-            weight_decay=cfg.weight_decay,
-            fused=cfg.fused_optimizer or None,
+    dirs = stage_dirs(out_dir, cfg) if out_dir is not None else [None] * len(cfg.stages)
+    for si, stage in enumerate(cfg.stages):
+        if stage.epochs and stage.fp_weight > 0:
+            target = _target(model, stage)
+            if not getattr(target, "conservative", False):
+                raise ValueError(
+                    f"stage {si} has fp_weight > 0 but trains a score network; "
+                    "the FP term needs an energy network"
+                )
+    t0 = time.perf_counter()
+    out = {"history": [], "done": False, "runs": [], "stage": None, "ema": None}
+    left = max_epochs  # epochs this call may still run
+    for si, stage in enumerate(cfg.stages):
+        if stage.epochs == 0:
+            continue
+        if left == 0:
+            return {**out, "reason": "interrupted"}
+        hours = None  # the budget is for the whole call, not per stage
+        if cfg.max_hours is not None:
+            hours = cfg.max_hours - (time.perf_counter() - t0) / 3600
+            if hours <= 0:
+                return {**out, "reason": "budget"}
+        rec, ema, res = _run_stage(
+            model, _target(model, stage), data, sde, cfg, si, dirs[si], resume, left, hours
         )
-        ema = [p.detach().clone() for p in params]
-        step_fn = fp_step_fn = None
+        out["history"] += rec.records
+        out["runs"].append(res.to_dict())
+        out.update(stage=si, ema=ema.ema if cfg.ema_decay > 0 else None)
+        if not res.finished:
+            return {**out, "reason": res.reason}
+        if left is not None:
+            left -= (res.step - (res.resumed_from or 0)) // rec.bpe
+    return {**out, "done": True, "reason": "completed"}
+
+
+class _StageStep:
+    """The engine's loss of a stage.
+
+    Draws the step's times, noise, probes and rotations from the stage's generator
+    (:class:`_Draws`), computes the loss and the gradients (eager autograd or the
+    functional steps), redraws a non-finite loss (NaN policy), clips the gradients
+    element-wise and sets them; returns the detached loss (the engine then skips its
+    backward).
+    """
+
+    def __init__(self, target, sde: SDE, stage: Stage, cfg, params, dtype, gen) -> None:
+        self.target, self.sde, self.stage, self.cfg, self.params = target, sde, stage, cfg, params
+        self.gen = gen
+        self.zero = torch.zeros((), dtype=dtype)
+        self.step_fn = self.fp_step_fn = None
         if cfg.compile:
             from .compiled import make_dsm_fp_step, make_dsm_step  # inductor only when asked
 
-            # the AdamW update and the EMA inside the compiled step (same rule, in place)
-            upd = {"optimizer": opt, "grad_clip": cfg.grad_clip} if cfg.compile_update else {}
-            step_fn = make_dsm_step(target, sde, params, **upd)
+            self.step_fn = make_dsm_step(target, sde, params)
             if stage.fp_weight > 0 and isinstance(target, EnergyNet):
-                fp_step_fn = make_dsm_fp_step(
+                self.fp_step_fn = make_dsm_fp_step(
                     target,
                     sde,
                     params,
@@ -318,124 +486,28 @@ def _train(model, data, sde, cfg, out_dir, resume, max_epochs) -> dict:
                     hs=cfg.fp_hs,
                     hd=cfg.fp_hd,
                     dim_offset=cfg.fp_dim_offset,
-                    **upd,
                 )
-        e0 = 0
-        if ck is not None and si == start_stage and start_epoch > 0:
-            opt.load_state_dict(ck["optimizer"])
-            ema = [e.to(dtype) for e in ck["ema"]]
-            e0 = start_epoch
-        total = max(1, stage.epochs * steps_per_epoch)
-        bar = progress_bar(
-            range(e0, stage.epochs),
-            disable=not cfg.progress,
-            desc=f"stage {si + 1}/{len(cfg.stages)}",
-            initial=e0,
-            total=stage.epochs,
-        )
-        for epoch in bar:
-            if max_epochs is not None and epochs_run >= max_epochs:
-                return {"history": history, "done": False}
-            snap = (
-                [p.detach().clone() for p in params],
-                [e.clone() for e in ema],
-                copy.deepcopy(opt.state_dict()),
-            )
-            t_start = time.perf_counter()
-            for retry in range(cfg.max_retries + 1):
-                use_fp = stage.fp_weight > 0 and retry < cfg.fp_off_after
-                rec = _run_epoch(
-                    target,
-                    data,
-                    sde,
-                    stage,
-                    cfg,
-                    opt,
-                    params,
-                    ema,
-                    gen,
-                    epoch * steps_per_epoch,
-                    steps_per_epoch,
-                    total,
-                    use_fp,
-                    step_fn,
-                    fp_step_fn,
-                )
-                if rec is not None:
-                    break
-                with torch.no_grad():
-                    for p, s in zip(params, snap[0], strict=True):
-                        p.copy_(s)
-                ema = [e.clone() for e in snap[1]]
-                opt.load_state_dict(snap[2])
-            else:
-                raise RuntimeError(
-                    f"stage {si} epoch {epoch}: non-finite loss in {cfg.max_retries + 1} tries; "
-                    "lower the learning rate or the FP weight"
-                )
-            if cfg.ema_decay > 0 and (cfg.ema_reset or epoch + 1 == stage.epochs):
-                with torch.no_grad():
-                    for p, e in zip(params, ema, strict=True):
-                        p.copy_(e)
-            rec.update(stage=si, epoch=epoch, retries=retry, seconds=time.perf_counter() - t_start)
-            history.append(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.4f}", fp=f"{rec['fp']:.3g}")
-            epochs_run += 1
-            if ckpt is not None:
-                atomic_torch_save(
-                    ckpt,
-                    {
-                        "model": model.state_dict(),
-                        "ema": ema,
-                        "optimizer": opt.state_dict(),
-                        "stage": si if epoch + 1 < stage.epochs else si + 1,
-                        "epoch": epoch + 1 if epoch + 1 < stage.epochs else 0,
-                        "generator": gen.get_state(),
-                        "history": history,
-                        "config": _plain(asdict(cfg)),
-                    },
-                    fsync=False,
-                )
-        ck = None  # only the first stage after a resume continues from the checkpoint
-    return {"history": history, "done": True}
 
+    def __call__(self, _model, batch):
+        cfg = self.cfg
+        for retry in range(cfg.max_retries + 1):
+            use_fp = self.stage.fp_weight > 0 and retry < cfg.fp_off_after
+            loss, l_dsm, l_fp, grads = self.draw(batch, self.gen, use_fp)
+            if grads is not None:
+                break
+        else:  # every redraw failed: the engine stops the run as diverged
+            return loss.detach(), {"dsm": float("nan"), "fp": float("nan"), "retries": retry}
+        for p, g in zip(self.params, grads, strict=True):
+            p.grad = g
+        if cfg.clip_value is not None:
+            torch.nn.utils.clip_grad_value_(self.params, cfg.clip_value)
+        return loss.detach(), {"dsm": l_dsm, "fp": l_fp, "retries": retry}
 
-def _plain(obj):
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
-def _run_epoch(
-    target,
-    data,
-    sde,
-    stage,
-    cfg,
-    opt,
-    params,
-    ema,
-    gen,
-    step0,
-    n_steps,
-    total,
-    use_fp,
-    step_fn,
-    fp_step_fn,
-):
-    n, bs = len(data), cfg.batch_size
-    perm = torch.randperm(n, generator=gen)
-    # the epoch's batches gathered once (one index call, then views): same rows, same order
-    shuffled = data[perm[: n_steps * bs]]
-    lo, hi = stage.t_range
-    # loss, dsm, fp summed in float64 as the old per-step float() sums were; read on the
-    # host only every check
-    sums = torch.zeros(3, dtype=torch.float64)
-    zero = torch.zeros((), dtype=data.dtype)
-    for b in range(n_steps):
-        x0 = shuffled[b * bs : (b + 1) * bs]
+    def draw(self, x0, gen, use_fp):
+        """``(loss, dsm, fp, grads)`` of one draw; ``grads`` is ``None`` for a non-finite
+        loss."""
+        cfg, stage = self.cfg, self.stage
+        lo, hi = stage.t_range
         B = len(x0)
         if cfg.random_rotation:
             R = random_rotations(B, gen, x0.dtype)
@@ -443,82 +515,74 @@ def _run_epoch(
         t = lo + (hi - lo) * torch.rand(B, generator=gen, dtype=x0.dtype)
         noise = torch.randn(x0.shape, generator=gen, dtype=x0.dtype)
         w = time_weight(t, stage.mid, lo, hi)
-        l_fp = zero
-        joint = use_fp and cfg.fp_batched and isinstance(target, EnergyNet)
-        functional = fp_step_fn is not None if use_fp else step_fn is not None
-        k = step0 + b
-        lr = stage.min_lr + 0.5 * (stage.lr - stage.min_lr) * (1 + math.cos(math.pi * k / total))
-        # warm-up (as tf.train.ExponentialMovingAverage with num_updates): without it a
-        # short stage's EMA would still hold a large share of the initial weights
-        decay = min(cfg.ema_decay, (1 + k) / (10 + k))
-        upd = {"lr": lr, "ema": ema if cfg.ema_decay > 0 else None, "decay": decay}
-        updated = functional and cfg.compile_update  # clip, AdamW, EMA done in the step
+        functional = self.fp_step_fn is not None if use_fp else self.step_fn is not None
         if functional and not use_fp:
-            # functional (compiled) DSM loss and gradient (and the update): no backward
-            if updated:
-                loss = l_dsm = step_fn(x0, t, noise, w, **upd)
-            else:
-                loss, grads = step_fn(x0, t, noise, w)
-                l_dsm = loss
+            loss, grads = self.step_fn(x0, t, noise, w)
+            l_dsm, l_fp = loss, self.zero
         elif functional:
             # the probes drawn as dsm_fp_loss draws them (after the noise, same order)
             xi = torch.stack(
                 [torch.randn(x0.shape, generator=gen, dtype=x0.dtype) for _ in range(2)]
             )
-            if updated:
-                loss, l_dsm, l_fp = fp_step_fn(x0, t, noise, w, xi, **upd)
-            else:
-                (loss, l_dsm, l_fp), grads = fp_step_fn(x0, t, noise, w, xi)
-        elif joint:
-            # the DSM score joins the probes' gradient call (same losses, fewer calls)
-            l_dsm, l_fp = dsm_fp_loss(
-                target,
-                sde,
-                x0,
-                t,
-                noise,
-                w,
-                gen,
-                sigma=cfg.fp_sigma,
-                hs=cfg.fp_hs,
-                hd=cfg.fp_hd,
-                dim_offset=cfg.fp_dim_offset,
-            )
-            loss = l_dsm + stage.fp_weight * l_fp
+            (loss, l_dsm, l_fp), grads = self.fp_step_fn(x0, t, noise, w, xi)
         else:
-            l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
-            loss = l_dsm
-        if use_fp and not joint and not functional:
-            l_fp = fp_loss(
-                target.energy,
-                sde,
-                xt,
-                t,
-                w,
-                gen,
-                sigma=cfg.fp_sigma,
-                hs=cfg.fp_hs,
-                hd=cfg.fp_hd,
-                dim_offset=cfg.fp_dim_offset,
-                batched=cfg.fp_batched,
-            )
-            loss = loss + stage.fp_weight * l_fp
-        if not updated:
-            if functional:
-                for p, g in zip(params, grads, strict=True):
-                    p.grad = g
-            else:
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-            if cfg.grad_clip is not None:
-                torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            opt.step()
-            if cfg.ema_decay > 0:
-                with torch.no_grad():
-                    torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
-        sums += torch.stack([loss.detach(), l_dsm.detach(), l_fp.detach()])
-        if ((b + 1) % cfg.check_every == 0 or b + 1 == n_steps) and not torch.isfinite(sums).all():
-            return None  # the caller restores the epoch's snapshot and retries
-    return dict(zip(("loss", "dsm", "fp"), (sums / n_steps).tolist(), strict=True))
+            loss, l_dsm, l_fp = self._eager_loss(x0, t, noise, w, gen, use_fp)
+            grads = None
+        if not math.isfinite(float(loss.detach())):
+            return loss, l_dsm.detach(), l_fp.detach(), None
+        if grads is None:
+            grads = torch.autograd.grad(loss, self.params, allow_unused=True)
+        return loss, l_dsm.detach(), l_fp.detach(), list(grads)
+
+    def _eager_loss(self, x0, t, noise, w, gen, use_fp):
+        cfg, stage, target, sde = self.cfg, self.stage, self.target, self.sde
+        fp = dict(sigma=cfg.fp_sigma, hs=cfg.fp_hs, hd=cfg.fp_hd, dim_offset=cfg.fp_dim_offset)
+        if use_fp and cfg.fp_batched and isinstance(target, EnergyNet):
+            # the DSM score joins the probes' gradient call (same losses, fewer calls)
+            l_dsm, l_fp = dsm_fp_loss(target, sde, x0, t, noise, w, gen, **fp)
+            return l_dsm + stage.fp_weight * l_fp, l_dsm, l_fp
+        l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
+        if not use_fp:
+            return l_dsm, l_dsm, self.zero
+        l_fp = fp_loss(target.energy, sde, xt, t, w, gen, batched=cfg.fp_batched, **fp)
+        return l_dsm + stage.fp_weight * l_fp, l_dsm, l_fp
+
+
+def _run_stage(model, target, data, sde, cfg, si, out, resume, max_epochs, hours):
+    stage = cfg.stages[si]
+    params = [p for p in target.parameters() if p.requires_grad]
+    source = _Batches(data, cfg.batch_size, derive_seed(cfg.seed, si), cfg.max_batches_per_epoch)
+    bpe = source.batches_per_epoch
+    scfg = cfg.for_stage(si, bpe)
+    if hours is not None:
+        scfg = dataclasses.replace(scfg, max_hours=hours)  # what is left of the call's budget
+    group = {"params": params, "weight_decay": cfg.weight_decay}
+    if cfg.fused_optimizer and scfg.optimizer in ("adamw", "adam"):
+        group["fused"] = True
+    ema = _Ema(params, cfg, bpe, scfg.steps)
+    rec = _Epochs(si, bpe)
+    draws = _Draws(derive_seed(cfg.seed, si, current_context().rank))
+    trainer = Trainer(
+        model,
+        _StageStep(target, sde, stage, cfg, params, data.dtype, draws.gen),
+        source,
+        scfg,
+        out_dir=out,
+        param_groups=[group],
+        hooks=[ema, rec],
+        stateful={"ema": ema, "epochs": rec, "draws": draws},
+        meta={
+            "stage": si,
+            "samples": list(data.shape),
+            "dtype": str(data.dtype),
+            "parameters": sum(p.numel() for p in params),
+        },
+        name=f"stage {si + 1}/{len(cfg.stages)}",
+    )
+    has_ck = out is not None and (
+        (out / CHECKPOINT_NAME).exists() or previous_path(out / CHECKPOINT_NAME).exists()
+    )
+    res = trainer.fit(
+        resume=resume and has_ck, stop_after=None if max_epochs is None else max_epochs * bpe
+    )
+    return rec, ema, res

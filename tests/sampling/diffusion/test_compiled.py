@@ -256,8 +256,9 @@ def test_in_graph_update_rejects_other_optimizers():
 
 
 def test_functional_plain_training_equals_eager(monkeypatch):
-    """``compile=True`` with the compiler a no-op: plain DSM training through the in-graph
-    update gives eager training's weights and losses (fused AdamW, clip, EMA, cosine lr)."""
+    """``compile=True`` with the compiler a no-op: plain DSM training through the functional
+    step (its gradients to the engine's fused AdamW, clip, EMA, cosine lr) gives eager
+    training's weights and losses."""
     monkeypatch.setattr(compiled_mod.torch, "compile", lambda fn, **kw: fn)
     data = _batch(256, seed=1)[0]
     a, ha = _train(False, data)
@@ -276,8 +277,8 @@ def test_functional_plain_training_equals_eager(monkeypatch):
 )
 @pytest.mark.parametrize("fp", [0.0, 5e-3])
 def test_compiled_training_equals_eager(fp):
-    """The real compiled steps (plain and DSM + FP) with the in-graph update train as
-    eager (float64)."""
+    """The real compiled steps (plain and DSM + FP), their gradients to the engine's AdamW,
+    train as eager (float64)."""
     data = _batch(256, seed=1)[0]
     a, ha = _train_energy(False, data, fp)
     b, hb = _train_energy(True, data, fp)

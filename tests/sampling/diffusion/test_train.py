@@ -13,6 +13,7 @@ from sci_moe.sampling.diffusion import (
     train,
 )
 from sci_moe.sampling.diffusion.train import CHECKPOINT_NAME
+from sci_moe.train import TrainingDiverged
 
 
 def _data(n=256):
@@ -63,6 +64,39 @@ def test_exact_resume(tmp_path):
     assert not list((tmp_path / "b").glob("*.tmp"))
 
 
+def test_exact_resume_of_a_staged_mixture_in_the_second_stage(tmp_path):
+    """Interrupted one epoch into the second stage (an FP stage) and resumed with fresh
+    weights: every stage comes back from its checkpoint, bitwise."""
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+
+    def moe(seed):
+        torch.manual_seed(seed)
+        experts = [MLPEnergy((1, 2), (8,), t_range=r) for r in ranges]
+        return TimeMixture(experts, ranges)
+
+    cfg = TrainConfig(
+        stages=[
+            Stage(2, ranges[0], 0.8, 0.0, expert=0, lr=3e-3),
+            Stage(3, ranges[1], 0.03, 1e-3, expert=1, lr=3e-3),
+        ],
+        batch_size=64,
+        max_batches_per_epoch=2,
+        progress=False,
+    )
+    a = moe(0)
+    full = train(a, _data(), VPSDE(), cfg, out_dir=tmp_path / "a")
+    part = train(moe(0), _data(), VPSDE(), cfg, out_dir=tmp_path / "b", max_epochs=3)
+    assert not part["done"] and [h["stage"] for h in part["history"]] == [0, 0, 1]
+    c = moe(1)
+    rest = train(c, _data(), VPSDE(), cfg, out_dir=tmp_path / "b", resume=True)
+    assert rest["done"] and [h["stage"] for h in rest["history"]] == [0, 0, 1, 1, 1]
+    sa, sc = a.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sc[k]) for k in sa)
+    assert [h["loss"] for h in rest["history"]] == [h["loss"] for h in full["history"]]
+    assert (tmp_path / "b" / "stage1" / CHECKPOINT_NAME).exists()
+    assert (tmp_path / "b" / "stage2" / CHECKPOINT_NAME).exists()
+
+
 class _Flaky(MLPEnergy):
     """Returns NaN energies for the first ``fail`` forward calls."""
 
@@ -83,7 +117,7 @@ def test_nan_retry():
     out = train(net, _data(64), VPSDE(), _cfg(1))
     assert out["history"][0]["retries"] >= 1
     assert all(torch.isfinite(p).all() for p in net.parameters())
-    with pytest.raises(RuntimeError, match="non-finite"):
+    with pytest.raises(TrainingDiverged, match="loss is nan at step 1 "):
         train(_Flaky(fail=10**9), _data(64), VPSDE(), _cfg(1, max_retries=2))
 
 
@@ -127,7 +161,7 @@ def test_fast_defaults_equal_reference_path():
     for fast in (False, True):
         torch.manual_seed(0)
         net = MLPEnergy((1, 2), (16, 16)).double()
-        cfg = _cfg(2, fp=1e-2, fp_batched=fast, fused_optimizer=fast, check_every=3)
+        cfg = _cfg(2, fp=1e-2, fp_batched=fast, fused_optimizer=fast)
         out = train(net, _data(256).double(), VPSDE(), cfg)
         nets.append((net, out["history"]))
     (a, ha), (b, hb) = nets
