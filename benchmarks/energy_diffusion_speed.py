@@ -85,7 +85,7 @@ SCOREMD_SOURCE = (
 #: ScoreMD's Mueller-Brown run: 180 epochs x 781 steps
 FULL_RUN_STEPS = 180 * 781
 PATHS = {
-    "reference": {"fp_batched": False, "fused_optimizer": False},
+    "reference": {"fp_batched": False, "fused": False},
     "fused_adamw": {"fp_batched": False},
     "fast": {},
     "compiled": {"compile": True},

@@ -10,11 +10,12 @@ reference trajectory of alanine dipeptide (amber99sbildn + OBC, 300 K;
 file; without it the command simulates ``--frames`` frames into ``OUT/reference.npz``
 first (resumable; about ``frames * interval_steps / 10,000`` seconds on one core).
 
-Training runs on the engine (one run per stage, ``OUT/stage1`` ...; exact resume,
-``--max-hours`` for the whole command). Writes ``OUT/model.safetensors``
-(:func:`sci_moe.sampling.diffusion.save_energy_model`; energies in kJ/mol for bead
-positions in nm at t = 1e-5), which ``sci-moe md run --model OUT/model.safetensors``
-simulates, and ``OUT/results.json`` (per-epoch losses of every stage).
+Training runs on the engine (one run per stage, ``OUT/stage1`` ...,
+:class:`sci_moe.train.Phases`; exact resume, ``--max-hours`` for the whole command).
+Writes ``OUT/model.safetensors`` (:func:`sci_moe.sampling.diffusion.save_energy_model`;
+energies in kJ/mol for bead positions in nm at t = 1e-5), which
+``sci-moe md run --model OUT/model.safetensors`` simulates, and ``OUT/results.json``
+(per-epoch losses of every stage).
 
 Examples
 --------
@@ -249,20 +250,8 @@ def run(cfg: DiffusionRunConfig, out: Path, resume: bool) -> dict:
     seed_everything(cfg.seed)
     model = alanine_model(cfg.variant, data.shape[1])
     res = train(model, data, VPSDE(), tcfg, out_dir=out, resume=resume)
-    runs = res["runs"]
-    steps = sum(
-        s.epochs * min(cfg.batches_per_epoch, -(-len(data) // cfg.batch_size)) for s in tcfg.stages
-    )
-    done_steps = sum(r["step"] for r in runs)
     results: dict = {
-        "train": {
-            "reason": res["reason"],
-            "finished": res["done"],
-            "step": done_steps,
-            "steps": steps,
-            "train_time_s": sum(r["train_time_s"] for r in runs),
-            "stages": runs,
-        },
+        "train": res["summary"],
         "data": {"path": str(path), "frames": len(data), "atoms": cfg.atoms, "scale_per_nm": nf},
         "history": res["history"],
     }

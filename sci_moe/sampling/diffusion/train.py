@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..._util import previous_path
 from ...train import (
     CHECKPOINT_NAME,
+    Phases,
     ShuffledBatches,
     StepInfo,
     Trainer,
@@ -42,7 +42,7 @@ from .losses import dsm_fp_loss, dsm_loss, fp_loss, time_weight
 from .networks import EnergyNet
 from .sde import SDE
 
-__all__ = ["CHECKPOINT_NAME", "Stage", "TrainConfig", "random_rotations", "stage_dirs", "train"]
+__all__ = ["CHECKPOINT_NAME", "Stage", "TrainConfig", "random_rotations", "stage_name", "train"]
 
 
 @dataclass
@@ -130,9 +130,9 @@ class TrainConfig(EngineConfig):
         Batched FP estimator (one forward + one gradient for both probes and the time
         stencil, :func:`~.losses.fp_residual_probe`); ``False`` is the reference loop
         (same loss, slower).
-    fused_optimizer : bool
-        The engine's AdamW with ``fused=True`` (one fused kernel per step; equal to the
-        unfused update to float rounding).
+    fused : bool
+        The engine's AdamW as one fused kernel per step (equal to the unfused update to
+        float rounding; default on).
     compile : bool
         Functional ``torch.func`` loss-and-gradient steps, ``torch.compile``-d: plain
         (DSM-only) steps through :func:`~.compiled.make_dsm_step`, FP steps of an energy
@@ -172,7 +172,7 @@ class TrainConfig(EngineConfig):
     fp_dim_offset: float | None = None
     max_batches_per_epoch: int | None = None
     fp_batched: bool = True
-    fused_optimizer: bool = True
+    fused: bool = True
     compile: bool = False
     compile_cpp_wrapper: bool = False
     steps: int | None = None
@@ -253,13 +253,9 @@ def _target(model: nn.Module, stage: Stage) -> nn.Module:
     return experts[stage.expert]
 
 
-def stage_dirs(out_dir: str | Path, config: TrainConfig) -> list[Path]:
-    """Where each stage's engine files go: ``out_dir`` for one stage, else
-    ``out_dir/stage1``, ``out_dir/stage2``, ..."""
-    out = Path(out_dir)
-    if len(config.stages) == 1:
-        return [out]
-    return [out / f"stage{i + 1}" for i in range(len(config.stages))]
+def stage_name(index: int) -> str:
+    """The subfolder of stage ``index`` (0-based) in a run's folder: ``stage1``, ..."""
+    return f"stage{index + 1}"
 
 
 class _Ema:
@@ -375,8 +371,8 @@ def train(
     sde : SDE
     config : TrainConfig
     out_dir : path, optional
-        Where each stage's engine checkpoint and ``metrics.jsonl`` go
-        (:func:`stage_dirs`).
+        Where each stage's engine checkpoint and ``metrics.jsonl`` go (``out_dir/stage1``,
+        ... :func:`stage_name`; :class:`sci_moe.train.Phases`).
     resume : bool
         Continue from the checkpoints in ``out_dir``: the result equals an uninterrupted
         run (bitwise, same machine and threads).
@@ -390,8 +386,8 @@ def train(
         ``done``: whether all stages finished; ``reason``: ``"completed"``,
         ``"interrupted"`` (``max_epochs``) or ``"budget"`` (``max_hours`` spent: resume to
         continue; the budget holds for the whole call); ``stage``: the stage trained last;
-        ``ema``: that stage's EMA of its parameters (``None`` without EMA); ``runs``:
-        the engine's result of every stage run (``TrainResult.to_dict()``).
+        ``ema``: that stage's EMA of its parameters (``None`` without EMA); ``summary``:
+        :meth:`sci_moe.train.Phases.summary` of the run.
 
     Raises
     ------
@@ -422,7 +418,6 @@ def _train(model, data, sde, cfg, out_dir, resume, max_epochs) -> dict:
         raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
     dtype = next(model.parameters()).dtype
     data = data.to(dtype)
-    dirs = stage_dirs(out_dir, cfg) if out_dir is not None else [None] * len(cfg.stages)
     for si, stage in enumerate(cfg.stages):
         if stage.epochs and stage.fp_weight > 0:
             target = _target(model, stage)
@@ -431,30 +426,33 @@ def _train(model, data, sde, cfg, out_dir, resume, max_epochs) -> dict:
                     f"stage {si} has fp_weight > 0 but trains a score network; "
                     "the FP term needs an energy network"
                 )
-    t0 = time.perf_counter()
-    out = {"history": [], "done": False, "runs": [], "stage": None, "ema": None}
-    left = max_epochs  # epochs this call may still run
+    bpe = math.ceil(len(data) / cfg.batch_size)  # the same for every stage
+    if cfg.max_batches_per_epoch is not None:
+        bpe = min(bpe, cfg.max_batches_per_epoch)
+    run = Phases(
+        out_dir,
+        resume=resume,
+        max_hours=cfg.max_hours,
+        stop_after=None if max_epochs is None else max_epochs * bpe,
+        name="diffusion",
+    )
+    out = {"history": [], "stage": None, "ema": None}
     for si, stage in enumerate(cfg.stages):
+        phase = stage_name(si)
         if stage.epochs == 0:
             continue
-        if left == 0:
-            return {**out, "reason": "interrupted"}
-        hours = None  # the budget is for the whole call, not per stage
-        if cfg.max_hours is not None:
-            hours = cfg.max_hours - (time.perf_counter() - t0) / 3600
-            if hours <= 0:
-                return {**out, "reason": "budget"}
-        rec, ema, res = _run_stage(
-            model, _target(model, stage), data, sde, cfg, si, dirs[si], resume, left, hours
+        if not run.can_start(phase):
+            break
+        trainer, rec, ema = _stage_trainer(
+            model, data, sde, cfg, si, run.config(cfg.for_stage(si, bpe)), run.folder(phase)
         )
+        run.fit(phase, trainer)
         out["history"] += rec.records
-        out["runs"].append(res.to_dict())
         out.update(stage=si, ema=ema.ema if cfg.ema_decay > 0 else None)
-        if not res.finished:
-            return {**out, "reason": res.reason}
-        if left is not None:
-            left -= (res.step - (res.resumed_from or 0)) // rec.bpe
-    return {**out, "done": True, "reason": "completed"}
+        if run.paused:
+            break
+    summary = run.summary()
+    return {**out, "done": summary["finished"], "reason": summary["reason"], "summary": summary}
 
 
 class _StageStep:
@@ -548,19 +546,14 @@ class _StageStep:
         return l_dsm + stage.fp_weight * l_fp, l_dsm, l_fp
 
 
-def _run_stage(model, target, data, sde, cfg, si, out, resume, max_epochs, hours):
+def _stage_trainer(model, data, sde, cfg, si, scfg, out):
+    """The engine run of stage ``si`` (options ``scfg``) and its record and EMA hooks."""
     stage = cfg.stages[si]
+    target = _target(model, stage)
     params = [p for p in target.parameters() if p.requires_grad]
     source = _Batches(data, cfg.batch_size, derive_seed(cfg.seed, si), cfg.max_batches_per_epoch)
-    bpe = source.batches_per_epoch
-    scfg = cfg.for_stage(si, bpe)
-    if hours is not None:
-        scfg = dataclasses.replace(scfg, max_hours=hours)  # what is left of the call's budget
-    group = {"params": params, "weight_decay": cfg.weight_decay}
-    if cfg.fused_optimizer and scfg.optimizer in ("adamw", "adam"):
-        group["fused"] = True
-    ema = _Ema(params, cfg, bpe, scfg.steps)
-    rec = _Epochs(si, bpe)
+    ema = _Ema(params, cfg, source.batches_per_epoch, scfg.steps)
+    rec = _Epochs(si, source.batches_per_epoch)
     draws = _Draws(derive_seed(cfg.seed, si, current_context().rank))
     trainer = Trainer(
         model,
@@ -568,7 +561,7 @@ def _run_stage(model, target, data, sde, cfg, si, out, resume, max_epochs, hours
         source,
         scfg,
         out_dir=out,
-        param_groups=[group],
+        param_groups=[{"params": params, "weight_decay": cfg.weight_decay}],
         hooks=[ema, rec],
         stateful={"ema": ema, "epochs": rec, "draws": draws},
         meta={
@@ -579,10 +572,4 @@ def _run_stage(model, target, data, sde, cfg, si, out, resume, max_epochs, hours
         },
         name=f"stage {si + 1}/{len(cfg.stages)}",
     )
-    has_ck = out is not None and (
-        (out / CHECKPOINT_NAME).exists() or previous_path(out / CHECKPOINT_NAME).exists()
-    )
-    res = trainer.fit(
-        resume=resume and has_ck, stop_after=None if max_epochs is None else max_epochs * bpe
-    )
-    return rec, ema, res
+    return trainer, rec, ema

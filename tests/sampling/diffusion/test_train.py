@@ -60,8 +60,8 @@ def test_exact_resume(tmp_path):
     for k, v in a.state_dict().items():
         torch.testing.assert_close(c.state_dict()[k], v, rtol=0, atol=0)
     assert [h["loss"] for h in rest["history"]] == [h["loss"] for h in full["history"]]
-    assert (tmp_path / "b" / CHECKPOINT_NAME).exists()
-    assert not list((tmp_path / "b").glob("*.tmp"))
+    assert (tmp_path / "b" / "stage1" / CHECKPOINT_NAME).exists()
+    assert not list((tmp_path / "b").rglob("*.tmp"))
 
 
 def test_exact_resume_of_a_staged_mixture_in_the_second_stage(tmp_path):
@@ -161,7 +161,7 @@ def test_fast_defaults_equal_reference_path():
     for fast in (False, True):
         torch.manual_seed(0)
         net = MLPEnergy((1, 2), (16, 16)).double()
-        cfg = _cfg(2, fp=1e-2, fp_batched=fast, fused_optimizer=fast)
+        cfg = _cfg(2, fp=1e-2, fp_batched=fast, fused=fast)
         out = train(net, _data(256).double(), VPSDE(), cfg)
         nets.append((net, out["history"]))
     (a, ha), (b, hb) = nets

@@ -26,7 +26,7 @@ def test_sci_moe_train_diffusion(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     train = res["train"]
     assert train["finished"] and train["reason"] == "completed"
-    assert train["step"] == train["steps"] == 6 and len(train["stages"]) == 3
+    assert train["step"] == train["steps"] == 6 and len(train["phases"]) == 3
     assert [r["stage"] for r in res["history"]] == [0, 1, 2]
     assert res["data"]["frames"] == 40 and (out / "reference.npz").is_file()
     for i in (1, 2, 3):
