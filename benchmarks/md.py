@@ -26,13 +26,32 @@ measured by interleaved timings (minimum of 5 rounds each; noisy on a loaded mac
 and, robust to load, the integrator's own work per step measured with a zero-force
 provider (``ops/force``: that time over the force evaluation time).
 
+First contact (issue 40), each against OpenMM in the same run, both as a user gets them
+(fresh processes, no thread settings in the environment):
+
+* ``time to first step``: from starting ``sci-moe md run`` (the default run: the shipped
+  model, here with the demo's 64 walkers) to its first step in ``log.csv``, against a
+  plain OpenMM script (import, amber99sbildn + OBC from the shipped PDB, ``Simulation``
+  on the CPU platform, one step); the median of 3 starts each.
+* ``sampling rate, default settings``: ``sci-moe md run`` with ``make demo``'s settings
+  (64 walkers, 1 fs, torch threads by default) against OpenMM's CPU platform on its default
+  threads (amber99sbildn + OBC, 2 fs, X-H constraints); ns/day summed over the walkers.
+* the same two rates **with a second busy process** (a Python busy loop started for the
+  measurement). The CPU time other processes (the busy loop included) used during each
+  pair of rate measurements is recorded as ``quiet_load`` and ``busy_load``.
+
 Run: ``python benchmarks/md.py [--quick] [--json PATH] [--threads N] [--model FILE]``.
-``--quick`` times fewer steps (about a minute on one core).
+``--quick`` times fewer steps (about two minutes on one core).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,15 +109,16 @@ def ns_per_day(steps_per_s: float, walkers: int = 1) -> float:
     return walkers * steps_per_s * TIMESTEP_FS * 1e-6 * 86400
 
 
-def time_openmm(platform: str, threads: int, n_steps: int) -> float:
-    """Steps/s of amber99sbildn + OBC, HBonds, LangevinMiddle 2 fs."""
+def time_openmm(platform: str, threads: int | None, n_steps: int) -> float:
+    """Steps/s of amber99sbildn + OBC, HBonds, LangevinMiddle 2 fs (``threads`` None: the
+    platform's default)."""
     import openmm
     import openmm.unit as u
 
     _, system, pos = build_system("amber99sbildn", "obc", "hbonds")
     integ = openmm.LangevinMiddleIntegrator(300 * u.kelvin, 1 / u.picosecond, 0.002)
     integ.setRandomNumberSeed(1)
-    props = {"Threads": str(threads)} if platform == "CPU" else {}
+    props = {"Threads": str(threads)} if platform == "CPU" and threads is not None else {}
     ctx = openmm.Context(system, integ, openmm.Platform.getPlatformByName(platform), props)
     ctx.setPositions(pos)
     openmm.LocalEnergyMinimizer.minimize(ctx, 1.0, 200)
@@ -181,6 +201,131 @@ def time_bridge(model, topology, masses, pos, n_steps: int) -> float:
     return n_steps / t.median
 
 
+# ----------------------------------------------------------------- first contact
+
+_OPENMM_SCRIPT = """
+import openmm, openmm.app as app, openmm.unit as u
+pdb = app.PDBFile({pdb!r})
+ff = app.ForceField("amber99sbildn.xml", "amber99_obc.xml")
+system = ff.createSystem(pdb.topology, nonbondedMethod=app.NoCutoff, constraints=app.HBonds)
+integ = openmm.LangevinMiddleIntegrator(300 * u.kelvin, 1 / u.picosecond, 0.002 * u.picoseconds)
+sim = app.Simulation(pdb.topology, system, integ, openmm.Platform.getPlatformByName("CPU"))
+sim.context.setPositions(pdb.positions)
+sim.step(1)
+print("first step", flush=True)
+"""
+DEMO_WALKERS = 64
+
+
+def _user_env() -> dict[str, str]:
+    """This environment without thread settings: what a user's shell gives a command."""
+    drop = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENMM_CPU_THREADS")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def _sci_moe() -> list[str]:
+    exe = Path(sys.executable).with_name("sci-moe")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "sci_moe.cli.main"]
+
+
+def _md_run(out: Path, steps: int, report_interval: int) -> list[str]:
+    return [
+        *_sci_moe(),
+        *("md", "run", "--out", str(out), "--walkers", str(DEMO_WALKERS)),
+        *("--steps", str(steps), "--report-interval", str(report_interval)),
+        *("--checkpoint-interval", "10000", "--seed", "0", "--no-progress"),
+    ]
+
+
+def first_step_sci_moe(out: Path) -> float:
+    """Seconds from starting ``sci-moe md run`` to its first step's row in ``log.csv``."""
+    log = out / "log.csv"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        _md_run(out, 2, 1), env=_user_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    seen = None
+    while seen is None:
+        finished = proc.poll() is not None
+        if log.is_file() and log.read_text().count("\n") >= 2:
+            seen = time.perf_counter() - t0
+        elif finished:
+            raise SystemExit(f"sci-moe md run failed: {proc.stderr.read().decode()[-2000:]}")
+        else:
+            time.sleep(0.002)
+    proc.wait()
+    return seen
+
+
+def first_step_openmm() -> float:
+    """Seconds from starting the OpenMM script to its first step."""
+    script = _OPENMM_SCRIPT.format(pdb=str(alanine_dipeptide_pdb()))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=_user_env(), stdout=subprocess.PIPE, text=True
+    )
+    line = proc.stdout.readline()
+    seen = time.perf_counter() - t0
+    if proc.wait() or "first step" not in line:
+        raise SystemExit("the OpenMM first-step script failed")
+    return seen
+
+
+def rate_sci_moe(out: Path, steps: int) -> float:
+    """ns/day summed over the walkers of ``sci-moe md run`` with the demo's settings (from
+    the last ``log.csv`` row: the run's speed since its first step)."""
+    subprocess.run(_md_run(out, steps, 200), env=_user_env(), check=True, capture_output=True)
+    header, *_, last = (out / "log.csv").read_text().strip().splitlines()
+    return float(last.split(",")[header.split(",").index("speed_ns_per_day_all_walkers")])
+
+
+class BusyProcess:
+    """A second process that keeps one core busy (a Python loop) while in the block."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.5)  # running before the measurement starts
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def first_contact(quick: bool) -> tuple[list[Row], list[list], dict]:
+    """Time to first step and default-settings sampling rates, quiet and beside a busy
+    process, against OpenMM in the same run (see the module docstring)."""
+    rows: list[Row] = []
+    table = []
+    steps = 2000 if quick else 10000
+    n_omm = 2000 if quick else 10000
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ours = [first_step_sci_moe(tmp / f"first{i}") for i in range(3)]
+        theirs = [first_step_openmm() for _ in range(3)]
+        t_ours, t_omm = sorted(ours)[1], sorted(theirs)[1]
+        case, base = "sci-moe md run (shipped model)", "openmm script (amber, CPU)"
+        rows.append(Row(base, "time to first step", t_omm, "s"))
+        rows.append(Row(case, "time to first step", t_ours, "s", base, t_omm / t_ours))
+        table.append([case, "time to first step", t_ours, "s", t_omm / t_ours])
+        table.append([base, "time to first step", t_omm, "s", None])
+        info = {}
+        for busy in (False, True):
+            tag = " + busy process" if busy else ""
+            with BusyProcess() if busy else contextlib.nullcontext():
+                load = OtherLoad()
+                ours = rate_sci_moe(tmp / f"rate{int(busy)}", steps)
+                omm = ns_per_day(time_openmm("CPU", None, n_omm))
+                info["busy_load" if busy else "quiet_load"] = load.report()
+            base = f"openmm amber CPU, default threads{tag}"
+            case = f"sci-moe md run default settings, {DEMO_WALKERS} walkers{tag}"
+            rows.append(Row(base, "ns/day", omm, "ns/day"))
+            rows.append(Row(case, "ns/day (all walkers)", ours, "ns/day", base, ours / omm))
+            table.append([case, "ns/day (all walkers)", ours, "ns/day", ours / omm])
+            table.append([base, "ns/day", omm, "ns/day", None])
+    return rows, table, info
+
+
 def main() -> None:
     p = base_parser(__doc__.split("\n", 1)[0])
     p.add_argument(
@@ -226,6 +371,14 @@ def main() -> None:
     rows: list[Row] = []
     table = []
     t0 = time.perf_counter()
+
+    contact_rows, contact_table, contact_info = first_contact(args.quick)
+    print_table(
+        ["case", "metric", "value", "unit", "vs OpenMM"],
+        contact_table,
+        title="first contact: sci-moe md run vs OpenMM, as a user starts them",
+    )
+    rows += contact_rows
 
     cpu = time_openmm("CPU", threads, n_omm)
     ref = time_openmm("Reference", 1, n_omm)
@@ -300,6 +453,7 @@ def main() -> None:
             model=model_name,
             openmm_threads=threads,
             other_load=load,
+            **contact_info,
             busy_warning=warn,
             command="python benchmarks/md.py"
             + (" --quick" if args.quick else "")
