@@ -23,8 +23,8 @@ setup: $(STAMP)
 
 # The main job: alanine dipeptide with the shipped learned (energy-diffusion) force field,
 # 64 walkers x 100 ps, then phi/psi analysis against the shipped amber reference with each
-# walker's first 10 ps dropped (MD ~2.5 min on an idle core, 7 min on 2 cores shared with
-# other jobs; docs/results/md.rst, docs/results/alanine_energy_model.rst).
+# walker's first 10 ps dropped (MD ~5 min on 2 cores, ~6 min beside another busy process;
+# docs/results/md.rst, docs/results/alanine_energy_model.rst).
 demo: setup
 	$(VENV)/bin/sci-moe md run --out $(DEMO_OUT)/md --walkers 64 --time-ns 0.1 \
 		--report-interval 200 --checkpoint-interval 10000 --seed 0 --overwrite
