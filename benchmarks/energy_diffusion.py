@@ -41,15 +41,22 @@ from pathlib import Path
 import _common
 import numpy as np
 import torch
+from _energy_diffusion import (
+    MB_DT,
+    MB_KT,
+    MB_MASS,
+    MB_STRIDE,
+    MOE_RANGES,
+    build_mb_model,
+    langevin_with_model,
+)
+from _energy_diffusion_paper import PAPER, run_paper_budget
 
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
 from sci_moe.sampling.diffusion import (
     VPSDE,
     EnergyAtTime,
-    MLPEnergy,
-    MLPScore,
     Stage,
-    TimeMixture,
     TrainConfig,
     fp_error_curve,
     js_divergence,
@@ -57,25 +64,9 @@ from sci_moe.sampling.diffusion import (
     reverse_sde_sample,
     train,
 )
-from sci_moe.sampling.md import LangevinBAOAB, ModelForces
 
 VARIANTS = ("plain", "fp", "moe", "both")
-MB_KT, MB_MASS, MB_DT, MB_STRIDE = 23.0, 0.5, 5e-3, 50
-MOE_RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
 FP_TS = (1e-3, 1e-2, 5e-2)
-
-
-def build_mb_model(variant: str) -> torch.nn.Module:
-    if variant in ("plain", "fp"):
-        return MLPEnergy((1, 2), (92, 92, 92), t_range=(0.0, 1.0))
-    return TimeMixture(
-        [
-            MLPScore((1, 2), (54, 54), t_range=MOE_RANGES[0]),
-            MLPScore((1, 2), (64, 64), t_range=MOE_RANGES[1]),
-            MLPEnergy((1, 2), (64, 64, 64), t_range=MOE_RANGES[2]),
-        ],
-        MOE_RANGES,
-    )
 
 
 def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e-3) -> list[Stage]:
@@ -91,30 +82,6 @@ def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e
         Stage(e_hi, MOE_RANGES[1], 0.35, 0.0, expert=1, lr=lr),
         Stage(e_lo, MOE_RANGES[2], 0.05, fp, expert=2, lr=lr),
     ]
-
-
-def langevin_with_model(
-    energy, starts, masses, kT, dt, friction, n_frames, stride, seed, compile=False
-):
-    """Langevin (BAOAB) with learned forces from ``starts`` (W, N, D); frames (F*W, N, D).
-
-    The frames go into one preallocated buffer; the run stops after the first frame with a
-    non-finite position. ``compile``: :class:`ModelForces` with ``compile=True``.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    provider = ModelForces(
-        energy, masses, dim=starts.shape[-1], check_inputs=False, compile=compile
-    )
-    integ = LangevinBAOAB(dt, friction_per_ps=friction, kT=kT)
-    state = integ.init_state(provider, starts, gen)
-    frames = torch.empty((n_frames, *starts.shape), dtype=starts.dtype)
-    n = 0
-    for n in range(1, n_frames + 1):
-        state = integ.step(state, provider, gen, n_steps=stride)
-        frames[n - 1].copy_(state.positions.detach())
-        if not torch.isfinite(frames[n - 1]).all():
-            break
-    return frames[:n].flatten(0, 1)
 
 
 def mb_case(variant, seed, data, ref, args):
@@ -486,7 +453,7 @@ def main() -> None:
     p.add_argument(
         "--paper-budget",
         action="store_true",
-        help="Mueller-Brown at ScoreMD's budget (energy_diffusion_paper.py); --quick shrinks it",
+        help="Mueller-Brown at ScoreMD's budget (_energy_diffusion_paper.py); --quick shrinks it",
     )
     p.add_argument(
         "--epochs",
@@ -565,8 +532,6 @@ def main() -> None:
 
 
 def _paper_main(args, policy: str) -> None:
-    from energy_diffusion_paper import PAPER, run_paper_budget
-
     other, t0 = _common.OtherLoad(), time.perf_counter()
     args.paper_seeds = [int(s) for s in args.paper_seeds.split(",") if s]
     args.n_data, args.steps_per_epoch = PAPER["n_data"], PAPER["steps_per_epoch"]

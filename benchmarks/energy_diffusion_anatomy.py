@@ -46,14 +46,17 @@ from pathlib import Path
 import _common
 import torch
 from _common import OtherLoad, Row
-from energy_diffusion_speed import BATCH, FP_WEIGHT, HIDDEN, _inductor_cache_warm
-from energy_diffusion_vs_scoremd import (
-    _check_scoremd_args,
-    _contestant_cmd,
-    _run_child,
-    _summary,
-    _train_recipe,
-    _xla_flags,
+from _energy_diffusion import (
+    BATCH,
+    FP_WEIGHT,
+    HIDDEN,
+    check_scoremd_args,
+    contestant_cmd,
+    inductor_cache_warm,
+    run_child,
+    summary,
+    train_recipe,
+    xla_flags,
 )
 
 GEMM_DRIVER = Path(__file__).resolve().parent / "xla_gemm_driver.py"
@@ -105,10 +108,10 @@ def _profile_step(variant: str, frames: int, seed: int, warm_up: bool = True) ->
     from torch.profiler import ProfilerActivity, profile
 
     if warm_up:
-        _train_recipe(variant, 2, frames, seed)
+        train_recipe(variant, 2, frames, seed)
     epochs = 2
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        hist = _train_recipe(variant, epochs, frames, seed)
+        hist = train_recipe(variant, epochs, frames, seed)
     n_steps = epochs * math.ceil(frames / BATCH)
     gemms, self_us = _gemm_list(prof.key_averages(group_by_input_shape=True))
     return {
@@ -150,17 +153,17 @@ def _one_round(variant: str, args, cpus: set[int] | None, calls: int, warm_up: b
     (``warm_up``: compile first, see :func:`_profile_step`)."""
     prof = _profile_step(variant, args.frames, args.seed, warm_up)
     gemms = prof["gemms"]
-    hist = _train_recipe(variant, args.epochs, args.frames, args.seed)
+    hist = train_recipe(variant, args.epochs, args.frames, args.seed)
     ours_ms = 1e3 * statistics.median([r["seconds"] for r in hist]) / math.ceil(args.frames / BATCH)
-    cmd, env = _contestant_cmd("scoremd", variant, 1, args)
-    sm = _summary(_run_child(cmd, env, cpus, timeout=args.child_timeout))
+    cmd, env = contestant_cmd("scoremd", variant, 1, args)
+    sm = summary(run_child(cmd, env, cpus, timeout=args.child_timeout))
     program, xs = _torch_program(gemms, args.seed)
     eager = _time_us(program, xs, args.repeats, calls)
     compiled = _time_us(torch.compile(program, dynamic=False), xs, args.repeats, calls)
-    env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": _xla_flags(1)}
+    env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "XLA_FLAGS": xla_flags(1)}
     cmd = [str(args.scoremd_python), str(GEMM_DRIVER), "--gemms", json.dumps(gemms)]
     cmd += ["--repeats", str(args.repeats), "--calls", str(calls)]
-    xla = _run_child(cmd, env, cpus, timeout=args.child_timeout)
+    xla = run_child(cmd, env, cpus, timeout=args.child_timeout)
     return {
         "scoremd_ms": sm["ms"],
         "ours_ms": ours_ms,
@@ -267,9 +270,9 @@ def anatomy(args, warn: str | None, other: OtherLoad, t0: float) -> int:
         ),
         busy_warning=warn,
         pinned_cpus=sorted(cpus) if cpus else None,
-        xla_flags=_xla_flags(1),
+        xla_flags=xla_flags(1),
         anatomy=rounds,
-        inductor_cache_warm=_inductor_cache_warm(),
+        inductor_cache_warm=inductor_cache_warm(),
         scoremd_src=str(args.scoremd_src),
         quick=args.quick,
     )
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         args.epochs = 2 if args.quick else 3
     if args.frames is None:
         args.frames = 200 * BATCH if args.quick else 100_000
-    _check_scoremd_args(args)
+    check_scoremd_args(args)
     if args.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
     _common.setup(args)

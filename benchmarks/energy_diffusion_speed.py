@@ -53,13 +53,24 @@ Run::
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 
 import _common
 import torch
 from _common import OtherLoad, Row
+from _energy_diffusion import (
+    BATCH,
+    FP_WEIGHT,
+    HIDDEN,
+    MB_DT,
+    MB_KT,
+    MB_MASS,
+    MB_STRIDE,
+    PATHS,
+    inductor_cache_warm,
+    langevin_with_model,
+)
 
 from sci_moe.data.toy import muller_brown_samples
 from sci_moe.sampling.diffusion import (
@@ -72,9 +83,6 @@ from sci_moe.sampling.diffusion import (
     train,
 )
 
-BATCH = 128
-HIDDEN = (92, 92, 92)
-FP_WEIGHT = 5e-4
 #: ScoreMD's JAX training loop, ms per step, quoted from issue 28 (another host)
 SCOREMD_MS = {"plain": 0.85, "fp": 3.85}
 SCOREMD_SOURCE = (
@@ -82,14 +90,6 @@ SCOREMD_SOURCE = (
     "recipe (MLP 3x92, batch 128), on the filer's 2-core AMD EPYC host; full runs "
     "124.5 s / 541 s wall (same host: benchmarks/energy_diffusion_vs_scoremd.py)"
 )
-#: ScoreMD's Mueller-Brown run: 180 epochs x 781 steps
-FULL_RUN_STEPS = 180 * 781
-PATHS = {
-    "reference": {"fp_batched": False, "fused": False},
-    "fused_adamw": {"fp_batched": False},
-    "fast": {},
-    "compiled": {"compile": True},
-}
 
 
 def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed: int) -> float:
@@ -163,8 +163,6 @@ def _iid_rows(n_rows: int, n_steps: int, repeats: int, seed: int) -> list[Row]:
 
 def _md_rows(n_frames: int, repeats: int, seed: int) -> list[Row]:
     """Langevin with the learned forces, autograd vs compiled ``ModelForces`` (interleaved)."""
-    from energy_diffusion import MB_DT, MB_KT, MB_MASS, MB_STRIDE, langevin_with_model
-
     torch.manual_seed(seed)
     net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0)).eval()
     energy = EnergyAtTime(net, kT=MB_KT, scale=1.0, t_eval=1e-5)
@@ -201,16 +199,6 @@ def _md_rows(n_frames: int, repeats: int, seed: int) -> list[Row]:
             "s",
         ),
     ]
-
-
-def _inductor_cache_warm() -> bool:
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-        d = cache_dir()
-    except Exception:  # private API; the default location otherwise
-        d = os.path.join("/tmp", f"torchinductor_{os.environ.get('USER', 'root')}")
-    return os.path.isdir(d) and bool(os.listdir(d))
 
 
 def _adamw_step_us(fused: bool, n: int = 1000) -> float:
@@ -255,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     walkers, stride = 100, 50
     g = torch.Generator().manual_seed(args.seed)
     data = (torch.randn(BATCH * steps, 1, 2, generator=g) * 0.4).float()
-    cache_warm = _inductor_cache_warm()
+    cache_warm = inductor_cache_warm()
     rows: list[Row] = []
     repeats_ms: dict[str, list[float]] = {}
     for variant in ("plain", "fp"):

@@ -40,51 +40,34 @@ Run::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import _common
 import torch
 from _common import OtherLoad, Row
-from energy_diffusion_speed import BATCH, FP_WEIGHT, FULL_RUN_STEPS, HIDDEN, _inductor_cache_warm
-
-from sci_moe.sampling.diffusion import VPSDE, MLPEnergy, Stage, TrainConfig, train
-
-DRIVER = Path(__file__).resolve().parent / "scoremd_driver.py"
-RESULT_MARKS = ("@@benchmark-result ", "@@scoremd-result ")
-CONTESTANTS = ("ours", "ours_cpp_wrapper", "scoremd")
-
-
-def _train_recipe(
-    variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool = False
-) -> list[dict]:
-    """One compiled ``train`` call on the recipe's shape; its per-epoch history."""
-    g = torch.Generator().manual_seed(seed)
-    data = torch.randn(frames, 1, 2, generator=g) * 0.4
-    torch.manual_seed(seed)
-    net = MLPEnergy((1, 2), HIDDEN, t_range=(0.0, 1.0))
-    cfg = TrainConfig(
-        stages=[Stage(epochs, (1e-5, 1.0), 0.5, FP_WEIGHT if variant == "fp" else 0.0)],
-        batch_size=BATCH,
-        ema_decay=0.005,  # ScoreMD's EMA 0.995 in our convention (issue 28)
-        progress=False,
-        seed=seed,
-        compile=True,
-        compile_cpp_wrapper=cpp_wrapper,
-    )
-    return train(net, data, VPSDE(), cfg)["history"]
+from _energy_diffusion import (
+    BATCH,
+    CONTESTANTS,
+    FP_WEIGHT,
+    FULL_RUN_STEPS,
+    HIDDEN,
+    check_scoremd_args,
+    contestant_cmd,
+    inductor_cache_warm,
+    run_child,
+    summary,
+    train_recipe,
+    xla_flags,
+)
 
 
 def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: bool) -> dict:
     """One contestant run (in a fresh process): the compiled trainer on the recipe's shape."""
-    hist = _train_recipe(variant, epochs, frames, seed, cpp_wrapper)
+    hist = train_recipe(variant, epochs, frames, seed, cpp_wrapper)
     return {
         "variant": variant,
         "epoch_seconds": [r["seconds"] for r in hist],
@@ -96,78 +79,11 @@ def _ours_child(variant: str, epochs: int, frames: int, seed: int, cpp_wrapper: 
     }
 
 
-def _xla_flags(threads: int) -> str | None:
-    """JAX's one-thread setting; ``None`` (XLA's default: all CPUs the process may use) else."""
-    if threads == 1:
-        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    return None
-
-
-def _contestant_cmd(name: str, variant: str, threads: int, args) -> tuple[list[str], dict]:
-    """Command line and environment of one contestant's child process."""
-    if name not in CONTESTANTS:
-        raise ValueError(f"unknown contestant {name!r}")
-    env = dict(os.environ) | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    common = ["--epochs", str(args.epochs), "--frames", str(args.frames), "--seed", str(args.seed)]
-    if name == "scoremd":
-        env.pop("XLA_FLAGS", None)
-        if _xla_flags(threads) is not None:
-            env["XLA_FLAGS"] = _xla_flags(threads)
-        cmd = [str(args.scoremd_python), str(DRIVER), "--src", str(args.scoremd_src)]
-        return [*cmd, "--variant", variant, *common], env
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-ours", variant, *common]
-    cmd += ["--threads", str(threads)]
-    if name == "ours_cpp_wrapper":
-        cmd.append("--cpp-wrapper")
-    return cmd, env
-
-
-def _parse_child(stdout: str) -> dict | None:
-    """The JSON a child printed after one of :data:`RESULT_MARKS` (the last one)."""
-    found = None
-    for line in stdout.splitlines():
-        for mark in RESULT_MARKS:
-            if line.startswith(mark):
-                found = json.loads(line[len(mark) :])
-    return found
-
-
-def _run_child(cmd: list[str], env: dict, cpus: set[int] | None, timeout: float) -> dict:
-    """Run one contestant; its result plus ``wall_s`` and ``cpu_s`` (user + system)."""
-    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=pin
-    )
-    wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = _parse_child(proc.stdout)
-    if proc.returncode or res is None:
-        raise SystemExit(
-            f"contestant {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    return res | {"wall_s": wall, "cpu_s": cpu}
-
-
-def _summary(res: dict) -> dict:
-    """ms per step (median epoch after the first), compile seconds, CPU per wall second."""
-    sec, steps = res["epoch_seconds"], res["steps_per_epoch"]
-    if len(sec) < 2:
-        raise ValueError("need >= 2 epochs: the first holds the compile")
-    steady = statistics.median(sec[1:])
-    return {
-        "ms": 1e3 * steady / steps,
-        "compile_s": max(0.0, sec[0] - steady),
-        "cpu_per_wall": res["cpu_s"] / res["wall_s"] if res.get("wall_s") else None,
-    }
-
-
 def _same_host_rows(rounds: dict[str, list[dict]]) -> list[Row]:
     """Rows of the same-host comparison from per-round summaries.
 
-    ``rounds["t{n}/{name}/{variant}"]`` is one :func:`_summary` per round (``name`` in
-    :data:`CONTESTANTS`; ``ours_cpp_wrapper`` optional). Ratios > 1: the candidate faster
+    ``rounds["t{n}/{name}/{variant}"]`` is one ``_energy_diffusion.summary`` per round
+    (``name`` in ``CONTESTANTS``; ``ours_cpp_wrapper`` optional). Ratios > 1: the candidate faster
     (``ours`` vs ``scoremd``: ScoreMD's ms / ours; ``ours_cpp_wrapper`` vs ``ours``: ours'
     ms / its ms).
     """
@@ -245,21 +161,6 @@ def _parse_threads(text: str) -> list[int]:
     return out
 
 
-def _check_scoremd_args(args) -> None:
-    """Both ``--scoremd-*``; a checkout with ``src/scoremd``; an executable."""
-    src, py = args.scoremd_src, args.scoremd_python
-    if src is None or py is None:
-        raise SystemExit("give both --scoremd-src and --scoremd-python")
-    if not (Path(src) / "src" / "scoremd").is_dir():
-        raise SystemExit(f"--scoremd-src {src}: no src/scoremd there (a ScoreMD checkout)")
-    if not (Path(py).is_file() and os.access(py, os.X_OK)):
-        raise SystemExit(f"--scoremd-python {py}: not an executable file")
-    if args.epochs < 2:
-        raise SystemExit("--epochs must be >= 2 (the first holds the compile)")
-    if args.frames < BATCH:
-        raise SystemExit(f"--frames must be >= {BATCH} (one batch)")
-
-
 def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     """ScoreMD's JAX loop vs our compiled trainer, alternating child processes."""
     threads = _parse_threads(args.scoremd_threads)
@@ -269,7 +170,7 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
     raw: dict[str, list[dict]] = {}
     info: dict[str, dict] = {}
     pinned = {}
-    cache_warm = _inductor_cache_warm()
+    cache_warm = inductor_cache_warm()
     for n in threads:
         cpus = set(allowed[:n]) if args.pin and len(allowed) >= n else None
         pinned[f"t{n}"] = sorted(cpus) if cpus else None
@@ -277,10 +178,10 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
             for variant in ("plain", "fp"):
                 order = names if r % 2 == 0 else tuple(reversed(names))
                 for name in order:
-                    cmd, env = _contestant_cmd(name, variant, n, args)
-                    res = _run_child(cmd, env, cpus, timeout=args.child_timeout)
+                    cmd, env = contestant_cmd(name, variant, n, args)
+                    res = run_child(cmd, env, cpus, timeout=args.child_timeout)
                     k = f"t{n}/{name}/{variant}"
-                    summ = _summary(res)
+                    summ = summary(res)
                     rounds.setdefault(k, []).append(summ)
                     raw.setdefault(k, []).append(
                         {
@@ -320,7 +221,7 @@ def _same_host(args, warn: str | None, other: OtherLoad, t0: float) -> int:
         busy_warning=warn,
         thread_counts=threads,
         pinned_cpus=pinned,
-        xla_flags={f"t{n}": _xla_flags(n) for n in threads},
+        xla_flags={f"t{n}": xla_flags(n) for n in threads},
         contestants=info,
         rounds=raw,
         inductor_cache_warm=cache_warm,
@@ -384,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.frames is None:
         args.frames = 200 * BATCH if args.quick else 100_000
     if args.child_ours is None:
-        _check_scoremd_args(args)
+        check_scoremd_args(args)
     _common.setup(args)
     if args.child_ours is not None:
         _common.child_result(

@@ -20,8 +20,9 @@ the small-t expert alone;
 (``TrainConfig.compile``); they apply to the :class:`InvariantMLPEnergy` experts as to any
 energy network.
 ``--eval-every N`` (with ``--work-dir``) records learning-curve points every ``N`` epochs
-(i.i.d. and MD phi/psi JS against the shipped reference, through
-``benchmarks/alanine_energy_model.py``) in ``<work-dir>/curves.json``.
+(i.i.d. and MD phi/psi JS against the shipped reference, scored as
+``benchmarks/alanine_energy_model.py`` does, by its helper
+``benchmarks/_alanine_energy_model.py``) in ``<work-dir>/curves.json``.
 
 ``--atoms heavy`` trains the same recipe on the 10 heavy atoms (:data:`HEAVY_ATOMS`, which
 contain the phi/psi atoms) instead of the 5 beads.
@@ -202,7 +203,7 @@ class Curves:
         import sys
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-        from alanine_energy_model import iid_phi_psi, js_to_reference, md_js, reference
+        from _alanine_energy_model import iid_phi_psi, js_to_reference, md_js, reference
 
         history = out["history"]
         m = copy.deepcopy(model)

@@ -1,9 +1,10 @@
 """``benchmarks/energy_diffusion_vs_scoremd.py``, the same-host ScoreMD comparison:
-arguments, child processes and row shapes (no JAX, no network: the ScoreMD side is a
-stand-in script)."""
+arguments, child processes (built in its helper ``benchmarks/_energy_diffusion.py``) and
+row shapes (no JAX, no network: the ScoreMD side is a stand-in script)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import pytest
@@ -16,6 +17,12 @@ def eds():
     with load_benchmark(
         "energy_diffusion_vs_scoremd.py", "bench_energy_diffusion_vs_scoremd"
     ) as mod:
+        yield mod
+
+
+@pytest.fixture(scope="module")
+def helper():
+    with load_benchmark("_energy_diffusion.py", "bench_energy_diffusion_helper") as mod:
         yield mod
 
 
@@ -59,49 +66,51 @@ def test_thread_list(eds):
             eds._parse_threads(bad)
 
 
-def test_contestant_commands_share_threads_and_recipe(eds, checkout):
-    args = eds.argparse.Namespace(
+def test_contestant_commands_share_threads_and_recipe(helper, checkout):
+    args = argparse.Namespace(
         epochs=3, frames=1280, seed=1, scoremd_src=checkout, scoremd_python=sys.executable
     )
-    cmd, env = eds._contestant_cmd("scoremd", "fp", 1, args)
+    cmd, env = helper.contestant_cmd("scoremd", "fp", 1, args)
     assert cmd[:2] == [sys.executable, str(BENCH / "scoremd_driver.py")]
     assert cmd[cmd.index("--variant") + 1] == "fp" and cmd[cmd.index("--src") + 1] == str(checkout)
     assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
-    assert "XLA_FLAGS" not in eds._contestant_cmd("scoremd", "fp", 2, args)[1]
+    assert "XLA_FLAGS" not in helper.contestant_cmd("scoremd", "fp", 2, args)[1]
     assert "multi_thread_eigen=false" in env["XLA_FLAGS"]
     assert env["OMP_NUM_THREADS"] == "1"
-    ours, env2 = eds._contestant_cmd("ours", "fp", 2, args)
+    ours, env2 = helper.contestant_cmd("ours", "fp", 2, args)
+    # our side re-runs the comparison script itself, not the helper that builds the command
+    assert ours[:2] == [sys.executable, str(BENCH / "energy_diffusion_vs_scoremd.py")]
     assert ours[ours.index("--child-ours") + 1] == "fp"
     assert ours[ours.index("--threads") + 1] == "2" and env2["OMP_NUM_THREADS"] == "2"
     assert "--cpp-wrapper" not in ours
-    assert "--cpp-wrapper" in eds._contestant_cmd("ours_cpp_wrapper", "fp", 2, args)[0]
+    assert "--cpp-wrapper" in helper.contestant_cmd("ours_cpp_wrapper", "fp", 2, args)[0]
     for flag in ("--epochs", "--frames", "--seed"):  # the same recipe on both sides
         assert cmd[cmd.index(flag) + 1] == ours[ours.index(flag) + 1]
     with pytest.raises(ValueError):
-        eds._contestant_cmd("other", "fp", 1, args)
+        helper.contestant_cmd("other", "fp", 1, args)
 
 
-def test_run_child_parses_and_fails_loudly(eds, tmp_path):
+def test_run_child_parses_and_fails_loudly(helper, tmp_path):
     ok = tmp_path / "ok.py"
     ok.write_text(
         "print('noise')\n"
         "print('@@scoremd-result ' + __import__('json').dumps("
         "{'epoch_seconds': [3.0, 1.0, 1.2], 'steps_per_epoch': 100}))\n"
     )
-    res = eds._run_child([sys.executable, str(ok)], {}, None, timeout=60)
+    res = helper.run_child([sys.executable, str(ok)], {}, None, timeout=60)
     assert res["epoch_seconds"] == [3.0, 1.0, 1.2]
     assert res["wall_s"] > 0 and res["cpu_s"] >= 0
-    summ = eds._summary(res)
+    summ = helper.summary(res)
     assert summ["ms"] == pytest.approx(11.0)  # median of the epochs after the first
     assert summ["compile_s"] == pytest.approx(1.9)
     bad = tmp_path / "bad.py"
     bad.write_text("raise SystemExit(3)\n")
     with pytest.raises(SystemExit, match="exit 3"):
-        eds._run_child([sys.executable, str(bad)], {}, None, timeout=60)
+        helper.run_child([sys.executable, str(bad)], {}, None, timeout=60)
     silent = tmp_path / "silent.py"
     silent.write_text("print('no result')\n")
     with pytest.raises(SystemExit, match="failed"):
-        eds._run_child([sys.executable, str(silent)], {}, None, timeout=60)
+        helper.run_child([sys.executable, str(silent)], {}, None, timeout=60)
 
 
 def _s(ms, compile_s=2.0, cpw=1.0):

@@ -1,5 +1,7 @@
 """Mueller-Brown energy diffusion at ScoreMD's budget (``energy_diffusion.py --paper-budget``).
 
+A helper of ``energy_diffusion.py`` (no entry point of its own): ``run_paper_budget``.
+
 ScoreMD's Mueller-Brown recipe (Plainer et al. 2025, its ``mueller_brown`` config): 100k
 training frames (kT 23, BAOAB), MLP energy 3 x 92 (SiLU), batch 128, 180 epochs x 781
 steps = 140,580 optimiser steps, AdamW + cosine 3e-4 -> 1e-5, FP weight 5e-4 with the
@@ -47,6 +49,7 @@ from pathlib import Path
 import _common
 import numpy as np
 import torch
+from _energy_diffusion import MOE_RANGES, PATHS, build_mb_model, langevin_with_model
 
 from sci_moe._util import atomic_save_json
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
@@ -91,8 +94,6 @@ def _minflt() -> int:
 
 
 def _stages(variant: str, epochs: int) -> list[Stage]:
-    from energy_diffusion import MOE_RANGES
-
     fp = PAPER["fp_weight"]
     if variant in ("plain", "fp"):
         return [Stage(epochs, (1e-5, 1.0), 0.5, fp if variant == "fp" else 0.0)]
@@ -118,8 +119,6 @@ def _metrics(ref: np.ndarray, x: np.ndarray, prefix: str) -> dict:
 
 
 def _case(variant, seed, data, ref, args, work: Path) -> dict:
-    from energy_diffusion import build_mb_model, langevin_with_model
-
     done = work / "result.json"
     if done.exists():
         return json.loads(done.read_text())
@@ -213,8 +212,6 @@ def _speed_ratio(data: torch.Tensor, seed: int, steps: int, repeats: int = 3) ->
 
 
 def _train_ms(data, seed, steps, variant, path) -> float:
-    from energy_diffusion_speed import PATHS
-
     fp = PAPER["fp_weight"] if variant == "fp" else 0.0
     net = MLPEnergy((1, 2), (92, 92, 92), t_range=(0.0, 1.0))
     cfg = TrainConfig(
