@@ -385,13 +385,6 @@ def fit(
         def upcycle(info: StepInfo) -> None:
             if info.step == dense_steps and model.is_dense:
                 model.upcycle_(info.optimizer)  # expert 0 and its AdamW moments
-            # Early stopping counts only the epochs after the upcycling: the dense phase's
-            # evaluations (those at steps <= dense_steps) start from a count of -1, so a
-            # worse score brings it to 0, and the first step after it starts from 0.
-            if info.step <= dense_steps:
-                trainer.bad_evals = -1
-            elif info.step == dense_steps + 1:
-                trainer.bad_evals = 0
 
         hooks.append(upcycle)
 
@@ -407,6 +400,8 @@ def fit(
         stateful={"epoch_stats": stats},
         meta=meta,
         name=type(model).__name__,
+        # early stopping counts only the epochs after the upcycling
+        patience_after=dense_steps if upcycling else 0,
     )
     res = trainer.fit(resume=resume, stop_after=None if stop_after is None else stop_after * bpe)
 

@@ -215,6 +215,9 @@ class Trainer:
         ``torchrun`` started (:func:`~sci_moe.train.current_context`).
         ``DistributedContext()`` trains in this process alone even inside a group (a
         federated client whose group only carries messages).
+    patience_after : int
+        Evaluations at steps ``<= patience_after`` never count towards early stopping
+        (a warm-up or dense phase); they may still give the best weights.
     log : callable, optional
         Where messages go (default: stderr of rank 0).
     """
@@ -235,6 +238,7 @@ class Trainer:
         name: str = "train",
         grad_sync: Callable | None = None,
         context: DistributedContext | None = None,
+        patience_after: int = 0,
         log: Callable[[str], None] | None = None,
     ) -> None:
         if not isinstance(config, TrainConfig):
@@ -250,6 +254,9 @@ class Trainer:
         self.meta = dict(meta or {})
         self.name = name
         self.grad_sync = grad_sync or average_gradients
+        if isinstance(patience_after, bool) or not isinstance(patience_after, int):
+            raise ValueError(f"patience_after must be an integer, got {patience_after!r}")
+        self.patience_after = patience_after
         self.ctx: DistributedContext = context if context is not None else current_context()
         self._log = log
         self.optimizer = self._build_optimizer(param_groups)
@@ -450,7 +457,7 @@ class Trainer:
                 self.best_state = {
                     k: v.detach().clone() for k, v in self.model.state_dict().items()
                 }
-        else:
+        elif self.step > self.patience_after:
             self.bad_evals += 1
         return cfg.patience > 0 and self.bad_evals >= cfg.patience
 

@@ -183,3 +183,10 @@ def test_early_stopping(tmp_path):
 def test_monitor_must_be_an_evaluated_metric():
     with pytest.raises(ValueError, match="monitor='val_acc'"):
         make(10, None, monitor="val_acc").fit()
+
+
+def test_patience_after_keeps_early_evaluations_out_of_the_count():
+    t = make(400, None, eval_every=1, patience=3, lr=1e-6, min_delta=1.0)
+    t.patience_after = 10
+    res = t.fit()
+    assert res.reason == "early_stop" and res.step == 13 and res.best_step == 1
