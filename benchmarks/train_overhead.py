@@ -94,7 +94,7 @@ def _contestants(workload, steps: int):
     source = ShuffledBatches(n, bs, collate, seed=0)
     batches = [source.get(s).data for s in range(steps)]
     bare_model, engine_model = model, copy.deepcopy(model)
-    bare_opt = torch.optim.AdamW(bare_model.parameters(), lr=1e-3)
+    bare_opt = torch.optim.AdamW(bare_model.parameters(), lr=1e-3, weight_decay=0.0)
 
     class Fixed(ShuffledBatches):
         def get(self, step, rank=0, world_size=1):
