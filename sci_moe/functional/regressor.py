@@ -13,7 +13,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..train import ShuffledBatches, StepInfo, TrainConfig, Trainer, TrainResult, seed_everything
+from ..train import (
+    MetricHistory,
+    ShuffledBatches,
+    TrainConfig,
+    Trainer,
+    TrainResult,
+    seed_everything,
+)
 from .fame import FAME, FAMEConfig
 from .paths import build_paths, path_summary, symmetric_grid
 from .scaling import FunctionScaler
@@ -53,22 +60,6 @@ class FAMETrainConfig(TrainConfig):
     min_lr_ratio: float = 0.1
     grad_clip: float | None = 5.0
     eval_every: int = 0
-
-
-class _LossHistory:
-    """Training loss of every step (checkpointed, so a resumed run has all of them)."""
-
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def __call__(self, info: StepInfo) -> None:
-        self.losses.append(float(info.metrics["loss"]))
-
-    def state_dict(self) -> dict:
-        return {"losses": list(self.losses)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.losses = list(state["losses"])
 
 
 @dataclass
@@ -322,7 +313,7 @@ class FunctionOnFunctionRegressor:
                 }
 
         source = ShuffledBatches(N, min(tcfg.batch_size, N), collate, tcfg.seed, drop_last=True)
-        history = _LossHistory()
+        history = MetricHistory("loss")
         trainer = Trainer(
             self.model,
             loss_fn,

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..train import Batch, BatchSource, StepInfo, Trainer, TrainResult, derive_seed
+from ..train import Batch, BatchSource, MetricHistory, Trainer, TrainResult, derive_seed
 from ..train import TrainConfig as EngineConfig
 from .encoder import MoREBrainEncoder
 
@@ -139,20 +139,6 @@ class _SubjectBatches(BatchSource):
         return Batch((name, x[idx].to(self.dtype), y[idx].to(self.dtype)), len(idx), 0)
 
 
-class _LossHistory:
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def __call__(self, info: StepInfo) -> None:
-        self.losses.append(float(info.metrics["loss"]))
-
-    def state_dict(self) -> dict:
-        return {"losses": list(self.losses)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.losses = list(state["losses"])
-
-
 def contrastive_loss(pred: torch.Tensor, target: torch.Tensor, temperature: float) -> torch.Tensor:
     """Symmetric InfoNCE (CLIP) loss between predictions and their targets.
 
@@ -263,7 +249,7 @@ def train_encoder(
             ]
             return {f"val_top{k}": sum(a[k] for a in acc) / len(acc) for k in (1, 5)}
 
-    history = _LossHistory()
+    history = MetricHistory("loss")
     trainer = Trainer(
         model,
         loss_fn,

@@ -36,6 +36,7 @@ from .distributed import (
     current_context,
     init_distributed,
 )
+from .history import MetricHistory
 from .metrics_log import MetricsLog, read_metrics
 from .phases import Phases
 from .schedule import lr_factor, warmup_steps
@@ -61,6 +62,7 @@ __all__ = [
     "Batch",
     "BatchSource",
     "DistributedContext",
+    "MetricHistory",
     "MetricsLog",
     "Phases",
     "ShuffledBatches",
