@@ -97,3 +97,23 @@ def test_ranged_routing_is_built_by_from_assignments():
     # probs are the one-hot gates, logits their log (finite), load counts active experts
     torch.testing.assert_close(r.probs, r.weights.float())
     assert torch.isfinite(r.logits).all() and r.load.tolist() == [1.0, 0.0, 1.0]
+
+
+def test_one_time_range_calls_its_expert_and_still_routes():
+    """All samples in one range (MD at t_eval): the expert's own output, bitwise, and the
+    gate still runs (hooks such as MoE-CAP's recorder see the routing)."""
+    moe = _moe()
+    seen = []
+    moe.gate.register_forward_hook(lambda m, args, out: seen.append(out))
+    x = torch.randn(9, 1, 2, requires_grad=True)
+    t = torch.full((9,), 1e-3)
+    e = moe.energy(x, t)
+    assert torch.equal(e, moe.experts[2].energy(x, t))
+    assert len(seen) == 1 and seen[0].weights[:, 2].eq(1).all()
+    (g,) = torch.autograd.grad(e.sum(), x)
+    (g_ref,) = torch.autograd.grad(moe.experts[2].energy(x, t).sum(), x)
+    assert torch.equal(g, g_ref)
+    # two ranges in one batch: the general path, each sample its own expert's value
+    t2 = torch.tensor([1e-3] * 4 + [0.3] * 5)
+    s = moe.score(x.detach(), t2)
+    torch.testing.assert_close(s[:4], moe.experts[2].score(x[:4].detach(), t2[:4]))
