@@ -69,13 +69,16 @@ from _common import (
     write_json,
 )
 
-from sci_moe.data.alanine_dipeptide import (
+from sci_moe.sampling.md import (
     BACKBONE_ATOMS,
     HEAVY_ATOMS,
+    ForceProvider,
+    LangevinBAOAB,
+    ModelForces,
     alanine_dipeptide_pdb,
     build_system,
+    model_simulation,
 )
-from sci_moe.sampling.md import ForceProvider, LangevinBAOAB, ModelForces, model_simulation
 
 BENCHMARK = "md"
 TIMESTEP_FS = 2.0

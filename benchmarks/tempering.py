@@ -533,7 +533,7 @@ def run_alanine(n_steps: int, seed: int) -> dict:
     import openmm.app as app
     import openmm.unit as u
 
-    from sci_moe.data.alanine_dipeptide import build_system, phi_psi
+    from sci_moe.sampling.md import build_system, phi_psi
     from sci_moe.sampling.tempering.openmm import OpenMMSimulatedTempering, OpenMMTemperingConfig
 
     top, system, pos = build_system(constraints="hbonds")

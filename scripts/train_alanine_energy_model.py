@@ -3,7 +3,7 @@
 ScoreMD's alanine-dipeptide setup (Plainer et al., NeurIPS 2025) at CPU scale: the five
 backbone beads C(ACE), N, CA, C, N(NME) (all-atom indices 4, 6, 8, 14, 16) of an OpenMM
 reference trajectory (amber99sbildn + OBC, 300 K; written by
-:func:`sci_moe.data.alanine_dipeptide.generate_reference`), centred and scaled by
+:func:`sci_moe.data.alanine_reference.generate_reference`), centred and scaled by
 ``nf = 1/std``; VP SDE; a time mixture of three SE(3)-invariant MLP energies
 (:class:`~sci_moe.sampling.diffusion.InvariantMLPEnergy`: pairwise distances + signed
 volumes, so chirality is seen) on t in [0.6, 1], [0.099, 0.6], [1e-5, 0.099], trained high t

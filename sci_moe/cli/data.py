@@ -70,7 +70,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def add_molecule_set_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``sci-moe data molecules`` (was ``python -m sci_moe.data.molecule_set``)."""
+    """Options of ``sci-moe data molecules``."""
     p.add_argument("--out", required=True, help="output directory")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true", help="the full set (500 molecules)")

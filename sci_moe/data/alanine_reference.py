@@ -362,7 +362,7 @@ def make_reference_histogram(
     first, second = ang[: n // 2], ang[n // 2 :]
     h1, h2 = phi_psi_histogram(first, bins), phi_psi_histogram(second, bins)
     meta = {
-        "source": "sci_moe.data.alanine_dipeptide.generate_reference",
+        "source": "sci_moe.data.alanine_reference.generate_reference",
         "config": ref["config"],
         "n_frames": int(n),
         "simulated_ns": float(ref["time_ps"][-1] * 1e-3),

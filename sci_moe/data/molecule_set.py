@@ -56,26 +56,3 @@ __all__ = [
     "geometric_labels",
     "nci_pool",
 ]
-
-# The command line moved to ``sci_moe.cli.data`` (data builders never import the CLI).
-_MOVED_TO_CLI = {
-    "add_arguments": "sci_moe.cli.data.add_molecule_set_arguments",
-    "run_from_args": "sci_moe.cli.data.run_molecule_set",
-    "main": "sci_moe.cli.main.main (`sci-moe data molecules ...`)",
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_CLI:
-        raise AttributeError(
-            f"sci_moe.data.molecule_set.{name} moved to {_MOVED_TO_CLI[name]}; run "
-            "`sci-moe data molecules --out DIR` on the command line"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(
-        "`python -m sci_moe.data.molecule_set` moved: run `sci-moe data molecules --out DIR` "
-        "(or `python -m sci_moe.cli.main data molecules --out DIR`)"
-    )

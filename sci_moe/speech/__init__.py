@@ -10,12 +10,6 @@ for speech recognition at several compression rates, is the subpackage
 :mod:`sci_moe.speech.mome`.
 """
 
-from ._core_pending import (
-    TaskAffineTable,
-    bank_macs_per_token,
-    task_affine_forward,
-    task_affine_macs,
-)
 from .omni import (
     FeatureNormalizer,
     FrameSet,
@@ -93,12 +87,10 @@ __all__ = [
     "Reverberated",
     "RoomConfig",
     "RoomImpulseResponse",
-    "TaskAffineTable",
     "TrainConfig",
     "Utterance",
     "VocoderConfig",
     "apply_mask",
-    "bank_macs_per_token",
     "causal_context",
     "ci_vocode",
     "event_frame_labels",
@@ -121,8 +113,6 @@ __all__ = [
     "simulate_rir",
     "stft",
     "synthesize",
-    "task_affine_forward",
-    "task_affine_macs",
     "to_arpabet",
     "to_viseme",
     "train_classifier",

@@ -77,11 +77,10 @@ def test_newsgroup_sentences():
         newsgroup_sentences(max_per_class=0)
 
 
-def test_old_theory_path_points_to_the_data_floor():
+def test_corpus_lives_on_the_data_floor_only():
     import sci_moe.data as data
     import sci_moe.theory.self_distillation as sd
 
     assert data.newsgroup_sentences is newsgroup_sentences
-    with pytest.raises(AttributeError, match=r"sci_moe\.data\.newsgroups\.newsgroup_sentences"):
-        sd.newsgroup_sentences  # noqa: B018
+    assert not hasattr(sd, "newsgroup_sentences")
     assert not hasattr(sd, "load_mini_newsgroups")

@@ -1,6 +1,6 @@
-"""Gaussian-mixture utilities of the core (moved from sci_moe.vision._core_pending): naive
-log-density references with gradients (f32/f64), EM recovers a known mixture, sampling matches
-the moments, the mixture log-likelihood, bad input and the old import path."""
+"""Gaussian-mixture utilities of the core: naive log-density references with gradients
+(f32/f64), EM recovers a known mixture, sampling matches the moments, the mixture
+log-likelihood, bad input."""
 
 import math
 
@@ -166,7 +166,7 @@ def test_fit_methods_sample_and_log_prob():
     assert draws.shape == (50, 2) and int(comp.max()) <= 1
 
 
-def test_mixture_bad_input_and_old_import_path():
+def test_mixture_bad_input():
     w, m = torch.ones(2) / 2, torch.zeros(2, 3)
     with pytest.raises(ValueError, match="weights must be"):
         gaussian_mixture_log_prob(torch.zeros(4, 3), torch.ones(3), m, torch.ones(2, 3), "diag")
@@ -178,20 +178,6 @@ def test_mixture_bad_input_and_old_import_path():
         sample_gaussian_mixture(5, w, m, torch.ones(2, 3), "spherical")
     with pytest.raises(ValueError, match="positive sum"):
         sample_gaussian_mixture(5, torch.zeros(2), m, torch.ones(2, 3), "diag")
-    # the old path is a thin shim over the core (checked without importing sci_moe.vision)
-    import ast
-    import pathlib
-
-    import sci_moe.moe as core
-
-    shim = pathlib.Path(core.__file__).parents[1] / "vision" / "_core_pending.py"
-    tree = ast.parse(shim.read_text(encoding="utf-8"))
-    imported = {
-        a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "sci_moe.moe"
-        for a in n.names
-    }  # fmt: skip
-    assert imported == {"GaussianMixtureFit", "fit_gaussian_mixture", "gaussian_component_log_prob"}
-    assert imported <= set(core.__all__)
 
 
 def test_fit_is_translation_invariant_far_from_the_origin():

@@ -22,7 +22,6 @@ import json
 import os
 import socket
 import time
-import warnings
 from datetime import timedelta
 
 import pytest
@@ -43,7 +42,6 @@ from sci_moe.moe import (
 )
 from sci_moe.moe.parallel import (
     ExpertParallel,
-    ExpertParallelMoE,
     all_to_all_rows,
     expert_parallel,
     full_state_dict,
@@ -99,11 +97,10 @@ CASES = {
         dict(name="mlp_empty_expert", build="mlp", dtype="float64", tokens=[6, 9], dead=[5]),
         dict(name="mlp_empty_expert", build="mlp", dtype="float32", tokens=[6, 9], dead=[5]),
         dict(
-            name="linear_top3_legacy",
+            name="linear_top3",
             kw=dict(top_k=3, expert="linear"),
             dtype="float64",
             tokens=[4, 8],
-            api="legacy",
         ),
         dict(
             name="adapter_router_opts",
@@ -236,9 +233,9 @@ PARALLEL_COVERAGE = {
     # MoEConfig
     "d_model": "glu_shared_aux",
     "num_experts": "glu_shared_aux",
-    "top_k": "linear_top3_legacy",
+    "top_k": "linear_top3",
     "d_hidden": "adapter_router_opts",
-    "expert": "linear_top3_legacy adapter_router_opts mlp_norm_eps glu_shared_aux",
+    "expert": "linear_top3 adapter_router_opts mlp_norm_eps glu_shared_aux",
     "activation": "adapter_router_opts",
     "num_shared_experts": "glu_shared_aux",
     "shared_d_hidden": "glu_shared_aux",
@@ -345,12 +342,7 @@ def _run_case(case, rank, world):
     moe = _make(case, dtype)
     api = case.get("api", "convert")
     # The parallel layer is made before the reference call (which updates Default MoE's EMA).
-    if api == "legacy":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            ep = ExpertParallelMoE.from_moe(moe)
-        assert isinstance(ep, ExpertParallelMoE) and isinstance(ep, MoE)
-    elif api == "ctor":
+    if api == "ctor":
         torch.manual_seed(0)
         ep = _build(case, dispatcher=ExpertParallel())
         _randomise_biases(ep)

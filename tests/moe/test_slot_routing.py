@@ -1,5 +1,5 @@
-"""Slot-expanded top-M routing (FedLEASE; moved from sci_moe.federated._core_pending) against a
-naive per-token loop (outputs and all gradients, f32/f64)."""
+"""Slot-expanded top-M routing (FedLEASE) against a naive per-token loop (outputs and all
+gradients, f32/f64)."""
 
 from __future__ import annotations
 
@@ -110,22 +110,3 @@ def test_slot_map_and_errors():
         SlotExpandedRouter(0, 2)
     r = slot_expanded_top_m(torch.zeros(0, 3), 0)
     assert isinstance(r, Routing) and r.indices.shape == (0, 2)
-
-
-def test_old_federated_import_path_is_a_shim_over_the_core():
-    """Checked without importing sci_moe.federated (its package pulls in the whole field)."""
-    import ast
-    import pathlib
-
-    import sci_moe.moe as core
-
-    shim = pathlib.Path(core.__file__).parents[1] / "federated" / "_core_pending.py"
-    tree = ast.parse(shim.read_text(encoding="utf-8"))
-    imported = {
-        a.name
-        for n in tree.body
-        if isinstance(n, ast.ImportFrom) and n.module == "sci_moe.moe"
-        for a in n.names
-    }
-    assert imported == {"SlotExpandedRouter", "slot_expanded_top_m", "slot_to_expert"}
-    assert imported <= set(core.__all__)

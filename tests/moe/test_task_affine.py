@@ -1,6 +1,6 @@
-"""Task-affine expert (one expert + per-task FiLM table; Omni-Expert, moved from
-sci_moe.speech._core_pending) and the output-activation bank (MLPExperts(output_activation=...)),
-against naive references: outputs and all gradients, float32 and float64."""
+"""Task-affine expert (one expert + per-task FiLM table; Omni-Expert) and the output-activation
+bank (MLPExperts(output_activation=...)), against naive references: outputs and all gradients,
+float32 and float64."""
 
 import pytest
 import torch
@@ -175,22 +175,3 @@ def test_leaky_relu_activation_and_table_activations():
     with pytest.raises(ValueError, match="unknown activation"):
         TaskAffineTable(3, 2, scale_activation="swishy")
     assert table.tables()[0].shape == (3, 2)
-
-
-def test_old_speech_import_path_is_a_shim_over_the_core():
-    """Checked without importing sci_moe.speech (its package pulls in the whole field)."""
-    import ast
-    import pathlib
-
-    import sci_moe.moe as core
-
-    shim = pathlib.Path(core.__file__).parents[1] / "speech" / "_core_pending.py"
-    tree = ast.parse(shim.read_text(encoding="utf-8"))
-    imported = {
-        a.name
-        for n in tree.body
-        if isinstance(n, ast.ImportFrom) and n.module == "sci_moe.moe"
-        for a in n.names
-    }
-    assert {"TaskAffineTable", "task_affine_forward", "task_affine_macs"} <= imported
-    assert imported <= set(core.__all__)

@@ -96,7 +96,7 @@ def test_seeded_runs_are_reproducible_and_continue():
 
 
 def test_alanine_dipeptide_short_run():
-    from sci_moe.data.alanine_dipeptide import build_system, phi_psi
+    from sci_moe.sampling.md import build_system, phi_psi
 
     top, system, pos = build_system(constraints="hbonds")
     cfg = OpenMMTemperingConfig(
@@ -350,7 +350,7 @@ def test_portable_restore_continues_from_same_state(tmp_path):
 
 
 def test_alanine_cpu_resume_with_constraints_is_bitwise(tmp_path):
-    from sci_moe.data.alanine_dipeptide import build_system
+    from sci_moe.sampling.md import build_system
 
     top, system, pos = build_system(constraints="hbonds")
 

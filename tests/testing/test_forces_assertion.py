@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from sci_moe.data.alanine_dipeptide import build_system
-from sci_moe.sampling.md import MuellerBrown, OpenMMForces, PotentialForces
+from sci_moe.sampling.md import MuellerBrown, OpenMMForces, PotentialForces, build_system
 from sci_moe.testing import assert_forces_match_energy, finite_difference_forces
 
 

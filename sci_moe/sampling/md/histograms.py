@@ -1,7 +1,7 @@
 """Histogram metrics of sampled distributions: probabilities, free energies, KL/JS, PMF error.
 
 The one home of these metrics in sci-moe (``sci_moe.sampling.diffusion.metrics`` and
-``sci_moe.data.alanine_dipeptide`` use them). They follow the ScoreMD evaluation (Plainer et
+``sci_moe.data.alanine_reference`` use them). They follow the ScoreMD evaluation (Plainer et
 al. 2025; see ``../shared/papers/sampling-theory.md``, A.9): phi/psi histograms of 64 x 64
 bins over :math:`[-\\pi, \\pi]^2`, the Jensen-Shannon divergence in nats
 (``scipy.spatial.distance.jensenshannon(P, Q) ** 2``),

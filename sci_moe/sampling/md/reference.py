@@ -3,7 +3,7 @@
 :func:`reference_histogram` is the one reader of a reference; it returns the same
 dictionary for every source (a shipped name, a ``.npz`` of counts, angles or positions, or a
 trajectory file). The shipped references are built by
-:func:`sci_moe.data.alanine_dipeptide.make_reference_histogram`.
+:func:`sci_moe.data.alanine_reference.make_reference_histogram`.
 """
 
 from __future__ import annotations

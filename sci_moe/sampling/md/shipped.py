@@ -1,9 +1,9 @@
 """Files the sampling field ships and needs at run time (``sci_moe/sampling/files``).
 
 * ``alanine-dipeptide.pdb``: ACE-ALA-NME, 22 atoms, vacuum-minimised (built by
-  :func:`sci_moe.data.alanine_dipeptide.build_pdb`);
+  :func:`sci_moe.data.alanine_pdb.build_pdb`);
 * ``alanine_dipeptide_reference_<forcefield>_<solvent>_<T>K.npz``: phi/psi reference
-  histograms (built by :func:`sci_moe.data.alanine_dipeptide.make_reference_histogram`);
+  histograms (built by :func:`sci_moe.data.alanine_reference.make_reference_histogram`);
 * ``alanine_energy_model.safetensors``: the learned 5-bead energy model (built by
   ``scripts/train_alanine_energy_model.py``).
 

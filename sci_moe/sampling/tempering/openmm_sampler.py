@@ -179,7 +179,7 @@ class OpenMMSimulatedTempering:
         Parameters
         ----------
         topology, system
-            OpenMM objects (e.g. from :func:`sci_moe.data.alanine_dipeptide.build_system`).
+            OpenMM objects (e.g. from :func:`sci_moe.sampling.md.build_system`).
         positions : array-like, shape (N, 3)
             nm.
         timestep_ps, friction_per_ps : float

@@ -8,7 +8,7 @@ same model at finite ``N``, :func:`optimize_sd` tunes the stages' ridge and temp
 :func:`fit_self_distillation` and :func:`probe_sd_experiment` run it on real features given
 as arrays.
 
-Needs only numpy and scipy. The corpus and embedding code of the MiniLM demo moved to the data
+Needs only numpy and scipy. The corpus and embedding code of the MiniLM demo is on the data
 floor (this package never imports :mod:`sci_moe.data`): ``sci_moe.data.newsgroups``
 (:func:`~sci_moe.data.newsgroups.load_mini_newsgroups`, ``clean_post``, ``split_sentences``,
 ``newsgroup_sentences``) and ``sci_moe.data.minilm`` (``MINILM_DIM``, ``minilm_model_path``,
@@ -81,27 +81,3 @@ __all__ = [
     "train_stage",
     "train_stages",
 ]
-
-# Names that moved to the data floor: a pointer instead of a bare AttributeError.
-_MOVED = {
-    "load_mini_newsgroups": "newsgroups",
-    "clean_post": "newsgroups",
-    "split_sentences": "newsgroups",
-    "newsgroup_sentences": "newsgroups",
-    "MINILM_DIM": "minilm",
-    "minilm_model_path": "minilm",
-    "embed_texts": "minilm",
-    "text_hash": "minilm",
-    "default_cache_path": "minilm",
-    "cached_embeddings": "minilm",
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        raise AttributeError(
-            f"sci_moe.theory.self_distillation.{name} moved to sci_moe.data.{_MOVED[name]}"
-            f".{name} (also sci_moe.data.{name}): build the features there and pass the "
-            "arrays to the theory functions"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

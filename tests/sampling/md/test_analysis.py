@@ -171,7 +171,7 @@ def test_langevin_walkers_match_exact_boltzmann_histogram():
 
 
 def test_alanine_phi_psi_of_a_coarse_grained_subset():
-    from sci_moe.data.alanine_dipeptide import (
+    from sci_moe.sampling.md import (
         BACKBONE_ATOMS,
         alanine_dipeptide_pdb,
         phi_psi,

@@ -6,13 +6,13 @@ import openmm.unit as u
 import pytest
 import torch
 
-from sci_moe.data.alanine_dipeptide import build_system
 from sci_moe.sampling.md import (
     LangevinBAOAB,
     ModelForces,
     MuellerBrown,
     OpenMMForces,
     PotentialForces,
+    build_system,
 )
 from sci_moe.testing import assert_forces_match_energy
 

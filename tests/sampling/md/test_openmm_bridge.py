@@ -9,8 +9,7 @@ import openmm.unit as u
 import pytest
 import torch
 
-from sci_moe.data.alanine_dipeptide import alanine_dipeptide_pdb, build_system
-from sci_moe.sampling.md import ModelForces, OpenMMForces
+from sci_moe.sampling.md import ModelForces, OpenMMForces, alanine_dipeptide_pdb, build_system
 from sci_moe.sampling.md.openmm_bridge import model_force, model_simulation, model_system
 
 

@@ -202,7 +202,7 @@ def test_temperature_of_langevin_walkers(tmp_path):
 
 
 def test_openmm_engine_resume_is_exact(tmp_path):
-    from sci_moe.data.alanine_dipeptide import build_system
+    from sci_moe.sampling.md import build_system
 
     top, system, pos = build_system(implicit_solvent=None)
 
@@ -252,7 +252,7 @@ def test_openmm_engine_resume_is_exact(tmp_path):
 
 
 def test_openmm_engine_explosion_is_caught():
-    from sci_moe.data.alanine_dipeptide import build_system
+    from sci_moe.sampling.md import build_system
 
     _, system, pos = build_system(implicit_solvent=None)
     sim = OpenMMSimulation(system, pos, timestep_ps=0.05, minimize=False, seed=0)
