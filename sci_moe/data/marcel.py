@@ -41,12 +41,10 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
-from .._util import BOLTZMANN_KJ_PER_MOL_K, KJ_PER_EV, KJ_PER_HARTREE, KJ_PER_KCAL
-from .._util import RestrictedUnpickler as _RestrictedUnpickler
+from .._util import BOLTZMANN_KJ_PER_MOL_K, KJ_PER_EV, KJ_PER_HARTREE, KJ_PER_KCAL, restricted_loads
 from ..molecules import EnsembleDataset, EnsembleGraph
 from .molecule_set_store import _marcel_shuffle
 
@@ -54,12 +52,10 @@ __all__ = [
     "EE_EXCLUDED",
     "MarcelDataset",
     "MarcelSample",
-    "RestrictedUnpickler",
     "load_bde",
     "load_drugs",
     "load_ee",
     "load_kraken",
-    "restricted_loads",
 ]
 
 #: Sample excluded from EE by the reference code.
@@ -67,40 +63,23 @@ EE_EXCLUDED = ("atrop-merg-enamide-phe-bn-h-B_R10333",)
 _ENERGY_TO_KJ = {"ev": KJ_PER_EV, "hartree": KJ_PER_HARTREE, "kcal": KJ_PER_KCAL, "kj": 1.0}
 
 
-class RestrictedUnpickler(_RestrictedUnpickler):
-    """Unpickler that only rebuilds plain data (never calls arbitrary code).
-
-    :class:`sci_moe._util.RestrictedUnpickler` with MARCEL's allowed set as the default:
-    dicts, lists, tuples, strings, numbers, ``None`` and booleans need no globals; the
-    only globals allowed are ``set``, ``frozenset``, ``complex``, ``OrderedDict`` and
-    numpy scalars / arrays of numeric dtype. Anything else (``os.system``,
-    ``builtins.eval``, arbitrary classes) raises ``pickle.UnpicklingError``.
-    """
-
-    _ALLOWED: ClassVar[frozenset] = frozenset(
-        {
-            ("builtins", "set"),
-            ("builtins", "frozenset"),
-            ("builtins", "complex"),
-            ("collections", "OrderedDict"),
-            ("numpy", "dtype"),
-            ("numpy", "ndarray"),
-            ("numpy.core.multiarray", "scalar"),
-            ("numpy._core.multiarray", "scalar"),
-            ("numpy.core.multiarray", "_reconstruct"),
-            ("numpy._core.multiarray", "_reconstruct"),
-        }
-    )
-
-    def __init__(self, file, *, allowed=None, substitutes=None):
-        super().__init__(
-            file, allowed=self._ALLOWED if allowed is None else allowed, substitutes=substitutes
-        )
-
-
-def restricted_loads(data: bytes):
-    """``pickle.loads`` through :class:`RestrictedUnpickler`."""
-    return RestrictedUnpickler(io.BytesIO(data)).load()
+#: The globals Kraken's pickle may use (narrower than ``sci_moe._util.PLAIN_DATA_GLOBALS``):
+#: ``set``, ``frozenset``, ``complex``, ``OrderedDict`` and numpy scalars / arrays of numeric
+#: dtype; anything else (``os.system``, ``builtins.eval``, arbitrary classes) is refused.
+_KRAKEN_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "complex"),
+        ("collections", "OrderedDict"),
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+    }
+)
 
 
 @dataclass
@@ -363,7 +342,7 @@ def load_kraken(
     temperature_k: float = 298.15,
     limit: int | None = None,
 ) -> MarcelDataset:
-    """Kraken from ``Kraken.zip`` (or its folder), unpickled with :class:`RestrictedUnpickler`.
+    """Kraken from ``Kraken.zip`` (or its folder), unpickled as plain data only.
 
     Keeps the ``max_confs`` conformers of largest Boltzmann weight (weights renormalised;
     relative energies :math:`-k_BT\\ln(w/w_\\max)` at ``temperature_k``). When every kept
@@ -375,7 +354,7 @@ def load_kraken(
     src = _Source(path, "Kraken.zip")
     with src.open("Kraken.pickle") as fh:
         try:
-            data = restricted_loads(fh.read())
+            data = restricted_loads(fh.read(), allowed=_KRAKEN_GLOBALS)
         except pickle.UnpicklingError as err:
             raise ValueError(f"Kraken.pickle rejected: {err}") from None
     if not isinstance(data, dict):

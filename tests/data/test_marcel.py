@@ -12,14 +12,8 @@ import pytest
 from rdkit import Chem
 from rdkit.Chem import rdDistGeom
 
-from sci_moe.data.marcel import (
-    RestrictedUnpickler,
-    load_bde,
-    load_drugs,
-    load_ee,
-    load_kraken,
-    restricted_loads,
-)
+from sci_moe._util import RestrictedUnpickler, restricted_loads
+from sci_moe.data.marcel import load_bde, load_drugs, load_ee, load_kraken
 from sci_moe.molecules.graph import KB_KJ_PER_MOL_K, boltzmann_weights, collate_ensembles
 
 
@@ -217,15 +211,15 @@ def test_kraken_restricted_unpickler_refuses_code(tmp_path):
     out = RestrictedUnpickler(io.BytesIO(pickle.dumps(obj))).load()
     assert out["a"] == obj["a"] and out["b"] == {1, 2} and out["d"] == 2
     np.testing.assert_array_equal(out["c"], obj["c"])
-    # MARCEL's unpickler is sci_moe._util's with MARCEL's (narrower) allowed set
-    from sci_moe._util import RestrictedUnpickler as Base
+    # Kraken is read by sci_moe._util's unpickler (the one copy) with a narrower allowed set
+    import sci_moe.data.marcel as marcel
 
-    assert issubclass(RestrictedUnpickler, Base)
-    from sci_moe._util import restricted_loads as base_loads
-
-    assert base_loads(pickle.dumps(object)) is object  # allowed by _util's default set
-    with pytest.raises(pickle.UnpicklingError, match=r"builtins\.object"):
-        restricted_loads(pickle.dumps(object))
+    assert not hasattr(marcel, "RestrictedUnpickler")
+    assert restricted_loads(pickle.dumps(object)) is object  # allowed by _util's default set
+    blob = pickle.dumps({1: ("C", {}, {"c": object})})
+    (tmp_path / "narrow").mkdir()
+    with pytest.raises(ValueError, match=r"builtins\.object"):
+        load_kraken(_zip(tmp_path / "narrow" / "Kraken.zip", {"Kraken.pickle": blob}))
 
 
 def test_bde_layout(tmp_path):
