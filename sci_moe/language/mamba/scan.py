@@ -165,7 +165,8 @@ def selective_scan(
     backend : {"auto", "torch", "triton"}
         ``"auto"`` runs the Triton kernels (:func:`~.scan_kernel.triton_selective_scan`)
         for CUDA tensors when :func:`~.scan_kernel.use_triton_scan` allows it and the
-        torch chunked scan otherwise (CPU, float64, no triton, ``SCI_MOE_KERNELS=0``);
+        torch chunked scan otherwise (CPU, float64, no triton, kernels switched off by
+        :func:`sci_moe.moe.kernels.set_kernels_enabled` or ``SCI_MOE_KERNELS=0``);
         ``"torch"`` and ``"triton"`` force one.
 
     Returns

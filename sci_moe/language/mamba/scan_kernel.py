@@ -10,9 +10,10 @@ triton) it runs the torch chunked scan. This module imports without triton; the 
 float16, deterministic. On the CPU the kernels run only under Triton's interpreter
 (``TRITON_INTERPRET=1``, set before triton is imported; slow, for tests).
 
-Switch the automatic choice off with ``SCI_MOE_KERNELS=0`` (also ``off``, ``false``,
-``no``, ``torch``), the same switch as the MoE core's grouped-GEMM kernels, or per call
-with ``selective_scan(..., backend="torch")``.
+The automatic choice honours the one kernel switch of the core,
+:func:`sci_moe.moe.kernels.set_kernels_enabled` (or the environment variable
+``SCI_MOE_KERNELS=0``; see :func:`sci_moe.moe.kernels.kernels_enabled`), which also
+governs the grouped-GEMM kernels; per call, ``selective_scan(..., backend="torch")``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import os
 
 import torch
 
+from sci_moe.moe.kernels import kernels_enabled
+
 __all__ = [
     "triton_scan_available",
     "triton_scan_supported",
@@ -31,7 +34,6 @@ __all__ = [
 ]
 
 SCAN_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_OFF = ("0", "off", "false", "no", "torch")
 
 
 @functools.lru_cache(maxsize=1)
@@ -90,14 +92,15 @@ def triton_scan_supported(*tensors: torch.Tensor | None) -> bool:
 def use_triton_scan(*tensors: torch.Tensor | None) -> bool:
     """The automatic choice of :func:`~.scan.selective_scan` (``backend="auto"``).
 
-    True for CUDA tensors the kernels support, when triton imports and
-    ``SCI_MOE_KERNELS`` does not switch kernels off. Always False for CPU tensors.
+    True for CUDA tensors the kernels support, when triton imports and the kernels are
+    enabled (:func:`sci_moe.moe.kernels.kernels_enabled`: switched off by
+    ``set_kernels_enabled(False)`` or ``SCI_MOE_KERNELS=0``). Always False for CPU tensors.
     """
     ts = [t for t in tensors if t is not None]
     return (
         bool(ts)
+        and kernels_enabled()
         and ts[0].is_cuda
-        and os.environ.get("SCI_MOE_KERNELS", "1").strip().lower() not in _OFF
         and triton_scan_supported(*ts)
         and triton_scan_available()
     )

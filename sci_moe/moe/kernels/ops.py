@@ -50,7 +50,10 @@ def _interpreting() -> bool:
 
 
 def kernels_enabled() -> bool:
-    """Whether :func:`~sci_moe.moe.grouped_linear` may use the Triton kernels.
+    """Whether the Triton kernels may be chosen automatically: the one kernel switch.
+
+    Every automatic Triton path honours it: :func:`~sci_moe.moe.grouped_linear` here and
+    the Mamba selective scan (``sci_moe.language.mamba.selective_scan``).
 
     ``True`` unless switched off with :func:`set_kernels_enabled` or the environment
     variable ``SCI_MOE_KERNELS=0`` (also ``off``, ``false``, ``no``, ``torch``).
@@ -61,7 +64,7 @@ def kernels_enabled() -> bool:
 
 
 def set_kernels_enabled(enabled: bool | None) -> None:
-    """Switch the automatic Triton path of ``grouped_linear`` on or off.
+    """Switch the automatic Triton paths on or off (``grouped_linear``, the Mamba scan).
 
     Parameters
     ----------

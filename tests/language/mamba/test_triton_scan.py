@@ -32,6 +32,7 @@ from sci_moe.language.mamba import (
     triton_scan_supported,
     use_triton_scan,
 )
+from sci_moe.moe.kernels import kernels_enabled, set_kernels_enabled
 
 ROOT = Path(__file__).resolve().parents[3]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -176,14 +177,14 @@ def block_check(device: str) -> dict:
                 return _real(*a, **kw)
 
             sk.triton_selective_scan = counted
-            os.environ["SCI_MOE_KERNELS"] = "1" if auto else "0"
+            set_kernels_enabled(auto)  # the one kernel switch of the core
             try:
                 y = model(x.to(dtype))
                 y = y[0] if isinstance(y, tuple) else y
                 y.square().sum().backward()
             finally:
                 sk.triton_selective_scan = real
-                os.environ.pop("SCI_MOE_KERNELS")
+                set_kernels_enabled(None)
             grads = [p.grad.detach().double() for p in model.parameters() if p.grad is not None]
             results.append((y.detach().double(), grads, len(calls)))
         (y64, g64, _), (y0, g0, n0), (y1, g1, n1) = results
@@ -211,9 +212,7 @@ def _interpreter_main() -> None:
 
     report = {"cases": {c["name"]: run_case(c, "cpu") for c in interpreter_cases()}}
     # the automatic choice is CUDA-only; let it take CPU tensors here
-    sk.use_triton_scan = lambda *ts: (
-        os.environ.get("SCI_MOE_KERNELS", "1") != "0" and sk.triton_scan_supported(*ts)
-    )
+    sk.use_triton_scan = lambda *ts: kernels_enabled() and sk.triton_scan_supported(*ts)
     report["blocks"] = block_check("cpu")
     print(_MARK + json.dumps(report), flush=True)
 
@@ -270,6 +269,42 @@ def test_cpu_never_picks_the_kernels(monkeypatch):
     args += [-torch.rand(3, 2, generator=gen), torch.randn(1, 2, 4, generator=gen)]
     args += [torch.randn(1, 2, 4, generator=gen)]
     assert torch.equal(selective_scan(*args), selective_scan(*args, backend="torch"))
+
+
+def test_kernel_switch_of_the_core_forces_the_torch_scan(monkeypatch):
+    """``sci_moe.moe.kernels.set_kernels_enabled(False)`` sends ``backend="auto"`` to the torch
+    scan even where the kernels would be chosen (the one switch for every kernel)."""
+    import sci_moe.language.mamba.scan_kernel as sk
+
+    # Make the CPU look like a device the kernels run on, and record kernel calls.
+    monkeypatch.delenv("SCI_MOE_KERNELS", raising=False)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(sk, "triton_scan_supported", lambda *ts: True)
+    monkeypatch.setattr(sk, "triton_scan_available", lambda: True)
+    calls = []
+
+    def kernel(*args):
+        calls.append(1)
+        return args[0]
+
+    monkeypatch.setattr(sk, "triton_selective_scan", kernel)
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(1, 3, 4, generator=gen), torch.randn(1, 3, 4, generator=gen)]
+    args += [-torch.rand(3, 2, generator=gen), torch.randn(1, 2, 4, generator=gen)]
+    args += [torch.randn(1, 2, 4, generator=gen)]
+    assert use_triton_scan(args[0]) and kernels_enabled()
+    selective_scan(*args)
+    assert calls == [1]  # enabled: the automatic choice takes the kernels
+    set_kernels_enabled(False)
+    try:
+        assert not use_triton_scan(args[0])
+        y = selective_scan(*args)
+    finally:
+        set_kernels_enabled(None)
+    assert calls == [1]  # disabled: the torch scan, no kernel call
+    assert torch.equal(y, selective_scan(*args, backend="torch"))
+    monkeypatch.setenv("SCI_MOE_KERNELS", "0")  # the environment form of the same switch
+    assert not use_triton_scan(args[0])
 
 
 def test_backend_errors(monkeypatch):
