@@ -47,3 +47,41 @@ def test_no_deprecated_expert_parallel_alias():
 
     assert "ExpertParallelMoE" not in parallel.__all__
     assert not hasattr(parallel, "ExpertParallelMoE")
+
+
+def _all_names(tree) -> set[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                try:
+                    return set(ast.literal_eval(node.value))
+                except ValueError:
+                    return set()
+    return set()
+
+
+def test_fields_do_not_re_export_core_names():
+    """A name of :mod:`sci_moe.moe` is imported from there, not from a field's ``__all__``."""
+    found = []
+    for p in _sources():
+        rel = p.relative_to(ROOT)
+        if rel.parts[0] in ("moe", "_util") or rel == pathlib.Path("__init__.py"):
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        package = ["sci_moe", *rel.parts[:-1]]
+        core_names = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            if module == "sci_moe.moe" or module.startswith("sci_moe.moe."):
+                core_names |= {a.asname or a.name for a in node.names}
+        exported = sorted(core_names & _all_names(tree))
+        if exported:
+            found.append(f"{rel}: {exported}")
+    assert not found, found

@@ -16,8 +16,6 @@ time. Needs the ``functional`` extra (torchcde).
 * Data with an exact ground truth: :func:`make_oscillator_data` (scipy ``solve_ivp``).
 """
 
-from sci_moe.moe import concat_routings
-
 from .attention import ContinuousAttention, FunctionCrossAttention, trapezoid_weights
 from .baselines import FunctionalLinearModel, GridMLP, ObservationGRU, bspline_basis
 from .data import (
@@ -63,7 +61,6 @@ __all__ = [
     "check_function",
     "check_inputs",
     "check_outputs",
-    "concat_routings",
     "import_torchcde",
     "interpolant",
     "make_oscillator_data",

@@ -15,23 +15,6 @@
   (:func:`karate_club`, :func:`load_pyg_dataset`); link metrics (:func:`evaluate_scores`).
 """
 
-# General MoE pieces first written for these papers, now in the core (re-exported so that
-# ``from sci_moe.graphs import mmd2`` keeps working).
-from sci_moe.moe import (
-    ResidualMLPExperts,
-    competence_routing,
-    ensemble_distillation_loss,
-    ensemble_forward,
-    group_expert_usage,
-    load_equilibrium_loss,
-    merged_forward,
-    merged_parameters,
-    mmd2,
-    pairwise_discrepancy_loss,
-    pairwise_js_divergence,
-    proximity_loss,
-)
-
 from .anygraph import (
     AnyGraphConfig,
     AnyGraphMoE,
@@ -113,7 +96,6 @@ __all__ = [
     "PerViewGCN",
     "PretrainConfig",
     "PretrainResult",
-    "ResidualMLPExperts",
     "SemanticAttention",
     "TrainConfig",
     "TrainResult",
@@ -122,13 +104,9 @@ __all__ = [
     "bayes_optimal_accuracy",
     "bayes_posterior",
     "build_node_classifier",
-    "competence_routing",
-    "ensemble_distillation_loss",
-    "ensemble_forward",
     "evaluate_scores",
     "fine_tune_merging",
     "gcn_normalize",
-    "group_expert_usage",
     "infer_embeddings",
     "inference_flops",
     "karate_club",
@@ -136,7 +114,6 @@ __all__ = [
     "link_loss",
     "link_probability",
     "link_split",
-    "load_equilibrium_loss",
     "load_multiview_graph",
     "load_pyg_dataset",
     "macro_f1",
@@ -144,17 +121,11 @@ __all__ = [
     "make_link_graph",
     "make_multiview_csbm",
     "mean_link_metrics",
-    "merged_forward",
-    "merged_parameters",
-    "mmd2",
     "normalized_adjacency",
     "oracle_metrics",
-    "pairwise_discrepancy_loss",
-    "pairwise_js_divergence",
     "pool_nodes",
     "pretrain",
     "propagate",
-    "proximity_loss",
     "ranking_metrics",
     "run_graph_merging",
     "run_mvcge",

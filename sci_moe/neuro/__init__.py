@@ -13,17 +13,8 @@ and a loader for user voxel matrices (:func:`load_voxel_matrix`). Stage 2 (image
 generation) is out of scope.
 
 The tree routing (:class:`~sci_moe.moe.TreeExpertChoice`, its losses and diagnostics) is
-core code in :mod:`sci_moe.moe`, re-exported here so existing imports keep working.
+core code: import it from :mod:`sci_moe.moe`.
 """
-
-from sci_moe.moe import (
-    TreeExpertChoice,
-    TreeLevel,
-    tree_capacities,
-    tree_level_diagnostics,
-    tree_level_usage_loss,
-    usage_mse_loss,
-)
 
 from .baselines import RidgeDecoder
 from .encoder import EncoderOutput, MoREBrainConfig, MoREBrainEncoder
@@ -50,8 +41,6 @@ __all__ = [
     "RidgeDecoder",
     "SubjectFrontEnd",
     "TrainConfig",
-    "TreeExpertChoice",
-    "TreeLevel",
     "assignment_scores",
     "check_voxels",
     "contrastive_loss",
@@ -62,9 +51,5 @@ __all__ = [
     "retrieval_accuracy",
     "roi_labels",
     "train_encoder",
-    "tree_capacities",
-    "tree_level_diagnostics",
-    "tree_level_usage_loss",
-    "usage_mse_loss",
     "voxel_assignments",
 ]

@@ -10,8 +10,6 @@ shared baseline, nearest neighbour, greedy savings and PyVRP 0.14 ILS references
 VRPLIB instance files with feasibility checks that name the customer and field.
 """
 
-from sci_moe.moe import GATE_SCORES, masked_dense_gate
-
 from .baselines import greedy_savings, nearest_neighbour, routes_to_actions
 from .checker import check_solution, solution_cost
 from .checkpoint import load_policy, save_policy
@@ -42,7 +40,6 @@ __all__ = [
     "BASIS",
     "BASIS_VARIANTS",
     "CAPACITIES",
-    "GATE_SCORES",
     "HELD_OUT",
     "MAX_TIME",
     "MODES",
@@ -68,7 +65,6 @@ __all__ = [
     "greedy_savings",
     "instance_problems",
     "load_policy",
-    "masked_dense_gate",
     "nearest_neighbour",
     "node_features",
     "pyvrp_model",

@@ -29,11 +29,12 @@ from pathlib import Path
 
 import torch
 
+from sci_moe.moe import GATE_SCORES
 from sci_moe.train import Phases, StreamBatches, Trainer, TrainResult, derive_seed, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
 
 from .generator import MTVRPInstance, generate_instances
-from .layers import GATE_SCORES, ROUTINGS
+from .layers import ROUTINGS
 from .model import MTVRPPolicy, PolicyConfig
 from .variants import SEEN, VARIANTS
 

@@ -10,18 +10,15 @@ from sci_moe.graphs import (
     AnyGraphMoE,
     MergeConfig,
     PretrainConfig,
-    ensemble_forward,
     evaluate_scores,
     fine_tune_merging,
     infer_embeddings,
     inference_flops,
     make_graph_collection,
-    merged_forward,
     pretrain,
-    proximity_loss,
     selected_experts,
 )
-from sci_moe.moe import copy_expert
+from sci_moe.moe import copy_expert, ensemble_forward, merged_forward, proximity_loss
 
 
 @pytest.fixture(scope="module")
