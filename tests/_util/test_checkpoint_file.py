@@ -60,6 +60,7 @@ def test_missing_newest_uses_previous(tmp_path):
     save_verified(path, {"step": 2})
     path.unlink()
     state, used, note = load_latest(path)
+    assert used.name == "checkpoint_prev.pt"
     assert state["step"] == 1 and "does not exist" in note
 
 
