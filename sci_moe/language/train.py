@@ -56,23 +56,26 @@ from pathlib import Path
 import torch
 
 from .._util import CheckpointError, load_latest, load_verified, previous_path
-from ..moe import BiasBalancer, LocalDispatch, MoE, MoEConfig, dispatch, routing_diagnostics
+from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from ..train import (
     CHECKPOINT_NAME,
     StepInfo,
     StreamBatches,
     Trainer,
     TrainResult,
-    all_reduce_sum,
-    broadcast_object,
     current_context,
     get_rng_state,
     seed_everything,
     set_rng_state,
 )
-from ..train import TrainConfig as EngineConfig
 from .data import TextCorpus, load_corpus, random_windows, validation_windows
+from .expert_parallel import (
+    ExpertParallelTrainer,
+    ReplicatedDispatch,
+    expert_data_parallel_sync,
+)
 from .model import MoELMConfig, MoETransformerLM
+from .train_config import LMConfig, TrainConfig
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -91,230 +94,6 @@ __all__ = [
 
 #: ``format`` of the model files :func:`save_model` writes (``sci-moe train lm``'s model.pt).
 MODEL_FORMAT = "sci-moe-lm/1"
-
-
-@dataclass
-class TrainConfig(EngineConfig):
-    """Options of :func:`train`: the engine's (:class:`sci_moe.train.TrainConfig`) and these.
-
-    The defaults differ from the engine's where the LM needs it: 300 steps of 16 windows,
-    peak LR 3e-3 with a 10 % warm-up and cosine decay, AdamW with betas (0.9, 0.95) and
-    weight decay 0.1 on matrices, evaluation every 50 steps, and the final (not the best)
-    weights kept (``restore_best=False``). ``monitor`` is ``val_loss``.
-
-    Parameters
-    ----------
-    eval_batches : int
-        Validation batches of ``batch_size`` fixed windows each.
-    bias_balancing : float or None
-        Rate of the auxiliary-loss-free bias update (:class:`~sci_moe.moe.BiasBalancer`),
-        used when the MoE layers have ``selection_bias=True``; ``None`` takes each router's
-        ``bias_update_rate``.
-    val_fraction : float
-        Validation share of each document stream (see :func:`load_corpus`).
-    expert_parallel : bool
-        Shard every MoE FFN's experts over the processes of a ``torchrun`` run (needs >= 2
-        processes, ``num_experts`` and ``batch_size`` divisible by their number).
-    device : str or None
-        Torch device of the model and batches (``None``: ``cuda:LOCAL_RANK`` under NCCL,
-        else the CPU). Exact resume is guaranteed on the CPU.
-    """
-
-    steps: int = 300
-    batch_size: int = 16
-    lr: float = 3e-3
-    warmup: float = 0.1
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    eval_every: int = 50
-    restore_best: bool = False
-    eval_batches: int = 4
-    bias_balancing: float | None = None
-    val_fraction: float = 0.1
-    expert_parallel: bool = False
-    device: str | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if isinstance(self.eval_batches, bool) or not isinstance(self.eval_batches, int):
-            raise ValueError(f"eval_batches must be an integer, got {self.eval_batches!r}")
-        if self.eval_batches < 1:
-            raise ValueError(f"eval_batches must be >= 1, got {self.eval_batches}")
-        if self.bias_balancing is not None and not (
-            isinstance(self.bias_balancing, int | float) and self.bias_balancing >= 0
-        ):
-            raise ValueError(
-                f"bias_balancing must be a number >= 0 or None, got {self.bias_balancing!r}"
-            )
-        if not (isinstance(self.val_fraction, int | float) and 0.0 < self.val_fraction < 1.0):
-            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
-        if not isinstance(self.expert_parallel, bool):
-            raise ValueError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
-        if self.device is not None:
-            try:
-                torch.device(self.device)
-            except (RuntimeError, TypeError):
-                raise ValueError(
-                    f"device must be a torch device such as 'cpu' or 'cuda:0', got {self.device!r}"
-                ) from None
-
-
-_MOE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(MoEConfig)}
-
-
-@dataclass
-class LMConfig(TrainConfig):
-    """Everything of ``sci-moe train lm``: the training options and the model's, flat.
-
-    :meth:`model_config` turns the model fields into a :class:`MoELMConfig`; MoE and
-    Mamba options left at their defaults are not written into its ``moe`` / ``mamba``
-    dicts.
-
-    Parameters
-    ----------
-    d_model : int
-        Width of the model.
-    n_layers : int
-        Blocks.
-    n_heads : int
-        Attention heads (``d_model`` divisible by it).
-    seq_len : int
-        Tokens (bytes) per training window and the longest context.
-    d_hidden : int
-        Hidden size of each SwiGLU expert.
-    num_experts : int
-        Routed experts per MoE layer.
-    top_k : int
-        Experts per token.
-    dense_first_layer : bool
-        A dense SwiGLU of the same active size as the first block's FFN.
-    tie_embeddings : bool
-        Share the token embedding with the output head.
-    layers : str
-        Sequence mixer per block, one letter each: ``a`` attention, ``m`` Mamba, ``r``
-        Routing Mamba (empty: attention everywhere).
-    positions : bool
-        Learned position embeddings (turn off for Mamba stacks).
-    load_balance_coef : float
-        Weight of the MoE layers' load-balancing loss.
-    z_loss_coef : float
-        Weight of the router z-loss.
-    default_moe : bool
-        Default MoE: an EMA default output for the experts a token does not select.
-    default_beta : float
-        Default MoE's EMA decay.
-    default_scored : bool
-        Default MoE: weight the defaults by the router scores.
-    orthogonality_coef : float
-        Weight of the expert-specialisation orthogonality loss L_o.
-    variance_coef : float
-        Weight of the routing-variance loss L_v.
-    selection_bias : bool
-        Auxiliary-loss-free balancing: a selection bias per expert, updated after each step.
-    score : str
-        Router score function (``softmax``, ``sigmoid``, ...).
-    d_state : int or None
-        Mamba/RoM state size (``none``: the mixer's default).
-    expand : int or None
-        Mamba/RoM inner expansion (``none``: the mixer's default).
-    mamba_experts : int or None
-        Routing Mamba experts (``none``: ``num_experts``).
-    mamba_top_k : int or None
-        Routing Mamba experts per token (``none``: ``top_k``).
-    mamba_routing : str or None
-        Routing Mamba's routing of the projections (``none``: the mixer's default).
-    mamba_ffn : bool
-        Give Mamba/RoM blocks an FFN too.
-    text_file : str or None
-        Train on this UTF-8 text file (split by ``val_fraction``) instead of the corpus
-        shipped in gensim's wheel.
-    init_from : str or None
-        Start from the weights of this checkpoint or model file (fine-tuning; the
-        optimiser and step start afresh).
-    """
-
-    d_model: int = MoELMConfig.d_model
-    n_layers: int = MoELMConfig.n_layers
-    n_heads: int = MoELMConfig.n_heads
-    seq_len: int = MoELMConfig.seq_len
-    d_hidden: int = MoELMConfig.d_hidden
-    num_experts: int = MoELMConfig.num_experts
-    top_k: int = MoELMConfig.top_k
-    dense_first_layer: bool = MoELMConfig.dense_first_layer
-    tie_embeddings: bool = MoELMConfig.tie_embeddings
-    layers: str = MoELMConfig.layers
-    positions: bool = MoELMConfig.positions
-    load_balance_coef: float = _MOE_DEFAULTS["load_balance_coef"]
-    z_loss_coef: float = _MOE_DEFAULTS["z_loss_coef"]
-    default_moe: bool = _MOE_DEFAULTS["default_moe"]
-    default_beta: float = _MOE_DEFAULTS["default_beta"]
-    default_scored: bool = _MOE_DEFAULTS["default_scored"]
-    orthogonality_coef: float = _MOE_DEFAULTS["orthogonality_coef"]
-    variance_coef: float = _MOE_DEFAULTS["variance_coef"]
-    selection_bias: bool = False
-    score: str = "softmax"
-    d_state: int | None = None
-    expand: int | None = None
-    mamba_experts: int | None = None
-    mamba_top_k: int | None = None
-    mamba_routing: str | None = None
-    mamba_ffn: bool = False
-    text_file: str | None = None
-    init_from: str | None = None
-
-    _MOE_KEYS = (
-        "load_balance_coef",
-        "z_loss_coef",
-        "default_moe",
-        "default_beta",
-        "default_scored",
-        "orthogonality_coef",
-        "variance_coef",
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("text_file", "init_from"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, str) and value):
-                raise ValueError(f"{name} must be a file path, got {value!r}")
-        self.model_config()  # validates the model fields (messages name them)
-
-    def model_config(self) -> MoELMConfig:
-        """The :class:`MoELMConfig` of these fields."""
-        moe = {k: getattr(self, k) for k in self._MOE_KEYS if getattr(self, k) != _MOE_DEFAULTS[k]}
-        if self.selection_bias:
-            moe["selection_bias"] = True
-        if self.score != "softmax":
-            moe["score"] = self.score
-        mamba = {}
-        if set(self.layers) - {"a"}:
-            for key, name in (
-                ("d_state", "d_state"),
-                ("expand", "expand"),
-                ("num_experts", "mamba_experts"),
-                ("top_k", "mamba_top_k"),
-                ("routing", "mamba_routing"),
-            ):
-                if getattr(self, name) is not None:
-                    mamba[key] = getattr(self, name)
-            if self.mamba_ffn:
-                mamba["ffn"] = True
-        return MoELMConfig(
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            seq_len=self.seq_len,
-            d_hidden=self.d_hidden,
-            num_experts=self.num_experts,
-            top_k=self.top_k,
-            dense_first_layer=self.dense_first_layer,
-            tie_embeddings=self.tie_embeddings,
-            moe=moe,
-            layers=self.layers,
-            mamba=mamba,
-            positions=self.positions,
-        )
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -530,124 +309,6 @@ class _Balancing:
         self.balancer.frozen = bool(state["frozen"])
 
 
-class _ReplicatedDispatch(LocalDispatch):
-    """Local dispatch in a data-parallel replica: the batch statistics of a layer
-    (Default MoE's EMA, the loads of bias balancing) are summed over the ranks, as the
-    single-process layer would compute them on the global batch."""
-
-    def reduce_batch(self, t: torch.Tensor) -> torch.Tensor:
-        import torch.distributed as dist
-
-        out = t.detach().clone()
-        dist.all_reduce(out)
-        return out
-
-    def __repr__(self) -> str:
-        return "ReplicatedDispatch()"
-
-
-def expert_data_parallel_sync(model: torch.nn.Module, grad_clip: float | None = None) -> Callable:
-    """The engine's ``grad_sync`` for a model with expert-parallel MoE layers.
-
-    Replicated gradients are averaged over the ranks and expert-slice gradients (which
-    hold the sum of every rank's loss after ``backward``) divided by the number of ranks
-    (:func:`~sci_moe.moe.parallel.sync_replicated_grads` with ``reduction="mean"``): the
-    gradient of the mean loss over the global batch when every rank has the same number
-    of examples, which the function checks.
-
-    The engine's clipping sees only this rank's parameters, which under expert
-    parallelism lack the other ranks' expert slices; with ``grad_clip`` the gradients
-    are therefore clipped here, by the norm over the whole model (the replicated
-    parameters once, every rank's expert slices), exactly as
-    :func:`torch.nn.utils.clip_grad_norm_` on the single-process model. The engine's
-    own clipping (by a norm no larger than the clipped global one) then leaves them
-    unchanged.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-    grad_clip : float, optional
-        The run's ``grad_clip``.
-
-    Returns
-    -------
-    callable
-        ``grad_sync(params, local_size, ctx) -> global_size`` for
-        :class:`~sci_moe.train.Trainer`.
-    """
-    from ..moe.parallel import sharded_state_names, sync_replicated_grads
-
-    names = set(sharded_state_names(model))
-    sharded = [p for n, p in model.named_parameters() if n in names and p.requires_grad]
-    replicated = [p for n, p in model.named_parameters() if n not in names and p.requires_grad]
-
-    def sq(params) -> float:
-        return float(sum(p.grad.double().pow(2).sum() for p in params if p.grad is not None))
-
-    def grad_sync(params, local_size: int, ctx) -> int:
-        sizes = all_reduce_sum([float(local_size), float(local_size) ** 2], ctx)
-        total, squares = int(sizes[0]), sizes[1]
-        if squares * ctx.world_size != total * total:  # not every share equal
-            raise ValueError(
-                "expert parallelism needs the same number of examples on every rank; "
-                f"make batch_size divisible by the {ctx.world_size} processes"
-            )
-        sync_replicated_grads(model, reduction="mean")
-        if grad_clip is not None:
-            experts = all_reduce_sum([sq(sharded)], ctx)[0]
-            norm = math.sqrt(sq(replicated) + experts)
-            coef = min(1.0, grad_clip / (norm + 1e-6))
-            if math.isfinite(norm) and coef < 1.0:
-                for p in (*replicated, *sharded):
-                    if p.grad is not None:
-                        p.grad.mul_(coef)
-        return total
-
-    return grad_sync
-
-
-class _ExpertParallelTrainer(Trainer):
-    """The engine with one checkpoint per rank (each holds its own expert slices)."""
-
-    @property
-    def checkpoint_path(self) -> Path | None:
-        if self.out_dir is None:
-            return None
-        if self.ctx.rank == 0:
-            return self.out_dir / CHECKPOINT_NAME
-        return self.out_dir / f"expert_rank{self.ctx.rank}" / CHECKPOINT_NAME
-
-    def save_checkpoint(self) -> None:
-        if self.checkpoint_path is None:
-            return
-        from .._util import save_verified
-
-        save_verified(self.checkpoint_path, self._state())
-
-    def fit(self, resume: bool = False, *, stop_after: int | None = None) -> TrainResult:
-        path = self.checkpoint_path
-        mine = path is not None and (path.exists() or previous_path(path).exists())
-        if not resume and all_reduce_sum([float(mine)], self.ctx)[0]:
-            raise ValueError(
-                f"{self.out_dir} already holds the checkpoints of an expert-parallel run "
-                "(checkpoint.pt, expert_rank*/); resume it (resume=True, --resume) or "
-                "choose another folder"
-            )
-        return super().fit(resume, stop_after=stop_after)
-
-    def _restore(self) -> int | None:
-        step = super()._restore()
-        mine = -1 if step is None else step
-        first = broadcast_object(mine, self.ctx)
-        if all_reduce_sum([float(mine != first)], self.ctx)[0]:
-            raise CheckpointError(
-                f"the ranks' checkpoints in {self.out_dir} are not at the same step (rank "
-                f"{self.ctx.rank}: {step}, rank 0: {None if first < 0 else first}); resume "
-                "with the number of processes that wrote them, or start a new run"
-            )
-        return step
-
-
 # -------------------------------------------------------------------------- training
 
 
@@ -761,10 +422,10 @@ def run_training(
             if block.is_moe:
                 block.ffn = expert_parallel(block.ffn)
         grad_sync = expert_data_parallel_sync(model, train_cfg.grad_clip)
-        trainer_cls = _ExpertParallelTrainer
+        trainer_cls = ExpertParallelTrainer
     elif ctx.enabled:
         for layer in model.moe_layers():  # replicas: batch statistics over all ranks
-            layer.dispatcher = _ReplicatedDispatch()
+            layer.dispatcher = ReplicatedDispatch()
 
     seq_len = model_cfg.seq_len
     train_tokens = corpus.train

@@ -39,18 +39,18 @@ from .distributed import (
 from .history import MetricHistory
 from .metrics_log import MetricsLog, read_metrics
 from .phases import Phases
-from .schedule import lr_factor, warmup_steps
-from .seeding import derive_seed, get_rng_state, seed_everything, set_rng_state
-from .trainer import (
+from .result import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_NAME,
     METRICS_NAME,
     StepInfo,
-    Trainer,
     TrainingDiverged,
     TrainResult,
     run_files,
 )
+from .schedule import lr_factor, warmup_steps
+from .seeding import derive_seed, get_rng_state, seed_everything, set_rng_state
+from .trainer import Trainer
 
 __all__ = [
     "CHECKPOINT_FORMAT",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .trainer import StepInfo
+from .result import StepInfo
 
 __all__ = ["MetricHistory"]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .._util import previous_path
 from .distributed import broadcast_object, current_context
-from .trainer import TrainResult
+from .result import TrainResult
 
 __all__ = ["Phases"]
 

@@ -20,7 +20,6 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from .._util import (
     save_verified,
     set_threads,
 )
-from .config import TrainConfig
+from .config import RESUMABLE_CHANGES, TrainConfig
 from .data import BatchSource, as_source
 from .distributed import (
     DistributedContext,
@@ -46,124 +45,20 @@ from .distributed import (
     current_context,
 )
 from .metrics_log import MetricsLog
+from .result import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_NAME,
+    METRICS_NAME,
+    StepInfo,
+    TrainingDiverged,
+    TrainResult,
+)
 from .schedule import lr_factor
 from .seeding import get_rng_state, seed_everything, set_rng_state
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_NAME",
-    "METRICS_NAME",
-    "StepInfo",
-    "TrainResult",
-    "Trainer",
-    "TrainingDiverged",
-    "run_files",
-]
-
-CHECKPOINT_NAME = "checkpoint.pt"
-METRICS_NAME = "metrics.jsonl"
-#: ``format`` key of every engine checkpoint.
-CHECKPOINT_FORMAT = "sci-moe-train/1"
+__all__ = ["Trainer"]
 
 LossOutput = torch.Tensor | tuple
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss (or the gradient norm) became NaN or infinite; the message names the step.
-
-    The last good checkpoint is kept (the engine writes none after the failure).
-    """
-
-
-@dataclass
-class StepInfo:
-    """What a hook sees after an optimiser step.
-
-    Attributes
-    ----------
-    step : int
-        Completed optimiser steps.
-    model : torch.nn.Module
-    optimizer : torch.optim.Optimizer
-    extra : object
-        The third element the loss returned, if any (routing infos, ...).
-    metrics : dict
-        The step's training metrics (``loss`` and what the loss returned).
-    epoch : int
-        The epoch of the step's batch.
-    """
-
-    step: int
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    extra: Any
-    metrics: dict
-    epoch: int
-
-
-@dataclass
-class TrainResult:
-    """What a call of :meth:`Trainer.fit` did.
-
-    Attributes
-    ----------
-    step : int
-        Completed optimiser steps of the run (all pieces).
-    steps : int
-        The run's target.
-    reason : str
-        ``"completed"``, ``"early_stop"``, ``"budget"`` (``max_hours`` spent: resume to
-        continue) or ``"interrupted"`` (``stop_after``).
-    best_step : int or None
-        The step of the best evaluation of ``monitor``.
-    best_metric : float or None
-    evals : list of dict
-        Every evaluation: ``step`` and the metrics.
-    train_time_s : float
-        Optimisation wall time of the run, evaluations excluded, all pieces.
-    resumed_from : int or None
-        The checkpoint step this call started from.
-    """
-
-    step: int
-    steps: int
-    reason: str
-    best_step: int | None
-    best_metric: float | None
-    evals: list[dict] = field(default_factory=list)
-    train_time_s: float = 0.0
-    resumed_from: int | None = None
-
-    @property
-    def finished(self) -> bool:
-        """Whether the run is over (completed or stopped early), not paused."""
-        return self.reason in ("completed", "early_stop")
-
-    @property
-    def last_eval(self) -> dict | None:
-        """The latest evaluation, or ``None``."""
-        return self.evals[-1] if self.evals else None
-
-    def to_dict(self) -> dict:
-        """Plain JSON values."""
-        return {
-            "step": self.step,
-            "steps": self.steps,
-            "reason": self.reason,
-            "finished": self.finished,
-            "best_step": self.best_step,
-            "best_metric": self.best_metric,
-            "train_time_s": self.train_time_s,
-            "resumed_from": self.resumed_from,
-            "evals": self.evals,
-        }
-
-
-def run_files(out_dir: str | Path) -> list[Path]:
-    """The files the engine writes in ``out_dir`` (what ``--overwrite`` may delete)."""
-    out = Path(out_dir)
-    ck = out / CHECKPOINT_NAME
-    return [ck, previous_path(ck), out / METRICS_NAME]
 
 
 class Trainer:
@@ -385,12 +280,7 @@ class Trainer:
                 f"the checkpoint {used} is at step {at}, past steps={now['steps']}; "
                 f"resume with steps >= {at} (the run's steps were {saved.get('steps')})"
             )
-        keys = sorted(
-            k
-            for k in set(saved) | set(now)
-            if k not in self.config.__class__.__dataclass_fields__
-            or k in self.config.resume_signature()
-        )
+        keys = sorted((set(saved) | set(now)) - RESUMABLE_CHANGES)
         diff = [k for k in keys if saved.get(k) != now.get(k)]
         if diff:
             shown = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
