@@ -258,7 +258,7 @@ def _plain(obj):
     return obj
 
 
-def _check_out(method: TrainMethod, out: Path, resume: bool, overwrite: bool, files) -> None:
+def _check_out(out: Path, resume: bool, overwrite: bool, files) -> None:
     if resume and overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
     if out.exists() and not out.is_dir():
@@ -295,7 +295,7 @@ def run_method(method: TrainMethod, argv: Sequence[str], prog: str) -> int:
     saved_cfg = _plain(cfg)
     if ctx.is_main:
         try:
-            _check_out(method, out, args.resume, args.overwrite, files)
+            _check_out(out, args.resume, args.overwrite, files)
             previous = out / CONFIG_NAME
             if args.resume and previous.exists():
                 old = yaml.safe_load(previous.read_text(encoding="utf-8")) or {}
