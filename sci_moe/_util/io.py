@@ -55,6 +55,11 @@ def fsync_dir(folder: str | os.PathLike) -> None:
 
 def _keep_previous(path: Path) -> None:
     prev = previous_path(path)
+    if prev.exists() and os.path.samefile(path, prev):
+        # a write killed between keeping the previous file and replacing ``path`` leaves
+        # both names on one file: it is already kept (and rename() between two links of
+        # one file does nothing, which would strand the temporary link)
+        return
     fd, prev_tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{prev.name}.", suffix=".tmp")
     os.close(fd)
     os.unlink(prev_tmp)

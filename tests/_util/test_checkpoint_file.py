@@ -80,3 +80,17 @@ def test_remove_stale_temps(tmp_path):
     removed = remove_stale_temps(path)
     assert sorted(removed) == sorted(stale)
     assert keep.exists() and not any(s.exists() for s in stale)
+
+
+def test_keep_previous_after_a_kill_between_link_and_replace(tmp_path):
+    """A write killed after keeping the previous file but before replacing the newest
+    leaves both names on one file; the next write keeps it and strands no temporary."""
+    import os
+
+    path = tmp_path / "checkpoint.pt"
+    save_verified(path, {"step": 1})
+    os.link(path, tmp_path / "checkpoint_prev.pt")  # the state such a kill leaves
+    save_verified(path, {"step": 2})
+    assert load_verified(path)["step"] == 2
+    assert load_verified(tmp_path / "checkpoint_prev.pt")["step"] == 1
+    assert not list(tmp_path.glob(".*.tmp"))
