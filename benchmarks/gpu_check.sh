@@ -113,10 +113,10 @@ if [ -z "$QUICK" ] && [ "$t_bench" -lt 200 ]; then
     QUICK="--quick"
     say "less than 200 s left: benchmark in --quick mode"
 fi
-say "benchmarks/moe_layer.py --gpu $QUICK (timeout ${t_bench} s)"
+say "benchmarks/moe_layer/run.py --gpu $QUICK (timeout ${t_bench} s)"
 if [ "$t_bench" -gt 30 ]; then
     # shellcheck disable=SC2086
-    timeout --kill-after=10 "$t_bench" "$PY" benchmarks/moe_layer.py --gpu $QUICK \
+    timeout --kill-after=10 "$t_bench" "$PY" benchmarks/moe_layer/run.py --gpu $QUICK \
         --json "$LOGS/moe_layer_gpu.json" 2>&1 | tee "$LOGS/moe_layer_gpu.log"
     rc_bench=${PIPESTATUS[0]}
 else

@@ -26,12 +26,15 @@ ROOT = DOCS.parent
 # for ``_gallery_setup`` (sphinx-gallery imports hooks by their qualified name).
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS))
+# The local extensions (``results_role``: the ``:result:`` role and the ``result-table``
+# and ``verdicts`` directives of the results pages).
+sys.path.insert(0, str(DOCS / "_ext"))
 
 from _results import generate as _generate_results  # noqa: E402
 
 import sci_moe  # noqa: E402
 
-# Results pages are rendered from benchmarks/results/*.json before the build reads sources.
+# Results pages are rendered from benchmarks/<paper>/results/*.json before the build reads sources.
 _generate_results()
 
 # -- Project -----------------------------------------------------------------
@@ -53,7 +56,11 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
+    # Every number on a results page is rendered from its JSON (docs/_ext/results_role.py).
+    "results_role",
 ]
+# Folders (relative to the repository root) where ``:result:`FILE#...``` finds FILE.json.
+results_json_dirs = ["benchmarks"]  # FILE is <paper>/results/<name> (benchmarks/README.md)
 
 templates_path = ["_templates"]
 # ``tutorials/`` holds the gallery sources; their pages are built from ``auto_tutorials/``.

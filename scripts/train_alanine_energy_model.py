@@ -21,8 +21,8 @@ the small-t expert alone;
 energy network.
 ``--eval-every N`` (with ``--work-dir``) records learning-curve points every ``N`` epochs
 (i.i.d. and MD phi/psi JS against the shipped reference, scored as
-``benchmarks/alanine_energy_model.py`` does, by its helper
-``benchmarks/_alanine_energy_model.py``) in ``<work-dir>/curves.json``.
+``benchmarks/alanine_energy_model/run.py`` does, by its helper
+``benchmarks/alanine_energy_model/_alanine_energy_model.py``) in ``<work-dir>/curves.json``.
 
 ``--atoms heavy`` trains the same recipe on the 10 heavy atoms (:data:`HEAVY_ATOMS`, which
 contain the phi/psi atoms) instead of the 5 beads.
@@ -202,7 +202,9 @@ class Curves:
         import copy
         import sys
 
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+        sys.path.insert(
+            0, str(Path(__file__).resolve().parents[1] / "benchmarks/alanine_energy_model")
+        )
         from _alanine_energy_model import iid_phi_psi, js_to_reference, md_js, reference
 
         history = out["history"]

@@ -18,8 +18,10 @@ module checks the rest:
   modules of ``sci_moe.data`` (public modules, one builder each) and the command line,
   which may use any public module.
 * **dynamic imports**: ``importlib.import_module`` and ``__import__`` with a literal name,
-  an f-string or a module-level table of names, absolute or relative, obey the floors of
-  the ``floors`` contract and the independence of the fields.
+  an f-string or a module-level table of names, absolute or relative, and the tables of
+  the one lazy loader ``sci_moe._util.lazy_exports(__name__, table)``, obey the floors of
+  the ``floors`` contract and the independence of the fields; the root package loads
+  nothing.
 * **the contracts themselves**: they exist, and ``scripts-independent`` names every
   script (import-linter sees ``from md import x`` in a script as an external module, so
   the list of scripts must be whole).
@@ -44,9 +46,12 @@ except ModuleNotFoundError:  # Python 3.10
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ROOT = REPO / "sci_moe"
-#: Names any module may take from the root package (it holds only the version and re-exports).
+#: Names any module may take from the root package (it holds only the version).
 ROOT_NAMES_ALLOWED = {"__version__"}
 _IMPORTERS = {"import_module", "__import__"}
+#: The one lazy loader: ``lazy_exports(__name__, table)`` imports the modules of ``table``
+#: (checked where the table is passed); its own ``import_module`` call is the mechanism.
+_LAZY_LOADER, _LAZY_MODULE = "lazy_exports", "sci_moe._util.lazy"
 
 
 def import_contracts() -> dict[str, dict]:
@@ -196,8 +201,24 @@ def collect_edges(root: pathlib.Path | None = None) -> list[Edge]:
                         edges.append(Edge(source, alias.name, node.lineno))
             elif (
                 isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) == _LAZY_LOADER
+                and len(node.args) > 1
+            ):
+                table = node.args[1]
+                if isinstance(table, ast.Dict):
+                    names = [(v.value, False) for v in table.values if isinstance(v, ast.Constant)]
+                else:
+                    names = [(n, False) for n in tables.get(getattr(table, "id", ""), ["?"])]
+                for name, _ in names:  # relative to the caller's package, as import_module
+                    level = len(name) - len(name.lstrip("."))
+                    target = _resolve(source, is_pkg, name.lstrip(".") or None, level)
+                    if target == "?" or target == "sci_moe" or target.startswith("sci_moe."):
+                        edges.append(Edge(source, target, node.lineno, dynamic=True))
+            elif (
+                isinstance(node, ast.Call)
                 and getattr(node.func, "attr", getattr(node.func, "id", None)) in _IMPORTERS
                 and node.args
+                and source != _LAZY_MODULE
             ):
                 names = _dynamic_names(node, tables)
                 # ``import_module(".x", __name__)`` takes the module as the package
@@ -240,8 +261,8 @@ def violations(edges: list[Edge]) -> list[str]:
                 bad.append(f"{e}: only {sorted(ROOT_NAMES_ALLOWED)} may come from sci_moe itself")
             continue
         if src is None:  # the root package: lint-imports checks its static imports
-            if e.dynamic and dst not in ("moe", "_util"):
-                bad.append(f"{e}: the root package loads only the core (sci_moe.moe)")
+            if e.dynamic:
+                bad.append(f"{e}: the root package loads nothing (it exports only __version__)")
             continue
         if e.dynamic:
             if dst not in FLOORS or src not in FLOORS:
@@ -310,10 +331,19 @@ def test_scripts_contract_lists_every_script():
         for p in (REPO / folder).glob("*.py")
         if not p.stem.startswith("_")
     }
+    # a paper's folder, benchmarks/<paper>/run.py (issue 41 item 5), is listed by its name,
+    # a companion script beside run.py (benchmarks/<paper>/speed.py) by its own
+    scripts |= {p.parent.name for p in (REPO / "benchmarks").glob("*/run.py")}
+    scripts |= {
+        p.stem
+        for p in (REPO / "benchmarks").glob("*/*.py")
+        if not p.stem.startswith("_") and p.name != "run.py"
+    }
     listed = set(contract["forbidden_modules"])
     assert listed == scripts, (
         "pyproject.toml, contract scripts-independent: list every script of benchmarks/ and "
-        f"scripts/ (missing {sorted(scripts - listed)}, gone {sorted(listed - scripts)})"
+        "scripts/, every benchmarks/<paper>/ folder with a run.py and every companion script "
+        f"(missing {sorted(scripts - listed)}, gone {sorted(listed - scripts)})"
     )
     assert set(contract["source_modules"]) == {"benchmarks", "scripts"}
 
@@ -372,6 +402,21 @@ def test_walker_rejects_modules_private_names_and_upward_dynamic_imports(fake_tr
         "import importlib\ndef f(n):\n    return importlib.import_module(f'{__name__}.{n}')\n",
     )
     _write(fake_tree, "neuro/n.py", "from sci_moe import MoE\n")
+    _write(
+        fake_tree,
+        "moe/lz.py",
+        "from sci_moe._util import lazy_exports\nT = {'X': 'sci_moe.data', 'Y': '.dispatch'}\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, T)\n",
+    )
+    _write(
+        fake_tree,
+        "graphs/__init__.py",
+        "from .._util import lazy_exports\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, {'X': '..vision', 'Y': '.m'})\n",
+    )
+    _write(
+        fake_tree, "__init__.py", "import importlib\nimportlib.import_module('.moe', __name__)\n"
+    )
     bad = "\n".join(violations(collect_edges(fake_tree)))
     assert "theory/a.py:1: imports sci_moe.sampling.md.systems: use the public face" in bad
     assert "data/b.py:2: imports dynamically sci_moe.cli: upward" in bad
@@ -390,6 +435,11 @@ def test_walker_rejects_modules_private_names_and_upward_dynamic_imports(fake_tr
     assert "speech/l.py:2: imports dynamically sci_moe.language: the fields" in bad
     assert "cli/m.py" not in bad  # f"{__name__}.x" stays below the module
     assert "neuro/n.py:1: imports sci_moe: only ['__version__']" in bad
+    assert "moe/lz.py:3: imports dynamically sci_moe.data: upward" in bad  # a lazy table
+    assert "moe/lz.py:3: imports dynamically sci_moe.moe.dispatch" not in bad
+    assert "graphs/__init__.py:2: imports dynamically sci_moe.vision: the fields" in bad
+    assert "graphs/__init__.py:2: imports dynamically sci_moe.graphs.m" not in bad
+    assert "sci_moe/__init__.py:2: imports dynamically sci_moe.moe: the root package" in bad
 
 
 _PROBES = {

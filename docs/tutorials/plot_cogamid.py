@@ -4,7 +4,7 @@ CoGaMiD: Gaussian-mixture feature replay for class-incremental segmentation
 
 CoGaMiD (Zhu et al., NeurIPS 2025) keeps, for every old class, a Gaussian mixture of
 penultimate pixel features and replays pseudo-features sampled from it when new classes
-arrive, instead of storing images or one prototype per class. :mod:`sci_moe.vision`
+arrive, instead of storing images or one prototype per class. :mod:`sci_moe.vision.cogamid`
 implements it on procedural scenes with exact masks. This tutorial, at a toy size that
 runs in seconds:
 
@@ -15,7 +15,7 @@ runs in seconds:
 4. runs the two replay methods over the 4-1 protocol (classes 1-4, then 5, then 6).
 
 The measured comparison (64 x 64, three seeds, a unimodal control) is
-``benchmarks/cogamid.py``; its numbers are on the results page.
+``benchmarks/cogamid/run.py``; its numbers are on the results page.
 """
 
 # %%
@@ -29,13 +29,13 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 import torch
 
-from sci_moe.vision import (
+from sci_moe.vision import background_shift_labels
+from sci_moe.vision.cogamid import (
     GaussianMixtureMemory,
     IncrementalConfig,
     PrototypeMemory,
     SceneConfig,
     SceneGenerator,
-    background_shift_labels,
     run_incremental,
     step_features,
 )

@@ -15,7 +15,7 @@ dispatch. This tutorial, in a few seconds:
    per-rate expert usage of the one shared router.
 
 Training and the comparison with per-rate and single adapters are in
-``benchmarks/mome.py``; the numbers are on the results page.
+``benchmarks/mome/run.py``; the numbers are on the results page.
 """
 
 # %%
@@ -28,7 +28,6 @@ Training and the comparison with per-rate and single adapters are in
 import matplotlib.pyplot as plt
 import torch
 
-from sci_moe.moe import pairwise_js_divergence
 from sci_moe.speech.mome import (
     MatryoshkaRates,
     MoMEConfig,
@@ -38,6 +37,7 @@ from sci_moe.speech.mome import (
     build_speech_set,
     load_minilm,
 )
+from sci_moe.stats import pairwise_js_divergence
 
 torch.manual_seed(0)
 phrases = ["open the door", "rivers flow to the sea", "we like music"]

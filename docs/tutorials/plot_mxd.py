@@ -37,19 +37,19 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from sci_moe.language.interpret import (
+from sci_moe.language.mxd import (
     DecompositionTrainConfig,
     collect_activations,
     corpus_windows,
     evaluate_decomposition,
     load_minilm,
+    match_decomposition_sizes,
     mlp_site,
     sparse_codes,
     splice,
     top_activations,
     train_decomposition,
 )
-from sci_moe.moe import match_decomposition_sizes
 
 torch.manual_seed(0)
 pm = load_minilm()
@@ -68,7 +68,7 @@ print(f"train tokens {tr['x'].shape[0]}, validation tokens {va['x'].shape[0]}, d
 # %%
 # Equal parameters, equal tokens
 # ------------------------------
-# :func:`~sci_moe.moe.match_decomposition_sizes` gives the MxD (``H`` hidden units,
+# :func:`~sci_moe.language.mxd.match_decomposition_sizes` gives the MxD (``H`` hidden units,
 # ``N`` experts) and the transcoder (``L`` latents) the same number of parameters.
 
 sizes = match_decomposition_sizes(384, 384, latent_multiplier=2, d_hidden=384)

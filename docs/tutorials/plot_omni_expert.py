@@ -12,7 +12,7 @@ Here, in a few seconds: espeak-ng speaks six sentences (synthetic speech, with e
 own phoneme timings as labels), a pyroomacoustics room reverberates them, and we train a
 phoneme-independent (PI) dereverberation mask, then the OE on top of it, and compare their
 ideal-ratio-mask loss and the STOI of cochlear-implant-vocoded speech on a held-out
-sentence. The full comparison with the 40-expert MoE is in ``benchmarks/omni_expert.py``.
+sentence. The full comparison with the 40-expert MoE is in ``benchmarks/omni_expert/run.py``.
 """
 
 # %%
@@ -22,8 +22,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from sci_moe.speech import (
-    ARPABET,
+from sci_moe.speech import ARPABET, synthesize
+from sci_moe.speech.omni import (
     FeatureNormalizer,
     FrameSet,
     MaskNetConfig,
@@ -36,7 +36,6 @@ from sci_moe.speech import (
     oracle_probs,
     reverberate,
     simulate_rir,
-    synthesize,
     train_oe,
     train_pi,
     utterance_frames,

@@ -84,7 +84,7 @@ print("RoM(1 expert) vs dense:", float((rom1(x)[0] - dense(x)).abs().max()))
 # Two RoM blocks (``layers="rr"``, no position table: Mamba needs none) on the
 # byte-level text that ships with gensim (:func:`~sci_moe.language.load_corpus`),
 # trained by the package's LM trainer. Sixty steps of 8 x 64 bytes is far from a
-# useful model; ``benchmarks/routing_mamba.py`` does the real comparison.
+# useful model; ``benchmarks/routing_mamba/run.py`` does the real comparison.
 
 corpus = load_corpus()
 cfg = MoELMConfig(

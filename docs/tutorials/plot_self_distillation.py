@@ -15,7 +15,7 @@ simulation of the same model and SD of linear probes on real features. This tuto
 4. shows bias fixing under label imbalance;
 5. runs SD of a linear probe on MiniLM sentence embeddings with injected label noise.
 
-The full sweep with tuned hyper-parameters is ``benchmarks/self_distillation.py``; its
+The full sweep with tuned hyper-parameters is ``benchmarks/self_distillation/run.py``; its
 numbers are on the results page.
 """
 
@@ -34,7 +34,8 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sci_moe.data import cached_embeddings, default_cache_path, newsgroup_sentences
+from sci_moe.data.minilm import cached_embeddings, default_cache_path
+from sci_moe.data.newsgroups import newsgroup_sentences
 from sci_moe.theory.self_distillation import (
     EmpiricalSDConfig,
     SelfDistillationModel,

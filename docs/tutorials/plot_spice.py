@@ -34,14 +34,10 @@ from sci_moe.molecules import (
     ATOM_FEATURE_DIM,
     BOND_FEATURE_DIM,
     ConformerConfig,
-    SPiCE,
-    SPiCEConfig,
-    TrainConfig,
     collate_ensembles,
     embed_ensemble,
-    evaluate,
-    fit,
 )
+from sci_moe.molecules.spice import SPiCE, SPiCEConfig, TrainConfig, evaluate, fit
 from sci_moe.testing import assert_equivariant, cartesian_action
 
 t_start = time.perf_counter()
@@ -131,7 +127,7 @@ print(f"max change after moving one conformer: {err:.2e}")
 # %%
 # Train with early stopping
 # -------------------------
-# :func:`~sci_moe.molecules.fit` fits the target normalisation on the training molecules,
+# :func:`~sci_moe.molecules.spice.fit` fits the target normalisation on the training molecules,
 # trains with AdamW and a warm-up + cosine schedule, keeps the weights with the best
 # validation MAE and reports the test MAE of those weights. With ``out_dir`` it also
 # writes an atomic checkpoint every epoch (``resume=True`` continues exactly) and a

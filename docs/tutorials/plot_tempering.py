@@ -121,7 +121,7 @@ for D in (2.0, 4.0, 8.0):
 # comparable) show the same picture: the second dimension lowers both gaps by a factor
 # of about 0.7-0.75 here, and the RWMH/ST contrast is unchanged. The exponential
 # dependence on the dimension in the theory cannot show at :math:`d \le 2`; beyond
-# that, exact matrices are out of reach and ``benchmarks/tempering.py`` measures mixing
+# that, exact matrices are out of reach and ``benchmarks/tempering/run.py`` measures mixing
 # by autocorrelation (a 10-D mixture).
 
 print(f"{'D':>3} {'d':>2} {'states':>7} {'gap RWMH':>10} {'gap ST':>9}")
@@ -263,6 +263,6 @@ print(f"tutorial ran in {time.perf_counter() - t_start:.1f} s")
 #   (:class:`~sci_moe.sampling.tempering.BAOAB`, temperature :math:`1/\beta`, velocities
 #   rescaled at level changes) and molecular systems through OpenMM
 #   (:class:`~sci_moe.sampling.tempering.OpenMMSimulatedTempering`).
-# * ``benchmarks/tempering.py`` runs these comparisons at scale (exact gaps up to
+# * ``benchmarks/tempering/run.py`` runs these comparisons at scale (exact gaps up to
 #   :math:`D = 12`, 2-D/10-D mixtures, Muller-Brown, alanine dipeptide); its results are
 #   on the tempering results page.

@@ -16,7 +16,7 @@ vehicle-routing variants: CVRP combined with any subset of open routes (O), back
 This tutorial trains a tiny MoSES for a few seconds, writes a VRPTW instance in VRPLIB
 format, reads it back (as ``sci-moe vrp solve`` does with a user's file) and solves it,
 next to the greedy-savings and nearest-neighbour baselines. With this little training the
-policy is far from the paper's quality; ``benchmarks/vrp.py`` measures it properly
+policy is far from the paper's quality; ``benchmarks/vrp/run.py`` measures it properly
 (see the results page).
 """
 
@@ -24,7 +24,7 @@ policy is far from the paper's quality; ``benchmarks/vrp.py`` measures it proper
 # Train a small MoSES
 # -------------------
 # Instances follow RouteFinder's distribution (:func:`~sci_moe.vrp.generate_instances`).
-# :func:`~sci_moe.vrp.train_moses` runs the three stages with REINFORCE and the POMO
+# :func:`~sci_moe.vrp.moses.train_moses` runs the three stages with REINFORCE and the POMO
 # shared baseline on the training engine; each stage trains only its own parameters and
 # is scored on fixed validation instances (``val_cost``) every ``eval_every`` updates.
 
@@ -36,9 +36,6 @@ import matplotlib.pyplot as plt
 import torch
 
 from sci_moe.vrp import (
-    MTVRPPolicy,
-    PolicyConfig,
-    TrainConfig,
     actions_to_routes,
     check_solution,
     generate_instances,
@@ -46,11 +43,10 @@ from sci_moe.vrp import (
     nearest_neighbour,
     read_vrplib,
     solution_cost,
-    solve,
     to_unit_square,
-    train_moses,
     write_vrplib,
 )
+from sci_moe.vrp.moses import MTVRPPolicy, PolicyConfig, TrainConfig, solve, train_moses
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -86,7 +82,7 @@ except ValueError as err:
 # %%
 # Solve it
 # --------
-# :func:`~sci_moe.vrp.solve` decodes greedily from every start customer (POMO) on the 8
+# :func:`~sci_moe.vrp.moses.solve` decodes greedily from every start customer (POMO) on the 8
 # symmetries of the unit square and keeps the best rollout; the environment's masks keep
 # every move feasible, and the independent checker confirms it.
 

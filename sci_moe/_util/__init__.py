@@ -4,7 +4,9 @@ One copy of each: physical constants and units (:mod:`.units`), atomic file writ
 checkpoint I/O (:mod:`.io`), verified checkpoint files (:mod:`.checkpoint_file`), a
 restricted unpickler (:mod:`.unpickle`), locking of run directories (:mod:`.lock`), a
 failure-tolerant process pool (:mod:`.parallel`), log-friendly progress bars
-(:mod:`.progress`), thread settings (:mod:`.threads`), scatter reductions (:mod:`.scatter`) and
+(:mod:`.progress`), thread settings (:mod:`.threads`), argument checks (:mod:`.validate`),
+activation functions by name (:mod:`.activations`),
+the one lazy loader (:mod:`.lazy`), scatter reductions (:mod:`.scatter`) and
 ``torch.compile`` with an eager fallback (:mod:`.compiling`).
 Nothing here imports any other part of ``sci_moe``; every other floor may import from here.
 Not a public API: fields re-export what their users need.
@@ -27,8 +29,10 @@ from .io import (
     atomic_write_text,
     fsync_dir,
     previous_path,
+    read_json_file,
     sha256_file,
 )
+from .lazy import lazy_exports
 from .lock import LOCK_NAME, DirectoryLock, DirectoryLocked, lock_directory
 from .parallel import parallel_map
 from .progress import LineWriter, progress_bar, progress_mode
@@ -40,23 +44,25 @@ from .units import (
     KJ_PER_KCAL,
     kt_kj_per_mol,
 )
-from .unpickle import PLAIN_DATA_GLOBALS, RestrictedUnpickler, restricted_loads
+from .unpickle import (
+    NUMPY_ARRAY_GLOBALS,
+    PLAIN_DATA_GLOBALS,
+    RestrictedUnpickler,
+    restricted_loads,
+)
+from .validate import check_coef, check_int, check_real
 
 # The scatter reductions need torch; importing them lazily keeps ``sci_moe._util`` (and so
 # the command line's argument parsing and ``--help``) free of the torch import.
 _LAZY = {
     "CompiledOrEager": ".compiling",
+    "get_activation": ".activations",
     "scatter_mean": ".scatter",
     "scatter_sum": ".scatter",
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
@@ -66,6 +72,7 @@ __all__ = [
     "KJ_PER_HARTREE",
     "KJ_PER_KCAL",
     "LOCK_NAME",
+    "NUMPY_ARRAY_GLOBALS",
     "PLAIN_DATA_GLOBALS",
     "CheckpointError",
     "CompiledOrEager",
@@ -80,8 +87,13 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "available_cores",
+    "check_coef",
+    "check_int",
+    "check_real",
     "fsync_dir",
+    "get_activation",
     "kt_kj_per_mol",
+    "lazy_exports",
     "load_latest",
     "load_verified",
     "lock_directory",
@@ -89,6 +101,7 @@ __all__ = [
     "previous_path",
     "progress_bar",
     "progress_mode",
+    "read_json_file",
     "remove_stale_temps",
     "resolve_threads",
     "restricted_loads",

@@ -29,6 +29,7 @@ __all__ = [
     "atomic_write_text",
     "fsync_dir",
     "previous_path",
+    "read_json_file",
     "sha256_file",
 ]
 
@@ -197,3 +198,21 @@ def sha256_file(path: str | os.PathLike, block_size: int = 1 << 22) -> str:
         for block in iter(lambda: fh.read(block_size), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def read_json_file(path: str | os.PathLike, what: str, missing: str = "does not exist") -> Any:
+    """The JSON value stored in the file ``path``.
+
+    Raises
+    ------
+    ValueError
+        ``"{what} '{path}' {missing}"`` if there is no such file, ``"{what} {path} is not
+        valid JSON: ..."`` if its text does not parse.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{what} {str(path)!r} {missing}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {path} is not valid JSON: {err}") from None

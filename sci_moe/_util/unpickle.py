@@ -6,11 +6,29 @@ import io
 import pickle
 from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["PLAIN_DATA_GLOBALS", "RestrictedUnpickler", "restricted_loads"]
+__all__ = [
+    "NUMPY_ARRAY_GLOBALS",
+    "PLAIN_DATA_GLOBALS",
+    "RestrictedUnpickler",
+    "restricted_loads",
+]
+
+#: Globals that numpy scalars and arrays of numeric dtype need (old ``numpy.core`` and new
+#: ``numpy._core`` spellings).
+NUMPY_ARRAY_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+    }
+)
 
 #: Globals a pickle of plain data needs: containers, complex numbers and numpy arrays of
-#: numeric dtype (old ``numpy.core`` and new ``numpy._core`` spellings, Python 2 names).
-PLAIN_DATA_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+#: numeric dtype (:data:`NUMPY_ARRAY_GLOBALS`; Python 2 names too).
+PLAIN_DATA_GLOBALS: frozenset[tuple[str, str]] = NUMPY_ARRAY_GLOBALS | frozenset(
     {
         ("builtins", "set"),
         ("builtins", "frozenset"),
@@ -26,12 +44,6 @@ PLAIN_DATA_GLOBALS: frozenset[tuple[str, str]] = frozenset(
         ("copyreg", "_reconstructor"),
         ("collections", "OrderedDict"),
         ("_codecs", "encode"),  # bytes in protocol-2 pickles of numpy arrays
-        ("numpy", "dtype"),
-        ("numpy", "ndarray"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
     }
 )
 

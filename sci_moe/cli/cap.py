@@ -12,9 +12,8 @@ Examples
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
+from .._util import read_json_file
 from ._threads import add_threads_argument, torch_threads
 
 __all__ = ["add_parser", "run"]
@@ -102,13 +101,7 @@ def _activated(text: str):
 def _systems(args, report) -> list[dict]:
     systems: list[dict] = []
     if args.systems:
-        path = Path(args.systems)
-        if not path.is_file():
-            raise ValueError(f"--systems file {args.systems!r} does not exist")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--systems {args.systems} is not valid JSON: {err}") from None
+        data = read_json_file(args.systems, "--systems file")
         if not isinstance(data, list):
             raise ValueError("--systems must hold a JSON list of {name, cost, accuracy, ...}")
         systems.extend(data)

@@ -36,40 +36,13 @@ from pathlib import Path
 
 from .md_analyse import analyse
 from .md_build import build_simulation, check_memory, dump_failure_state, write_topology
+from .md_config import HELP, VALUE_FLAGS, check_out, resolve, resumable
 
 __all__ = ["EXIT_WRITE_FAILED", "add_parser", "analyse", "run"]
 
 #: Exit code when an output could not be written (disk full, ``ulimit -f``, I/O error).
 EXIT_WRITE_FAILED = 3
 
-# Flags that take a value from the config file unless given (argparse default None).
-_VALUE_FLAGS = {
-    "system": str,
-    "model": str,
-    "forcefield": str,
-    "implicit_solvent": str,
-    "constraints": str,
-    "engine": str,
-    "integrator": str,
-    "timestep_fs": float,
-    "temperature_k": float,
-    "friction_per_ps": float,
-    "kt": float,
-    "steps": int,
-    "time_ns": float,
-    "walkers": int,
-    "seed": int,
-    "report_interval": int,
-    "checkpoint_interval": int,
-    "trajectory_format": str,
-    "max_hours": float,
-    "energy_jump_kj_mol": float,
-    "platform": str,
-    "device": str,
-    "threads": int,
-}
-# Settings a resumed run may change; everything else must match the checkpoint.
-_RESUMABLE = {"steps", "time_ns", "max_hours", "platform", "device", "threads"}
 #: torch threads of an MD run unless --threads / the config key says otherwise: MD's small
 #: batched systems run fastest on one (and a second busy process does not slow it 10x).
 DEFAULT_THREADS = 1
@@ -86,36 +59,6 @@ _LEGACY_OUTPUTS = (
     "density.png",
     "traces.png",
 )
-
-_HELP = {
-    "system": "built-in system (alanine-dipeptide, muller-brown, double-well) or a .pdb file",
-    "model": "learned energy model (.safetensors of kind energy-diffusion); 'default' = the "
-    "shipped alanine-dipeptide model",
-    "forcefield": "OpenMM force field: amber99sbildn (default), amber14 or amber99sb (also "
-    "charmm36 for --system PDB files); without --system it runs alanine dipeptide with it",
-    "implicit_solvent": "obc (default), obc2, gbn2 or none",
-    "constraints": "none (default), hbonds, allbonds, hangles (OpenMM engine only)",
-    "engine": "auto (default: OpenMM for force fields, torch for models/toys), openmm, torch",
-    "integrator": "langevin (BAOAB / LangevinMiddle, default) or overdamped (torch)",
-    "timestep_fs": "timestep in fs (default 1; toy systems: reduced units x 1e-3)",
-    "temperature_k": "temperature in K (default 300)",
-    "friction_per_ps": "Langevin friction in 1/ps (default 1)",
-    "kt": "thermal energy of toy systems, reduced units (default per system)",
-    "steps": "number of steps (default 10000)",
-    "time_ns": "simulated time in ns instead of --steps",
-    "walkers": "independent walkers simulated together (torch engine; default 1)",
-    "seed": "random seed (default 0)",
-    "report_interval": "steps between trajectory frames and log rows (default 500)",
-    "checkpoint_interval": "steps between checkpoints (default 5000)",
-    "trajectory_format": "dcd (default), xtc or h5 (needs PyTables)",
-    "max_hours": "wall-clock limit: stop cleanly after a checkpoint",
-    "energy_jump_kj_mol": "stop when the energy jumps by more than this between checks "
-    "(default 1e4)",
-    "platform": "OpenMM platform (default CPU)",
-    "device": "torch device of the torch engine: cpu (default) or cuda[:N]",
-    "threads": "CPU threads of torch (learned models, toy systems): default 1, the fastest "
-    "for MD's small batched systems and robust to other busy processes; 0 = every core",
-}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -136,15 +79,33 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "resolved configuration is written to OUT/config.yaml.",
     )
     r.add_argument("--config", help="TOML or YAML file with the settings (keys as the flags)")
-    for name, typ in _VALUE_FLAGS.items():
+    for name, typ in VALUE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
-        r.add_argument(flag, type=typ, default=None, help=_HELP[name])
+        r.add_argument(flag, type=typ, default=None, help=HELP[name])
     r.add_argument(
         "--deterministic",
         action="store_true",
         default=None,
         help="bitwise reproducible forces (torch deterministic algorithms, OpenMM "
         "DeterministicForces)",
+    )
+    comp = r.add_mutually_exclusive_group()
+    comp.add_argument(
+        "--compile",
+        dest="compile",
+        action="store_const",
+        const=True,
+        default=None,
+        help="torch.compile a learned model's forces (about 1.6x faster force calls for "
+        "10-15 s of compiling; default: on for runs of at least 20,000 steps that are not "
+        "--deterministic)",
+    )
+    comp.add_argument(
+        "--no-compile",
+        dest="compile",
+        action="store_const",
+        const=False,
+        help="never compile: autograd forces (bitwise the same as earlier versions)",
     )
     r.add_argument("--no-minimize", action="store_true", help="skip energy minimisation")
     r.add_argument("--out", default="md_out", help="output folder (default md_out)")
@@ -181,117 +142,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     a.add_argument("--json", metavar="PATH", help="also write the results here")
     a.set_defaults(func=analyse)
     return p
-
-
-def _overrides(args) -> dict:
-    out = {name: getattr(args, name) for name in _VALUE_FLAGS}
-    if args.deterministic:
-        out["deterministic"] = True
-    if args.no_minimize:
-        out["minimize"] = False
-    return out
-
-
-def _new_run_hint(out: Path) -> str:
-    """How to start over in ``out``: plain when empty, ``--overwrite`` when it has outputs."""
-    if out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
-        return (
-            f"start a new run there with --overwrite (replaces the outputs in {out}) or "
-            "choose another --out"
-        )
-    return "start a new run without --resume"
-
-
-def _resumable(args) -> set[str]:
-    return _RESUMABLE | ({"timestep_fs"} if args.change_timestep else set())
-
-
-def _resolve(args):
-    """The run configuration, notes to print, and the config history (resumes)."""
-    from ..sampling.md import MDConfig, default_model_path, load_config_file, resolve_config
-
-    out = Path(args.out)
-    overrides = _overrides(args)
-    notes = []
-    if args.change_timestep and not args.resume:
-        raise ValueError("--change-timestep continues a run: use it with --resume")
-    if args.resume:
-        if args.overwrite:
-            raise ValueError("--resume and --overwrite exclude each other")
-        if args.config:
-            raise ValueError("--resume reads OUT/config.yaml; do not pass --config")
-        ckpts = [n for n in ("checkpoint.pt", "checkpoint_prev.pt") if (out / n).is_file()]
-        if not ckpts or not (out / "config.yaml").is_file():
-            raise ValueError(
-                f"{out} holds no checkpoint.pt/config.yaml to resume from; " + _new_run_hint(out)
-            )
-        base = load_config_file(out / "config.yaml")
-        extra = base.pop("extra", None)
-        history = list((extra or {}).get("history") or []) if isinstance(extra, dict) else []
-        saved = MDConfig(**base)
-        cfg = resolve_config(None, overrides, base)
-        changed = [
-            k
-            for k, v in cfg.to_dict().items()
-            if k not in _resumable(args) | {"extra"} and getattr(saved, k) != v
-        ]
-        if changed:
-            hint = (
-                " (to continue with another timestep, e.g. a smaller one after an "
-                "instability, add --change-timestep)"
-                if "timestep_fs" in changed
-                else ""
-            )
-            raise ValueError(
-                f"cannot change {', '.join(sorted(changed))} when resuming (only "
-                f"{', '.join(sorted(_RESUMABLE))}){hint}; start a new run in another --out"
-            )
-        if args.change_timestep and cfg.timestep_fs != saved.timestep_fs:
-            history.append(
-                {"change": "timestep_fs", "from": saved.timestep_fs, "to": cfg.timestep_fs}
-            )
-        return cfg, notes, history
-    file_keys = set(load_config_file(args.config)) if args.config else set()
-    chosen = (
-        overrides["system"] is not None
-        or overrides["model"] is not None
-        or {"system", "model"} & file_keys
-    )
-    if not chosen and (overrides["forcefield"] is not None or "forcefield" in file_keys):
-        chosen = True  # an OpenMM force field on the default system, never a learned model
-        ff = overrides["forcefield"] or load_config_file(args.config)["forcefield"]
-        notes.append(f"no system given: simulating alanine dipeptide with the {ff} force field")
-    if not chosen:
-        model = default_model_path()
-        if model is not None:
-            overrides["model"] = str(model)
-            notes.append(
-                f"no system given: simulating alanine dipeptide with the shipped learned "
-                f"model {model.name}"
-            )
-        else:
-            notes.append(
-                "no system given: simulating alanine dipeptide with amber99sbildn + OBC "
-                "implicit solvent (no learned model is shipped in this installation)"
-            )
-    if overrides["model"] == "default":
-        model = default_model_path()
-        if model is None:
-            raise ValueError("--model default: no learned model is shipped in this installation")
-        overrides["model"] = str(model)
-    return resolve_config(args.config, overrides), notes, []
-
-
-def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
-    if resume or not out.exists():
-        return
-    if not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
-    if any(p.name != ".lock" for p in out.iterdir()) and not overwrite:
-        raise ValueError(
-            f"--out {out} is not empty; pass --resume to continue that run, --overwrite to "
-            "replace its outputs, or choose another folder"
-        )
 
 
 def _trajectory_names(trajectory_format, walkers) -> list[str]:
@@ -332,8 +182,8 @@ def run(args: argparse.Namespace) -> int:
     from .._util import set_threads
 
     out = Path(args.out)
-    cfg, notes, history = _resolve(args)
-    _check_out(out, args.resume, args.overwrite)
+    cfg, notes, history = resolve(args)
+    check_out(out, args.resume, args.overwrite)
     import torch
 
     threads_before = torch.get_num_threads()
@@ -432,7 +282,7 @@ def _run_built(args, cfg, system, engine, out: Path, history=()) -> int:
         mismatch = [
             k
             for k, v in cfg.to_dict().items()
-            if k not in _resumable(args) | {"extra"} and saved.get(k, v) != v
+            if k not in resumable(args) | {"extra"} and saved.get(k, v) != v
         ]
         if mismatch:
             raise ValueError(

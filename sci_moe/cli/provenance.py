@@ -91,7 +91,7 @@ def _threaded(command):
 
 
 def _embed():
-    from ..data import embed_texts
+    from ..data.minilm import embed_texts
 
     return lambda texts: embed_texts(texts, progress=False)
 

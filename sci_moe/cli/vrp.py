@@ -116,10 +116,10 @@ def train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     """``sci-moe vrp train``: the three MoSES stages at ``--customers``, then a checkpoint.
 
-    The same training as ``sci-moe train vrp`` (:func:`sci_moe.vrp.fit_moses`), without
+    The same training as ``sci-moe train vrp`` (:func:`sci_moe.vrp.moses.fit_moses`), without
     a run folder: only the model file ``--out`` is written.
     """
-    from ..vrp import MoSESConfig, fit_moses, save_policy
+    from ..vrp.moses import MoSESConfig, fit_moses, save_policy
     from .train.vrp import model_meta
 
     cfg = MoSESConfig(
@@ -166,7 +166,6 @@ def _solve(args: argparse.Namespace) -> int:
         actions_to_routes,
         check_solution,
         greedy_savings,
-        load_policy,
         nearest_neighbour,
         read_vrplib,
         solution_cost,
@@ -174,7 +173,8 @@ def _solve(args: argparse.Namespace) -> int:
         variant_name,
         write_solution,
     )
-    from ..vrp import solve as policy_solve
+    from ..vrp.moses import load_policy
+    from ..vrp.moses import solve as policy_solve
 
     if not 1 <= args.augment <= 8:
         raise ValueError(f"--augment must be in 1..8, got {args.augment}")

@@ -5,30 +5,9 @@ molecular-dynamics reference trajectories, toy-potential samples) or read from a
 user gives; nothing is downloaded at run time. Import the submodule you need, e.g.
 ``sci_moe.data.alanine_reference``.
 
-The offline text corpus and sentence embeddings of the self-distillation demo (light imports,
-re-exported here; moved from ``sci_moe.theory.self_distillation.features``):
-:mod:`sci_moe.data.newsgroups` and :mod:`sci_moe.data.minilm`.
+The offline text corpus and sentence embeddings of the self-distillation demo:
+:mod:`sci_moe.data.newsgroups` and :mod:`sci_moe.data.minilm`. Each name has one import
+path, in its builder module: this package re-exports none.
 """
 
-from .minilm import (
-    MINILM_DIM,
-    cached_embeddings,
-    default_cache_path,
-    embed_texts,
-    minilm_model_path,
-    text_hash,
-)
-from .newsgroups import clean_post, load_mini_newsgroups, newsgroup_sentences, split_sentences
-
-__all__: list[str] = [
-    "MINILM_DIM",
-    "cached_embeddings",
-    "clean_post",
-    "default_cache_path",
-    "embed_texts",
-    "load_mini_newsgroups",
-    "minilm_model_path",
-    "newsgroup_sentences",
-    "split_sentences",
-    "text_hash",
-]
+__all__: list[str] = []

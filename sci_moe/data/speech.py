@@ -21,14 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from sci_moe._util import atomic_save_npz, progress_bar
-from sci_moe.speech import (
-    PhonemeEvent,
-    RoomConfig,
-    RoomImpulseResponse,
-    reverberate,
-    simulate_rir,
-    synthesize,
-)
+from sci_moe.speech import PhonemeEvent, synthesize
+from sci_moe.speech.omni import RoomConfig, RoomImpulseResponse, reverberate, simulate_rir
 
 __all__ = ["ReverbSpeechConfig", "ReverbUtterance", "build_reverberant_speech", "corpus_sentences"]
 

@@ -1,13 +1,13 @@
 """Toy systems with exact densities for energy-based diffusion (ScoreMD's toys, Mueller-Brown).
 
-* :class:`GaussianMixture` (home: :mod:`sci_moe.sampling.md.gaussian_mixture`, re-exported):
-  exact density, exact samples, and the exact VP/VE-diffused
-  density :math:`p_t = \\sum_k w_k N(m_t\\mu_k, m_t^2\\Sigma_k + \\sigma_t^2 I)`, which
-  :class:`DiffusedMixtureEnergy` (home: :mod:`sci_moe.sampling.diffusion`) exposes as an
-  energy model ``E(x, t) = -log p_t(x)``
-  (the ground truth for the Fokker-Planck and sampler tests).
 * ScoreMD's toys: :func:`two_mode_mixture_2d` (0.2 N((-5,-5), I) + 0.8 N((5,5), I)) and
-  :func:`two_mode_mixture_1d` (N(-5,1)/2 + N(5,1)/2).
+  :func:`two_mode_mixture_1d` (N(-5,1)/2 + N(5,1)/2), each a
+  :class:`sci_moe.stats.GaussianMixture` (exact density, exact samples and the exact
+  VP/VE-diffused density
+  :math:`p_t = \\sum_k w_k N(m_t\\mu_k, m_t^2\\Sigma_k + \\sigma_t^2 I)`, which
+  :class:`DiffusedMixtureEnergy` (home: :mod:`sci_moe.sampling.diffusion`, re-exported)
+  exposes as an energy model ``E(x, t) = -log p_t(x)``, the ground truth for the
+  Fokker-Planck and sampler tests).
 * :func:`muller_brown_samples`: long Langevin runs on the Mueller-Brown potential with the
   paper's settings (kT = 23, mass 0.5, friction 1, dt 5e-3, 50 steps per sample),
   integrated with :class:`sci_moe.sampling.md.integrators.LangevinBAOAB`, and
@@ -20,12 +20,11 @@ import numpy as np
 import torch
 
 from ..sampling.diffusion import DiffusedMixtureEnergy
-from ..sampling.md import GaussianMixture
+from ..stats import GaussianMixture
 
 __all__ = [
     "MULLER_BROWN_BOX",
     "DiffusedMixtureEnergy",
-    "GaussianMixture",
     "muller_brown_density",
     "muller_brown_samples",
     "two_mode_mixture_1d",

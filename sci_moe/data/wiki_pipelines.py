@@ -48,31 +48,29 @@ def wiki_pages() -> tuple[Document, ...]:
     return tuple(read_wiki_pages())
 
 
-def _c4(pages: Sequence[Document], seed: int) -> list[Document]:
+def _processed(docs, process: Callable, keep: Callable[[str], bool] = bool) -> list[Document]:
+    """``(title, process(x))`` for every ``(title, x)`` of ``docs`` whose text ``keep`` accepts
+    (by default: a non-empty one), in order."""
     out = []
-    for title, markup in pages:
-        text = c4_filter(strip_plain(markup))
-        if text:
+    for title, x in docs:
+        text = process(x)
+        if keep(text):
             out.append((title, text))
     return out
+
+
+def _c4(pages: Sequence[Document], seed: int) -> list[Document]:
+    return _processed(pages, lambda markup: c4_filter(strip_plain(markup)))
 
 
 def _gopher(pages: Sequence[Document], seed: int) -> list[Document]:
-    out = []
-    for title, markup in pages:
-        text = gopher_filter(strip_markdown(markup))
-        if text:
-            out.append((title, text))
-    return out
+    return _processed(pages, lambda markup: gopher_filter(strip_markdown(markup)))
 
 
 def _norm(pages: Sequence[Document], seed: int) -> list[Document]:
-    out = []
-    for title, markup in pages:
-        text = normalize_text(strip_text(markup))
-        if len(text.split()) >= 50:
-            out.append((title, text))
-    return out
+    return _processed(
+        pages, lambda markup: normalize_text(strip_text(markup)), lambda t: len(t.split()) >= 50
+    )
 
 
 def _dedup(pages: Sequence[Document], seed: int) -> list[Document]:
@@ -83,12 +81,8 @@ def _dedup(pages: Sequence[Document], seed: int) -> list[Document]:
     for i, (d, ln) in enumerate(lines):
         if i in keep:
             per_doc[d].append(ln)
-    out = []
-    for (title, _), kept in zip(docs, per_doc, strict=True):
-        text = c4_filter("\n".join(kept))
-        if text:
-            out.append((title, text))
-    return out
+    titles = [title for title, _ in docs]
+    return _processed(zip(titles, per_doc, strict=True), lambda kept: c4_filter("\n".join(kept)))
 
 
 #: Pipeline name -> ``fn(pages, seed) -> [(title, text)]``.

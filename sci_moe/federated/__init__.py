@@ -1,54 +1,36 @@
-"""Federated fine-tuning with LoRA experts: FedLEASE and its baselines.
+"""Federated learning: client and server roles, messages, engines, aggregation.
 
-FedLEASE (Wang, Bian, Zhang and Xu, "Adaptive LoRA Experts Allocation and Selection for
-Federated Fine-Tuning", NeurIPS 2025, arXiv:2509.15087) clusters clients by their LoRA
-``B`` matrices after a warm-up, gives each cluster one LoRA expert, and lets each client
-mix its own expert with the others through a slot-expanded adaptive top-``M`` router
-(:class:`sci_moe.moe.SlotExpandedRouter`, in the core).
+The pieces every federated method here runs on; a paper's method is a subpackage
+(:mod:`sci_moe.federated.fedlease`: FedLEASE's model, training and baselines).
 
-* model: :class:`ModelSpec`, :class:`FedLoRAClassifier` (frozen BERT layer, routed LoRA on
-  Q/V, exact at the first token: :class:`CLSAdaptedLayer`, :class:`LoRAMixtureLinear`);
-* roles: :class:`Client` (:class:`ClientData`, :class:`TrainConfig`), :class:`Server`;
-  messages are plain dicts of tensors sent as bytes (:func:`encode_message`);
-* algorithms: :class:`FedLEASE`, :class:`FedIT`, :class:`LocalLoRA`, :class:`IFCA` over a
-  :class:`RoundPlan`; pieces :func:`b_matrix_distances`, :func:`cluster_clients`,
-  :func:`fedavg`;
-* engines: :class:`Simulator` (in-process) and :class:`ProcessEngine` (one process per
-  client, ``torch.distributed`` gloo over loopback).
+* roles: :class:`Client` (:class:`ClientData`, :class:`TrainConfig`; the model from a
+  :class:`ModelBuilder`), :class:`Server`; messages are plain dicts of tensors sent as
+  bytes (:func:`encode_message`, :func:`decode_message`, :func:`check_update`);
+* algorithms: :class:`Strategy`, :class:`ClusteredStrategy` over a :class:`RoundPlan`;
+  :func:`fedavg`, :func:`clone_state`;
+* engines: :class:`Simulator` (in-process); across machines the same code runs on Flower
+  (:mod:`sci_moe.federated.flower`, the ``federated`` extra).
 """
 
 from .aggregation import fedavg
-from .backbone import CLSAdaptedLayer
-from .client import Client, ClientData, TrainConfig
-from .clustering import ClusterResult, b_matrix_distances, cluster_clients
-from .engines import ProcessEngine, Simulator
-from .lora import LoRAMixtureLinear
+from .client import Client, ClientData, ModelBuilder, TrainConfig
+from .engines import Simulator
 from .messages import check_update, decode_message, encode_message
-from .model import FedLoRAClassifier, ModelSpec
 from .server import Server
-from .strategies import IFCA, FedIT, FedLEASE, LocalLoRA, RoundPlan, Strategy
+from .strategy import ClusteredStrategy, RoundPlan, Strategy, clone_state
 
 __all__ = [
-    "IFCA",
-    "CLSAdaptedLayer",
     "Client",
     "ClientData",
-    "ClusterResult",
-    "FedIT",
-    "FedLEASE",
-    "FedLoRAClassifier",
-    "LoRAMixtureLinear",
-    "LocalLoRA",
-    "ModelSpec",
-    "ProcessEngine",
+    "ClusteredStrategy",
+    "ModelBuilder",
     "RoundPlan",
     "Server",
     "Simulator",
     "Strategy",
     "TrainConfig",
-    "b_matrix_distances",
     "check_update",
-    "cluster_clients",
+    "clone_state",
     "decode_message",
     "encode_message",
     "fedavg",

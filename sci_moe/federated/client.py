@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ..train import (
     DistributedContext,
@@ -27,11 +29,26 @@ from ..train import (
 )
 from ..train import TrainConfig as EngineConfig
 from .messages import decode_message, encode_message
-from .model import FedLoRAClassifier, ModelSpec
 
-__all__ = ["Client", "ClientData", "TrainConfig"]
+__all__ = ["Client", "ClientData", "ModelBuilder", "TrainConfig"]
 
 _FAULTS = ("drop", "nan", "malformed")
+
+
+class ModelBuilder(Protocol):
+    """What clients and strategies build the client model from
+    (e.g. :class:`sci_moe.federated.fedlease.ModelSpec`).
+
+    ``build(num_experts, seed)`` returns a module with ``M`` experts whose parameters
+    travel in groups: ``expert_state(e)`` / ``load_expert_state(e, state)`` (one expert's
+    tensors by name), ``router_state()`` / ``load_router_state(state)``,
+    ``trainable_parameters(own, train_router)``, ``prepare(hidden, mask)`` (frozen inputs),
+    ``forward(*prepared, own=o)`` (logits) and ``experts_used()`` (routing statistics).
+    """
+
+    def build(self, num_experts: int = 1, seed: int = 0) -> nn.Module:
+        """A model with ``num_experts`` experts, initialised from ``seed``."""
+        ...
 
 
 @dataclass
@@ -134,7 +151,8 @@ class Client:
     ----------
     client_id : int
     data : ClientData
-    spec : ModelSpec
+    spec : ModelBuilder
+        Builds the client model (e.g. :class:`sci_moe.federated.fedlease.ModelSpec`).
     train : TrainConfig
     faults : dict of int to str
         Injected faults by round: ``"drop"`` (no update: the client left the round),
@@ -143,7 +161,7 @@ class Client:
 
     client_id: int
     data: ClientData
-    spec: ModelSpec
+    spec: ModelBuilder
     train: TrainConfig = field(default_factory=TrainConfig)
     faults: dict[int, str] = field(default_factory=dict)
 
@@ -184,7 +202,7 @@ class Client:
             return self._evaluate(msg)
         raise ValueError(f"unknown message kind {kind!r}; expected 'train' or 'evaluate'")
 
-    def _model(self, msg: dict) -> FedLoRAClassifier:
+    def _model(self, msg: dict) -> nn.Module:
         experts = msg["experts"]
         select = bool(msg.get("select", False))
         model = self.spec.build(1 if select else len(experts))
@@ -195,14 +213,14 @@ class Client:
                 model.load_router_state(msg["router"])
         return model
 
-    def _inputs(self, model: FedLoRAClassifier, split: str) -> tuple:
+    def _inputs(self, model: nn.Module, split: str) -> tuple:
         d = self.data
         if split == "train":
             return model.prepare(d.hidden_train, d.mask_train)
         return model.prepare(d.hidden_test, d.mask_test)
 
     @torch.no_grad()
-    def _select(self, msg: dict) -> tuple[FedLoRAClassifier, int]:
+    def _select(self, msg: dict) -> tuple[nn.Module, int]:
         """IFCA: the expert with the lowest training loss, as a one-expert model."""
         model = self.spec.build(1)
         inputs = self._inputs(model, "train")
@@ -247,8 +265,8 @@ class Client:
             cfg,
             param_groups=[{"params": params}],
             name=f"client {self.client_id} round {rnd}",
-            # One process's work, also inside a process group that only carries messages
-            # (ProcessEngine): no gradient all-reduce with the server or other clients.
+            # One process's work, also inside a caller's process group: no gradient
+            # all-reduce with the server or other clients.
             context=DistributedContext(),
         )
         outer = get_rng_state()  # the round reseeds the global generators; restore them

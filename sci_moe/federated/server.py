@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .._util import load_latest, progress_bar, save_verified
 from .messages import check_update, decode_message, encode_message
-from .strategies import Strategy
+from .strategy import Strategy
 
 __all__ = ["Server"]
 
@@ -19,7 +19,9 @@ class Server:
     """Runs a :class:`Strategy` round by round through an engine.
 
     Each round the server encodes one message per client, the engine delivers them and
-    returns the replies (bytes, or ``None`` for a client that did not answer), and every
+    returns the replies (bytes, or ``None`` for a client that did not answer; an engine
+    may say why in a ``reasons`` dict, as :class:`~sci_moe.federated.flower.FlowerEngine`
+    does), and every
     reply is checked (:func:`check_update`): a dropped, undecodable, malformed or non-finite
     update is excluded from that round with its reason logged (logger
     ``sci_moe.federated``) and recorded in :attr:`history`; the round completes with the
@@ -69,7 +71,8 @@ class Server:
         for c in sorted(msgs):
             raw = replies.get(c)
             if raw is None:
-                excluded[c] = "no reply (client unreachable)"
+                why = getattr(engine, "reasons", {}).get(c, "client unreachable")
+                excluded[c] = f"no reply ({why})"
                 continue
             up += len(raw)
             try:

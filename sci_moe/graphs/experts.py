@@ -18,7 +18,8 @@ from torch import nn
 from torch_geometric.nn import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from sci_moe.moe import ExpertBank, get_activation
+from sci_moe._util import get_activation
+from sci_moe.moe import ExpertBank
 
 __all__ = ["GCNExperts", "GCNPropagation", "gcn_normalize"]
 
@@ -109,7 +110,7 @@ class GCNExperts(ExpertBank):
     ----------
     num_experts, d_in, d_out : int
     activation : str
-        See :func:`sci_moe.moe.get_activation` (``"identity"`` for a linear expert).
+        See ``sci_moe._util.get_activation`` (``"identity"`` for a linear expert).
     bias : bool
     """
 
@@ -131,7 +132,7 @@ class GCNExperts(ExpertBank):
 
     def forward_sorted(self, x, plan):
         """All experts on rows sorted by expert (see :class:`~sci_moe.moe.ExpertBank`)."""
-        return self._act(self._linear(x, self.weight, plan, self.bias))
+        return self._act(self.grouped_linear(x, self.weight, plan, self.bias))
 
     def forward_expert(self, e, x):
         """Expert ``e`` on rows ``x`` of shape ``(n, d_in)``; returns ``(n, d_out)``."""

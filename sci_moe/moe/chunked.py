@@ -15,8 +15,9 @@ __all__ = ["chunked_forward", "chunked_path", "expert_chunks"]
 
 # Measured size rule of the chunked sorted path (one core of an AMD EPYC with AVX-512, no
 # AMX; float32 SwiGLU banks at d = 64-256; interleaved whole-layer A/B against the sorted
-# path, benchmarks/moe_layer_paths.py --chunk-ab, benchmarks/results/moe_layer_chunk_ab*.json,
-# docs/results/moe_layer.rst): with ``T k >= 16384`` sorted rows the chunked path (2 MiB
+# path, benchmarks/moe_layer/paths.py --chunk-ab,
+# benchmarks/moe_layer/results/moe_layer_chunk_ab*.json, docs/results/moe_layer.rst): with
+# ``T k >= 16384`` sorted rows the chunked path (2 MiB
 # chunks) won at the median of every run (1.09-1.12x over 14 cases; single cases down to
 # 0.86-0.97 under load); at 8192 rows it won or lost by up to 10 %, below 8192 rows it
 # lost in most cases (the stacked weights' gradient is one extra ``cat``, each chunk a
@@ -156,7 +157,7 @@ def chunked_forward(
     -----
     The rows and both weights are ``split`` into the chunks (views; their backward is one
     ``cat`` each), each chunk's GEMMs take the automatic path of
-    :func:`~sci_moe.moe.grouped_linear`, and the outputs are concatenated. All steps are
+    :meth:`~sci_moe.moe.ExpertBank.grouped_linear`, and the outputs are concatenated. All steps are
     differentiable, so double backward works as on the sorted path.
     """
     first, second = weights

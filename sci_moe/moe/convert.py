@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .activations import get_activation
+from .._util.activations import get_activation
 from .experts import GLUExperts
 from .layer import MoE, SharedExperts
 from .router import Router, RouterConfig

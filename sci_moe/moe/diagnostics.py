@@ -2,25 +2,19 @@
 
 A router shared by several groups of tokens (MvCGE's views, MoME's Matryoshka scales,
 the tasks of a multi-task model) should be judged per group: which experts each group
-uses (:func:`group_expert_usage`) and how differently the groups use them
-(:func:`pairwise_js_divergence`). The per-token summary of one routing is
-:func:`~sci_moe.moe.routing_diagnostics`; the per-level summary of a
-:class:`~sci_moe.moe.TreeExpertChoice` is :func:`tree_level_diagnostics`.
+uses (:func:`group_expert_usage`); how differently the groups use them is
+:func:`sci_moe.stats.pairwise_js_divergence` of those usages. The per-token summary
+of one routing is
+:func:`~sci_moe.moe.routing_diagnostics`.
 """
 
 from __future__ import annotations
-
-import math
-from typing import TYPE_CHECKING
 
 import torch
 
 from .routing import Routing
 
-if TYPE_CHECKING:
-    from .tree import TreeLevel
-
-__all__ = ["group_expert_usage", "pairwise_js_divergence", "tree_level_diagnostics"]
+__all__ = ["group_expert_usage"]
 
 
 def _check_groups(
@@ -96,78 +90,3 @@ def group_expert_usage(
     usage = counts / counts.sum(-1, keepdim=True).clamp_min(1.0)
     entropy = -(usage * usage.clamp_min(1e-300).log()).sum(-1)
     return usage.float(), entropy.float()
-
-
-def pairwise_js_divergence(p: torch.Tensor) -> torch.Tensor:
-    """Mean Jensen-Shannon divergence between the rows of ``p`` (nats).
-
-    .. math::
-
-        \\mathrm{JS}(p, q) = \\tfrac12 \\mathrm{KL}(p \\| m) + \\tfrac12 \\mathrm{KL}(q \\| m),
-        \\quad m = \\tfrac12 (p + q); \\qquad
-        \\overline{\\mathrm{JS}} = \\frac{2}{G(G-1)}\\sum_{g < h} \\mathrm{JS}(p_g, p_h)
-
-    0 when every group uses the experts alike, at most ``log 2``: a cross-view /
-    cross-scale routing diagnostic.
-
-    Parameters
-    ----------
-    p : Tensor, shape (G, E)
-        Distributions (rows summing to one, e.g. :func:`group_expert_usage`), ``G >= 2``.
-
-    Returns
-    -------
-    Tensor, scalar
-    """
-    if p.dim() != 2 or p.shape[0] < 2:
-        raise ValueError(f"p must have shape (G, E) with G >= 2, got {tuple(p.shape)}")
-    a, b = p.unsqueeze(1), p.unsqueeze(0)
-    m = 0.5 * (a + b)
-
-    def kl(x, y):
-        return torch.where(x > 0, x * (x.clamp_min(1e-300).log() - y.clamp_min(1e-300).log()), 0.0)
-
-    js = 0.5 * (kl(a, m) + kl(b, m)).sum(-1)
-    G = p.shape[0]
-    iu = torch.triu_indices(G, G, 1)
-    return js[iu[0], iu[1]].mean()
-
-
-@torch.no_grad()
-def tree_level_diagnostics(level: TreeLevel, num_candidates: int) -> dict:
-    """Summary statistics of one tree level.
-
-    Parameters
-    ----------
-    level : TreeLevel
-        One level of a :class:`~sci_moe.moe.TreeExpertChoice` forward.
-    num_candidates : int
-        Candidate rows per group at this level (``T`` at level 0, else
-        ``E_{l-1} k_{l-1}``).
-
-    Returns
-    -------
-    dict
-        ``num_experts``, ``capacity``, ``load_min``/``load_max`` (rows per expert, over
-        the batch), ``coverage`` (fraction of candidate rows chosen by >= 1 child),
-        ``overlap`` (mean children per chosen row), ``usage_entropy`` (entropy of the
-        mean sibling scores, divided by ``log b``; 1 = uniform), ``mean_weight``.
-    """
-    G, E, k = level.num_groups, level.num_experts, level.capacity
-    load = torch.bincount(level.expert, minlength=E).double()
-    src = level.source.remainder(num_candidates * G)
-    chosen = torch.bincount(src, minlength=num_candidates * G)
-    picked = (chosen > 0).double()
-    usage = level.candidate_probs.double().flatten(0, 2).mean(0)
-    b = level.branching
-    ent = float(-(usage * usage.clamp_min(1e-300).log()).sum() / math.log(b)) if b > 1 else 1.0
-    return {
-        "num_experts": E,
-        "capacity": k,
-        "load_min": float(load.min()),
-        "load_max": float(load.max()),
-        "coverage": float(picked.mean()),
-        "overlap": float(chosen[chosen > 0].double().mean()) if picked.any() else 0.0,
-        "usage_entropy": ent,
-        "mean_weight": float(level.weights.double().mean()),
-    }

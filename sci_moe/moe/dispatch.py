@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+from torch import nn
 
 from .experts import ExpertBank
 from .grouped import forced_path
@@ -13,7 +16,7 @@ __all__ = ["dispatch", "per_expert_path"]
 
 # Measured size rule of the per-expert loop (one core of an AVX-512 Intel Xeon, float32 and
 # bfloat16 SwiGLU banks; interleaved whole-layer A/B and the grid's forced-path column,
-# benchmarks/results/moe_layer_grid_loop.json, docs/results/moe_layer.rst): glibc serves
+# benchmarks/moe_layer/results/moe_layer_grid_loop.json, docs/results/moe_layer.rst): glibc serves
 # every tensor of 32 MiB and more (its largest mmap threshold) with fresh pages, so each
 # step page-faults the ``(T k, 2 d_hidden)`` intermediates of the sorted path anew; the
 # loop's per-expert tensors are ``E`` times smaller and come from the heap. It won
@@ -81,9 +84,11 @@ def per_expert_path(x: torch.Tensor, plan: DispatchPlan, experts: ExpertBank) ->
     )
 
 
-def _per_expert(x, w, plan, experts, num_tokens):
-    """``y[t] = sum_r w_r f_{e(r)}(x[token[r]])``, one expert at a time (see above)."""
-    fns = experts.expert_functions()
+def _per_expert(x, w, plan, fns, num_tokens, d_out):
+    """``y[t] = sum_r w_r f_{e(r)}(x[token[r]])``, one expert at a time (see above).
+
+    ``d_out`` is an int, or a callable giving it (asked only when no row is kept).
+    """
     y = None
     start = 0
     for e, count in enumerate(plan.counts.tolist()):
@@ -96,13 +101,15 @@ def _per_expert(x, w, plan, experts, num_tokens):
             y = rows.new_zeros(num_tokens, rows.shape[1])
         y.index_add_(0, token, rows)
         start = stop
-    return x.new_zeros(num_tokens, experts.d_out) if y is None else y
+    if y is None:
+        return x.new_zeros(num_tokens, d_out if isinstance(d_out, int) else d_out())
+    return y
 
 
 def dispatch(
     x: torch.Tensor,
     routing: Routing,
-    experts: ExpertBank,
+    experts: ExpertBank | Sequence[nn.Module],
     return_expert_outputs: bool = False,
     *,
     include_base: bool = True,
@@ -118,8 +125,13 @@ def dispatch(
     ----------
     x : Tensor, shape (T, d_in)
     routing : Routing
-        For the same ``T`` tokens; ``routing.num_experts`` must equal the bank's.
-    experts : ExpertBank
+        For the same ``T`` tokens; ``routing.num_experts`` must equal the bank's. A
+        gather routing (:attr:`Routing.source <sci_moe.moe.Routing.source>` set, a tree
+        level) reads the rows ``x[source]`` of the candidate rows ``x``.
+    experts : ExpertBank or sequence of nn.Module
+        A bank, or ``E`` expert modules (e.g. an ``nn.ModuleList`` of whole networks,
+        each ``(n, d_in) -> (n, d_out)``), run one expert at a time on its rows (the
+        loop of :func:`per_expert_path`; no base term, no expert outputs).
     return_expert_outputs : bool
         Also return the unweighted expert outputs in expert order (what Default MoE's
         EMA and the orthogonality loss need).
@@ -147,18 +159,22 @@ def dispatch(
     ``return_expert_outputs``); its sums run in the same order. Step (3) of a GLU bank
     may run in cache-sized chunks of experts (:func:`~sci_moe.moe.chunked_path`).
     """
+    if not isinstance(experts, ExpertBank):
+        return _dispatch_modules(x, routing, experts, return_expert_outputs)
     if routing.num_experts != experts.num_experts:
         raise ValueError(
             f"routing is for {routing.num_experts} experts but the bank has "
             f"{experts.num_experts}; route with a router of the same size"
         )
     T = routing.indices.shape[0]
+    if routing.source is not None:  # a gather routing (tree level): rows x[source]
+        x = x[routing.source]
     if x.shape[0] != T:
         raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
     plan = routing.plan
     w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]]  # kept rows, sorted order
     if not return_expert_outputs and per_expert_path(x, plan, experts):
-        y = _per_expert(x, w.to(x.dtype), plan, experts, T)
+        y = _per_expert(x, w.to(x.dtype), plan, experts.expert_functions(), T, experts.d_out)
     else:
         ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
         y = combine_by_token(ys, w.to(ys.dtype), plan, T)
@@ -167,3 +183,27 @@ def dispatch(
         if base is not None:
             y = y + base
     return (y, ys) if return_expert_outputs else y
+
+
+def _dispatch_modules(x, routing, experts, return_expert_outputs):
+    """:func:`dispatch` over a container of expert modules (one call per used expert)."""
+    experts = list(experts)
+    if not all(isinstance(m, nn.Module) for m in experts):
+        raise TypeError(
+            "experts must be an ExpertBank or a sequence of nn.Module (e.g. nn.ModuleList)"
+        )
+    if routing.num_experts != len(experts):
+        raise ValueError(
+            f"routing is for {routing.num_experts} experts but {len(experts)} expert "
+            "modules were given"
+        )
+    if return_expert_outputs:
+        raise ValueError("return_expert_outputs needs an ExpertBank, not expert modules")
+    T = routing.indices.shape[0]
+    if routing.source is not None:
+        x = x[routing.source]
+    if x.shape[0] != T:
+        raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
+    plan = routing.plan
+    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]]
+    return _per_expert(x, w.to(x.dtype), plan, experts, T, lambda: experts[0](x[:0]).shape[-1])

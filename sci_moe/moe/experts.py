@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from .activations import get_activation
+from .._util.activations import get_activation
 from .chunked import chunked_forward, chunked_path
 from .glu import glu_product
 from .grouped import grouped_linear
@@ -38,15 +38,72 @@ class ExpertBank(nn.Module):
     :meth:`forward_expert` (one expert on plain rows: what the naive reference in
     :mod:`sci_moe.testing` loops over). :meth:`base` is an optional ungated term added
     once per token (the frozen base layer of :class:`LoRAExperts`).
+
+    **Registry.** A bank that :class:`~sci_moe.moe.MoE` may build from its options
+    declares a kind: ``class MyExperts(ExpertBank, kind="my")``. ``MoEConfig(expert=
+    "my")`` then builds it with :meth:`from_config` (override it when the constructor
+    differs from ``(num_experts, d_model, d_hidden, activation)``). A field registers
+    its bank by defining the class in its own package; the class must be imported
+    before the config is made. :meth:`kinds` lists the registered kinds,
+    :meth:`by_kind` looks one up. Subclasses without ``kind=`` are not registered (a
+    subclass does not inherit its parent's kind).
     """
 
     num_experts: int
     d_in: int
     d_out: int
+    #: The kind this class registered under (``None``: not buildable by kind).
+    kind: ClassVar[str | None] = None
+    _registry: ClassVar[dict[str, type[ExpertBank]]] = {}
     #: Width of the widest per-row intermediate of :meth:`forward_sorted` for banks whose
     #: per-expert loop (:meth:`expert_functions`) the dispatch's measured size rule may
     #: choose (:func:`sci_moe.moe.dispatch.per_expert_path`); ``None``: never chosen.
     per_expert_width: int | None = None
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = kind
+        if kind is None:
+            return
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"an expert bank's kind must be a non-empty str, got {kind!r}")
+        known = ExpertBank._registry.get(kind)
+        if known is not None and known.__qualname__ != cls.__qualname__:
+            raise ValueError(
+                f"expert kind {kind!r} is taken by {known.__module__}.{known.__qualname__}; "
+                "choose another kind"
+            )
+        ExpertBank._registry[kind] = cls
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        """The registered expert kinds, in registration order."""
+        return tuple(ExpertBank._registry)
+
+    @classmethod
+    def by_kind(cls, kind: str) -> type[ExpertBank]:
+        """The bank class registered as ``kind``.
+
+        Raises
+        ------
+        ValueError
+            If no bank has that kind (the message lists the known ones).
+        """
+        try:
+            return ExpertBank._registry[kind]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"expert must be one of {ExpertBank.kinds()} (registered ExpertBank kinds), "
+                f"got {kind!r}; a new bank registers with class B(ExpertBank, kind=...)"
+            ) from None
+
+    @classmethod
+    def from_config(cls, config) -> ExpertBank:
+        """Build the bank of an :class:`~sci_moe.moe.MoEConfig` (``expert=`` this kind).
+
+        Default ``cls(num_experts, d_model, d_hidden, activation)``.
+        """
+        return cls(config.num_experts, config.d_model, config.d_hidden, config.activation)
 
     def forward_sorted(self, x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
         """Apply expert ``e(r)`` to each row ``r``.
@@ -81,17 +138,53 @@ class ExpertBank(nn.Module):
         """Ungated term added to the layer output, or ``None`` (the default)."""
         return None
 
-    def _linear(self, x, weight, plan, bias=None):
-        kept = plan.num_kept
+    def grouped_linear(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        plan: DispatchPlan,
+        bias: torch.Tensor | None = None,
+        *,
+        rows_per_token: int = 1,
+    ) -> torch.Tensor:
+        """Stacked affine maps on expert-sorted rows: the grouped GEMM of the banks.
+
+        Row ``r`` of ``x`` (sorted as ``plan`` says) gets
+        ``weight[e(r)] x_r (+ bias[e(r)])``; one grouped GEMM over all experts (the
+        fastest path of the device). For :meth:`forward_sorted` of a new bank.
+
+        Parameters
+        ----------
+        x : Tensor, shape (N * rows_per_token, d_in)
+            Sorted rows (``N = plan.num_kept``), each assignment's rows consecutive.
+        weight : Tensor, shape (E, d_out, d_in)
+        plan : DispatchPlan
+        bias : Tensor, shape (E, d_out), optional
+        rows_per_token : int
+            Rows per assignment (e.g. 3 for the x, y, z rows of a vector feature).
+
+        Returns
+        -------
+        Tensor, shape (N * rows_per_token, d_out)
+        """
+        expert = plan.expert[: plan.num_kept]
+        if rows_per_token == 1:
+            return grouped_linear(x, weight, plan.counts, plan.offsets, bias=bias, expert=expert)
+        counts = plan.counts * rows_per_token
         return grouped_linear(
-            x, weight, plan.counts, plan.offsets, bias=bias, expert=plan.expert[:kept]
+            x,
+            weight,
+            counts,
+            torch.cumsum(counts, 0).to(torch.int32),
+            bias=bias,
+            expert=expert.repeat_interleave(rows_per_token),
         )
 
     def extra_repr(self) -> str:
         return f"num_experts={self.num_experts}, d_in={self.d_in}, d_out={self.d_out}"
 
 
-class LinearExperts(ExpertBank):
+class LinearExperts(ExpertBank, kind="linear"):
     """``E`` affine maps ``y = W_e x (+ b_e)``.
 
     Parameters
@@ -108,21 +201,26 @@ class LinearExperts(ExpertBank):
         _init_stacked(self.weight, d_in)
         self.bias = nn.Parameter(torch.zeros(num_experts, d_out)) if bias else None
 
+    @classmethod
+    def from_config(cls, config) -> LinearExperts:
+        """``LinearExperts(num_experts, d_model, d_model)`` (no hidden size)."""
+        return cls(config.num_experts, config.d_model, config.d_model)
+
     def forward_sorted(self, x, plan):
-        return self._linear(x, self.weight, plan, self.bias)
+        return self.grouped_linear(x, self.weight, plan, self.bias)
 
     def forward_expert(self, e, x):
         return nn.functional.linear(x, self.weight[e], None if self.bias is None else self.bias[e])
 
 
-class MLPExperts(ExpertBank):
+class MLPExperts(ExpertBank, kind="mlp"):
     """Two-layer MLP experts ``y = sigma(W2_e act(W1_e x + b1_e) + b2_e)``.
 
     Parameters
     ----------
     num_experts, d_model, d_hidden : int
     activation : str
-        See :func:`~sci_moe.moe.get_activation`.
+        See ``sci_moe._util.get_activation``.
     bias : bool
     d_out : int, optional
         Output size (default ``d_model``).
@@ -158,8 +256,8 @@ class MLPExperts(ExpertBank):
         self.down_bias = nn.Parameter(torch.zeros(num_experts, self.d_out)) if bias else None
 
     def forward_sorted(self, x, plan):
-        h = self._act(self._linear(x, self.up, plan, self.up_bias))
-        y = self._linear(h, self.down, plan, self.down_bias)
+        h = self._act(self.grouped_linear(x, self.up, plan, self.up_bias))
+        y = self.grouped_linear(h, self.down, plan, self.down_bias)
         return y if self._out_act is None else self._out_act(y)
 
     def forward_expert(self, e, x):
@@ -170,7 +268,7 @@ class MLPExperts(ExpertBank):
         return y if self._out_act is None else self._out_act(y)
 
 
-class GLUExperts(ExpertBank):
+class GLUExperts(ExpertBank, kind="glu"):
     """Gated-linear-unit experts (SwiGLU with ``activation="silu"``, as Mixtral/Qwen/DeepSeek).
 
     .. math:: y = W^{down}_e\\,\\big(\\mathrm{act}(W^{gate}_e x) \\odot W^{up}_e x\\big)
@@ -212,7 +310,9 @@ class GLUExperts(ExpertBank):
     def forward_sorted(self, x, plan):
         if chunked_path(x, plan, self):  # measured rule: cache-sized chunks of experts
             return chunked_forward(x, plan, (self.gate_up, self.down), self._glu, 2 * self.d_hidden)
-        return self._linear(self._glu(self._linear(x, self.gate_up, plan)), self.down, plan)
+        return self.grouped_linear(
+            self._glu(self.grouped_linear(x, self.gate_up, plan)), self.down, plan
+        )
 
     def forward_expert(self, e, x):
         F = nn.functional
@@ -227,7 +327,7 @@ class GLUExperts(ExpertBank):
         ]
 
 
-class AdapterExperts(MLPExperts):
+class AdapterExperts(MLPExperts, kind="adapter"):
     """Bottleneck adapter experts (Houlsby et al. 2019): ``W_up act(W_down x)``.
 
     The up-projection starts at zero so a freshly added adapter MoE leaves a residual
@@ -285,7 +385,9 @@ class LoRAExperts(ExpertBank):
         return self.base_layer(x)
 
     def forward_sorted(self, x, plan):
-        return self.scale * self._linear(self._linear(x, self.lora_a, plan), self.lora_b, plan)
+        return self.scale * self.grouped_linear(
+            self.grouped_linear(x, self.lora_a, plan), self.lora_b, plan
+        )
 
     def forward_expert(self, e, x):
         F = nn.functional
@@ -373,7 +475,9 @@ class ResidualMLPExperts(ExpertBank):
         expert = plan.expert[:kept]
         h = x
         for layer in range(self.num_layers):
-            z = self._linear(h, self.weight[:, layer].contiguous(), plan, self.bias[:, layer])
+            z = self.grouped_linear(
+                h, self.weight[:, layer].contiguous(), plan, self.bias[:, layer]
+            )
             z = self._ACTS[self.activation](z)
             z = nn.functional.dropout(z, self.dropout, self.training)
             z = nn.functional.layer_norm(z + h, (self.d_in,), eps=self.eps)

@@ -68,7 +68,7 @@ def glu_product(gu: torch.Tensor, activation: str = "silu") -> torch.Tensor:
     gu : Tensor, shape (..., 2 f)
         Rows ``[gate; up]`` (the layout of :class:`~sci_moe.moe.GLUExperts`' ``gate_up``).
     activation : str
-        Name for :func:`~sci_moe.moe.get_activation`.
+        Name for ``sci_moe._util.get_activation``.
 
     Returns
     -------
@@ -84,7 +84,7 @@ def glu_product(gu: torch.Tensor, activation: str = "silu") -> torch.Tensor:
         raise ValueError(f"gu must have an even last dimension [gate; up], got {gu.shape[-1]}")
     if activation in _FORWARD:
         return _GLUProduct.apply(gu, activation)
-    from .activations import get_activation
+    from .._util.activations import get_activation
 
     gate, up = gu.chunk(2, dim=-1)
     return get_activation(activation)(gate) * up

@@ -21,7 +21,7 @@ _forced: str | None = None
 # Measured size rule (one CPU core, float32; docs/results/moe_layer.rst): on an AVX2 CPU
 # (AMD EPYC) the padded bmm beat torch._grouped_mm (a C++ loop of ``mm``) only with few
 # experts, narrow rows and many rows per expert; on an AVX-512 CPU (Intel Xeon) it lost
-# in every such case of the grid (benchmarks/results/moe_layer_grid.json), so the rule
+# in every such case of the grid (benchmarks/moe_layer/results/moe_layer_grid.json), so the rule
 # applies only where torch's CPU capability is AVX2.
 _BMM_CPU_CAPABILITY = "AVX2"
 _BMM_MAX_EXPERTS = 8
@@ -29,7 +29,7 @@ _BMM_MAX_WIDTH = 128
 _BMM_MIN_ROWS_PER_EXPERT = 1024
 # bfloat16 on an AVX-512 CPU with AMX (Intel Xeon; whole-layer interleaved A/B of the
 # forced paths at d = 64-256, then the grid's "other path" rows in
-# benchmarks/results/moe_layer_grid.json): each of grouped_mm's per-expert bfloat16 ``mm``
+# benchmarks/moe_layer/results/moe_layer_grid.json): each of grouped_mm's per-expert bfloat16 ``mm``
 # calls pays a fixed overhead, so with many experts of small weights and few rows each
 # one padded bmm won (1.03-2.93x in the development A/B wherever E >= 32, d_in d_out <=
 # 256 x 128 and <= 128 rows per expert); with 8 experts, larger weights (d = 256) or more

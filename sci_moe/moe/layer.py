@@ -11,21 +11,17 @@ from .auxiliary import auxiliary_losses
 from .checks import check_coef, check_int, check_layer_input, check_real
 from .default_moe import DefaultOutputs
 from .dispatchers import Dispatcher, LocalDispatch
-from .experts import AdapterExperts, ExpertBank, GLUExperts, LinearExperts, MLPExperts
-from .routed import RoutedPath
+from .experts import ExpertBank, GLUExperts, MLPExperts
+from .routed import MoEInfo, RoutedModule, RoutedPath
 from .router import Router, RouterConfig
 from .routing import Routing
 
 __all__ = [
     "MoE",
     "MoEConfig",
-    "MoEInfo",
     "SharedExperts",
-    "auxiliary_losses",
-    "check_layer_input",
 ]
 
-_EXPERT_KINDS = ("glu", "mlp", "linear", "adapter")
 _COEFS = ("load_balance_coef", "z_loss_coef", "orthogonality_coef", "variance_coef")
 
 
@@ -44,8 +40,12 @@ class MoEConfig:
     d_hidden : int, optional
         Hidden size of each expert (default ``2 * d_model``); bottleneck size for
         ``expert="adapter"``.
-    expert : {"glu", "mlp", "linear", "adapter"}
-        Expert kind: SwiGLU-style GLU, two-layer MLP, affine map, bottleneck adapter.
+    expert : str
+        Expert kind, a registered :class:`~sci_moe.moe.ExpertBank` kind
+        (:meth:`ExpertBank.kinds <sci_moe.moe.ExpertBank.kinds>`): built in ``"glu"``
+        (SwiGLU-style), ``"mlp"`` (two-layer MLP), ``"linear"`` (affine map),
+        ``"adapter"`` (bottleneck adapter); a field adds its own with
+        ``class MyExperts(ExpertBank, kind="my")``.
     activation : str
         Activation of the experts (``"silu"`` for SwiGLU).
     num_shared_experts : int
@@ -63,7 +63,7 @@ class MoEConfig:
     default_moe : bool
         Default MoE (Panda et al. 2025): non-selected experts contribute an EMA of their
         past outputs, weighted by their router score, so the router gets a dense
-        gradient (see :class:`~sci_moe.moe.DefaultOutputs`).
+        gradient (see :class:`sci_moe.moe.default_moe.DefaultOutputs`).
     default_beta : float
         EMA decay of Default MoE.
     default_scored : bool
@@ -111,8 +111,7 @@ class MoEConfig:
         for name in _COEFS:
             setattr(self, name, check_coef(name, getattr(self, name)))
         self.default_beta = check_real("default_beta", self.default_beta)
-        if self.expert not in _EXPERT_KINDS:
-            raise ValueError(f"expert must be one of {_EXPERT_KINDS}, got {self.expert!r}")
+        ExpertBank.by_kind(self.expert)  # a registered kind (ValueError listing them)
         if self.d_hidden is None:
             self.d_hidden = 2 * self.d_model
         if self.d_hidden < 1:
@@ -176,33 +175,7 @@ class SharedExperts(nn.Module):
         return y
 
 
-@dataclass
-class MoEInfo:
-    """What one :meth:`MoE.forward` call routed and the auxiliary losses it produced.
-
-    Attributes
-    ----------
-    routing : Routing
-        The routing used in the call.
-    losses : dict of str to Tensor
-        Unweighted auxiliary losses (``"load_balance"``, ``"z_loss"``, and
-        ``"orthogonality"`` / ``"variance"`` when their coefficients are set).
-    aux_loss : Tensor
-        Weighted sum ``load_balance_coef * L_bal + z_loss_coef * L_z`` (plus
-        ``orthogonality_coef * L_o + variance_coef * L_v`` when set); add it to the
-        training loss.
-    expert_outputs : Tensor or None, shape (num_kept, d_out)
-        Unweighted expert outputs in expert order when the call computed them (Default
-        MoE or the orthogonality loss), for :func:`~sci_moe.moe.routing_diagnostics`.
-    """
-
-    routing: Routing
-    losses: dict[str, torch.Tensor]
-    aux_loss: torch.Tensor
-    expert_outputs: torch.Tensor | None = None
-
-
-class MoE(nn.Module):
+class MoE(RoutedModule):
     """Mixture-of-Experts layer: ``y = sum_k w_k E_{i_k}(x) (+ shared(x)) (+ base(x))``.
 
     Build it from options (``MoE(d_model=64, num_experts=8, top_k=2)`` or an
@@ -261,16 +234,7 @@ class MoE(nn.Module):
         self.orthogonality_coef, self.variance_coef = c.orthogonality_coef, c.variance_coef
         self.check_finite = c.check_finite
         self.router = Router(c.router_config())
-        if c.expert == "glu":
-            self.experts: ExpertBank = GLUExperts(
-                c.num_experts, c.d_model, c.d_hidden, c.activation
-            )
-        elif c.expert == "mlp":
-            self.experts = MLPExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
-        elif c.expert == "linear":
-            self.experts = LinearExperts(c.num_experts, c.d_model, c.d_model)
-        else:
-            self.experts = AdapterExperts(c.num_experts, c.d_model, c.d_hidden, c.activation)
+        self.experts: ExpertBank = ExpertBank.by_kind(c.expert).from_config(c)
         self.default = None
         if c.default_moe:
             self.default = DefaultOutputs(
@@ -318,42 +282,11 @@ class MoE(nn.Module):
         """Assemble a layer from an existing router, expert bank and shared module.
 
         ``shared`` is any module mapping ``(T, d_model) -> (T, d_model)``; ``default``
-        a :class:`~sci_moe.moe.DefaultOutputs` for Default MoE; the coefficients and
+        a :class:`sci_moe.moe.default_moe.DefaultOutputs` for Default MoE; the coefficients and
         ``check_finite`` are those of :class:`MoEConfig`; ``dispatcher`` as in
         :class:`MoE`. The result's ``config`` attribute is ``None``: the parts, not a
         config, define it.
         """
-        self = cls.__new__(cls)
-        nn.Module.__init__(self)
-        self._from_parts(
-            router,
-            experts,
-            shared,
-            load_balance_coef,
-            z_loss_coef,
-            global_batch_balance,
-            default,
-            orthogonality_coef,
-            variance_coef,
-            check_finite,
-            dispatcher,
-        )
-        return self
-
-    def _from_parts(
-        self,
-        router,
-        experts,
-        shared,
-        load_balance_coef,
-        z_loss_coef,
-        global_batch_balance,
-        default,
-        orthogonality_coef,
-        variance_coef,
-        check_finite,
-        dispatcher,
-    ) -> None:
         load_balance_coef = check_coef("load_balance_coef", load_balance_coef)
         z_loss_coef = check_coef("z_loss_coef", z_loss_coef)
         orthogonality_coef = check_coef("orthogonality_coef", orthogonality_coef)
@@ -368,6 +301,8 @@ class MoE(nn.Module):
                 f"router expects d_model={router.config.d_model} "
                 f"but the bank's d_in is {experts.d_in}"
             )
+        self = cls.__new__(cls)
+        nn.Module.__init__(self)
         # Built from parts: there is no MoEConfig that would rebuild this layer.
         self.config = None
         self.d_model = experts.d_in
@@ -378,6 +313,7 @@ class MoE(nn.Module):
         self.default = default
         self.router, self.experts, self.shared = router, experts, shared
         self._adopt(dispatcher)
+        return self
 
     @property
     def num_experts(self) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.distributed as dist
 
@@ -11,14 +9,10 @@ from .diagnostics import _check_groups
 from .routing import Routing
 from .specialization import selection_scores
 
-if TYPE_CHECKING:
-    from .tree import TreeLevel
-
 __all__ = [
     "load_balancing_loss",
     "load_equilibrium_loss",
     "router_z_loss",
-    "tree_level_usage_loss",
     "usage_mse_loss",
 ]
 
@@ -114,7 +108,7 @@ def load_equilibrium_loss(
     (Shazeer et al. 2017, Eq. 6, "importance loss"; MvCGE, Wu et al. NeurIPS 2025, uses
     a load-equilibrium term of this kind so that every shared expert is used). ``s`` is
     the routing weight scattered into ``(T, E)`` (``source="weights"``, i.e.
-    :func:`~sci_moe.moe.selection_scores`: 0 for unselected experts, differentiable
+    :func:`sci_moe.moe.specialization.selection_scores`: 0 for unselected experts, differentiable
     through the selected weights) or the full router score (``source="probs"``). ``Var``
     is the population variance over the ``E`` experts. Uniform importance gives 0; all
     weight on one expert gives ``E - 1``. With ``groups`` the loss is computed inside each
@@ -168,8 +162,7 @@ def usage_mse_loss(probs: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     probs : Tensor, shape (..., N, b) or (G, N, b)
-        Scores summing to one over the last axis. A 2-D input is one group; for a
-        :class:`~sci_moe.moe.TreeLevel` use :func:`tree_level_usage_loss`.
+        Scores summing to one over the last axis. A 2-D input is one group.
 
     Returns
     -------
@@ -183,23 +176,3 @@ def usage_mse_loss(probs: torch.Tensor) -> torch.Tensor:
     b = probs.shape[-1]
     usage = probs.mean(dim=1)
     return ((usage - 1.0 / b) ** 2).mean()
-
-
-def tree_level_usage_loss(level: TreeLevel) -> torch.Tensor:
-    """:func:`usage_mse_loss` of one tree level, parents as groups (over the batch).
-
-    The candidates of parent ``p`` are its rows in every group (sample), scored over
-    its ``b`` children: ``candidate_probs`` ``(G, P, k_prev, b)`` is read as ``P``
-    groups of ``G k_prev`` candidates.
-
-    Parameters
-    ----------
-    level : TreeLevel
-        One level of a :class:`~sci_moe.moe.TreeExpertChoice` forward.
-
-    Returns
-    -------
-    Tensor, shape ()
-    """
-    p = level.candidate_probs  # (G, P, k_prev, b)
-    return usage_mse_loss(p.transpose(0, 1).flatten(1, 2))

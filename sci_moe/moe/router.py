@@ -10,13 +10,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import check_int, check_real
-from .gates import GATE_SCORES, gate_scores
+from .gates import GATE_SCORES, gate_scores, masked_dense_gate
+from .router_modes import competence_routing, slot_expanded_top_m, tree_capacity, tree_select
 from .routing import Routing
 
 __all__ = ["Router", "RouterConfig"]
 
 _SCORES = GATE_SCORES
-_MODES = ("topk", "expert_choice", "dense")
+_MODES = ("topk", "expert_choice", "dense", "slot_top_m", "competence", "tree")
+# Options that only the learned token-choice / expert-choice modes take.
+_PLAIN_ONLY = {"selection_bias": False, "num_groups": 1}
+# The call keywords of the special modes.
+_MODE_KWARGS = {
+    "mask": "dense",
+    "own": "slot_top_m",
+    "usage": "competence",
+    "parents": "tree",
+    "scores": "tree",
+}
 
 
 @dataclass
@@ -33,12 +44,40 @@ class RouterConfig:
         Experts per token (``mode="topk"``); for ``"expert_choice"`` the capacity is
         ``capacity_factor * T * top_k / E`` tokens per expert.
     score : {"softmax", "sigmoid", "norm_softplus"}
-        Score function applied to the logits (:func:`~sci_moe.moe.gate_scores`): softmax
+        Score function applied to the logits (:func:`sci_moe.moe.gates.gate_scores`): softmax
         over experts, independent sigmoids as in DeepSeek-V3, or the normalised softplus
         ``softplus(z) / (sum softplus(z) + 1e-9)`` of MoSES (Pan et al. 2025).
-    mode : {"topk", "expert_choice", "dense"}
-        Token-choice top-k, expert-choice with capacity (Zhou et al. 2022), or dense
-        (soft) gating where every expert is used with its score as weight.
+    mode : {"topk", "expert_choice", "dense", "slot_top_m", "competence", "tree"}
+        How experts are selected (the call's extra keywords in brackets):
+
+        * ``"topk"``: token-choice top-k.
+        * ``"expert_choice"``: every expert chooses its tokens, with capacity (Zhou et
+          al. 2022).
+        * ``"dense"`` [``mask=``]: soft gating, every expert used with its score as
+          weight; an optional ``(T, E)`` or ``(E,)`` boolean ``mask`` of allowed
+          experts is applied before the normalisation (masked softmax; a masked
+          expert gets exactly 0 and no gradient), then ``normalize`` and ``scaling``
+          as usual (pass ``normalize=False`` for the plain masked gate).
+        * ``"slot_top_m"`` [``own=``]: slot-expanded top-``M`` of FedLEASE (Wang et
+          al., NeurIPS 2025): ``2E - 1`` slot scores (``weight`` has ``2E - 1`` rows),
+          the first ``E`` slots point to each token's *own* expert, the others to the
+          remaining experts; softmax over slots, top-``E`` slots, weights of the slots
+          of one expert summed. ``indices`` ``(T, E)``: column 0 the own expert,
+          column ``j >= 1`` another expert or dropped. ``normalize`` divides by the
+          selected slots' mass (the paper does not: pass ``normalize=False``). Needs
+          ``score="softmax"``.
+        * ``"competence"`` [``usage=``]: training-free (AnyGraph, Xia & Huang 2024):
+          no projection; the input is an ``(items, E)`` matrix of measured expert
+          competences (``d_model`` must equal ``num_experts``), recalibrated by
+          ``recalibration`` with the experts' ``usage`` and mixed by a softmax at
+          ``temperature`` over the top-k. Scores are detached.
+        * ``"tree"`` [``parents=``, ``groups=``, ``scores=``]: one level of an
+          expert-choice tree (MoRE-Brain, Wei et al., NeurIPS 2025): the ``E``
+          experts are the children of ``parents`` parent experts (``E / parents``
+          each); each child chooses ``k`` of the rows its parent produced, by a
+          softmax over its siblings; ``k = min(v, floor(capacity_factor * v / b))``
+          for ``v`` rows per parent and ``b`` children. Returns a gather routing
+          (:attr:`Routing.source <sci_moe.moe.Routing.source>`).
     normalize : bool
         Renormalise the selected weights to sum to one (Mixtral; Qwen3/OLMoE
         ``norm_topk_prob``).
@@ -66,6 +105,13 @@ class RouterConfig:
     noise_std : float
         Standard deviation of Gaussian noise added to the logits in training mode only
         (noisy top-k, Shazeer et al. 2017, fixed scale).
+    temperature : float
+        ``mode="competence"``: softmax temperature ``> 0`` over the selected scores.
+    recalibration : float
+        ``mode="competence"``: AnyGraph's ``rho >= 0`` (0 switches it off); needs the
+        call's ``usage``.
+    init_std : float, optional
+        Standard deviation of the initial projection (default ``d_model ** -0.5``).
     """
 
     d_model: int
@@ -83,12 +129,21 @@ class RouterConfig:
     capacity_factor: float | None = None
     jitter: float = 0.0
     noise_std: float = 0.0
+    temperature: float = 0.1
+    recalibration: float = 0.0
+    init_std: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_model", "num_experts", "top_k", "num_groups", "topk_groups"):
             setattr(self, name, check_int(name, getattr(self, name)))
         for name in ("norm_eps", "scaling", "bias_update_rate", "jitter", "noise_std"):
             setattr(self, name, check_real(name, getattr(self, name)))
+        for name in ("temperature", "recalibration"):
+            setattr(self, name, check_real(name, getattr(self, name)))
+        if self.init_std is not None:
+            self.init_std = check_real("init_std", self.init_std)
+            if not self.init_std >= 0:
+                raise ValueError(f"init_std must be >= 0, got {self.init_std}")
         if self.capacity_factor is not None:
             self.capacity_factor = check_real("capacity_factor", self.capacity_factor)
         if self.d_model < 1:
@@ -99,8 +154,11 @@ class RouterConfig:
             raise ValueError(f"score must be one of {_SCORES}, got {self.score!r}")
         if self.mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
-        if self.mode == "dense":
+        self._check_mode()
+        if self.mode in ("dense", "slot_top_m"):
             self.top_k = self.num_experts
+        elif self.mode == "tree":
+            self.top_k = 1
         if not 1 <= self.top_k <= self.num_experts:
             raise ValueError(
                 f"top_k={self.top_k} must be between 1 and num_experts={self.num_experts}; "
@@ -119,21 +177,44 @@ class RouterConfig:
                     f"top_k={self.top_k} exceeds the {self.topk_groups * per_group} experts "
                     "in the allowed groups; raise topk_groups"
                 )
-        if self.mode == "expert_choice" and self.capacity_factor is None:
-            raise ValueError("expert_choice routing needs a capacity_factor (e.g. 1.0)")
+        if self.mode in ("expert_choice", "tree") and self.capacity_factor is None:
+            raise ValueError(f"{self.mode} routing needs a capacity_factor (e.g. 1.0)")
         if self.capacity_factor is not None and self.capacity_factor <= 0:
             raise ValueError(f"capacity_factor must be > 0, got {self.capacity_factor}")
         if not 0 <= self.jitter < 1:
             raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
         if self.noise_std < 0:
             raise ValueError(f"noise_std must be >= 0, got {self.noise_std}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.recalibration < 0:
+            raise ValueError(f"recalibration must be >= 0, got {self.recalibration}")
+
+    def _check_mode(self) -> None:
+        """Options the special modes do not take."""
+        if self.mode not in ("slot_top_m", "competence", "tree"):
+            return
+        bad = [f"{k}={getattr(self, k)!r}" for k, v in _PLAIN_ONLY.items() if getattr(self, k) != v]
+        if self.mode != "tree" and self.capacity_factor is not None:
+            bad.append(f"capacity_factor={self.capacity_factor!r}")
+        if self.mode == "competence" and (self.jitter or self.noise_std):
+            bad.append("jitter/noise_std")
+        if self.score != "softmax" and self.mode != "competence":
+            bad.append(f"score={self.score!r}")
+        if bad:
+            raise ValueError(f"mode={self.mode!r} does not take {', '.join(bad)}; drop them")
+        if self.mode == "competence" and self.d_model != self.num_experts:
+            raise ValueError(
+                f"mode='competence' reads an (items, num_experts) score matrix: d_model must "
+                f"equal num_experts={self.num_experts}, got {self.d_model}"
+            )
 
 
 class Router(nn.Module):
     """Linear router producing a :class:`~sci_moe.moe.routing.Routing`.
 
     ``logits = x W^T`` (computed in at least float32), ``s = softmax(logits)``,
-    ``sigmoid(logits)`` or the normalised softplus (:func:`~sci_moe.moe.gate_scores`);
+    ``sigmoid(logits)`` or the normalised softplus (:func:`sci_moe.moe.gates.gate_scores`);
     selection on ``s + b`` (``b`` the optional selection bias, with
     optional group limiting); weights ``w = s[selected]``, optionally renormalised and
     scaled.
@@ -145,8 +226,9 @@ class Router(nn.Module):
 
     Attributes
     ----------
-    weight : Parameter, shape (E, d_model)
-        Router projection (``nn.Linear`` layout, no bias).
+    weight : Parameter, shape (E, d_model), or None
+        Router projection (``nn.Linear`` layout, no bias); ``2E - 1`` rows (slot scores)
+        for ``mode="slot_top_m"``, ``None`` for ``mode="competence"`` (no projection).
     expert_bias : Tensor, shape (E,), float32 buffer
         Selection-only bias (used when ``selection_bias=True``); saved in ``state_dict``.
 
@@ -165,8 +247,16 @@ class Router(nn.Module):
         elif kwargs:
             raise TypeError("pass either a RouterConfig or keyword arguments, not both")
         self.config = config
-        self.weight = nn.Parameter(torch.empty(config.num_experts, config.d_model))
-        nn.init.normal_(self.weight, std=config.d_model**-0.5)
+        c = config
+        std = c.d_model**-0.5 if c.init_std is None else c.init_std
+        if c.mode == "competence":
+            self.register_parameter("weight", None)
+        elif c.mode == "slot_top_m":
+            # randn * std (FedLEASE's init), not normal_: equal except for < 16 entries
+            self.weight = nn.Parameter(torch.randn(2 * c.num_experts - 1, c.d_model) * std)
+        else:
+            self.weight = nn.Parameter(torch.empty(c.num_experts, c.d_model))
+            nn.init.normal_(self.weight, std=std)
         self.register_buffer("expert_bias", torch.zeros(config.num_experts, dtype=torch.float32))
 
     @property
@@ -200,25 +290,76 @@ class Router(nn.Module):
         c = self.config
         return c.mode == "expert_choice" or (c.mode == "topk" and c.capacity_factor is not None)
 
-    def forward(self, x: torch.Tensor, batch=None) -> Routing:
+    def forward(
+        self,
+        x: torch.Tensor,
+        batch=None,
+        *,
+        mask: torch.Tensor | None = None,
+        own: int | torch.Tensor | None = None,
+        usage: torch.Tensor | None = None,
+        parents: int | None = None,
+        groups: int | None = None,
+        scores: torch.Tensor | None = None,
+    ) -> Routing:
         """Route tokens.
 
         Parameters
         ----------
         x : Tensor, shape (T, d_model)
+            The tokens; for ``mode="competence"`` the ``(items, E)`` competence scores;
+            for ``mode="tree"`` the candidate rows ``(groups * parents * v, d_model)``
+            ordered ``(group, parent, row)``.
         batch : Dispatcher, optional
             When the batch is split over ranks (expert parallelism), the object whose
             ``gather_rows(t) -> (rows of all ranks, this rank's offset)`` lets the batch
             decisions (expert-choice selection, capacity dropping) be taken over the
             whole batch, exactly as the single-process router would.
+        mask : Tensor, shape (T, E) or (E,), bool, optional
+            ``mode="dense"``: allowed experts (every row needs one).
+        own : int or Tensor, shape (T,)
+            ``mode="slot_top_m"`` (required): each token's own expert.
+        usage : Tensor, shape (E,), optional
+            ``mode="competence"``: examples seen per expert (needed when
+            ``recalibration > 0``).
+        parents, groups : int
+            ``mode="tree"`` (required): parent experts ``P`` (``E`` divisible by it)
+            and groups ``G`` of candidate rows (``T`` divisible by ``G P``).
+        scores : Tensor, shape (G, P, v, E / P), optional
+            ``mode="tree"``: the candidate scores of :meth:`tree_scores` computed
+            beforehand (to keep them; drawn once with the training noise).
 
         Returns
         -------
         Routing
         """
         c = self.config
+        self._check_mode_kwargs(mask=mask, own=own, usage=usage, parents=parents, scores=scores)
+        if c.mode == "competence":
+            return competence_routing(
+                x,
+                c.top_k,
+                usage=usage,
+                recalibration=c.recalibration,
+                temperature=c.temperature,
+            )
+        if c.mode == "tree":
+            if parents is None or groups is None:
+                raise ValueError("mode='tree' needs parents= and groups=")
+            if scores is None:
+                scores = self.tree_scores(x, parents, groups)
+            b = scores.shape[-1]
+            cap = tree_capacity(scores.shape[2], b, c.capacity_factor)
+            return tree_select(scores, cap, x.dtype)
         logits = self.compute_logits(x)
-        probs = gate_scores(logits, c.score)
+        if c.mode == "slot_top_m":
+            if own is None:
+                raise ValueError("mode='slot_top_m' needs own= (each token's own expert)")
+            return slot_expanded_top_m(logits, own, normalize=c.normalize)
+        if mask is not None:
+            probs = masked_dense_gate(logits, c.score, mask)
+        else:
+            probs = gate_scores(logits, c.score)
         if c.mode == "dense":
             T = x.shape[0]
             indices = torch.arange(c.num_experts, device=x.device).expand(T, -1).contiguous()
@@ -231,6 +372,57 @@ class Router(nn.Module):
             if c.capacity_factor is not None:
                 indices, weights = self._drop_over_capacity(indices, weights, batch)
         return Routing(indices, weights, logits, probs, c.num_experts)
+
+    def _check_mode_kwargs(self, **kwargs) -> None:
+        for name, value in kwargs.items():
+            mode = _MODE_KWARGS[name]
+            if value is not None and self.config.mode != mode:
+                raise ValueError(
+                    f"{name}= is an option of mode={mode!r}; this router has "
+                    f"mode={self.config.mode!r}"
+                )
+
+    def tree_scores(self, x: torch.Tensor, parents: int, groups: int) -> torch.Tensor:
+        """``mode="tree"``: every candidate row's scores over its parent's children.
+
+        .. math:: P_{x,c} = \\mathrm{softmax}_{c \\in \\mathrm{ch}(p)}\\big(W_c x\\big)
+
+        (Gaussian noise of ``noise_std`` on the logits in training mode).
+
+        Parameters
+        ----------
+        x : Tensor, shape (G * P * v, d_model)
+            Candidate rows ordered ``(group, parent, row)``.
+        parents, groups : int
+            ``P`` and ``G``.
+
+        Returns
+        -------
+        Tensor, shape (G, P, v, E / P)
+            In ``promote(x.dtype, float32)``.
+        """
+        c = self.config
+        if c.mode != "tree":
+            raise ValueError(f"tree_scores is for mode='tree', this router has {c.mode!r}")
+        P, G = int(parents), int(groups)
+        if P < 1 or G < 1 or c.num_experts % P:
+            raise ValueError(
+                f"parents={parents} must divide num_experts={c.num_experts} and groups={groups} "
+                "must be >= 1"
+            )
+        if x.dim() != 2 or x.shape[1] != c.d_model or x.shape[0] % (G * P):
+            raise ValueError(
+                f"x must have shape (groups * parents * rows, {c.d_model}) with "
+                f"groups={G}, parents={P}; got {tuple(x.shape)}"
+            )
+        b = c.num_experts // P
+        cand = x.view(G, P, x.shape[0] // (G * P), c.d_model)
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        w = self.weight.to(dtype).view(P, b, -1)
+        logits = torch.einsum("gpkd,pbd->gpkb", cand.to(dtype), w)
+        if self.training and c.noise_std > 0:
+            logits = logits + c.noise_std * torch.randn_like(logits)
+        return logits.softmax(-1)
 
     def select(self, probs: torch.Tensor) -> torch.Tensor:
         """Top-k expert ids, shape ``(T, k)``, from scores plus the selection bias."""

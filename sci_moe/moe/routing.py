@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["DispatchPlan", "Routing", "concat_routings", "make_plan"]
+__all__ = ["DispatchPlan", "Routing", "make_plan"]
 
 
 @dataclass
@@ -66,6 +66,11 @@ class Routing:
         the auxiliary losses.
     num_experts : int
         Number of routed experts ``E``.
+    source : Tensor, shape (T,), int64, optional
+        A *gather* routing (a tree level, :class:`~sci_moe.moe.RouterConfig`
+        ``mode="tree"``): routed row ``t`` reads input row ``source[t]``, so
+        :func:`~sci_moe.moe.dispatch` takes the candidate rows and returns one row per
+        routed row. ``None`` (every other mode): row ``t`` is input row ``t``.
     """
 
     indices: torch.Tensor
@@ -74,6 +79,7 @@ class Routing:
     probs: torch.Tensor
     num_experts: int
     _plan: DispatchPlan | None = field(default=None, init=False, repr=False, compare=False)
+    source: torch.Tensor | None = field(default=None, kw_only=True)
 
     @property
     def num_tokens(self) -> int:
@@ -225,6 +231,11 @@ class Routing:
         for g, r in enumerate(routings):
             if not isinstance(r, Routing):
                 raise TypeError(f"routings[{g}] is a {type(r).__name__}, not a Routing")
+            if r.source is not None:
+                raise ValueError(
+                    f"routings[{g}] is a gather routing (source set, a tree level); "
+                    "Routing.concat stacks token routings only"
+                )
         E = sum(r.num_experts for r in routings)
         k = max(r.top_k for r in routings)
         dtype = routings[0].weights.dtype
@@ -259,29 +270,10 @@ class Routing:
             self.logits.detach(),
             self.probs.detach(),
             self.num_experts,
+            source=self.source,
         )
         out._plan = self._plan
         return out
-
-
-def concat_routings(routings: Sequence[Routing]) -> Routing:
-    """Function form of :meth:`Routing.concat` (same arguments, same result).
-
-    Parameters
-    ----------
-    routings : sequence of Routing
-
-    Returns
-    -------
-    Routing
-
-    Examples
-    --------
-    >>> a = Routing.from_assignments(torch.tensor([[1]]), torch.ones(1, 1), 2)
-    >>> concat_routings([a, a]).indices.tolist()
-    [[1], [3]]
-    """
-    return Routing.concat(routings)
 
 
 def make_plan(indices: torch.Tensor, num_experts: int) -> DispatchPlan:

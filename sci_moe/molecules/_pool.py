@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .._util import parallel_map as _parallel_map
 
@@ -26,30 +26,13 @@ def silence_rdkit_worker() -> None:
     RDLogger.DisableLog("rdApp.*")
 
 
-def parallel_map(
-    fn,
-    jobs: Sequence[tuple],
-    n_jobs: int = 1,
-    progress: bool = False,
-    desc: str = "",
-    on_result=None,
-    mp_context: str = "forkserver",
-    initializer: Callable[[], None] | None = silence_rdkit_worker,
-) -> list:
+def parallel_map(fn, jobs: Sequence[tuple], **options) -> list:
     """``[fn(*job) for job in jobs]`` over ``n_jobs`` one-thread worker processes.
 
-    :func:`sci_moe._util.parallel_map` (see there for the contract of ``fn`` and the
-    start methods) with :func:`silence_rdkit_worker` as the default worker initializer
-    and the progress bar counted in molecules.
+    :func:`sci_moe._util.parallel_map` with the same keyword ``options`` (``n_jobs``,
+    ``progress``, ``desc``, ``on_result``, ``mp_context``, ``initializer``; see there for
+    the contract of ``fn`` and the start methods), but :func:`silence_rdkit_worker` as the
+    default worker initializer and the progress bar counted in molecules.
     """
-    return _parallel_map(
-        fn,
-        jobs,
-        n_jobs=n_jobs,
-        progress=progress,
-        desc=desc,
-        on_result=on_result,
-        mp_context=mp_context,
-        initializer=initializer,
-        unit="mol",
-    )
+    options.setdefault("initializer", silence_rdkit_worker)
+    return _parallel_map(fn, jobs, unit="mol", **options)

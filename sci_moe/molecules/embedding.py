@@ -22,7 +22,13 @@ from .._util import KJ_PER_KCAL
 from .boltzmann import boltzmann_weights
 from .ensemble_graph import EnsembleGraph
 
-__all__ = ["ConformerConfig", "ConformerEnsemble", "embed_ensemble", "ensemble_from_arrays"]
+__all__ = [
+    "ConformerConfig",
+    "ConformerEnsemble",
+    "embed_ensemble",
+    "ensemble_from_arrays",
+    "set_conformers",
+]
 
 _FORCE_FIELDS = ("mmff94", "mmff94s")
 
@@ -298,6 +304,32 @@ def _embed(item, cfg: ConformerConfig) -> dict:
     }
 
 
+def set_conformers(mol: Chem.Mol, positions) -> Chem.Mol:
+    """Replace the conformers of ``mol`` (in place) by ``positions``.
+
+    Parameters
+    ----------
+    mol : rdkit.Chem.Mol
+        ``N`` atoms (explicit H where the positions have them).
+    positions : array_like, shape (C, N, 3)
+        Coordinates in Angstrom; conformer ``k`` gets id ``k`` and is marked 3-D.
+
+    Returns
+    -------
+    rdkit.Chem.Mol
+        ``mol`` itself.
+    """
+    mol.RemoveAllConformers()
+    for k, xyz in enumerate(np.asarray(positions)):
+        conf = Chem.Conformer(mol.GetNumAtoms())
+        for a, (x, y, z) in enumerate(xyz):
+            conf.SetAtomPosition(a, (float(x), float(y), float(z)))
+        conf.SetId(k)
+        conf.Set3D(True)
+        mol.AddConformer(conf, assignId=False)
+    return mol
+
+
 def ensemble_from_arrays(
     name: str, smiles: str, data: dict, temperature_k: float
 ) -> ConformerEnsemble:
@@ -325,14 +357,7 @@ def ensemble_from_arrays(
         Energies relative to the lowest (kJ/mol); ``min_energy_kj`` keeps the offset.
     """
     mol = Chem.Mol(bytes(np.asarray(data["mol_binary"], dtype=np.uint8).tobytes()))
-    mol.RemoveAllConformers()
-    for k, xyz in enumerate(np.asarray(data["positions"])):
-        conf = Chem.Conformer(mol.GetNumAtoms())
-        for a, (x, y, z) in enumerate(xyz):
-            conf.SetAtomPosition(a, (float(x), float(y), float(z)))
-        conf.SetId(k)
-        conf.Set3D(True)
-        mol.AddConformer(conf, assignId=False)
+    set_conformers(mol, data["positions"])
     mol.SetProp("_Name", name)
     e = np.asarray(data["energies_kj"], dtype=np.float64)
     return ConformerEnsemble(

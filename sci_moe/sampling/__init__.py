@@ -6,50 +6,11 @@
   Langevin integrators, the run loop with reporters and checkpoints behind ``sci-moe md``;
 * :mod:`sci_moe.sampling.tempering`: simulated and parallel tempering with local MCMC
   kernels, ladders, weight estimators and mixing diagnostics.
+
+Each name has one import path, in its subpackage (``from sci_moe.sampling.tempering import
+SimulatedTempering``); this package re-exports none of them.
 """
 
 from . import diffusion, md, tempering
-from .tempering import (
-    BAOAB,
-    MALA,
-    RWMH,
-    OpenMMTemperingConfig,
-    OpenMMTemperingResult,
-    ParallelTempering,
-    SimulatedTempering,
-    TemperingConfig,
-    TemperingResult,
-    adaptive_ladder,
-    energy_log_prob,
-    geometric_ladder,
-    integrated_autocorr_time,
-    sample,
-)
 
-__all__ = [
-    "BAOAB",
-    "MALA",
-    "RWMH",
-    "OpenMMSimulatedTempering",
-    "OpenMMTemperingConfig",
-    "OpenMMTemperingResult",
-    "ParallelTempering",
-    "SimulatedTempering",
-    "TemperingConfig",
-    "TemperingResult",
-    "adaptive_ladder",
-    "diffusion",
-    "energy_log_prob",
-    "geometric_ladder",
-    "integrated_autocorr_time",
-    "md",
-    "sample",
-    "tempering",
-]
-
-
-def __getattr__(name: str):
-    """``OpenMMSimulatedTempering`` is imported on first use (it imports OpenMM)."""
-    if name == "OpenMMSimulatedTempering":
-        return tempering.OpenMMSimulatedTempering
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["diffusion", "md", "tempering"]

@@ -3,6 +3,7 @@
 from .assertions import (
     assert_moe_matches_reference,
     assert_routed_bank_matches_reference,
+    assert_routed_module,
     default_tolerance,
 )
 from .decoders import reference_decomposition_forward
@@ -16,6 +17,7 @@ __all__ = [
     "assert_forces_match_energy",
     "assert_moe_matches_reference",
     "assert_routed_bank_matches_reference",
+    "assert_routed_module",
     "cartesian_action",
     "default_tolerance",
     "equivariance_error",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..moe import ExpertBank, MoE, Router, Routing, dispatch
+from ..moe import ExpertBank, MoE, RoutedModule, Router, Routing, dispatch
 from .reference import reference_moe_forward, reference_routed_forward
 
 __all__ = [
     "assert_moe_matches_reference",
     "assert_routed_bank_matches_reference",
+    "assert_routed_module",
     "default_tolerance",
 ]
 
@@ -181,16 +182,139 @@ def _compare(fast, ref, x, router_input, params, atol, rtol) -> None:
     names += [f"grad[{n}]" for n, _ in params]
     pairs = [(y_fast, y_ref), *zip(g_fast, g_ref, strict=True)]
     for name, (a, b) in zip(names, pairs, strict=True):
-        if a is None and b is None:
-            continue
-        if a is None:
-            a = torch.zeros_like(b)
-        if b is None:
-            b = torch.zeros_like(a)
-        err = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
-        scale = b.double().abs().max().item() if b.numel() else 0.0
-        if not err <= atol + rtol * scale:
-            raise AssertionError(
-                f"{name}: fast path differs from the naive reference by {err:.3e} "
-                f"(allowed {atol:.1e} + {rtol:.1e} * {scale:.3e}) in {x.dtype}"
-            )
+        _check_close(name, a, b, atol, rtol, x.dtype)
+
+
+def _check_close(name, a, b, atol, rtol, dtype) -> None:
+    if a is None and b is None:
+        return
+    if a is None:
+        a = torch.zeros_like(b)
+    if b is None:
+        b = torch.zeros_like(a)
+    if a.shape != b.shape:
+        raise AssertionError(
+            f"{name}: fast path has shape {tuple(a.shape)}, the naive reference {tuple(b.shape)}"
+        )
+    err = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+    scale = b.double().abs().max().item() if b.numel() else 0.0
+    if not err <= atol + rtol * scale:
+        raise AssertionError(
+            f"{name}: fast path differs from the naive reference by {err:.3e} "
+            f"(allowed {atol:.1e} + {rtol:.1e} * {scale:.3e}) in {dtype}"
+        )
+
+
+def assert_routed_module(
+    model: nn.Module,
+    *inputs,
+    atol: float | None = None,
+    rtol: float | None = None,
+    **kwargs,
+) -> int:
+    """Check every :class:`~sci_moe.moe.RoutedModule` call of a model against the naive loop.
+
+    Runs ``model(*inputs, **kwargs)`` once (floating-point tensor inputs are cloned
+    with ``requires_grad``) and records, for each call of each
+    :class:`~sci_moe.moe.RoutedModule` inside ``model`` (``model`` itself included),
+    the input ``x``, the routing the call used and its output ``y``. Each call is then
+    compared with :func:`~sci_moe.testing.reference_routed_forward` on the same ``x``
+    and routing: the per-token loop
+    ``y_t = sum_j w_tj E_{i_tj}(x_t) + base(x_t) + shared(x_t)`` over the module's
+    ``experts`` (a bank's ``forward_expert`` or expert module ``e``) and ``shared``.
+    Compared: the output, and the gradients of ``sum(y * g)`` (random ``g``) with respect
+    to ``x`` (when it carries a gradient; through the routing weights too), the
+    routing weights and every trainable parameter of the module (router, experts,
+    shared). The routing itself is taken from the call, so any router mode and any
+    :meth:`~sci_moe.moe.RoutedModule.route` override are covered; what is checked is
+    that :meth:`~sci_moe.moe.RoutedModule.run_experts`, the shared term and the reshape
+    do what the routing says.
+
+    Nothing is run twice and no module state changes beyond the one forward. Terms
+    outside the routed sum (Default MoE's EMA outputs) are not part of the reference:
+    check such layers with :func:`assert_moe_matches_reference`. Use eval mode for
+    experts with dropout.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Holds at least one :class:`~sci_moe.moe.RoutedModule`.
+    *inputs, **kwargs
+        The model's call arguments.
+    atol, rtol : float, optional
+        Default :func:`default_tolerance` of each call's input dtype (see
+        :func:`assert_moe_matches_reference`).
+
+    Returns
+    -------
+    int
+        Number of routed calls checked.
+
+    Raises
+    ------
+    AssertionError
+        Naming the module, call, and first tensor that differs; or if no routed call ran.
+    ValueError
+        If ``model`` holds no :class:`~sci_moe.moe.RoutedModule`.
+
+    Examples
+    --------
+    >>> from sci_moe.moe import MoE
+    >>> assert_routed_module(MoE(d_model=8, num_experts=4, top_k=2), torch.randn(5, 8))
+    1
+    """
+    routed = [(n, m) for n, m in model.named_modules() if isinstance(m, RoutedModule)]
+    if not routed:
+        raise ValueError(f"{type(model).__name__} holds no sci_moe.moe.RoutedModule to check")
+    calls = []
+
+    def wrap(name, module, forward):
+        def recorded(x, *args, return_routing=False, **kw):
+            y, info = forward(x, *args, return_routing=True, **kw)
+            calls.append((name or type(module).__name__, module, x, info.routing, y))
+            return (y, info) if return_routing else y
+
+        return recorded
+
+    inputs = [_leaf(a) for a in inputs]
+    kwargs = {k: _leaf(v) for k, v in kwargs.items()}
+    for name, m in routed:
+        m.forward = wrap(name, m, m.forward)
+    try:
+        with torch.enable_grad():
+            model(*inputs, **kwargs)
+    finally:
+        for _, m in routed:
+            del m.forward
+    if not calls:
+        raise AssertionError("no RoutedModule was called by the model's forward")
+    for i, (name, m, x, routing, y) in enumerate(calls):
+        _check_call(f"{name} (call {i})", m, x, routing, y, atol, rtol)
+    return len(calls)
+
+
+def _leaf(a):
+    if isinstance(a, torch.Tensor) and a.is_floating_point():
+        return a.detach().clone().requires_grad_(True)
+    return a
+
+
+def _check_call(label, module, x, routing, y, atol, rtol) -> None:
+    d_atol, d_rtol = default_tolerance(x.dtype)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    shared = getattr(module, "shared", None)
+    y_ref = reference_routed_forward(None, module.experts, x, routing=routing, shared=shared)
+    _check_close(f"{label}: output", y, y_ref, atol, rtol, x.dtype)
+    if not y.requires_grad:
+        return
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    wrt = [("input", x), ("routing.weights", routing.weights), *params]
+    wrt = [(n, t) for n, t in wrt if t.requires_grad]
+    g = torch.Generator(device="cpu").manual_seed(1234)
+    gy = torch.randn(y.shape, generator=g, dtype=torch.float64).to(y.dtype).to(y.device)
+    tensors = [t for _, t in wrt]
+    g_fast = torch.autograd.grad((y * gy).sum(), tensors, retain_graph=True, allow_unused=True)
+    g_ref = torch.autograd.grad((y_ref * gy).sum(), tensors, retain_graph=True, allow_unused=True)
+    for (n, _), a, b in zip(wrt, g_fast, g_ref, strict=True):
+        _check_close(f"{label}: grad[{n}]", a, b, atol, rtol, x.dtype)

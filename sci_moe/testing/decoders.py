@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..moe import MixtureOfDecoders, SkipTranscoder, Transcoder
+from ..language.mxd import MixtureOfDecoders, SkipTranscoder, Transcoder
 
 __all__ = ["reference_decomposition_forward"]
 
@@ -23,7 +23,7 @@ def _top_k(scores: torch.Tensor, k: int) -> list[int]:
 def reference_decomposition_forward(
     layer: MixtureOfDecoders | Transcoder, x: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Token-by-token forward of a :class:`~sci_moe.moe.MixtureOfDecoders` or transcoder.
+    """Token-by-token forward of a :class:`~sci_moe.language.mxd.MixtureOfDecoders` or transcoder.
 
     MxD: ``y_t = sum_{n in TopK} a_tn (D diag(c_n))^T z_t + b`` with
     ``z_t = phi(E^T x_t + b_e)`` and ``a_t = ReLU(G^T x_t + b_g)``, one explicit

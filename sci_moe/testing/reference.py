@@ -6,6 +6,8 @@ It shares only the parameters with the layer under test, never its dispatch code
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -115,9 +117,17 @@ def reference_moe_forward(
     return reference_routed_forward(moe.router, moe.experts, x, routing=routing, shared=moe.shared)
 
 
+def _expert_parts(experts):
+    """``(num_experts, call(e, x), base(x) or None, d_out(x))`` of a bank or modules."""
+    if isinstance(experts, ExpertBank):
+        return experts.num_experts, experts.forward_expert, experts.base, lambda x: experts.d_out
+    mods = list(experts)
+    return len(mods), lambda e, x: mods[e](x), lambda x: None, lambda x: mods[0](x[:0]).shape[-1]
+
+
 def reference_routed_forward(
     router: Router | None,
-    experts: ExpertBank,
+    experts: ExpertBank | Sequence[nn.Module],
     x: torch.Tensor,
     routing: Routing | None = None,
     *,
@@ -128,14 +138,16 @@ def reference_routed_forward(
 
     .. math:: y_t = \\mathrm{base}(x_t) + \\sum_j w_{tj} E_{i_{tj}}(x_t) + \\mathrm{shared}(x_t)
 
-    a loop over tokens and their slots calling the bank's ``forward_expert``.
+    a loop over tokens and their slots calling the bank's ``forward_expert`` (or expert
+    module ``e`` of a container).
 
     Parameters
     ----------
     router : Router or None
         Routes ``router_input`` through :func:`reference_routing` when ``routing`` is
         not given.
-    experts : ExpertBank
+    experts : ExpertBank or sequence of nn.Module
+        A bank, or ``E`` expert modules (no base term).
     x : Tensor, shape (..., d_in)
         What the experts read.
     routing : Routing, optional
@@ -160,24 +172,27 @@ def reference_routed_forward(
         indices, weights = reference_routing(router, feats)
     else:
         indices, weights = routing.indices, routing.weights
-    E = experts.num_experts
+    E, expert, base_of, d_out = _expert_parts(experts)
+    source = getattr(routing, "source", None)
     rows = []
-    for t in range(x2.shape[0]):
-        xt = x2[t : t + 1]
+    for t in range(indices.shape[0]):
+        xt = x2[t : t + 1] if source is None else x2[int(source[t])].unsqueeze(0)
         acc = None
         for j in range(indices.shape[1]):
             e = int(indices[t, j])
             if e >= E:  # dropped slot
                 continue
-            term = weights[t, j].to(x.dtype) * experts.forward_expert(e, xt)
+            term = weights[t, j].to(x.dtype) * expert(e, xt)
             acc = term if acc is None else acc + term
         if acc is None:
-            acc = xt.new_zeros(1, experts.d_out)
-        base = experts.base(xt)
+            acc = xt.new_zeros(1, d_out(xt))
+        base = base_of(xt)
         if base is not None:
             acc = acc + base
         if shared is not None:
             acc = acc + shared(xt)
         rows.append(acc)
-    y = torch.cat(rows) if rows else x2.new_zeros(0, experts.d_out)
+    y = torch.cat(rows) if rows else x2.new_zeros(0, d_out(x2))
+    if source is not None:
+        return y
     return y.reshape(*shape[:-1], y.shape[-1])

@@ -7,27 +7,10 @@ Needs only numpy and scipy. Subpackages:
 - :mod:`sci_moe.theory.spectral` -- spectral and restricted spectral gaps of finite
   reversible chains, projection/restriction chains, decomposition bounds, and builders of
   discretised RWMH and simulated-tempering chains on Gaussian mixtures.
+
+Each name has one import path, in its subpackage: this package re-exports none.
 """
 
 from . import self_distillation, spectral
-from .self_distillation import (
-    ConvergenceError,
-    SelfDistillationModel,
-    SolverConfig,
-    optimize_sd,
-    simulate,
-    solve_multistage,
-    solve_stage0,
-)
 
-__all__ = [
-    "ConvergenceError",
-    "SelfDistillationModel",
-    "SolverConfig",
-    "optimize_sd",
-    "self_distillation",
-    "simulate",
-    "solve_multistage",
-    "solve_stage0",
-    "spectral",
-]
+__all__ = ["self_distillation", "spectral"]

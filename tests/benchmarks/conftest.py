@@ -1,4 +1,4 @@
-"""Shared fixtures of the benchmark-script tests: load a ``benchmarks/*.py`` file as a module."""
+"""Shared fixtures of the benchmark-script tests: load a benchmark script as a module."""
 
 from __future__ import annotations
 
@@ -12,14 +12,18 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @contextlib.contextmanager
 def load_benchmark(filename: str, name: str):
-    """Import ``benchmarks/<filename>`` as module ``name`` for the ``with`` block.
+    """Import ``benchmarks/<filename>`` (``"_common.py"``, ``"md/run.py"``) as module ``name``
+    for the ``with`` block.
 
-    ``benchmarks/`` is on ``sys.path`` meanwhile (the scripts import ``_common`` and each
-    other), and the module is registered in ``sys.modules`` (dataclasses look their
-    module up there); both are undone afterwards.
+    ``benchmarks/`` and the script's own folder are on ``sys.path`` meanwhile (as when the
+    script runs: it imports ``_common`` and its paper's ``_helpers``), and the module is
+    registered in ``sys.modules`` (dataclasses look their module up there); all is undone
+    afterwards.
     """
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / filename)
+    path = BENCH / filename
+    folders = list(dict.fromkeys([str(path.parent), str(BENCH)]))
+    sys.path[:0] = folders
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
@@ -27,4 +31,5 @@ def load_benchmark(filename: str, name: str):
         yield mod
     finally:
         sys.modules.pop(name, None)
-        sys.path.remove(str(BENCH))
+        for folder in folders:
+            sys.path.remove(folder)

@@ -1,4 +1,5 @@
-"""``benchmarks/alanine_energy_model.py``: the demo protocol's burn-in matches ``md analyse``."""
+"""``benchmarks/alanine_energy_model/run.py``: the demo protocol's burn-in matches
+``md analyse``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests.benchmarks.conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def bench():
-    with load_benchmark("alanine_energy_model.py", "alanine_bench") as mod:
+    with load_benchmark("alanine_energy_model/run.py", "alanine_bench") as mod:
         yield mod
 
 

@@ -1,4 +1,4 @@
-"""``benchmarks/energy_diffusion_anatomy.py`` and ``xla_gemm_driver.py``: the products read
+"""``benchmarks/energy_diffusion/anatomy.py`` and ``xla_gemm_driver.py``: the products read
 off profiler events, the torch program of those products, argument checks (no JAX)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.benchmarks.conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def eds():
-    with load_benchmark("energy_diffusion_anatomy.py", "bench_energy_diffusion_anatomy") as mod:
+    with load_benchmark("energy_diffusion/anatomy.py", "bench_energy_diffusion_anatomy") as mod:
         yield mod
 
 
@@ -25,7 +25,7 @@ def test_scoremd_args_are_required(eds):
 
 @pytest.fixture(scope="module")
 def gemm_driver():
-    with load_benchmark("xla_gemm_driver.py", "bench_xla_gemm_driver") as mod:
+    with load_benchmark("energy_diffusion/xla_gemm_driver.py", "bench_xla_gemm_driver") as mod:
         yield mod
 
 

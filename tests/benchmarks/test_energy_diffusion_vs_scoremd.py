@@ -1,6 +1,7 @@
-"""``benchmarks/energy_diffusion_vs_scoremd.py``, the same-host ScoreMD comparison:
-arguments, child processes (built in its helper ``benchmarks/_energy_diffusion.py``) and
-row shapes (no JAX, no network: the ScoreMD side is a stand-in script)."""
+"""``benchmarks/energy_diffusion/vs_scoremd.py``, the same-host ScoreMD comparison:
+arguments, child processes (built in its helper
+``benchmarks/energy_diffusion/_energy_diffusion.py``) and row shapes (no JAX, no network:
+the ScoreMD side is a stand-in script)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,22 @@ from tests.benchmarks.conftest import BENCH, load_benchmark
 @pytest.fixture(scope="module")
 def eds():
     with load_benchmark(
-        "energy_diffusion_vs_scoremd.py", "bench_energy_diffusion_vs_scoremd"
+        "energy_diffusion/vs_scoremd.py", "bench_energy_diffusion_vs_scoremd"
     ) as mod:
         yield mod
 
 
 @pytest.fixture(scope="module")
 def helper():
-    with load_benchmark("_energy_diffusion.py", "bench_energy_diffusion_helper") as mod:
+    with load_benchmark(
+        "energy_diffusion/_energy_diffusion.py", "bench_energy_diffusion_helper"
+    ) as mod:
         yield mod
 
 
 @pytest.fixture(scope="module")
 def driver():
-    with load_benchmark("scoremd_driver.py", "bench_scoremd_driver") as mod:
+    with load_benchmark("energy_diffusion/scoremd_driver.py", "bench_scoremd_driver") as mod:
         yield mod
 
 
@@ -71,7 +74,7 @@ def test_contestant_commands_share_threads_and_recipe(helper, checkout):
         epochs=3, frames=1280, seed=1, scoremd_src=checkout, scoremd_python=sys.executable
     )
     cmd, env = helper.contestant_cmd("scoremd", "fp", 1, args)
-    assert cmd[:2] == [sys.executable, str(BENCH / "scoremd_driver.py")]
+    assert cmd[:2] == [sys.executable, str(BENCH / "energy_diffusion" / "scoremd_driver.py")]
     assert cmd[cmd.index("--variant") + 1] == "fp" and cmd[cmd.index("--src") + 1] == str(checkout)
     assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
     assert "XLA_FLAGS" not in helper.contestant_cmd("scoremd", "fp", 2, args)[1]
@@ -79,7 +82,7 @@ def test_contestant_commands_share_threads_and_recipe(helper, checkout):
     assert env["OMP_NUM_THREADS"] == "1"
     ours, env2 = helper.contestant_cmd("ours", "fp", 2, args)
     # our side re-runs the comparison script itself, not the helper that builds the command
-    assert ours[:2] == [sys.executable, str(BENCH / "energy_diffusion_vs_scoremd.py")]
+    assert ours[:2] == [sys.executable, str(BENCH / "energy_diffusion" / "vs_scoremd.py")]
     assert ours[ours.index("--child-ours") + 1] == "fp"
     assert ours[ours.index("--threads") + 1] == "2" and env2["OMP_NUM_THREADS"] == "2"
     assert "--cpp-wrapper" not in ours

@@ -1,4 +1,4 @@
-"""``benchmarks/md.py``'s first-contact rows (issue 40): time to first step and the
+"""``benchmarks/md/run.py``'s first-contact rows (issue 40): time to first step and the
 default-settings sampling rate, quiet and beside a busy process, each against OpenMM."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.benchmarks.conftest import BENCH, load_benchmark
 
 @pytest.fixture(scope="module")
 def bench():
-    with load_benchmark("md.py", "md_bench") as mod:
+    with load_benchmark("md/run.py", "md_bench") as mod:
         yield mod
 
 
@@ -38,7 +38,7 @@ def test_first_step_of_sci_moe_md_run(bench, tmp_path):
 
 
 def test_stored_run_holds_the_rows_against_openmm():
-    rows = json.loads((BENCH / "results" / "md_first_contact.json").read_text())["rows"]
+    rows = json.loads((BENCH / "md" / "results" / "md_first_contact.json").read_text())["rows"]
     by_metric = {}
     for r in rows:
         by_metric.setdefault(r["metric"], []).append(r)

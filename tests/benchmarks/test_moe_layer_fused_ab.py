@@ -1,4 +1,4 @@
-"""benchmarks/moe_layer_fused_ab.py: the candidate fused GLU node == the core's sorted path
+"""benchmarks/moe_layer/fused_ab.py: the candidate fused GLU node == the core's sorted path
 (outputs, all gradients, double backward; float32 and float64), its rule, the quick run's
 rows and the summaries."""
 
@@ -16,7 +16,7 @@ TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4), torch.float64: dict(atol=1e-12
 
 @pytest.fixture(scope="module")
 def ab():
-    with load_benchmark("moe_layer_fused_ab.py", "moe_layer_fused_ab_under_test") as mod:
+    with load_benchmark("moe_layer/fused_ab.py", "moe_layer_fused_ab_under_test") as mod:
         yield mod
 
 
@@ -120,7 +120,7 @@ def test_summaries_split_by_rule_and_by_width(ab):
 
 def test_layer_with_the_candidate_matches_the_package(ab):
     """The benchmark's own check: the candidate patched into a layer step."""
-    with load_benchmark("moe_layer.py", "moe_layer_under_test_fused") as ml:
+    with load_benchmark("moe_layer/run.py", "moe_layer_under_test_fused") as ml:
         steps = ml.build(ml.Case(64, 32, 4, 2, "float32"), seed=0, transformers=False)
     sci = steps[ml.SCI]
     assert isinstance(sci.module, MoE)

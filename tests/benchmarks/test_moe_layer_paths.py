@@ -1,5 +1,6 @@
-"""benchmarks/moe_layer_paths.py --chunk-ab: the expert chunks and the cache-blocked bank
-(== the sorted path, outputs and all gradients); moe_layer.py without transformers."""
+"""benchmarks/moe_layer/paths.py --chunk-ab: the expert chunks and the cache-blocked bank
+(== the sorted path, outputs and all gradients); benchmarks/moe_layer/run.py without
+transformers."""
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from tests.benchmarks.conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def paths():
-    with load_benchmark("moe_layer_paths.py", "moe_layer_paths_under_test") as mod:
+    with load_benchmark("moe_layer/paths.py", "moe_layer_paths_under_test") as mod:
         yield mod
 
 
@@ -50,7 +51,7 @@ def test_chunked_bank_matches_the_sorted_path(paths, dtype):
 
 
 def test_layer_cases_build_without_transformers():
-    with load_benchmark("moe_layer.py", "moe_layer_under_test") as ml:
+    with load_benchmark("moe_layer/run.py", "moe_layer_under_test") as ml:
         case = ml.Case(8, 16, 4, 2, "float32")
         steps = ml.build(case, seed=0, transformers=False)
         assert ml.HF not in steps and {ml.SCI, ml.DENSE} <= set(steps)

@@ -1,4 +1,4 @@
-"""``benchmarks/spice.py``: the tuning grid (same budget per model) and the run cache key."""
+"""``benchmarks/spice/run.py``: the tuning grid (same budget per model) and the run cache key."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.benchmarks.conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def spice():
-    with load_benchmark("spice.py", "spice_bench") as mod:
+    with load_benchmark("spice/run.py", "spice_bench") as mod:
         yield mod
 
 

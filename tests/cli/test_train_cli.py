@@ -11,7 +11,7 @@ import yaml
 
 from sci_moe.cli import train as train_cli
 from sci_moe.data.molecule_set import MoleculeSet
-from sci_moe.molecules import load_checkpoint, load_model
+from sci_moe.molecules.spice import load_checkpoint, load_model
 
 SMILES = ["CCO", "CCCO", "CCN", "CCCN", "OCCO", "CCOC", "CC(C)O", "NCCO", "CCCC", "CC(N)C"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sci_moe._util import atomic_save_npz
-from sci_moe.data import newsgroup_sentences, text_hash
+from sci_moe.data.minilm import text_hash
+from sci_moe.data.newsgroups import newsgroup_sentences
 from sci_moe.data.planted_fmri import planted_fmri
 
 

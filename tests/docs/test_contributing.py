@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import pathlib
 import re
 
@@ -24,5 +25,17 @@ def test_contributing_names_exist_and_cover_the_core():
     assert cited - public == set(), f"the page cites names sci_moe.moe lacks: {cited - public}"
     assert public - cited == set(), (
         f"docs/contributing.rst does not mention {sorted(public - cited)}: add them to "
-        "'What to reuse from the core'"
+        "'The core is the contract'"
     )
+
+
+def test_worked_example_runs():
+    """The page's ``>>>`` example (a routed layer on RoutedModule and its check) runs and
+    prints what it says."""
+    text = (DOCS / "contributing.rst").read_text(encoding="utf-8")
+    test = doctest.DocTestParser().get_doctest(text, {}, "contributing.rst", None, 0)
+    assert any("assert_routed_module" in e.source for e in test.examples), "no worked example"
+    failures: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = runner.run(test, out=failures.append)
+    assert result.failed == 0, "".join(failures)

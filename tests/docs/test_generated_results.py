@@ -40,3 +40,17 @@ def test_markup_characters_in_cells_render_literally(tmp_path):
     ).decode()
     for literal in ("mean paired |error| difference", "b_min", "x*y", "`c`", "p\\q"):
         assert literal in html
+
+
+def test_paper_folders_name_their_pages_and_scripts():
+    # issue 41 item 5: benchmarks/<paper>/results/[history/]*.json, written by run.py or a
+    # companion script named after the rest of the benchmark's name
+    mod = _results_module()
+    bench = mod.BENCH
+    assert mod.page_name(bench / "md" / "results" / "md_quick.json") == "md_quick"
+    assert mod.page_name(bench / "fame" / "results" / "quick.json") == "fame_quick"
+    assert mod.page_name(bench / "md" / "results" / "history" / "md_old.json") == "md_old"
+    assert mod.page_name(bench / "results" / "vrp.json") == "vrp"
+    assert mod.script_of(bench / "mvcge" / "results" / "x.json", "mvcge").endswith("mvcge/run.py")
+    for path in mod.sources():
+        assert not path.name.endswith(".state.json")

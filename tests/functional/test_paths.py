@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from sci_moe.functional import build_paths, import_torchcde, path_summary, symmetric_grid
+from sci_moe.functional import build_paths, path_summary, symmetric_grid
+from sci_moe.functional.fame import import_torchcde
 
 torchcde = import_torchcde()
 

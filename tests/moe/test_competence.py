@@ -1,12 +1,20 @@
-"""Training-free competence routing: top-k, softmax weights, AnyGraph's recalibration."""
+"""Training-free competence routing (Router mode "competence"): top-k, softmax weights,
+AnyGraph's recalibration."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sci_moe.moe import Routing, competence_routing, dispatch
+from sci_moe.moe import Router, Routing, dispatch
 from tests.moe._residual import randn, residual_bank
+
+
+def competence_routing(scores, top_k, *, usage=None, **options):
+    """The router of mode "competence" over ``scores.shape[-1]`` experts, applied once."""
+    E = scores.shape[-1]
+    router = Router(d_model=E, num_experts=E, top_k=top_k, mode="competence", **options)
+    return router(scores, usage=usage)
 
 
 def test_competence_routing():

@@ -1,4 +1,4 @@
-"""Routing.concat / concat_routings against a naive per-group dispatch.
+"""Routing.concat against a naive per-group dispatch.
 
 Outputs and all gradients, float32 and float64."""
 
@@ -9,7 +9,6 @@ from sci_moe.moe import (
     MLPExperts,
     Router,
     Routing,
-    concat_routings,
     dispatch,
     router_z_loss,
     slice_experts,
@@ -61,7 +60,7 @@ def test_concat_keeps_probs_and_logits_history(float_dtype):
     r2 = Router(d_model=3, num_experts=3, top_k=2)
     x1, x2 = torch.randn(4, 3, generator=g), torch.randn(5, 3, generator=g)
     a, b = r1(x1), r2(x2)
-    r = concat_routings([a, b])
+    r = Routing.concat([a, b])
     ref_p = torch.block_diag(a.probs, b.probs)
     torch.testing.assert_close(r.probs, ref_p, atol=tol, rtol=tol)
     torch.testing.assert_close(r.logits[:4, :2], a.logits)
@@ -104,7 +103,7 @@ def test_function_form_equals_classmethod():
     g = _gen(4)
     router = Router(d_model=3, num_experts=3, top_k=2)
     r = router(torch.randn(4, 3, generator=g))
-    one, two = Routing.concat([r, r, r]), concat_routings((r, r, r))
+    one, two = Routing.concat([r, r, r]), Routing.concat((r, r, r))
     for name in ("indices", "weights", "logits", "probs"):
         assert torch.equal(getattr(one, name), getattr(two, name))
     assert one.num_experts == two.num_experts == 9
@@ -115,7 +114,7 @@ def test_function_form_equals_classmethod():
 def test_dropped_slots_and_probs():
     a = Routing.from_assignments(torch.tensor([[0, 2]]), torch.tensor([[1.0, 0.0]]), 2)
     b = Routing.from_assignments(torch.tensor([[1]]), torch.ones(1, 1), 3)
-    r = concat_routings([a, b])
+    r = Routing.concat([a, b])
     assert r.indices.tolist() == [[0, 5], [3, 5]]
     assert r.weights.tolist() == [[1.0, 0.0], [1.0, 0.0]]
     assert r.probs.tolist() == [[1, 0, 0, 0, 0], [0, 0, 0, 1, 0]]
@@ -125,8 +124,8 @@ def test_dropped_slots_and_probs():
 
 def test_errors():
     with pytest.raises(ValueError, match="at least one"):
-        concat_routings([])
+        Routing.concat([])
     with pytest.raises(ValueError, match="at least one"):
         Routing.concat([])
     with pytest.raises(TypeError, match="not a Routing"):
-        concat_routings([torch.zeros(2)])
+        Routing.concat([torch.zeros(2)])

@@ -10,11 +10,11 @@ from sci_moe.moe import (
     MLPExperts,
     MoE,
     Routing,
-    glu_product,
     grouped_path,
     set_grouped_path,
 )
 from sci_moe.moe.dispatch import per_expert_path
+from sci_moe.moe.glu import glu_product
 from sci_moe.testing import assert_moe_matches_reference, reference_moe_forward
 
 

@@ -1,20 +1,26 @@
-"""Router scores (gate_scores, RouterConfig(score=...)) and masked_dense_gate against naive
-per-element references: outputs and all gradients, float32 and float64."""
+"""Router scores (gate_scores, RouterConfig(score=...)) and the dense router's mask against
+naive per-element references: outputs and all gradients, float32 and float64."""
 
 import math
 
 import pytest
 import torch
 
-from sci_moe.moe import (
-    GATE_SCORES,
-    MoE,
-    Router,
-    RouterConfig,
-    gate_scores,
-    masked_dense_gate,
-)
+from sci_moe.moe import MoE, Router, RouterConfig
+from sci_moe.moe.gates import GATE_SCORES, gate_scores
 from tests.conftest import FLOAT_TOLERANCE
+
+
+def masked_dense_gate(logits, score="sigmoid", mask=None, scaling=1.0):
+    """Weights of ``Router(mode="dense", normalize=False)`` on ``logits`` (identity projection)."""
+    E = logits.shape[-1]
+    router = Router(
+        d_model=E, num_experts=E, mode="dense", score=score, normalize=False, scaling=scaling
+    ).to(logits.dtype)
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(E))
+    router.weight.requires_grad_(False)
+    return router(logits, mask=mask).weights
 
 
 def _gen(seed=0):
@@ -163,15 +169,13 @@ def test_moe_layer_with_norm_softplus(float_dtype):
 
 def test_errors():
     with pytest.raises(ValueError, match="score must be"):
-        masked_dense_gate(torch.zeros(2, 3), "relu")
-    with pytest.raises(ValueError, match="score must be"):
         gate_scores(torch.zeros(2, 3), "relu")
     with pytest.raises(ValueError, match="score must be"):
         RouterConfig(d_model=2, num_experts=2, score="relu")
     with pytest.raises(ValueError, match="at least one"):
         masked_dense_gate(torch.zeros(2, 3), "softmax", torch.zeros(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="shape"):
-        masked_dense_gate(torch.zeros(3), "softmax")
+        masked_dense_gate(torch.zeros(3), "softmax", torch.ones(3, dtype=torch.bool))
     w = masked_dense_gate(torch.zeros(1, 4), "sigmoid")
     assert torch.allclose(w, torch.full((1, 4), 0.5))
     assert math.isclose(

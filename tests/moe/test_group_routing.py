@@ -12,8 +12,8 @@ from sci_moe.moe import (
     Routing,
     group_expert_usage,
     load_equilibrium_loss,
-    pairwise_js_divergence,
 )
+from sci_moe.stats import pairwise_js_divergence
 from tests.conftest import FLOAT_TOLERANCE
 
 

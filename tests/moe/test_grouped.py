@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from sci_moe.moe import grouped_linear, grouped_mm_supported
+from sci_moe.moe.grouped import grouped_linear, grouped_mm_supported
 
 
 def _loop(x, w, counts, bias=None):

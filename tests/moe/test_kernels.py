@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sci_moe.moe import grouped_linear
+from sci_moe.moe.grouped import grouped_linear
 from sci_moe.moe.routing import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,6 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from sci_moe.moe import (
-    DefaultOutputs,
     LoRAExperts,
     MLPExperts,
     MoE,
@@ -39,7 +38,9 @@ from sci_moe.moe import (
     Router,
     RouterConfig,
     SharedExperts,
+    slice_experts,
 )
+from sci_moe.moe.default_moe import DefaultOutputs
 from sci_moe.moe.parallel import (
     ExpertParallel,
     all_to_all_rows,
@@ -47,7 +48,6 @@ from sci_moe.moe.parallel import (
     full_state_dict,
     load_full_state_dict,
     sharded_state_names,
-    slice_experts,
     sync_replicated_grads,
 )
 
@@ -263,6 +263,9 @@ PARALLEL_COVERAGE = {
     "capacity_factor": "capacity expert_choice",
     "jitter": "n/a: training-mode random input noise, drawn per process",
     "noise_std": "n/a: training-mode random logit noise, drawn per process",
+    "temperature": "n/a: mode='competence' only (no projection; not an MoE router)",
+    "recalibration": "n/a: mode='competence' only (no projection; not an MoE router)",
+    "init_std": "n/a: initial router weights only; every case copies one set to all ranks",
     # MoE.__init__ / MoE.from_modules
     "config": "glu_shared_aux",
     "dispatcher": "ctor_dispatcher",

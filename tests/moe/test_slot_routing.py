@@ -1,5 +1,5 @@
-"""Slot-expanded top-M routing (FedLEASE) against a naive per-token loop (outputs and all
-gradients, f32/f64)."""
+"""Slot-expanded top-M routing (FedLEASE; Router mode "slot_top_m") against a naive
+per-token loop (outputs and all gradients, f32/f64)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ import pytest
 import torch
 from torch import nn
 
-from sci_moe.moe import (
-    LoRAExperts,
-    Routing,
-    SlotExpandedRouter,
-    dispatch,
-    slot_expanded_top_m,
-    slot_to_expert,
-)
+from sci_moe.moe import LoRAExperts, Router, Routing, dispatch
 from tests.conftest import FLOAT_TOLERANCE
+
+
+def slot_expanded_top_m(slot_logits, own, normalize=False):
+    """``Router(mode="slot_top_m")`` applied to the slot scores themselves (identity
+    projection: ``x I^T`` is ``x`` bitwise)."""
+    P = slot_logits.shape[-1]
+    M = (P + 1) // 2
+    router = Router(d_model=P, num_experts=M, mode="slot_top_m", normalize=normalize)
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(P))
+    return router(slot_logits, own=own)
 
 
 def _naive_forward(x, G, own, bank, normalize=False):
@@ -52,11 +56,13 @@ def test_matches_naive_loop(float_dtype, M, normalize):
     bank = LoRAExperts(nn.Linear(d_in, d_out), num_experts=M, rank=3)
     with torch.no_grad():
         bank.lora_b.normal_(generator=g)
-    router = SlotExpandedRouter(d_in, M, init_std=1.0, normalize=normalize)
+    router = Router(
+        d_model=d_in, num_experts=M, mode="slot_top_m", init_std=1.0, normalize=normalize
+    )
     x = torch.randn(T, d_in, generator=g, requires_grad=True)
     own = torch.randint(0, M, (T,), generator=g)
     params = [x, router.weight, bank.lora_a, bank.lora_b]
-    y = dispatch(x, router(x, own), bank)
+    y = dispatch(x, router(x, own=own), bank)
     y_ref = _naive_forward(x, router.weight, own, bank, normalize)
     torch.testing.assert_close(y, y_ref, atol=tol, rtol=tol)
     gout = torch.randn(T, d_out, generator=g)
@@ -93,20 +99,21 @@ def test_m1_equals_own_lora():
     with torch.no_grad():
         bank.lora_b.normal_()
     x = torch.randn(7, 4)
-    r = SlotExpandedRouter(4, 1, init_std=1.0)(x, 0)
+    r = Router(d_model=4, num_experts=1, mode="slot_top_m", init_std=1.0)(x, own=0)
     assert torch.equal(r.weights, torch.ones(7, 1))
     torch.testing.assert_close(dispatch(x, r, bank), bank.base_layer(x) + bank.forward_expert(0, x))
 
 
 def test_slot_map_and_errors():
-    assert slot_to_expert(torch.tensor([1]), 3).tolist() == [[1, 1, 1, 0, 2]]
-    with pytest.raises(ValueError, match="odd number"):
-        slot_expanded_top_m(torch.zeros(2, 4), 0)
+    # own expert 1 of 3: slots 0-2 point to it, slots 3 and 4 to experts 0 and 2
+    for slot, expert in enumerate([1, 1, 1, 0, 2]):
+        r = slot_expanded_top_m(20.0 * torch.eye(5)[slot : slot + 1], 1)
+        assert int(r.probs.argmax()) == expert
     with pytest.raises(ValueError, match="own expert"):
         slot_expanded_top_m(torch.zeros(2, 3), 2)
     with pytest.raises(TypeError, match="integer"):
         slot_expanded_top_m(torch.zeros(2, 3), torch.zeros(2))
     with pytest.raises(ValueError, match="d_model"):
-        SlotExpandedRouter(0, 2)
+        Router(d_model=0, num_experts=2, mode="slot_top_m")
     r = slot_expanded_top_m(torch.zeros(0, 3), 0)
     assert isinstance(r, Routing) and r.indices.shape == (0, 2)

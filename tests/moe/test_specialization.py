@@ -7,9 +7,9 @@ from sci_moe.moe import (
     Routing,
     orthogonality_loss,
     routing_diagnostics,
-    selected_outputs,
     variance_loss,
 )
+from sci_moe.moe.specialization import selected_outputs
 
 
 def _naive_lo(x, eps):

@@ -156,10 +156,11 @@ def test_import_does_not_load_rdkit():
 
     code = (
         "import sys\n"
-        "import sci_moe.molecules.geometric_moe\n"
+        "import sci_moe.molecules.spice.geometric_moe\n"
         "assert 'rdkit' not in sys.modules, 'geometric_moe loaded rdkit'\n"
         "import sci_moe.molecules as m\n"
-        "import sci_moe.molecules.graph, sci_moe.molecules.model, sci_moe.molecules.train\n"
+        "import sci_moe.molecules.graph, sci_moe.molecules.spice.model\n"
+        "import sci_moe.molecules.spice.train\n"
         "assert 'rdkit' not in sys.modules, 'sci_moe.molecules loaded rdkit'\n"
         "assert m.KCAL_TO_KJ == 4.184 and callable(m.parallel_map)\n"
         "assert m.ConformerConfig().max_confs == 10 and 'rdkit' in sys.modules\n"

@@ -11,7 +11,7 @@ from rdkit.Chem import AllChem
 from sci_moe.molecules.embedding import ConformerConfig
 from sci_moe.molecules.features import ATOM_FEATURE_NAMES, atom_features
 from sci_moe.molecules.graph import EnsembleGraph, collate_ensembles
-from tests.molecules.test_spice_model import random_graph, small_model
+from tests.molecules.spice.test_spice_model import random_graph, small_model
 
 CHIRAL_COLS = [i for i, n in enumerate(ATOM_FEATURE_NAMES) if n.startswith("chirality=")]
 

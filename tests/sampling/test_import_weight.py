@@ -39,10 +39,9 @@ def test_imports_do_not_load_openmm_or_mdtraj():
 def test_openmm_driver_is_loaded_on_first_use():
     loaded = _loaded_after(
         [
-            "import sci_moe.sampling as s",
             "import sci_moe.sampling.tempering as t",
             "t.OpenMMSimulatedTempering",
-            "assert s.OpenMMSimulatedTempering is t.OpenMMSimulatedTempering",
+            "assert 'OpenMMSimulatedTempering' in dir(t) and 'OpenMMSimulatedTempering' in vars(t)",
         ]
     )
-    assert loaded[1] == [] and "openmm" in loaded[2]
+    assert loaded[0] == [] and "openmm" in loaded[1]

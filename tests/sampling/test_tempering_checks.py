@@ -107,7 +107,7 @@ def test_levels0_must_be_integer():
 
 def test_openmm_rejects_nan_positions():
     pytest.importorskip("openmm")
-    from sci_moe.sampling.tempering.openmm import OpenMMSimulatedTempering
+    from sci_moe.sampling.tempering import OpenMMSimulatedTempering
     from tests.sampling.test_tempering_openmm import TEMPS, harmonic_system
 
     top, system, pos = harmonic_system()

@@ -15,11 +15,8 @@ import openmm.app as app
 import openmm.unit as u
 import pytest
 
-from sci_moe.sampling.tempering.openmm import (
-    MOLAR_GAS_CONSTANT,
-    OpenMMSimulatedTempering,
-    OpenMMTemperingConfig,
-)
+from sci_moe._util import BOLTZMANN_KJ_PER_MOL_K
+from sci_moe.sampling.tempering import OpenMMSimulatedTempering, OpenMMTemperingConfig
 
 TEMPS = np.geomspace(600.0, 300.0, 4)  # hottest first
 EXACT_G = -1.5 * np.log(TEMPS / TEMPS[-1])
@@ -55,7 +52,7 @@ def check_equilibrium(res, burn=300, tol_hist=0.06):
     assert np.all(np.abs(s["level_histogram"] - 1 / L) < tol_hist), s["level_histogram"]
     assert s["round_trips"] >= 10
     for l, T in enumerate(TEMPS):
-        ratio = e[lv == l].mean() / (1.5 * MOLAR_GAS_CONSTANT * T)
+        ratio = e[lv == l].mean() / (1.5 * BOLTZMANN_KJ_PER_MOL_K * T)
         assert 0.7 < ratio < 1.3, (l, ratio)  # the tolerance of OpenMM's own test
     return s
 

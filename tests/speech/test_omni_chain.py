@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from sci_moe.data.speech import ReverbSpeechConfig, build_reverberant_speech, corpus_sentences
-from sci_moe.speech import (
+from sci_moe.speech import synthesize
+from sci_moe.speech.omni import (
     FrontEndConfig,
     RoomConfig,
     VocoderConfig,
@@ -20,7 +21,6 @@ from sci_moe.speech import (
     reverberate,
     simulate_rir,
     stft,
-    synthesize,
     utterance_frames,
     vocoded_stoi,
 )

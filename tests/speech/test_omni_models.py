@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from sci_moe.speech import (
+from sci_moe.speech.omni import (
     FrameTensors,
     MaskNetConfig,
     OmniExpertMask,
@@ -56,11 +56,11 @@ def test_moe_path_equals_core_reference_and_upcycled_moe_equals_pi(float_dtype):
     p = torch.softmax(torch.randn(9, 40, generator=gen), -1)
     torch.testing.assert_close(moe(x, p), pi(x), atol=atol, rtol=rtol)  # sum_n p_n = 1
     with torch.no_grad():
-        moe.bank.up.add_(0.2 * torch.randn(moe.bank.up.shape, generator=gen))
+        moe.mixture.experts.up.add_(0.2 * torch.randn(moe.mixture.experts.up.shape, generator=gen))
     for probs in (p, oracle_probs(torch.randint(0, 40, (9,), generator=gen))):
         r = moe.routing(probs)
         assert r.top_k == (1 if probs.max() == 1 else 40)
-        assert_routed_bank_matches_reference(None, moe.bank, x.reshape(9, -1), r)
+        assert_routed_bank_matches_reference(None, moe.mixture.experts, x.reshape(9, -1), r)
 
 
 def test_oracle_oe_uses_the_label_row_of_the_table():
@@ -121,6 +121,6 @@ def test_training_lowers_the_loss_and_moe_experts_specialise():
     for model in (moe, oe):
         assert mask_loss(model(x, k), irm, data.magnitude) < mask_loss(pi(x), irm, data.magnitude)
     # experts of classes never seen stay equal to the PI expert
-    torch.testing.assert_close(moe.bank.up[39], pi.bank.up[0])
+    torch.testing.assert_close(moe.mixture.experts.up[39], pi.bank.up[0])
     clf = train_classifier(data, NET, TrainConfig(epochs=5, batch_size=64, lr=1e-2))
     assert float((clf.probs(x).argmax(1) == lab).float().mean()) > 0.5

@@ -7,7 +7,7 @@ import torch
 
 from sci_moe._util import load_verified
 from sci_moe.cli.main import main
-from sci_moe.speech import (
+from sci_moe.speech.omni import (
     FrameTensors,
     MaskNetConfig,
     PhonemeMoEMask,

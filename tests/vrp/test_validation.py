@@ -5,8 +5,6 @@ import torch
 
 from sci_moe.vrp import (
     MTVRPEnv,
-    MTVRPPolicy,
-    PolicyConfig,
     generate_instances,
     greedy_savings,
     instance_problems,
@@ -15,6 +13,7 @@ from sci_moe.vrp import (
     tour_cost,
     validate_instance,
 )
+from sci_moe.vrp.moses import MTVRPPolicy, PolicyConfig
 
 
 def _solvers():

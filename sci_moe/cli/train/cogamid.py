@@ -1,7 +1,7 @@
 """``sci-moe train cogamid``: class-incremental segmentation with Gaussian-mixture replay.
 
 CoGaMiD (or the fine-tuning and single-prototype baselines, ``--method``) on the
-procedural multimodal scenes of :mod:`sci_moe.vision.synthetic`: step 0 learns the base
+procedural multimodal scenes of :mod:`sci_moe.vision.cogamid.data`: step 0 learns the base
 classes, every later step one new increment with feature distillation and replayed
 pseudo-features of the old classes. Every step is one engine run in ``OUT/task_<t>/``
 (checkpoint, ``metrics.jsonl``); ``--resume`` restores the finished steps (refitting the
@@ -32,7 +32,7 @@ MODEL_FORMAT = "sci_moe.vision.cogamid/1"
 
 
 def _config():
-    from ...vision import IncrementalConfig
+    from ...vision.cogamid import IncrementalConfig
 
     return IncrementalConfig
 
@@ -50,7 +50,7 @@ def run(cfg, out: Path, resume: bool) -> dict:
     """Run every step of the protocol in ``out``; write ``model.pt`` when done."""
     from ..._util import atomic_torch_save
     from ...train import current_context
-    from ...vision import run_incremental
+    from ...vision.cogamid import run_incremental
 
     res = run_incremental(cfg, out, resume)
     results = {"train": res["train"], "steps": res["steps"]}

@@ -1,18 +1,25 @@
 """``sci-moe train fame``: FAME function-on-function regression on a built-in task.
 
-Two tasks (``--task``):
+Four tasks (``--task``):
 
-* ``oscillator`` (default): the forced, stiffness-modulated damped oscillator of
-  :func:`sci_moe.functional.make_oscillator_data`, whose responses are exact to solver
+* ``regime`` (default): the regime-switching nonlinear driven ODE of
+  :func:`sci_moe.functional.fame.make_ode_data` (``y' = -y^3 + sin 2x`` or ``-2y + x^2/2``
+  by the sign of the input's mean level; exact truth), one input function per sample
+  observed at a random 25-100 % of a 50-point grid;
+* ``linear``: ``y' = -1.5 y + x(t)`` from the same module (exact truth);
+* ``oscillator``: the forced, stiffness-modulated damped oscillator of
+  :func:`sci_moe.functional.fame.make_oscillator_data`, whose responses are exact to solver
   tolerance (a known truth); two irregularly observed input functions per sample;
   fresh train, validation and test sets drawn from ``--data-seed``.
 * ``elnino``: next year's monthly Nino 1+2 sea-surface temperatures from this year's
   (:func:`sci_moe.data.elnino.elnino_next_year`; statsmodels ships the data); input
   years up to 1989 train, 1990-1994 validate, 1995 on test.
 
-The regressor (:class:`sci_moe.functional.FunctionOnFunctionRegressor`) trains on the
-engine with validation every ``--eval-every`` steps; the best validation weights are
-tested. Writes ``OUT/model.pt`` (:meth:`FunctionOnFunctionRegressor.save`; read it with
+The regressor (:class:`sci_moe.functional.fame.FunctionOnFunctionRegressor`) trains on the
+engine with validation every ``--eval-every`` steps and early stopping after
+``--patience`` evaluations without improvement; the best validation weights are tested.
+The defaults are the setting of ``benchmarks/fame/run.py`` (issue 45). Writes
+``OUT/model.pt`` (:meth:`FunctionOnFunctionRegressor.save`; read it with
 ``FunctionOnFunctionRegressor.load``), ``OUT/results.json`` (test relative L2 error,
 and that of predicting the training mean curve) and the engine's files.
 
@@ -21,9 +28,9 @@ Examples
 .. code-block:: console
 
     $ sci-moe train fame --out runs/fame
-    $ sci-moe train fame --out runs/fame --steps 3000 --max-hours 1
-    $ sci-moe train fame --out runs/fame --steps 3000 --max-hours 1 --resume
-    $ sci-moe train fame --out runs/elnino --task elnino --num-experts 5
+    $ sci-moe train fame --out runs/fame --steps 2000 --max-hours 1
+    $ sci-moe train fame --out runs/fame --steps 2000 --max-hours 1 --resume
+    $ sci-moe train fame --out runs/elnino --task elnino --num-experts 1 --steps 300
 """
 
 from __future__ import annotations
@@ -33,13 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...functional.regressor import FAMETrainConfig
+from ...functional.fame.train import FAMETrainConfig
 from ._common import TrainMethod
 
 __all__ = ["METHOD", "TASKS", "FAMERunConfig", "load_task", "run"]
 
 #: The built-in tasks of ``--task``.
-TASKS = ("oscillator", "elnino")
+TASKS = ("regime", "linear", "oscillator", "elnino")
 # FAMEConfig fields the command sets (num_functions comes from the task)
 _MODEL_FIELDS = (
     "num_experts",
@@ -61,17 +68,17 @@ class FAMERunConfig(FAMETrainConfig):
 
     Parameters
     ----------
-    task : {"oscillator", "elnino"}
-        The built-in task: the forced oscillator (exact truth) or El Nino next-year
-        temperatures.
+    task : {"regime", "linear", "oscillator", "elnino"}
+        The built-in task: a driven ODE (regime-switching nonlinear, or linear), the
+        forced oscillator (all with an exact truth) or El Nino next-year temperatures.
     n_train : int
-        Oscillator training samples.
+        Training samples of the generated tasks.
     n_val : int
-        Oscillator validation samples.
+        Validation samples of the generated tasks.
     n_test : int
-        Oscillator test samples.
+        Test samples of the generated tasks.
     observed : tuple of float
-        Oscillator: the fraction of the 100-point grid observed per input function is
+        Generated tasks: the fraction of the observation grid seen per input function is
         drawn uniformly from this range (two numbers in (0, 1]).
     data_seed : int
         Seed of the generated samples and their observation times.
@@ -97,21 +104,23 @@ class FAMERunConfig(FAMETrainConfig):
         Mix functions by cross-attention (else their mean).
     """
 
-    steps: int = 600
-    eval_every: int = 50
+    steps: int = 500
+    lr: float = 1e-2
+    eval_every: int = 25
+    patience: int = 6
     monitor: str = "val_rel_l2"
-    task: str = "oscillator"
-    n_train: int = 200
-    n_val: int = 40
-    n_test: int = 60
-    observed: tuple[float, float] = (0.3, 0.7)
+    task: str = "regime"
+    n_train: int = 100
+    n_val: int = 30
+    n_test: int = 50
+    observed: tuple[float, float] = (0.25, 1.0)
     data_seed: int = 0
-    num_experts: int = 3
-    hidden: int = 16
-    expert_hidden: int = 32
-    attention_dim: int = 16
-    decoder_hidden: int = 16
-    num_quadrature: int = 17
+    num_experts: int = 4
+    hidden: int = 8
+    expert_hidden: int = 16
+    attention_dim: int = 8
+    decoder_hidden: int = 8
+    num_quadrature: int = 9
     substeps: int = 1
     spline: str = "natural"
     bidirectional: bool = True
@@ -138,8 +147,8 @@ class FAMERunConfig(FAMETrainConfig):
         self.model_config(1)  # FAMEConfig's checks name the field
 
     def model_config(self, num_functions: int):
-        """The :class:`~sci_moe.functional.FAMEConfig` of these options."""
-        from ...functional import FAMEConfig
+        """The :class:`~sci_moe.functional.fame.FAMEConfig` of these options."""
+        from ...functional.fame import FAMEConfig
 
         return FAMEConfig(
             num_functions=num_functions, **{k: getattr(self, k) for k in _MODEL_FIELDS}
@@ -165,16 +174,18 @@ def load_task(cfg: FAMERunConfig) -> dict:
             "times": ELNINO_MONTHS,
             "domain": ELNINO_DOMAIN,
         }
-    from ...functional import make_oscillator_data
+    from ...functional.fame import make_ode_data, make_oscillator_data
     from ...train import derive_seed
 
     sets = {}
     for k, (name, n) in enumerate(
         (("train", cfg.n_train), ("val", cfg.n_val), ("test", cfg.n_test))
     ):
-        sets[name] = make_oscillator_data(
-            n, seed=derive_seed(cfg.data_seed, k), observed=cfg.observed
-        )
+        seed = derive_seed(cfg.data_seed, k)
+        if cfg.task == "oscillator":
+            sets[name] = make_oscillator_data(n, seed=seed, observed=cfg.observed)
+        else:
+            sets[name] = make_ode_data(cfg.task, n, seed=seed, observed=cfg.observed)
     test = sets["test"]
     return {
         **{k: (d.inputs, d.output_pairs()) for k, d in sets.items()},
@@ -186,7 +197,7 @@ def load_task(cfg: FAMERunConfig) -> dict:
 
 def run(cfg: FAMERunConfig, out: Path, resume: bool) -> dict:
     """Build the task, train FAME on the engine, test the best validation weights."""
-    from ...functional import FunctionOnFunctionRegressor, relative_l2
+    from ...functional.fame import FunctionOnFunctionRegressor, relative_l2
     from ...train import current_context
 
     task = load_task(cfg)
@@ -221,8 +232,9 @@ METHOD = TrainMethod(
     outputs=("model.pt",),
     description=(
         "Train FAME (mixture-of-experts neural CDEs, Gao, Chen & Zhang 2025) on a built-in "
-        "function-on-function task: the forced oscillator with an exact truth (default) or "
-        "El Nino next-year temperatures; the weights with the best validation relative L2 "
+        "function-on-function task: a regime-switching nonlinear driven ODE (default), a "
+        "linear one or the forced oscillator, all with an exact truth, or El Nino next-year "
+        "temperatures; the weights with the best validation relative L2 "
         "error are tested against the truth and against predicting the training mean."
     ),
 )

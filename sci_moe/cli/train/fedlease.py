@@ -17,11 +17,18 @@ accuracy, the mean per task and, for the clustered methods, the clusters found a
 adjusted Rand index against the true tasks. Without ``--cache`` the MiniLM hidden states
 are cached in ``OUT/data/``.
 
+With ``--flower`` nothing is simulated: the command writes a Flower deployment of the same
+run to ``OUT/flower`` (``strategy.pt`` for the server app, ``client_<i>.pt`` for the node
+of client ``i``, the app directory ``app/`` for ``flwr run``;
+:mod:`sci_moe.federated.flower`) and prints the commands that start it; a Flower run
+with one intra-op thread per process equals the simulated one bit for bit.
+
 Examples
 --------
 .. code-block:: console
 
     $ sci-moe train fedlease --out runs/fedlease --rounds 8
+    $ sci-moe train fedlease --out runs/flower --rounds 8 --flower
     $ sci-moe train fedlease --out runs/fedit --strategy fedit --rounds 8
     $ sci-moe train fedlease --out runs/fedlease --rounds 8 --max-hours 0.2 --resume
 """
@@ -36,7 +43,7 @@ from ...data.fed_tasks import TASKS
 from ...federated.client import TrainConfig
 from ._common import TrainMethod
 
-__all__ = ["METHOD", "STRATEGIES", "FedLEASERunConfig", "run"]
+__all__ = ["METHOD", "STRATEGIES", "FedLEASERunConfig", "export_flower", "run"]
 
 #: Server algorithms of ``--strategy``.
 STRATEGIES = ("fedlease", "fedit", "local", "ifca")
@@ -81,6 +88,9 @@ class FedLEASERunConfig(TrainConfig):
         LoRA rank.
     cache : str or None
         Folder of the cached MiniLM hidden states (none: OUT/data).
+    flower : bool
+        Write a Flower deployment of this run to OUT/flower (the strategy file, one file
+        per client for its node, the app directory for flwr run) instead of simulating.
     """
 
     strategy: str = "fedlease"
@@ -99,6 +109,7 @@ class FedLEASERunConfig(TrainConfig):
     data_seed: int = 0
     rank: int = 4
     cache: str | None = None
+    flower: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -111,8 +122,9 @@ class FedLEASERunConfig(TrainConfig):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-        if not isinstance(self.oracle_clusters, bool):
-            raise ValueError(f"oracle_clusters must be true or false, got {self.oracle_clusters!r}")
+        for name in ("oracle_clusters", "flower"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.tasks = tuple(self.tasks)
         bad = [t for t in self.tasks if t not in TASKS]
         if not self.tasks or bad or len(set(self.tasks)) != len(self.tasks):
@@ -138,7 +150,7 @@ class FedLEASERunConfig(TrainConfig):
 
 def build_strategy(cfg: FedLEASERunConfig, clients):
     """The server algorithm of ``cfg`` for a :class:`~sci_moe.data.fed_tasks.FedTaskSet`."""
-    from ...federated import IFCA, FedIT, FedLEASE, LocalLoRA
+    from ...federated.fedlease import IFCA, FedIT, FedLEASE, LocalLoRA
 
     n, plan = len(clients.clients), cfg.plan()
     if cfg.strategy == "fedlease":
@@ -180,6 +192,8 @@ def run(cfg: FedLEASERunConfig, out: Path, resume: bool) -> dict:
         cache=cache / f"fed_hidden_{cfg.max_len}.npz",
     )
     strategy = build_strategy(cfg, clients)
+    if cfg.flower:
+        return export_flower(strategy, clients.clients, out / "flower")
     ckpt = out / CHECKPOINT_NAME
     log = MetricsLog(out / METRICS_NAME)
     resumed_from = None
@@ -259,6 +273,28 @@ def run(cfg: FedLEASERunConfig, out: Path, resume: bool) -> dict:
             "ari_vs_tasks": float(adjusted_rand_score(tasks, list(labels))),
         }
     return results
+
+
+def export_flower(strategy, clients, folder: Path) -> dict:
+    """Write the Flower deployment of a run (``--flower``) and print how to start it."""
+    from ...federated.flower import save_client, save_strategy, write_app
+
+    folder = folder.resolve()
+    save_strategy(strategy, folder / "strategy.pt")
+    files = [str(save_client(c, folder / f"client_{c.client_id}.pt")) for c in clients]
+    app = write_app(folder / "app", strategy_file=str(folder / "strategy.pt"))
+    print(
+        f"Flower deployment of {len(files)} clients in {folder} (docs: federated page):\n"
+        "  flower-superlink --ssl-certfile server.pem --ssl-keyfile server.key "
+        "--ssl-ca-certfile ca.crt --host 0.0.0.0 --disable-runtime-dependency-installation\n"
+        "  flower-supernode --root-certificates ca.crt --superlink HOST:8000 "
+        f"--node-config 'data=\"{folder}/client_<i>.pt\"'   # on the node of client i\n"
+        f"  flwr run {app} <connection> --run-config 'out=\"{folder}/out\"'"
+    )
+    return {
+        "flower": {"strategy": str(folder / "strategy.pt"), "clients": files, "app": str(app)},
+        "train": {"step": 0, "steps": strategy.num_rounds, "reason": "exported"},
+    }
 
 
 METHOD = TrainMethod(

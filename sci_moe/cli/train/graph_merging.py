@@ -36,7 +36,7 @@ _PHASE_FILES = tuple(
 
 
 def _config():
-    from ...graphs import GraphMergingConfig
+    from ...graphs.merging import GraphMergingConfig
 
     return GraphMergingConfig
 
@@ -46,7 +46,7 @@ def run(cfg, out: Path, resume: bool) -> dict:
     from dataclasses import asdict
 
     from ..._util import atomic_torch_save
-    from ...graphs import run_graph_merging
+    from ...graphs.merging import run_graph_merging
     from ...train import current_context
 
     res = run_graph_merging(cfg, out, resume)

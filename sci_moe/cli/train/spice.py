@@ -2,9 +2,9 @@
 
 The data set is one built by :mod:`sci_moe.data.molecule_set` (a directory holding
 ``molecule_set.npz``). Options come from a YAML/JSON config file with the sections
-``model`` (``name`` plus :class:`~sci_moe.molecules.SPiCEConfig` or
-:class:`~sci_moe.molecules.BaselineConfig` fields), ``train``
-(:class:`~sci_moe.molecules.TrainConfig` fields: the training engine's, counted in
+``model`` (``name`` plus :class:`~sci_moe.molecules.spice.SPiCEConfig` or
+:class:`~sci_moe.molecules.spice.BaselineConfig` fields), ``train``
+(:class:`~sci_moe.molecules.spice.TrainConfig` fields: the training engine's, counted in
 epochs) and ``data`` (``path``, ``targets``, ``heavy_only``, ``split_seed``); flags given
 on the command line override the file. The resolved config is written to
 ``OUT/config.yaml``; the run (on :class:`sci_moe.train.Trainer`) writes
@@ -44,6 +44,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from .._errors import flag_error
+from ._common import _check_out
 
 __all__ = ["add_spice_parser", "resolve_config", "run_spice"]
 
@@ -178,7 +179,7 @@ def _read_config(path: Path | None) -> dict:
 
 def resolve_config(args: argparse.Namespace) -> dict:
     """Merge the config file and the flags into ``{"model", "train", "data"}`` dicts."""
-    from ...molecules import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
+    from ...molecules.spice import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
 
     cfg = _read_config(args.config)
     model = cfg.get("model", {})
@@ -243,7 +244,7 @@ def run_spice(args: argparse.Namespace) -> int:
         _wait_for_main(ctx)
         return _run_locked(args, cfg, out, ctx)
     try:
-        _check_out(out, args.resume, args.overwrite)
+        _check_out(out, args.resume, args.overwrite, [out / n for n in _OUTPUTS])
         # One writer per --out (the message names the holder); dropped when this process ends.
         lock = lock_directory(
             out, command=f"sci-moe train spice --out {out}" + (" --resume" if args.resume else "")
@@ -269,20 +270,6 @@ def _wait_for_main(ctx, error: str | None = None) -> None:
         raise ValueError(f"rank 0 refused to start: {box[0]}")
 
 
-def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
-    """Refuse to replace a previous run silently (as ``sci-moe md run`` does)."""
-    if resume and overwrite:
-        raise ValueError("--resume and --overwrite exclude each other")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
-    present = [n for n in _OUTPUTS if (out / n).exists()]
-    if present and not resume and not overwrite:
-        raise ValueError(
-            f"--out {out} already holds a run ({', '.join(present)}); pass --resume to "
-            "continue it, --overwrite to replace it, or choose another --out"
-        )
-
-
 def _settings(cfg: dict, resumable) -> dict:
     """``cfg`` without the train options a resumed run may change."""
     train = {k: v for k, v in (cfg.get("train") or {}).items() if k not in resumable}
@@ -294,14 +281,8 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
 
     from ..._util import atomic_write_text
     from ...data.molecule_set import MoleculeSet
-    from ...molecules import (
-        ATOM_FEATURE_DIM,
-        BOND_FEATURE_DIM,
-        TrainConfig,
-        build_model,
-        fit,
-        save_model,
-    )
+    from ...molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
+    from ...molecules.spice import TrainConfig, build_model, fit, save_model
     from ...train import RESUMABLE_CHANGES, TrainingDiverged, seed_everything
 
     saved = out / "config.yaml"

@@ -37,7 +37,7 @@ _STAGE_FILES = tuple(
 
 
 def _config():
-    from ...vrp import MoSESConfig
+    from ...vrp.moses import MoSESConfig
 
     return MoSESConfig
 
@@ -71,7 +71,8 @@ def test_costs(policy, cfg, instances: int | None = None) -> dict:
         ``held_out_mean`` (the variants trained in stage 3 and the others).
     """
     from ...train import derive_seed
-    from ...vrp import VARIANTS, generate_instances, solve
+    from ...vrp import VARIANTS, generate_instances
+    from ...vrp.moses import solve
 
     n = cfg.test_instances if instances is None else instances
     out = {}
@@ -89,7 +90,7 @@ def test_costs(policy, cfg, instances: int | None = None) -> dict:
 def run(cfg, out: Path, resume: bool) -> dict:
     """Train the three stages in ``out``; write ``model.pt`` and the test costs when done."""
     from ...train import current_context
-    from ...vrp import fit_moses, save_policy
+    from ...vrp.moses import fit_moses, save_policy
 
     policy, summary = fit_moses(cfg, out_dir=out, resume=resume)
     results: dict = {"train": summary}

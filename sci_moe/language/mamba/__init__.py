@@ -12,7 +12,7 @@ projections through core expert banks driven by one shared :class:`~sci_moe.moe.
 from .block import MambaBlock, MambaConfig, MambaState
 from .generate import initial_states, lm_step, recurrent_generate
 from .interop import config_from_transformers, from_transformers_mixer
-from .rom import PROJECTIONS, RoMBlock, RoMConfig
+from .rom import PROJECTIONS, RoMBlock, RoMConfig, RoMProjection
 from .scan import linear_scan, selective_scan, selective_scan_reference, selective_state_step
 from .scan_kernel import (
     triton_scan_available,
@@ -28,6 +28,7 @@ __all__ = [
     "MambaState",
     "RoMBlock",
     "RoMConfig",
+    "RoMProjection",
     "config_from_transformers",
     "from_transformers_mixer",
     "initial_states",

@@ -15,11 +15,13 @@ banks; the depthwise convolution, ``x_proj``, ``dt_proj``, ``A`` and ``D`` stay 
     \\mathrm{out}_t &= \\textstyle\\sum_j w_{tj} W^{out}_{i_{tj}} y_t
 
 The routing is a core :class:`~sci_moe.moe.Routing`, computed once per block call and
-passed to the three :class:`~sci_moe.moe.LinearExperts` banks through
-:func:`~sci_moe.moe.dispatch` (its expert sort is cached in the routing, so the three
-banks share it too). ``routing="independent"`` is the paper's ablation: one router per
-projection (Conv and Gate routers read ``h``, the Out router reads ``y``). With one
-expert and ``top_k=1`` the block is exactly a dense :class:`~.block.MambaBlock`.
+passed to the three routed projections, each a :class:`RoMProjection` (a
+:class:`~sci_moe.moe.RoutedModule` over a :class:`~sci_moe.moe.LinearExperts` bank, run
+by :func:`~sci_moe.moe.dispatch`; the routing caches its expert sort, so the three banks
+share it too). ``routing="independent"`` is the paper's ablation: one router per
+projection (Conv and Gate routers read ``h``, the Out router reads ``y``). The block owns
+its routers and passes each projection its routing. With one expert and ``top_k=1`` the
+block is exactly a dense :class:`~.block.MambaBlock`.
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ import torch
 from ...moe import (
     LinearExperts,
     MoEInfo,
+    RoutedModule,
     RoutedPath,
     Router,
     RouterConfig,
+    Routing,
     auxiliary_losses,
-    dispatch,
 )
 from .block import MambaBlock, MambaConfig, MambaState
 
-__all__ = ["PROJECTIONS", "RoMBlock", "RoMConfig"]
+__all__ = ["PROJECTIONS", "RoMBlock", "RoMConfig", "RoMProjection"]
 
 PROJECTIONS = ("conv", "gate", "out")
 """Names of the routed projections of a :class:`RoMBlock` (Conv, Gate and Out Proj)."""
@@ -93,6 +96,43 @@ class RoMConfig(MambaConfig):
         )
 
 
+class RoMProjection(RoutedModule):
+    """One routed projection of a :class:`RoMBlock`: ``E`` linear experts, routed by the block.
+
+    A :class:`~sci_moe.moe.RoutedModule` without a router of its own: the block computes
+    the routing (its shared router, or this projection's router of the independent
+    ablation) and calls ``projection(x, routing)``, which flattens the tokens, runs the
+    bank through :func:`~sci_moe.moe.dispatch` and reshapes. Its routed path is reported
+    by the block (:meth:`RoMBlock.routed_paths`), with the router that routes it.
+
+    Parameters
+    ----------
+    num_experts, d_in, d_out : int
+    bias : bool
+        Per-expert bias.
+
+    Attributes
+    ----------
+    experts : LinearExperts
+        ``weight`` of shape ``(E, d_out, d_in)`` (and ``bias`` ``(E, d_out)``).
+    """
+
+    def __init__(self, num_experts: int, d_in: int, d_out: int, bias: bool = False) -> None:
+        super().__init__()
+        self.d_model = d_in
+        self.experts = LinearExperts(num_experts, d_in, d_out, bias=bias)
+
+    def route(self, x: torch.Tensor) -> Routing:
+        """Not routable alone: the :class:`RoMBlock` passes the routing."""
+        raise ValueError(
+            "a RoMProjection is routed by its RoMBlock: call it as projection(x, routing)"
+        )
+
+    def routed_paths(self) -> list[RoutedPath]:
+        """None of its own: the block reports the path with its router."""
+        return []
+
+
 class RoMBlock(MambaBlock):
     """Routing Mamba block: routed Conv/Gate/Out projection experts, shared SSM core.
 
@@ -107,9 +147,9 @@ class RoMBlock(MambaBlock):
         The shared router (``routing="shared"``).
     routers : ModuleDict
         ``{"conv", "gate", "out"}`` routers (``routing="independent"``).
-    conv_proj, gate_proj : LinearExperts
-        ``E`` experts ``d_model -> d_inner`` each.
-    out_proj : LinearExperts
+    conv_proj, gate_proj : RoMProjection
+        ``E`` experts ``d_model -> d_inner`` each (bank ``conv_proj.experts``).
+    out_proj : RoMProjection
         ``E`` experts ``d_inner -> d_model``.
 
     Examples
@@ -132,9 +172,9 @@ class RoMBlock(MambaBlock):
     def build_projections(self) -> None:
         c = self.config
         E, d, di = c.num_experts, c.d_model, c.d_inner
-        self.conv_proj = LinearExperts(E, d, di, bias=c.bias)
-        self.gate_proj = LinearExperts(E, d, di, bias=c.bias)
-        self.out_proj = LinearExperts(E, di, d, bias=c.bias)
+        self.conv_proj = RoMProjection(E, d, di, bias=c.bias)
+        self.gate_proj = RoMProjection(E, d, di, bias=c.bias)
+        self.out_proj = RoMProjection(E, di, d, bias=c.bias)
         if c.routing == "shared":
             self.router = Router(c.router_config(d))
         else:
@@ -148,7 +188,7 @@ class RoMBlock(MambaBlock):
 
     def banks(self) -> dict[str, LinearExperts]:
         """The three routed banks by projection name."""
-        return {"conv": self.conv_proj, "gate": self.gate_proj, "out": self.out_proj}
+        return {name: getattr(self, f"{name}_proj").experts for name in PROJECTIONS}
 
     def expert_parameters(self) -> int:
         """Parameters of all routed experts (the three banks)."""
@@ -163,8 +203,7 @@ class RoMBlock(MambaBlock):
         """
         c = self.config
         paths = []
-        for name in PROJECTIONS:
-            bank = getattr(self, f"{name}_proj")
+        for name, bank in self.banks().items():
             router = self.router if c.routing == "shared" else self.routers[name]
             d_in = c.d_inner if name == "out" else c.d_model
             paths.append(RoutedPath(self, router, bank, c.num_experts, c.top_k, d_in, name=name))
@@ -230,13 +269,13 @@ class RoMBlock(MambaBlock):
         else:
             r_conv, r_gate = self.routers["conv"](h), self.routers["gate"](h)
             routings = {"conv": r_conv, "gate": r_gate}
-        x = dispatch(h, r_conv, self.conv_proj).view(Bsz, L, -1)
-        z = dispatch(h, r_gate, self.gate_proj).view(Bsz, L, -1)
+        x = self.conv_proj(h, r_conv).view(Bsz, L, -1)
+        z = self.gate_proj(h, r_gate).view(Bsz, L, -1)
         y, new_state = self.mix(x, z, state)
         y2 = y.reshape(Bsz * L, -1)
         if c.routing == "independent":
             r_out = routings["out"] = self.routers["out"](y2)
-        out = dispatch(y2, r_out, self.out_proj).view(Bsz, L, d)
+        out = self.out_proj(y2, r_out).view(Bsz, L, d)
         info = self._info(routings)
         return (out, new_state, info) if return_state else (out, info)
 
@@ -274,14 +313,15 @@ class RoMBlock(MambaBlock):
         w_out = sd.pop("out_proj.weight")
         b_in, b_out = sd.pop("in_proj.bias", None), sd.pop("out_proj.bias", None)
         E = block.config.num_experts
+        banks = block.banks()
         with torch.no_grad():
-            block.conv_proj.weight.copy_(w_in[:di].expand(E, -1, -1))
-            block.gate_proj.weight.copy_(w_in[di:].expand(E, -1, -1))
-            block.out_proj.weight.copy_(w_out.expand(E, -1, -1))
+            banks["conv"].weight.copy_(w_in[:di].expand(E, -1, -1))
+            banks["gate"].weight.copy_(w_in[di:].expand(E, -1, -1))
+            banks["out"].weight.copy_(w_out.expand(E, -1, -1))
             if b_in is not None:
-                block.conv_proj.bias.copy_(b_in[:di].expand(E, -1))
-                block.gate_proj.bias.copy_(b_in[di:].expand(E, -1))
-                block.out_proj.bias.copy_(b_out.expand(E, -1))
+                banks["conv"].bias.copy_(b_in[:di].expand(E, -1))
+                banks["gate"].bias.copy_(b_in[di:].expand(E, -1))
+                banks["out"].bias.copy_(b_out.expand(E, -1))
         missing, unexpected = block.load_state_dict(sd, strict=False)
         if unexpected or [
             k for k in missing if not k.startswith(("conv_proj", "gate_proj", "out_proj", "router"))

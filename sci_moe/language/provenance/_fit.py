@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 
@@ -14,37 +12,33 @@ __all__ = ["fit_classifier", "predict_logits"]
 
 def fit_classifier(
     model: torch.nn.Module,
-    forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
     inputs: torch.Tensor,
     labels: torch.Tensor,
+    config,
     *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    seed: int,
     progress: bool = True,
     desc: str = "fit",
 ) -> list[float]:
     """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
     AdamW (decay on the weight matrices), linear warm-up over 5 % of the steps, cosine
-    decay to 0, gradient clipping at 1. ``forward(x_batch) -> (logits, aux)``; the
-    batch of step ``s`` (``min(batch_size, n)`` examples drawn with replacement) comes
-    from a generator seeded by ``(seed, s)``. The torch thread count is left as the
-    caller set it (``sci-moe provenance --threads``). Returns the per-step training
-    losses; the model is left in eval mode.
+    decay to 0, gradient clipping at 1. ``model(x_batch) -> (logits, aux)``; ``config``
+    (a classifier's config) gives ``steps``, ``batch_size``, ``lr``, ``weight_decay`` and
+    ``seed``; the batch of step ``s`` (``min(batch_size, n)`` examples drawn with
+    replacement) comes from a generator seeded by ``(seed, s)``. The torch thread count is
+    left as the caller set it (``sci-moe provenance --threads``). Returns the per-step
+    training losses; the model is left in eval mode.
     """
     n = inputs.shape[0]
     cfg = TrainConfig(
-        seed=seed,
-        steps=steps,
-        batch_size=min(batch_size, n),
-        lr=lr,
+        seed=config.seed,
+        steps=config.steps,
+        batch_size=min(config.batch_size, n),
+        lr=config.lr,
         schedule="cosine",
         warmup=0.05,
         min_lr_ratio=0.0,
-        weight_decay=weight_decay,
+        weight_decay=config.weight_decay,
         grad_clip=1.0,
         eval_every=0,
         restore_best=False,
@@ -58,7 +52,7 @@ def fit_classifier(
         return inputs[idx], labels[idx]
 
     def loss_fn(_model, batch):
-        logits, aux = forward(batch[0])
+        logits, aux = model(batch[0])
         return F.cross_entropy(logits, batch[1]) + aux
 
     losses: list[float] = []
@@ -66,7 +60,7 @@ def fit_classifier(
     def record(info: StepInfo) -> None:
         losses.append(info.metrics["loss"])
 
-    data = StreamBatches(sample, cfg.batch_size, seed=seed)
+    data = StreamBatches(sample, cfg.batch_size, seed=config.seed)
     Trainer(model, loss_fn, data, cfg, hooks=[record], name=desc).fit()
     model.eval()
     return losses
@@ -75,11 +69,10 @@ def fit_classifier(
 @torch.no_grad()
 def predict_logits(
     model: torch.nn.Module,
-    forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
     inputs: torch.Tensor,
     batch_size: int = 256,
 ) -> torch.Tensor:
     """Logits of ``inputs`` in eval mode, batched, shape (n, K)."""
     model.eval()
-    out = [forward(inputs[s : s + batch_size])[0] for s in range(0, inputs.shape[0], batch_size)]
+    out = [model(inputs[s : s + batch_size])[0] for s in range(0, inputs.shape[0], batch_size)]
     return torch.cat(out) if out else torch.zeros(0)

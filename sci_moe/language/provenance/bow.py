@@ -115,8 +115,7 @@ class BagOfWordsClassifier:
         from sklearn.linear_model import LogisticRegression
 
         y = _check_labels(texts, labels)
-        k = int(y.max()) + 1
-        self.classes = tuple(classes) if classes is not None else tuple(map(str, range(k)))
+        self.classes = _class_names(y, classes)
         vec = self._vectorizer()
         try:
             counts = vec.fit_transform(list(texts))
@@ -175,6 +174,11 @@ class BagOfWordsClassifier:
         clf.idf, clf.coef = np.asarray(arrays["idf"]), np.asarray(arrays["coef"])
         clf.intercept = np.asarray(arrays["intercept"])
         return clf
+
+
+def _class_names(y, classes: Sequence[str] | None) -> tuple[str, ...]:
+    """``classes``, or ``"0" .. "K-1"`` with ``K = max(y) + 1`` when none are given."""
+    return tuple(classes) if classes is not None else tuple(map(str, range(int(y.max()) + 1)))
 
 
 def _check_labels(texts: Sequence[str], labels) -> np.ndarray:

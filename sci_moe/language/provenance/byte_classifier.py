@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import MoELMConfig, MoETransformerLM, encode, load_checkpoint
 from ._fit import fit_classifier, predict_logits
-from .bow import _check_labels
+from .bow import _check_labels, _class_names
 
 __all__ = ["ByteClassifierConfig", "ByteTransformerClassifier", "LMSequenceClassifier"]
 
@@ -160,24 +160,11 @@ class ByteTransformerClassifier:
     def fit(self, texts: Sequence[str], labels, classes: Sequence[str] | None = None):
         """Fine-tune on ``texts`` with integer ``labels``; returns ``self``."""
         y = torch.as_tensor(_check_labels(texts, labels))
-        k = int(y.max()) + 1
-        self.classes = tuple(classes) if classes is not None else tuple(map(str, range(k)))
+        self.classes = _class_names(y, classes)
         c = self.config
         self.model = self._build(len(self.classes))
         x = encode_batch(texts, c.lm_config().seq_len)
-        fit_classifier(
-            self.model,
-            self.model,
-            x,
-            y,
-            steps=c.steps,
-            batch_size=c.batch_size,
-            lr=c.lr,
-            weight_decay=c.weight_decay,
-            seed=c.seed,
-            progress=self.progress,
-            desc="byte transformer",
-        )
+        fit_classifier(self.model, x, y, c, progress=self.progress, desc="byte transformer")
         return self
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
@@ -185,7 +172,7 @@ class ByteTransformerClassifier:
         if self.model is None:
             raise ValueError("the classifier is not fitted: call fit first")
         x = encode_batch(texts, self.config.lm_config().seq_len)
-        return torch.softmax(predict_logits(self.model, self.model, x, 64), -1).numpy()
+        return torch.softmax(predict_logits(self.model, x, 64), -1).numpy()
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         """Predicted class indices, shape (n,)."""

@@ -21,7 +21,7 @@ from torch import nn
 
 from ...moe import MoE, MoEConfig
 from ._fit import fit_classifier, predict_logits
-from .bow import _check_labels
+from .bow import _check_labels, _class_names
 
 __all__ = ["EmbeddingHeadConfig", "EmbeddingMoEClassifier", "MoEClassifierHead"]
 
@@ -144,24 +144,11 @@ class EmbeddingMoEClassifier:
         """Train the head on precomputed ``features`` of shape (n, D); returns ``self``."""
         x = torch.as_tensor(np.asarray(features, dtype=np.float32))
         y = torch.as_tensor(_check_labels(list(range(x.shape[0])), labels))
-        k = int(y.max()) + 1
-        self.classes = tuple(classes) if classes is not None else tuple(map(str, range(k)))
+        self.classes = _class_names(y, classes)
         c = self.config
         torch.manual_seed(c.seed)
         self.head = MoEClassifierHead(x.shape[1], len(self.classes), c).float()
-        fit_classifier(
-            self.head,
-            self.head,
-            x,
-            y,
-            steps=c.steps,
-            batch_size=c.batch_size,
-            lr=c.lr,
-            weight_decay=c.weight_decay,
-            seed=c.seed,
-            progress=self.progress,
-            desc="MoE head",
-        )
+        fit_classifier(self.head, x, y, c, progress=self.progress, desc="MoE head")
         return self
 
     def predict_proba_features(self, features) -> np.ndarray:
@@ -169,7 +156,7 @@ class EmbeddingMoEClassifier:
         if self.head is None:
             raise ValueError("the classifier is not fitted: call fit first")
         x = torch.as_tensor(np.asarray(features, dtype=np.float32))
-        return torch.softmax(predict_logits(self.head, self.head, x), -1).numpy()
+        return torch.softmax(predict_logits(self.head, x), -1).numpy()
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, shape (n, K)."""

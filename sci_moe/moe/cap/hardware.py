@@ -9,7 +9,6 @@ appears in the formulas.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..._util import read_json_file
 from .dtypes import canonical_dtype
 
 __all__ = ["Hardware", "available_hardware", "get_hardware", "measure_cpu"]
@@ -88,6 +88,16 @@ _T = 1e12
 # columns), sparsity figures halved. float32 is the CUDA-core FP32 peak (PyTorch does not
 # use TF32 for float32 matmuls by default); tfloat32 the dense TF32 tensor-core peak;
 # float64 the FP64 tensor-core peak.
+# H100 and H200 SXM share the Hopper GH100 compute (the H200 differs in memory only).
+_HOPPER_SXM_PEAKS = {
+    "float64": 67 * _T,
+    "float32": 67 * _T,
+    "tfloat32": 494.5 * _T,
+    "bfloat16": 989 * _T,
+    "float16": 989 * _T,
+    "float8": 1979 * _T,
+    "int8": 1979 * _T,
+}
 _DATASHEETS = {
     "a100": Hardware(
         "NVIDIA A100 SXM4 80GB",
@@ -105,30 +115,14 @@ _DATASHEETS = {
     ),
     "h100": Hardware(
         "NVIDIA H100 SXM5 80GB",
-        {
-            "float64": 67 * _T,
-            "float32": 67 * _T,
-            "tfloat32": 494.5 * _T,
-            "bfloat16": 989 * _T,
-            "float16": 989 * _T,
-            "float8": 1979 * _T,
-            "int8": 1979 * _T,
-        },
+        dict(_HOPPER_SXM_PEAKS),
         3.35e12,
         80e9,
         "NVIDIA H100 datasheet (SXM), dense tensor-core peaks (sparsity figures / 2)",
     ),
     "h200": Hardware(
         "NVIDIA H200 SXM 141GB",
-        {
-            "float64": 67 * _T,
-            "float32": 67 * _T,
-            "tfloat32": 494.5 * _T,
-            "bfloat16": 989 * _T,
-            "float16": 989 * _T,
-            "float8": 1979 * _T,
-            "int8": 1979 * _T,
-        },
+        dict(_HOPPER_SXM_PEAKS),
         4.8e12,
         141e9,
         "NVIDIA H200 datasheet (SXM), dense tensor-core peaks (sparsity figures / 2)",
@@ -233,12 +227,7 @@ def get_hardware(name_or_path: str | Path | Hardware, max_seconds: float = 2.0) 
         return _CPU_CACHE[max_seconds]
     path = Path(name_or_path)
     if path.suffix.lower() == ".json" or path.exists():
-        if not path.is_file():
-            raise ValueError(f"hardware file {str(path)!r} does not exist")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path} is not valid JSON: {err}") from None
+        data = read_json_file(path, "hardware file")
         keys = ("peak_flops", "peak_bandwidth")
         if not isinstance(data, Mapping) or any(k not in data for k in keys):
             raise ValueError(

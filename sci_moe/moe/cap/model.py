@@ -10,7 +10,6 @@ layers (:meth:`ModelSpec.from_module`).
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..._util import read_json_file
 from ..experts import ExpertBank
 from .dtypes import canonical_dtype
 
@@ -310,12 +310,7 @@ class ModelSpec:
         path = None
         if isinstance(config, (str, Path)):
             path = Path(config)
-            if not path.is_file():
-                raise ValueError(f"model config {str(path)!r} is not a file; give a config.json")
-            try:
-                config = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} is not valid JSON: {err}") from None
+            config = read_json_file(path, "model config", "is not a file; give a config.json")
         if not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping or a path, got {type(config).__name__}")
         top = config

@@ -10,7 +10,7 @@ imported; slow, for tests only). Importing this package never imports triton.
   forward and backward (input, weight and routing-weight gradients) in Triton,
   float32 accumulation, deterministic (no atomics), no host synchronisation.
 * :func:`triton_grouped_linear`: the same kernels for rows already sorted by expert;
-  :func:`~sci_moe.moe.grouped_linear` calls it automatically for CUDA tensors when
+  :meth:`~sci_moe.moe.ExpertBank.grouped_linear` calls it automatically for CUDA tensors when
   :func:`use_kernels` says so (switch off with :func:`set_kernels_enabled` or
   ``SCI_MOE_KERNELS=0``).
 """

@@ -52,7 +52,7 @@ def _interpreting() -> bool:
 def kernels_enabled() -> bool:
     """Whether the Triton kernels may be chosen automatically: the one kernel switch.
 
-    Every automatic Triton path honours it: :func:`~sci_moe.moe.grouped_linear` here and
+    Every automatic Triton path honours it: :meth:`~sci_moe.moe.ExpertBank.grouped_linear` here and
     the Mamba selective scan (``sci_moe.language.mamba.selective_scan``).
 
     ``True`` unless switched off with :func:`set_kernels_enabled` or the environment
@@ -91,7 +91,7 @@ def kernel_supported(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def use_kernels(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """The automatic choice of :func:`~sci_moe.moe.grouped_linear`.
+    """The automatic choice of :meth:`~sci_moe.moe.ExpertBank.grouped_linear`.
 
     True for CUDA tensors the kernels support, when triton imports and the kernels are
     enabled. Always False for CPU tensors (the torch path is used there).
@@ -370,7 +370,7 @@ def triton_grouped_linear(
 ) -> torch.Tensor:
     """``y[r] = x[r] @ weight[e(r)].T`` for rows sorted by expert, with the Triton kernels.
 
-    The kernel behind :func:`~sci_moe.moe.grouped_linear` on CUDA (same arguments,
+    The kernel behind :meth:`~sci_moe.moe.ExpertBank.grouped_linear` on CUDA (same arguments,
     without bias). No host synchronisation.
 
     Parameters

@@ -11,12 +11,7 @@ replicated and their gradients are all-reduced by :func:`sync_replicated_grads`.
 from .comm import all_to_all_rows, exchange_counts
 from .dispatcher import ExpertParallel
 from .grads import sharded_state_names, sync_replicated_grads
-from .layer import (
-    expert_parallel,
-    full_state_dict,
-    load_full_state_dict,
-    slice_experts,
-)
+from .layer import expert_parallel, full_state_dict, load_full_state_dict
 
 __all__ = [
     "ExpertParallel",
@@ -26,6 +21,5 @@ __all__ = [
     "full_state_dict",
     "load_full_state_dict",
     "sharded_state_names",
-    "slice_experts",
     "sync_replicated_grads",
 ]

@@ -17,12 +17,7 @@ from ..expert_ops import slice_experts, stacked_names
 from ..layer import MoE
 from .dispatcher import ExpertParallel, _require_dist
 
-__all__ = [
-    "expert_parallel",
-    "full_state_dict",
-    "load_full_state_dict",
-    "slice_experts",
-]
+__all__ = ["expert_parallel", "full_state_dict", "load_full_state_dict"]
 
 
 def expert_parallel(moe: MoE, process_group: dist.ProcessGroup | None = None) -> MoE:

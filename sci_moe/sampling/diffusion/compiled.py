@@ -10,7 +10,7 @@ two-probe estimator of :func:`~.losses.dsm_fp_loss`: the DSM score and both prob
 scores from one batched gradient (``5B`` rows), the time stencil from one batched
 forward (``4B`` rows).
 
-Measured in ``benchmarks/energy_diffusion_speed.py`` (``--compile``); compiling costs
+Measured in ``benchmarks/energy_diffusion/speed.py`` (``--compile``); compiling costs
 CPU-seconds, so it only pays for long runs and is off by default (``TrainConfig.compile``).
 If compiling fails at the first call, a warning is given and the same functional step
 runs eagerly from then on.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..md import GaussianMixture
+from ...stats import GaussianMixture
 from .networks import score_from_energy
 
 __all__ = ["DiffusedMixtureEnergy"]

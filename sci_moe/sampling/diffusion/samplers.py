@@ -12,7 +12,7 @@ update) in row chunks (``chunk_size``, default 4096): a 100k-sample batch of a 3
 would allocate ~37 MB activations per layer and call, which the allocator maps and unmaps
 every step (~1e5 minor page faults per step); chunks stay in the allocator's pools and
 the cache. The rows are independent, so chunking changes nothing but BLAS rounding
-(``benchmarks/energy_diffusion_speed.py`` measures it; the tests check the frames).
+(``benchmarks/energy_diffusion/speed.py`` measures it; the tests check the frames).
 """
 
 from __future__ import annotations

@@ -8,6 +8,13 @@ expert is active near ``t = 0`` and it alone is the MD force field. ``gating="so
 with its softmax weight), trained jointly. Both return a :class:`sci_moe.moe.Routing`
 (``E`` slots with dense ``weights``; ranged gating marks inactive experts as dropped
 slots); evaluation skips experts whose weight is zero for every sample.
+
+:class:`TimeMixture` is not a :class:`sci_moe.moe.RoutedModule`: no router chooses
+experts per token (ranged gating is a fixed partition of time, soft gating weights every
+expert), its experts are whole networks of two inputs (positions and time) whose energy
+and score are both mixed with the same gates, and the routed-module contract (experts
+read the token row, ``E(x_t)``) has no per-token side input. It exposes its one path
+through :meth:`TimeMixture.routed_paths` for the balancing and MoE-CAP tools.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ class TrainConfig(EngineConfig):
         estimator; same probes from the same generator, same loss); their gradients go to
         the engine's AdamW. Faster per step on CPU for ScoreMD's MLP, but compiling costs
         CPU-seconds per stage: worth it for long runs only; eager fallback if compiling
-        fails. Default off (measured: ``benchmarks/energy_diffusion_speed.py``).
+        fails. Default off (measured: ``benchmarks/energy_diffusion/speed.py``).
     compile_cpp_wrapper : bool
         With ``compile``: the inductor's C++ wrapper around the compiled graph's kernels
         (``torch._inductor.config.cpp_wrapper``, set for this call only) instead of its

@@ -31,7 +31,7 @@ from .config import MDConfig, load_config_file, resolve_config, write_config
 from .dihedrals import dihedrals
 from .forcefields import FORCEFIELDS, IMPLICIT_SOLVENTS, create_system, forcefield_files
 from .forces import ForceProvider, ModelForces, OpenMMForces, PotentialForces
-from .gaussian_mixture import GaussianMixture, GaussianMixturePotential
+from .gaussian_mixture import GaussianMixturePotential
 from .histograms import angle_counts, angle_histogram, js_divergence, pmf_error
 from .integrators import (
     KB_KJ_PER_MOL_K,
@@ -83,7 +83,6 @@ __all__ = [
     "CheckpointReporter",
     "DoubleWell",
     "ForceProvider",
-    "GaussianMixture",
     "GaussianMixturePotential",
     "LangevinBAOAB",
     "LogReporter",

@@ -125,7 +125,7 @@ class ModelForces(ForceProvider):
         Energy and forces from one ``torch.func.grad_and_value`` of the model,
         ``torch.compile``-d (a small model at a few hundred walkers is per-op overhead
         on a CPU: ~2x fewer microseconds per call, measured in
-        ``benchmarks/energy_diffusion_speed.py``; compiling costs CPU-seconds, and one
+        ``benchmarks/energy_diffusion/speed.py``; compiling costs CPU-seconds, and one
         graph per walker count). Equal to the autograd forces to float rounding; if
         compiling fails, a warning is given and autograd is used.
     """

@@ -365,7 +365,9 @@ def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
         out.system = model_system(model, out.masses, dtype=dtype)
     else:
         dim = out.positions.shape[1]
-        out.provider = ModelForces(model, torch.as_tensor(out.masses), dim=dim)
+        out.provider = ModelForces(
+            model, torch.as_tensor(out.masses), dim=dim, compile=cfg.compile_forces
+        )
 
 
 def _topology_masses(topology) -> np.ndarray:

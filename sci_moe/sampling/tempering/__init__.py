@@ -7,14 +7,15 @@
 - :mod:`.tempering` -- :class:`SimulatedTempering` (given, Park-Pande, SAMS, Wang-Landau
   weights) and the :class:`ParallelTempering` baseline.
 - :mod:`.diagnostics` -- level histograms, round trips, Sokal IAT, ESS (per second).
-- :mod:`.openmm` -- simulated tempering of OpenMM systems through OpenMM's
-  ``ExpandedEnsembleSampler`` (our ladders, weights, velocity rule and diagnostics;
-  checkpoints and progress through the md run layer). OpenMM is imported only when
-  :class:`OpenMMSimulatedTempering` (or :mod:`.openmm`) is first used.
+- simulated tempering of OpenMM systems through OpenMM's ``ExpandedEnsembleSampler``
+  (our ladders, weights, velocity rule and diagnostics; checkpoints and progress through
+  the md run layer), split by concept: :mod:`.openmm_config` (:class:`OpenMMTemperingConfig`),
+  :mod:`.openmm_sampler` (:class:`OpenMMSimulatedTempering`), :mod:`.level_moves`,
+  :mod:`.openmm_checkpoint`, :mod:`.openmm_result` (:class:`OpenMMTemperingResult`).
+  OpenMM is imported only when :class:`OpenMMSimulatedTempering` is first used.
 """
 
-from importlib import import_module
-
+from ..._util import lazy_exports
 from .diagnostics import (
     acceptance_summary,
     autocorrelation,
@@ -68,15 +69,5 @@ __all__ = [
     "swap_acceptance",
 ]
 
-
-_LAZY = {"OpenMMSimulatedTempering": ".openmm_sampler", "openmm": ".openmm"}
-
-
-def __getattr__(name: str):
-    """Import the OpenMM driver on first use (keeps ``import openmm`` out of this package)."""
-    if name in _LAZY:
-        mod = import_module(_LAZY[name], __name__)
-        value = mod if name == "openmm" else getattr(mod, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The OpenMM driver is imported on first use (keeps ``import openmm`` out of this package).
+__getattr__, __dir__ = lazy_exports(__name__, {"OpenMMSimulatedTempering": ".openmm_sampler"})

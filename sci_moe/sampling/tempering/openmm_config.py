@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .weights import check_weight_adaptation
+from .weights import check_weight_adaptation, resolve_weight_mode
 
 __all__ = ["OpenMMTemperingConfig", "config_dict"]
 
@@ -116,12 +116,7 @@ class OpenMMTemperingConfig:
             raise ValueError(f"steps_per_iteration must be >= 1, got {self.steps_per_iteration}")
         if self.move not in MOVES:
             raise ValueError(f"move must be one of {MOVES}, got {self.move!r}")
-        if self.weights is None:
-            self.weights = "sams" if self.log_weights is None else "given"
-        if self.weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
-        if self.weights == "given" and self.log_weights is None:
-            raise ValueError("weights='given' needs log_weights (g_l = -log Z_l), or pick 'sams'")
+        self.weights = resolve_weight_mode(self.weights, self.log_weights, WEIGHTS)
         if self.weights == "openmm" and self.move != "gibbs":
             raise ValueError("weights='openmm' runs OpenMM's own update, which needs move='gibbs'")
         if self.log_weights is not None:

@@ -24,7 +24,12 @@ from ..._util import progress_bar
 from .checks import CheckedLogProb, check_finite_rows, check_finite_vector
 from .kernels import RWMH, LogProb
 from .langevin import BAOAB
-from .weights import OnlineWeights, check_weight_adaptation, park_pande_weights
+from .weights import (
+    OnlineWeights,
+    check_weight_adaptation,
+    park_pande_weights,
+    resolve_weight_mode,
+)
 
 __all__ = [
     "OnlineWeights",
@@ -94,12 +99,7 @@ class TemperingConfig:
         self.betas = b
         if self.n_local_steps < 1:
             raise ValueError(f"n_local_steps must be >= 1, got {self.n_local_steps}")
-        if self.weights is None:
-            self.weights = "sams" if self.log_weights is None else "given"
-        if self.weights not in _WEIGHT_MODES:
-            raise ValueError(f"weights must be one of {_WEIGHT_MODES}, got {self.weights!r}")
-        if self.weights == "given" and self.log_weights is None:
-            raise ValueError("weights='given' needs log_weights (e.g. -log Z_l), or pick 'sams'")
+        self.weights = resolve_weight_mode(self.weights, self.log_weights, _WEIGHT_MODES)
         if self.log_weights is not None:
             self.log_weights = torch.as_tensor(self.log_weights)
             if self.log_weights.shape != b.shape:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["OnlineWeights", "check_weight_adaptation", "park_pande_weights"]
+__all__ = ["OnlineWeights", "check_weight_adaptation", "park_pande_weights", "resolve_weight_mode"]
 
 
 def park_pande_weights(betas: Tensor, mean_log_prob: Tensor) -> Tensor:
@@ -59,6 +59,25 @@ def check_weight_adaptation(
         raise ValueError(f"n_pilot_steps must be >= 2, got {n_pilot_steps}")
 
 
+def resolve_weight_mode(weights: str | None, log_weights, modes: tuple[str, ...]) -> str:
+    """The level-weight mode of a tempering config.
+
+    ``None`` means ``"given"`` when ``log_weights`` are given, ``"sams"`` otherwise.
+
+    Raises
+    ------
+    ValueError
+        If the mode is not one of ``modes``, or is ``"given"`` without ``log_weights``.
+    """
+    if weights is None:
+        weights = "sams" if log_weights is None else "given"
+    if weights not in modes:
+        raise ValueError(f"weights must be one of {modes}, got {weights!r}")
+    if weights == "given" and log_weights is None:
+        raise ValueError("weights='given' needs log_weights (g_l = -log Z_l), or pick 'sams'")
+    return weights
+
+
 class OnlineWeights:
     """SAMS / Wang-Landau adaptation of the level weights ``g`` (one update per iteration).
 
@@ -68,7 +87,7 @@ class OnlineWeights:
     :math:`\\bar p` is flat, then :math:`\\gamma_0\\min(1/L, (t - t_0 + t_0^{\\beta_0})^{-1})`.
     Wang-Landau: gain :math:`\\gamma_0`, halved (histogram reset) each time it is flat, and
     :math:`\\gamma_0/t` once that is larger. Shared by :class:`SimulatedTempering` and the
-    OpenMM bridge (:mod:`.openmm`).
+    OpenMM bridge (:mod:`.openmm_sampler`).
 
     Parameters
     ----------

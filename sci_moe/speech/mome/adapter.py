@@ -11,14 +11,18 @@ transformer, *in parallel*, a mixture of bottleneck adapters,
     \qquad g(h) = \mathrm{softmax}(W_r h),
 
 with **one** router and one expert set serving every Matryoshka compression rate. The
-router is the core's :class:`~sci_moe.moe.Router`, the routed experts the core's
+adapter is a :class:`~sci_moe.moe.RoutedModule`: the router is the core's
+:class:`~sci_moe.moe.Router`, the routed experts the core's
 :class:`~sci_moe.moe.AdapterExperts` run by :func:`~sci_moe.moe.dispatch`, the shared
 experts a :class:`~sci_moe.moe.SharedExperts` MLP with GELU, and the balance term the
-core's Switch :func:`~sci_moe.moe.load_balancing_loss`. Every up-projection starts at
+core's Switch :func:`~sci_moe.moe.load_balancing_loss`, returned in the call's
+:class:`~sci_moe.moe.MoEInfo` (``return_routing=True``). Every up-projection starts at
 zero, so a fresh adapter leaves the frozen model's output unchanged.
 
-Three adapters share one API (``forward(x, mask)``, :attr:`rate`, :attr:`last_aux_loss`,
-:meth:`usage`) so the training loop treats them alike:
+Three adapters share one API (``forward(x)`` on tokens ``(..., d_model)``, :attr:`rate`,
+:meth:`usage`) so the training loop treats them alike; which tokens are real (the
+padding mask) is :class:`~sci_moe.speech.mome.ParallelAdapters`' business, which passes
+an adapter only the real tokens:
 
 * :class:`MoMEAdapter`: the method.
 * :class:`PerRateAdapter`: one dense adapter per rate (Llama-MTSK-like, "Matryoshka
@@ -29,6 +33,7 @@ Three adapters share one API (``forward(x, mask)``, :attr:`rate`, :attr:`last_au
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,13 +42,12 @@ from torch import nn
 
 from sci_moe.moe import (
     AdapterExperts,
-    RoutedLayer,
+    RoutedModule,
     RoutedPath,
     Router,
     RouterConfig,
     Routing,
     SharedExperts,
-    dispatch,
     load_balancing_loss,
 )
 
@@ -107,38 +111,20 @@ class MoMEConfig:
 
 
 class _RateAware(nn.Module):
-    """Common API: the current rate label, per-rate usage counts, the last aux loss."""
-
-    num_experts = 0
+    """Common API: the current rate label and per-rate usage counts."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rate: str = ""
         self.record = False
-        self.last_aux_loss: torch.Tensor | None = None
         self._counts: dict[str, torch.Tensor] = {}
 
-    def _flatten(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        if x.shape[-1] != self.d_model:
+    def _flatten(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 1 or x.shape[-1] != self.d_model:
             raise ValueError(
                 f"adapter expects features of size {self.d_model}, got {tuple(x.shape)}"
             )
-        if mask is None:
-            return x.reshape(-1, x.shape[-1])
-        if mask.shape != x.shape[:-1]:
-            raise ValueError(
-                f"mask must have shape {tuple(x.shape[:-1])} (one flag per token), got "
-                f"{tuple(mask.shape)}"
-            )
-        return x[mask.bool()]
-
-    @staticmethod
-    def _unflatten(y: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        if mask is None:
-            return y.reshape(x.shape[:-1] + y.shape[-1:])
-        out = y.new_zeros(x.shape[:-1] + y.shape[-1:])
-        out[mask.bool()] = y
-        return out
+        return x.reshape(-1, x.shape[-1])
 
     def reset_usage(self) -> None:
         """Forget the recorded per-rate expert counts."""
@@ -183,8 +169,12 @@ class DenseAdapter(nn.Module):
         return self.bank.forward_expert(0, x)
 
 
-class MoMEAdapter(_RateAware, RoutedLayer):
+class MoMEAdapter(_RateAware, RoutedModule):
     """Shared + top-k routed bottleneck experts, one router for every rate.
+
+    A :class:`~sci_moe.moe.RoutedModule` (flatten, route, dispatch, shared experts,
+    reshape); it overrides :meth:`route` (to keep the routing and the per-rate usage)
+    and :meth:`auxiliary_losses` (the Switch balance loss).
 
     Parameters
     ----------
@@ -201,15 +191,14 @@ class MoMEAdapter(_RateAware, RoutedLayer):
         ``num_shared`` fused always-on experts (an MLP of width
         ``num_shared * bottleneck``), zero output projection at start.
     last_routing : Routing or None
-        Routing of the last forward (over the unmasked tokens).
-    last_aux_loss : Tensor or None
-        Switch balance loss of the last forward (1 for perfectly balanced routing).
+        Routing of the last call.
 
     Examples
     --------
     >>> a = MoMEAdapter(d_model=16, num_experts=4, top_k=2, bottleneck=2)
-    >>> a(torch.randn(3, 5, 16)).shape
-    torch.Size([3, 5, 16])
+    >>> y, info = a(torch.randn(3, 5, 16), return_routing=True)
+    >>> y.shape, sorted(info.losses)
+    (torch.Size([3, 5, 16]), ['load_balance'])
     """
 
     def __init__(self, config: MoMEConfig | None = None, **kwargs) -> None:
@@ -220,7 +209,6 @@ class MoMEAdapter(_RateAware, RoutedLayer):
             raise TypeError("pass either a MoMEConfig or keyword arguments, not both")
         c = self.config = config
         self.d_model = c.d_model
-        self.num_experts = c.num_experts
         self.router = Router(
             RouterConfig(
                 d_model=c.d_model,
@@ -239,45 +227,23 @@ class MoMEAdapter(_RateAware, RoutedLayer):
             nn.init.zeros_(self.shared.mlp.down)
         self.last_routing: Routing | None = None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The adapter output (to be added to the frozen block's output).
-
-        Parameters
-        ----------
-        x : Tensor, shape (..., d_model)
-            The block's input.
-        mask : Tensor, shape x.shape[:-1], bool, optional
-            Real (non-padding) tokens; only they are routed, counted and changed.
-
-        Returns
-        -------
-        Tensor, shape (..., d_model)
-        """
-        flat = self._flatten(x, mask)
-        routing = self.router(flat)
-        y = dispatch(flat, routing, self.experts)
-        if self.shared is not None:
-            y = y + self.shared(flat)
+    def route(self, x: torch.Tensor) -> Routing:
+        """Top-k routing of the ``(T, d_model)`` tokens; kept in :attr:`last_routing` and
+        counted under :attr:`rate` while :attr:`record` is on."""
+        routing = self.router(x)
         self.last_routing = routing
-        self.last_aux_loss = load_balancing_loss(routing)
         self._record(routing)
-        return self._unflatten(y, x, mask)
+        return routing
+
+    def auxiliary_losses(self, x: torch.Tensor, routing: Routing) -> dict[str, torch.Tensor]:
+        """``{"load_balance": L}``: the Switch balance loss (1 when perfectly balanced),
+        unweighted (the training loop weighs it)."""
+        return {"load_balance": load_balancing_loss(routing)}
 
     def routed_paths(self) -> list[RoutedPath]:
         """The adapter's one router -> routed-bank path (with its shared experts)."""
-        c = self.config
-        return [
-            RoutedPath(
-                owner=self,
-                router=self.router,
-                experts=self.experts,
-                num_experts=c.num_experts,
-                top_k=c.top_k,
-                d_model=c.d_model,
-                shared=self.shared,
-                num_shared_experts=c.num_shared,
-            )
-        ]
+        (path,) = super().routed_paths()
+        return [dataclasses.replace(path, num_shared_experts=self.config.num_shared)]
 
     def active_parameters(self) -> int:
         """Parameters one token uses: router + shared + ``top_k`` routed experts."""
@@ -311,16 +277,15 @@ class PerRateAdapter(_RateAware):
             {r: DenseAdapter(d_model, bottleneck, activation) for r in rates}
         )
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Apply the current rate's adapter; see :meth:`MoMEAdapter.forward`."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the current rate's adapter to tokens ``(..., d_model)``."""
         if self.rate not in self.adapters:
             raise ValueError(
                 f"no adapter for rate {self.rate!r}; this PerRateAdapter has "
                 f"{list(self.adapters)} (set .rate before the forward)"
             )
-        flat = self._flatten(x, mask)
-        self.last_aux_loss = flat.new_zeros(())
-        return self._unflatten(self.adapters[self.rate](flat), x, mask)
+        y = self.adapters[self.rate](self._flatten(x))
+        return y.reshape(x.shape[:-1] + y.shape[-1:])
 
     def active_parameters(self) -> int:
         """Parameters one token uses (one rate's adapter)."""
@@ -343,11 +308,10 @@ class SingleAdapter(_RateAware):
         _positive_int("bottleneck", bottleneck)
         self.adapter = DenseAdapter(d_model, bottleneck, activation)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Apply the adapter; see :meth:`MoMEAdapter.forward`."""
-        flat = self._flatten(x, mask)
-        self.last_aux_loss = flat.new_zeros(())
-        return self._unflatten(self.adapter(flat), x, mask)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the adapter to tokens ``(..., d_model)``."""
+        y = self.adapter(self._flatten(x))
+        return y.reshape(x.shape[:-1] + y.shape[-1:])
 
     def active_parameters(self) -> int:
         """Parameters one token uses (all of them)."""

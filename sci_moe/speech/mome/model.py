@@ -329,9 +329,9 @@ class SpeechRecognizer(nn.Module):
         label = rate_label(rates)
         attn = hmask.long()
         if self.adapters is not None:
-            with self.adapters.context(label, hmask):
+            with self.adapters.context(label, hmask) as infos:
                 hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
-            aux = self.adapters.aux_loss().to(h.dtype)
+            aux = self.adapters.aux_loss(infos).to(h.dtype)
         else:
             hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
             aux = h.new_zeros(())

@@ -6,9 +6,10 @@ layer) and its adapter ``A``, the hooked forward returns
 .. math:: h_{out} = B(h) + A(h),
 
 where ``h`` is the first positional (or the ``hidden_states`` keyword) input of ``B``.
-The backbone's parameters are frozen (``requires_grad=False``) and its code is not
-changed; removing the hooks (:meth:`ParallelAdapters.remove`) restores the original model
-exactly.
+Under a token mask (:meth:`ParallelAdapters.context`) the adapter sees only the real
+tokens and adds nothing to padding. The backbone's parameters are frozen
+(``requires_grad=False``) and its code is not changed; removing the hooks
+(:meth:`ParallelAdapters.remove`) restores the original model exactly.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
+
+from sci_moe.moe import MoEInfo, RoutedModule
 
 __all__ = ["ParallelAdapters", "freeze"]
 
@@ -40,8 +43,12 @@ class ParallelAdapters(nn.Module):
         argument (or as ``hidden_states=``) and return a tensor of that shape or a tuple
         whose first element is one.
     make_adapter : callable
-        ``make_adapter(i) -> nn.Module`` builds the adapter of target ``i``; it is called
-        as ``adapter(h, mask)`` with ``mask`` the token mask set by :meth:`context`.
+        ``make_adapter(i) -> nn.Module`` builds the adapter of target ``i``, a module
+        mapping tokens ``(..., d)`` to ``(..., d)``. It is called on the real tokens
+        ``h[mask]`` of shape ``(n, d)`` under the token mask set by :meth:`context` (or
+        on all of ``h`` without one); a :class:`~sci_moe.moe.RoutedModule` adapter is
+        called with ``return_routing=True`` and its :class:`~sci_moe.moe.MoEInfo` is
+        kept for :meth:`context`.
     freeze_targets : bool
         Freeze the targets' parameters (default).
 
@@ -72,15 +79,16 @@ class ParallelAdapters(nn.Module):
             raise ValueError("targets is empty: give the sub-modules to add adapters beside")
         self.adapters = nn.ModuleList([make_adapter(i) for i in range(len(targets))])
         self._mask: torch.Tensor | None = None
+        self._infos: list[MoEInfo | None] | None = None
         self._handles = []
-        for target, adapter in zip(targets, self.adapters, strict=True):
+        for i, (target, adapter) in enumerate(zip(targets, self.adapters, strict=True)):
             if freeze_targets:
                 freeze(target)
             self._handles.append(
-                target.register_forward_hook(self._hook(adapter), with_kwargs=True)
+                target.register_forward_hook(self._hook(i, adapter), with_kwargs=True)
             )
 
-    def _hook(self, adapter: nn.Module):
+    def _hook(self, index: int, adapter: nn.Module):
         def hook(module, args, kwargs, output):
             h = args[0] if args else kwargs.get("hidden_states")
             if not isinstance(h, torch.Tensor):
@@ -88,10 +96,19 @@ class ParallelAdapters(nn.Module):
                     f"{type(module).__name__} got no hidden-state tensor as its first argument; "
                     "hook a module whose first input is (B, L, d)"
                 )
-            mask = (
-                self._mask if self._mask is not None and self._mask.shape == h.shape[:-1] else None
-            )
-            delta = adapter(h, mask)
+            mask = self._mask
+            mask = mask.bool() if mask is not None and mask.shape == h.shape[:-1] else None
+            tokens = h if mask is None else h[mask]
+            if isinstance(adapter, RoutedModule):
+                delta, info = adapter(tokens, return_routing=True)
+                if self._infos is not None:
+                    self._infos[index] = info
+            else:
+                delta = adapter(tokens)
+            if mask is not None:
+                full = delta.new_zeros(h.shape[:-1] + delta.shape[-1:])
+                full[mask] = delta
+                delta = full
             if isinstance(output, tuple):
                 return (output[0] + delta, *output[1:])
             return output + delta
@@ -99,7 +116,9 @@ class ParallelAdapters(nn.Module):
         return hook
 
     @contextlib.contextmanager
-    def context(self, rate: str = "", mask: torch.Tensor | None = None) -> Iterator[None]:
+    def context(
+        self, rate: str = "", mask: torch.Tensor | None = None
+    ) -> Iterator[list[MoEInfo | None]]:
         """Run forwards at one rate label with one token mask.
 
         Parameters
@@ -108,24 +127,45 @@ class ParallelAdapters(nn.Module):
             Label stored in every adapter's ``rate`` (per-rate adapters pick theirs by
             it; MoME records usage under it).
         mask : Tensor, shape (B, L), bool, optional
-            Real tokens of the sequences the backbone will see.
+            Real tokens of the sequences the backbone will see; a target whose input has
+            another shape gets no mask.
+
+        Yields
+        ------
+        list of MoEInfo or None
+            Per adapter, the :class:`~sci_moe.moe.MoEInfo` (routing and auxiliary
+            losses) of its last call inside the context; ``None`` for dense adapters and
+            adapters not called. Pass it to :meth:`aux_loss`.
         """
-        old = self._mask, [getattr(a, "rate", "") for a in self.adapters]
-        self._mask = mask
+        infos: list[MoEInfo | None] = [None] * len(self.adapters)
+        old = self._mask, self._infos, [getattr(a, "rate", "") for a in self.adapters]
+        self._mask, self._infos = mask, infos
         for a in self.adapters:
             a.rate = str(rate)
         try:
-            yield
+            yield infos
         finally:
-            self._mask = old[0]
-            for a, r in zip(self.adapters, old[1], strict=True):
+            self._mask, self._infos = old[0], old[1]
+            for a, r in zip(self.adapters, old[2], strict=True):
                 a.rate = r
 
-    def aux_loss(self) -> torch.Tensor:
-        """Mean over adapters of their last balance loss (0 for dense adapters)."""
-        losses = [a.last_aux_loss for a in self.adapters if a.last_aux_loss is not None]
+    def aux_loss(self, infos: list[MoEInfo | None]) -> torch.Tensor:
+        """Mean over the routed adapters of their auxiliary loss (0 without any).
+
+        Parameters
+        ----------
+        infos : list of MoEInfo or None
+            What :meth:`context` yielded.
+
+        Returns
+        -------
+        Tensor
+            A scalar: the mean of ``info.aux_loss`` (MoME: the Switch balance loss) over
+            the adapters with an info.
+        """
+        losses = [info.aux_loss for info in infos if info is not None]
         if not losses:
-            return torch.zeros(())
+            return next(self.adapters.parameters()).new_zeros(())
         return torch.stack(losses).mean()
 
     def record(self, on: bool = True) -> None:

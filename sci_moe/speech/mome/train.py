@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sci_moe.moe import pairwise_js_divergence
+from sci_moe.stats import pairwise_js_divergence
 from sci_moe.train import StreamBatches, Trainer, TrainResult
 from sci_moe.train import TrainConfig as EngineConfig
 
@@ -421,7 +421,7 @@ def routing_consistency(
 
     For every MoME layer ``l`` the expert-usage histogram ``u_l^c`` of the ``split``
     tokens at each rate combination ``c`` is recorded; the consistency is the mean
-    pairwise Jensen-Shannon divergence (:func:`~sci_moe.moe.pairwise_js_divergence`)
+    pairwise Jensen-Shannon divergence (:func:`~sci_moe.stats.pairwise_js_divergence`)
     between the combinations' histograms, averaged over layers (0 = the same experts at
     every rate). The **control** applies an independent random permutation of the expert
     ids to each combination's histogram (a router whose expert labels are unrelated

@@ -2,7 +2,7 @@
 
 Counted from the modules (:func:`~sci_moe.speech.omni.complexity.model_costs` reads the
 stacked bank weights and ``nn.Linear`` layers) with the rules of
-:func:`~sci_moe.moe.task_affine_macs`: a matrix-vector product is
+:func:`~sci_moe.speech.omni.task_affine_macs`: a matrix-vector product is
 ``d_out d_in`` MACs, ``a x + b`` one MAC per element, biases and activations free.
 For the expert MLP (``d_in = C F`` inputs, ``H`` hidden, ``F`` outputs) one pass is
 ``C F H + H F`` MACs and ``C F H + H + H F + F`` parameters.
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from sci_moe.moe import bank_macs_per_token, task_affine_macs
-
 from .models import OmniExpertMask, PhonemeClassifier, PhonemeIndependentMask, PhonemeMoEMask
+from .task_affine import bank_macs_per_token, task_affine_macs
 
 __all__ = ["ModelCost", "model_costs", "parameter_count"]
 

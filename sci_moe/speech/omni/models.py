@@ -9,8 +9,10 @@ MLP over past frames keeps every model on the core's stacked expert banks.)
 * **PI**: one expert trained on all frames.
 * **MoE** (paper's baseline): ``y = \\sum_n p_n E_n(x)``, 40 experts (39 phonemes +
   silence) copied from PI (:func:`~sci_moe.moe.upcycle`), expert ``n`` trained on the
-  frames of phoneme ``n`` (oracle routing); run through :func:`~sci_moe.moe.dispatch`
-  with oracle one-hot (MoE\\ :sup:`k`) or predicted dense (MoE\\ :sup:`p`) weights.
+  frames of phoneme ``n`` (oracle routing). Its routed layer :class:`PhonemeMixture` is
+  a :class:`~sci_moe.moe.RoutedModule` routed by the given probabilities, oracle one-hot
+  (MoE\\ :sup:`k`) or predicted dense (MoE\\ :sup:`p`), run through
+  :func:`~sci_moe.moe.dispatch`.
 * **OE**: one expert copied from PI, inputs transformed per phoneme,
   ``z_n = a_n \\odot x + b_n`` (65-vectors from one-layer ReLU / LeakyReLU MLPs of the
   one-hot, folded into 40 x 65 tables), ``y = \\sum_n p_n E(z_n)`` (``"mixture"``, Eq. 3)
@@ -27,15 +29,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sci_moe.moe import MLPExperts, Routing, TaskAffineTable, dispatch, task_affine_forward, upcycle
+from sci_moe.moe import MLPExperts, RoutedModule, Routing, upcycle
 
 from ..phonemes import N_PHONEME_CLASSES
+from .task_affine import TaskAffineTable, task_affine_forward
 
 __all__ = [
     "MaskNetConfig",
     "OmniExpertMask",
     "PhonemeClassifier",
     "PhonemeIndependentMask",
+    "PhonemeMixture",
     "PhonemeMoEMask",
     "oracle_probs",
 ]
@@ -115,24 +119,73 @@ class PhonemeIndependentMask(nn.Module):
         return self.bank.forward_expert(0, x.reshape(x.shape[0], -1))
 
 
+def _probs_routing(probs: torch.Tensor) -> Routing:
+    T, N = probs.shape
+    if bool(((probs == 0) | (probs == 1)).all()) and bool((probs.sum(1) == 1).all()):
+        idx = probs.argmax(1, keepdim=True)
+        return Routing.from_assignments(idx, torch.ones_like(probs[:, :1]), N, probs=probs)
+    idx = torch.arange(N, device=probs.device).expand(T, N)
+    return Routing.from_assignments(idx, probs, N, probs=probs)
+
+
+class PhonemeMixture(RoutedModule):
+    """The phoneme MoE's routed layer: ``n_classes`` mask experts mixed by given probabilities.
+
+    A :class:`~sci_moe.moe.RoutedModule` on flattened windows (tokens of
+    ``d_model = context * n_bins`` features) whose :meth:`route` turns the phoneme
+    probabilities into a :class:`~sci_moe.moe.Routing` (no learned router): a one-hot
+    row keeps one slot (one expert pass), otherwise every expert is used with weight
+    ``p_n`` (dense gating). Call it as ``layer(x, probs=p)``.
+
+    Parameters
+    ----------
+    config : MaskNetConfig
+
+    Attributes
+    ----------
+    experts : MLPExperts
+        ``n_classes`` experts ``d_in -> hidden (ReLU) -> n_bins (sigmoid)``.
+    """
+
+    def __init__(self, config: MaskNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.d_model = config.d_in
+        self.experts = _mask_bank(config.n_classes, config)
+
+    def route(self, x: torch.Tensor, *, probs: torch.Tensor) -> Routing:
+        """Routing of the ``(T, d_in)`` windows ``x`` by probabilities ``(T, n_classes)``."""
+        want = (x.shape[0], self.config.n_classes)
+        if probs.dim() != 2 or tuple(probs.shape) != want:
+            raise ValueError(
+                f"probs must have shape (T, n_classes) = {want}, got {tuple(probs.shape)}"
+            )
+        return _probs_routing(probs)
+
+
 class PhonemeMoEMask(nn.Module):
     """The phoneme MoE: ``n_classes`` experts, mixed by oracle or predicted probabilities.
 
     Parameters
     ----------
     config : MaskNetConfig
+
+    Attributes
+    ----------
+    mixture : PhonemeMixture
+        The routed layer (its ``experts`` are the ``n_classes`` mask experts).
     """
 
     def __init__(self, config: MaskNetConfig | None = None) -> None:
         super().__init__()
         self.config = cfg = config or MaskNetConfig()
-        self.bank = _mask_bank(cfg.n_classes, cfg)
+        self.mixture = PhonemeMixture(cfg)
 
     @classmethod
     def from_pi(cls, pi: PhonemeIndependentMask) -> PhonemeMoEMask:
         """Every expert starts as a copy of the PI expert (sparse upcycling)."""
         moe = cls(pi.config)
-        moe.bank = upcycle(pi.bank, pi.config.n_classes)
+        moe.mixture.experts = upcycle(pi.bank, pi.config.n_classes)
         return moe
 
     def routing(self, probs: torch.Tensor) -> Routing:
@@ -141,17 +194,12 @@ class PhonemeMoEMask(nn.Module):
         A one-hot row keeps one slot (one expert pass); otherwise every expert is used
         with weight ``p_n`` (dense gating).
         """
-        T, N = probs.shape
-        if bool(((probs == 0) | (probs == 1)).all()) and bool((probs.sum(1) == 1).all()):
-            idx = probs.argmax(1, keepdim=True)
-            return Routing.from_assignments(idx, torch.ones_like(probs[:, :1]), N, probs=probs)
-        idx = torch.arange(N, device=probs.device).expand(T, N)
-        return Routing.from_assignments(idx, probs, N, probs=probs)
+        return _probs_routing(probs)
 
     def forward(self, x: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         """``sum_n p_n E_n(x)``, shape ``(T, n_bins)``; ``probs`` of shape ``(T, n_classes)``."""
         _check(x, self.config)
-        return dispatch(x.reshape(x.shape[0], -1), self.routing(probs), self.bank)
+        return self.mixture(x.reshape(x.shape[0], -1), probs=probs)
 
 
 class OmniExpertMask(nn.Module):

@@ -16,6 +16,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,16 @@ def fit_model(
     return result
 
 
+def _build_and_fit(build, data, cfg, name, seed_offset, out_dir, resume, return_result):
+    """Seed with ``cfg.seed + seed_offset``, ``build()`` the model and :func:`fit_model` it;
+    the model, or ``(model, TrainResult)`` with ``return_result``."""
+    cfg = cfg or TrainConfig()
+    seed_everything(cfg.seed + seed_offset)
+    model = build()
+    res = fit_model(model, data, cfg, name=name, out_dir=out_dir, resume=resume)
+    return (model, res) if return_result else model
+
+
 def train_pi(
     data: FrameTensors,
     net: MaskNetConfig | None = None,
@@ -211,11 +222,8 @@ def train_pi(
     Returns the model, or ``(model, TrainResult)`` with ``return_result``; ``out_dir``
     and ``resume`` as in :func:`fit_model`.
     """
-    cfg = cfg or TrainConfig()
-    seed_everything(cfg.seed)
-    pi = PhonemeIndependentMask(net)
-    res = fit_model(pi, data, cfg, name="PI", out_dir=out_dir, resume=resume)
-    return (pi, res) if return_result else pi
+    build = partial(PhonemeIndependentMask, net)
+    return _build_and_fit(build, data, cfg, "PI", 0, out_dir, resume, return_result)
 
 
 def train_moe(
@@ -231,11 +239,8 @@ def train_moe(
 
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
-    cfg = cfg or TrainConfig()
-    seed_everything(cfg.seed)
-    moe = PhonemeMoEMask.from_pi(copy.deepcopy(pi))
-    res = fit_model(moe, data, cfg, name="MoE", out_dir=out_dir, resume=resume)
-    return (moe, res) if return_result else moe
+    build = partial(PhonemeMoEMask.from_pi, copy.deepcopy(pi))
+    return _build_and_fit(build, data, cfg, "MoE", 0, out_dir, resume, return_result)
 
 
 def train_oe(
@@ -253,11 +258,8 @@ def train_oe(
 
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
-    cfg = cfg or TrainConfig()
-    seed_everything(cfg.seed)
-    oe = OmniExpertMask.from_pi(pi, scale=scale, shift=shift)
-    res = fit_model(oe, data, cfg, name="OE", out_dir=out_dir, resume=resume)
-    return (oe, res) if return_result else oe
+    build = partial(OmniExpertMask.from_pi, pi, scale=scale, shift=shift)
+    return _build_and_fit(build, data, cfg, "OE", 0, out_dir, resume, return_result)
 
 
 def train_classifier(
@@ -274,8 +276,5 @@ def train_classifier(
 
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
-    cfg = cfg or TrainConfig()
-    seed_everything(cfg.seed + 1)
-    clf = PhonemeClassifier(net)
-    res = fit_model(clf, data, cfg, name="classifier", out_dir=out_dir, resume=resume)
-    return (clf, res) if return_result else clf
+    build = partial(PhonemeClassifier, net)
+    return _build_and_fit(build, data, cfg, "classifier", 1, out_dir, resume, return_result)

@@ -12,10 +12,11 @@ Needs only numpy and scipy. The corpus and embedding code of the MiniLM demo is 
 floor (this package never imports :mod:`sci_moe.data`): ``sci_moe.data.newsgroups``
 (:func:`~sci_moe.data.newsgroups.load_mini_newsgroups`, ``clean_post``, ``split_sentences``,
 ``newsgroup_sentences``) and ``sci_moe.data.minilm`` (``MINILM_DIM``, ``minilm_model_path``,
-``embed_texts``, ``text_hash``, ``default_cache_path``, ``cached_embeddings``); all are also
-importable from :mod:`sci_moe.data`. Build the arrays there and pass them here::
+``embed_texts``, ``text_hash``, ``default_cache_path``, ``cached_embeddings``). Build the
+arrays there and pass them here::
 
-    from sci_moe.data import cached_embeddings, default_cache_path, newsgroup_sentences
+    from sci_moe.data.minilm import cached_embeddings, default_cache_path
+    from sci_moe.data.newsgroups import newsgroup_sentences
     from sci_moe.theory.self_distillation import EmpiricalSDConfig, probe_sd_experiment
 
     texts, labels, groups = newsgroup_sentences()
@@ -30,6 +31,7 @@ from .empirical import (
     fit_self_distillation,
     probe_sd_experiment,
 )
+from .heuristics import early_stopping_stage, stage_gradient
 from .limits import hebbian_error, hebbian_error_noiseless
 from .model import LOSSES, SelfDistillationModel, classification_error
 from .multistage import MultiStageResult, pseudo_labels, solve_multistage
@@ -57,6 +59,7 @@ __all__ = [
     "Standardizer",
     "breast_cancer_demo",
     "classification_error",
+    "early_stopping_stage",
     "fit_self_distillation",
     "gauss_hermite",
     "gaussian_points",
@@ -75,6 +78,7 @@ __all__ = [
     "solve_multistage",
     "solve_prox",
     "solve_stage0",
+    "stage_gradient",
     "stratified_split",
     "sweep_alpha",
     "train_probe_stages",

@@ -10,7 +10,10 @@ in the spirit of Ge–Lee–Risteski 2018, with its proof sketched in
 
 Modules: :mod:`.chains` (validation, lazy chains), :mod:`.gaps` (spectral, restricted
 gaps, total variation), :mod:`.decomposition` (projection / restriction chains, bounds,
-:func:`check_bound`), :mod:`.builders` (discretised RWMH and ST chains on mixtures).
+:func:`check_bound`), :mod:`.builders` (discretised RWMH and ST chains on mixtures),
+:mod:`.st_bound` (issue 47: the restricted-gap decomposition in the paper's form, components
+:math:`p_i = \sum_j w_{ij} p_{ij}` at every level and a projected chain on (level, component),
+with constants derived and proved here, :func:`st_decomposition`).
 """
 
 from .builders import (
@@ -39,10 +42,12 @@ from .decomposition import (
     soft_restriction_chain,
 )
 from .gaps import exit_probability, restricted_spectral_gap, spectral_gap, symmetrised, tv_distance
+from .st_bound import STDecomposition, st_decomposition, st_gap_bound, tempering_decomposition
 
 __all__ = [
     "BoundCheck",
     "ReversibleChain",
+    "STDecomposition",
     "TemperingChain",
     "bimodal_means",
     "check_bound",
@@ -67,7 +72,10 @@ __all__ = [
     "soft_projection_chain",
     "soft_restriction_chain",
     "spectral_gap",
+    "st_decomposition",
+    "st_gap_bound",
     "symmetrised",
+    "tempering_decomposition",
     "tv_distance",
     "validate_chain",
 ]

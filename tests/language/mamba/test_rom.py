@@ -56,10 +56,10 @@ def test_shared_routing_drives_all_three_banks():
     h = x.reshape(12, 8)
     r = block.router(h)
     torch.testing.assert_close(r.indices, info.routing.indices)
-    xs = reference_routed_forward(None, block.conv_proj, h, routing=r).view(2, 6, -1)
-    zs = reference_routed_forward(None, block.gate_proj, h, routing=r).view(2, 6, -1)
+    xs = reference_routed_forward(None, block.conv_proj.experts, h, routing=r).view(2, 6, -1)
+    zs = reference_routed_forward(None, block.gate_proj.experts, h, routing=r).view(2, 6, -1)
     y, _ = block.mix(xs, zs)
-    ref = reference_routed_forward(None, block.out_proj, y.reshape(12, -1), routing=r)
+    ref = reference_routed_forward(None, block.out_proj.experts, y.reshape(12, -1), routing=r)
     torch.testing.assert_close(out, ref.view(2, 6, 8))
 
 
@@ -114,7 +114,7 @@ def test_parameter_counts_and_errors():
         block(torch.randn(3, 8))
     r = block.router(torch.randn(4, 8))
     with pytest.raises(ValueError, match="routing covers"):
-        dispatch(torch.randn(5, 8), r, block.conv_proj)
+        dispatch(torch.randn(5, 8), r, block.conv_proj.experts)
 
 
 @pytest.mark.parametrize("routing", ["shared", "independent"])

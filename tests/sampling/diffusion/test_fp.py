@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from sci_moe.data.toy import DiffusedMixtureEnergy, GaussianMixture, two_mode_mixture_2d
+from sci_moe.data.toy import DiffusedMixtureEnergy, two_mode_mixture_2d
 from sci_moe.sampling.diffusion import (
     VESDE,
     VPSDE,
@@ -13,6 +13,7 @@ from sci_moe.sampling.diffusion import (
     fp_residual_exact,
     fp_residual_probe,
 )
+from sci_moe.stats import GaussianMixture
 
 TIMES = (1e-3, 0.03, 0.3)
 

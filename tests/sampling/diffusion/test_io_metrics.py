@@ -116,3 +116,24 @@ def test_metrics():
     assert w[0] == pytest.approx(0.1 * d.mean(), rel=1e-6) and w[1] == pytest.approx(0.0)
     with pytest.raises(ValueError, match="shape"):
         js_divergence(a[:, :1], a)
+
+
+def test_energy_at_time_of_a_ranged_mixture_is_its_owner_bitwise():
+    """EnergyAtTime evaluates the expert owning t_eval directly: the mixture's numbers."""
+    torch.manual_seed(0)
+    ranges = [(0.3, 1.0), (1e-5, 0.3)]
+    moe = TimeMixture(
+        [MLPEnergy((3, 2), (8,), t_range=ranges[0]), MLPEnergy((3, 2), (8,), t_range=ranges[1])],
+        ranges,
+    )
+    for t_eval, owner in ((1e-5, 1), (0.5, 0)):
+        wrapped = EnergyAtTime(moe, kT=2.5, scale=3.0, t_eval=t_eval)
+        assert wrapped._expert == owner
+        x = torch.randn(4, 3, 2)
+        t = torch.full((4,), t_eval)
+        assert torch.equal(wrapped(x), 2.5 * moe.energy(3.0 * x, t))
+    score_first = TimeMixture(
+        [MLPScore((3, 2), (8,), t_range=ranges[0]), MLPEnergy((3, 2), (8,), t_range=ranges[1])],
+        ranges,
+    )
+    assert EnergyAtTime(score_first, t_eval=0.5)._expert is None  # no energy there: no shortcut

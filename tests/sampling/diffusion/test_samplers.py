@@ -3,13 +3,14 @@
 import pytest
 import torch
 
-from sci_moe.data.toy import DiffusedMixtureEnergy, GaussianMixture
+from sci_moe.data.toy import DiffusedMixtureEnergy
 from sci_moe.sampling.diffusion import (
     VESDE,
     VPSDE,
     probability_flow_sample,
     reverse_sde_sample,
 )
+from sci_moe.stats import GaussianMixture
 
 MEAN = [[1.0, -2.0]]
 COV = [[[0.5, 0.2], [0.2, 0.3]]]

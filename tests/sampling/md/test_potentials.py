@@ -11,6 +11,7 @@ from sci_moe.sampling.md import (
     MuellerBrown,
     autograd_energy_and_forces,
 )
+from sci_moe.stats import GaussianMixture
 from sci_moe.testing import assert_forces_match_energy
 from tests.conftest import FLOAT_TOLERANCE
 
@@ -121,11 +122,9 @@ def test_bad_parameters_raise():
 
 
 def test_gaussian_mixture_density_and_potential_agree():
-    """One home: the mixture density and its Boltzmann energy give the same log p."""
-    from sci_moe.sampling.md import GaussianMixture
-
+    """The mixture density (sci_moe.stats) and its Boltzmann energy give the same log p."""
     mix = GaussianMixture([[0.0, 1.0], [2.0, -1.0]], [0.5, 2.0], [0.3, 0.7], dtype=torch.float64)
-    pot = mix.potential(kT=2.5)
+    pot = GaussianMixturePotential.from_mixture(mix, kT=2.5)
     assert isinstance(pot, GaussianMixturePotential) and pot.kT == 2.5
     x = torch.randn(6, 2, dtype=torch.float64)
     torch.testing.assert_close(pot.log_prob(x[:, None]), mix.log_prob(x))

@@ -43,21 +43,39 @@ def test_routed_path_matches_naive_reference(float_dtype, normalize):
 
 
 def test_mask_routes_only_real_tokens():
-    a = _randomize(MoMEAdapter(d_model=8, num_experts=4, top_k=1, bottleneck=2))
+    block = nn.Linear(8, 8)
+    pa = ParallelAdapters(
+        [block], lambda i: _randomize(MoMEAdapter(d_model=8, num_experts=4, top_k=1, bottleneck=2))
+    )
+    a = pa.adapters[0]
     x = torch.randn(2, 5, 8)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
-    y = a(x, mask)
-    assert a.last_routing.num_tokens == 8
+    with pa.context("r", mask) as infos:
+        y = block(x) - nn.functional.linear(x, block.weight, block.bias)
+    assert a.last_routing.num_tokens == 8 and infos[0].routing is a.last_routing
     assert torch.equal(y[0, 3:], torch.zeros(2, 8))
     torch.testing.assert_close(y[mask], a(x[mask]))
+    assert torch.equal(pa.aux_loss(infos), infos[0].aux_loss)
 
 
 def test_fresh_adapter_outputs_zero_and_paths_are_exposed():
     a = MoMEAdapter(d_model=8, num_experts=4, top_k=2, num_shared=2, bottleneck=2)
-    assert torch.equal(a(torch.randn(6, 8)), torch.zeros(6, 8))
+    y, info = a(torch.randn(6, 8), return_routing=True)
+    assert torch.equal(y, torch.zeros(6, 8))
     (path,) = routed_paths(a)
     assert path.router is a.router and path.experts is a.experts and path.num_shared_experts == 2
-    assert float(a.last_aux_loss.detach()) >= 1.0 - 1e-6  # Switch loss: 1 when perfectly balanced
+    assert path.top_k == 2 and path.num_experts == 4 and path.shared is a.shared
+    # Switch loss: 1 when perfectly balanced; it is the info's whole auxiliary loss
+    assert float(info.losses["load_balance"].detach()) >= 1.0 - 1e-6
+    assert torch.equal(info.aux_loss, info.losses["load_balance"])
+
+
+def test_dense_adapters_add_no_auxiliary_loss():
+    block = nn.Linear(8, 8)
+    pa = ParallelAdapters([block], lambda i: SingleAdapter(8, 2))
+    with pa.context("r", torch.ones(2, 3, dtype=torch.bool)) as infos:
+        block(torch.randn(2, 3, 8))
+    assert infos == [None] and float(pa.aux_loss(infos)) == 0.0
 
 
 def test_zero_up_projection_leaves_frozen_model_unchanged():
@@ -105,5 +123,7 @@ def test_config_errors():
         MoMEConfig(d_model=8, num_experts=2, top_k=3)
     with pytest.raises(ValueError, match="bottleneck"):
         MoMEConfig(d_model=8, bottleneck=0)
-    with pytest.raises(ValueError, match="features of size"):
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 8\)"):
         MoMEAdapter(d_model=8)(torch.randn(3, 9))
+    with pytest.raises(ValueError, match="features of size"):
+        SingleAdapter(8, 2)(torch.randn(3, 9))

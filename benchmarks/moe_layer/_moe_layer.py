@@ -1,0 +1,244 @@
+"""Shared pieces of the MoE layer benchmarks: cases, contestants, the core's path, bandwidth.
+
+The problem sizes (:class:`Case`), the contestants' steps (:func:`build`: sci-moe, the
+dense SwiGLU baseline, transformers' ``MixtralSparseMoeBlock``), the CPU path the core
+takes (:func:`automatic_path`) and the machine's copy bandwidth (:func:`memory_rates`).
+Used by ``run.py``, ``_moe_layer_gpu.py``, ``attainable.py``,
+``fused_ab.py`` and ``paths.py``: benchmark scripts import no other
+script, only the ``_`` helpers (the import contracts in ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import sci_moe.moe as _moe
+from sci_moe.moe import MoE, to_transformers
+
+# Older cores (a "before" run) lack the path switch: then only the automatic path runs.
+HAS_PATHS = hasattr(_moe, "set_grouped_path")
+set_grouped_path = getattr(_moe, "set_grouped_path", lambda path: None)
+
+BENCHMARK = "moe_layer"
+HF, SCI, ALT, DENSE = "transformers", "sci-moe", "sci-moe other path", "dense"
+ATOL = RTOL = 1e-4  # float32 agreement required before timing a baseline
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One CPU problem size (``ffn = d``)."""
+
+    T: int
+    d: int
+    E: int
+    k: int
+    dtype: str
+
+    @property
+    def ffn(self) -> int:
+        return self.d
+
+    @property
+    def label(self) -> str:
+        return f"T={self.T},d={self.d},E={self.E},k={self.k},{self.dtype}"
+
+    def flops_per_token(self) -> int:
+        """Model FLOPs of forward + backward for one token (router + three expert GEMMs)."""
+        return 3 * (2 * self.d * self.E + 6 * self.k * self.d * self.ffn)
+
+    def rows(self) -> int:
+        """Mean rows per expert, ``T k / E``."""
+        return self.T * self.k // self.E
+
+    def gflop(self) -> float:
+        return self.T * self.flops_per_token() / 1e9
+
+    @property
+    def contestants(self) -> list[str]:
+        alt = [ALT] if HAS_PATHS and self.d <= 256 else []
+        return [SCI, *alt, DENSE, HF]
+
+
+class DenseSwiGLU(nn.Module):
+    """Dense SwiGLU of hidden ``k * ffn`` plus the MoE's router work (a speed baseline)."""
+
+    def __init__(self, d: int, ffn: int, num_experts: int, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(d, num_experts, bias=False)
+        self.gate_up = nn.Linear(d, 2 * k * ffn, bias=False)
+        self.down = nn.Linear(k * ffn, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        probs = F.linear(x.float(), self.router.weight.float()).softmax(-1)
+        mass = probs.topk(self.k, dim=-1).values.sum(-1, keepdim=True)
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up) * mass.to(x.dtype)
+
+
+def mixtral_block(moe: MoE, case, implementation: str = "eager") -> nn.Module:
+    """transformers' ``MixtralSparseMoeBlock`` holding a copy of ``moe``'s weights.
+
+    ``implementation`` is transformers' ``_experts_implementation`` (``"eager"`` or
+    ``"grouped_mm"``); weights are written with :func:`sci_moe.moe.to_transformers`,
+    the block takes ``moe``'s device and dtype.
+    """
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    config = MixtralConfig(
+        hidden_size=case.d,
+        intermediate_size=case.ffn,
+        num_local_experts=case.E,
+        num_experts_per_tok=case.k,
+        hidden_act="silu",
+        router_jitter_noise=0.0,
+    )
+    config._experts_implementation = implementation
+    ref = moe.experts.gate_up
+    block = MixtralSparseMoeBlock(config).to(ref.device, ref.dtype)
+    return to_transformers(moe, block)
+
+
+class Step:
+    """``y = call(x); (y * g).sum().backward()`` with fresh gradients each time."""
+
+    def __init__(self, module: nn.Module, x: torch.Tensor, g: torch.Tensor, call=None) -> None:
+        self.module, self.x, self.g = module, x, g
+        self.call = module if call is None else call
+
+    def __call__(self) -> torch.Tensor:
+        self.module.zero_grad(set_to_none=True)
+        self.x.grad = None
+        y = self.call(self.x)
+        (y * self.g).sum().backward()
+        return y.detach()
+
+    def grads(self) -> dict[str, torch.Tensor]:
+        return {n: p.grad for n, p in self.module.named_parameters()} | {"x": self.x.grad}
+
+
+def _check(name: str, got: torch.Tensor, want: torch.Tensor, scale: float = 1.0) -> float:
+    """Raise unless ``got`` matches ``want`` to ``scale * (ATOL + RTOL |want|)``."""
+    diff = (got.float() - want.float()).abs()
+    bound = scale * (ATOL + RTOL * want.float().abs())
+    if not bool((diff <= bound).all()):
+        raise SystemExit(
+            f"{name}: max |diff| {diff.max().item():.3g} exceeds the tolerance "
+            f"(atol={scale * ATOL:g}, rtol={scale * RTOL:g}); not timing a wrong result"
+        )
+    return diff.max().item()
+
+
+def _leaf(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone().requires_grad_(True)
+
+
+def _gap(name: str, got: torch.Tensor, want: torch.Tensor, scale: float = 1.0) -> float:
+    return _check(name, got, want, scale)
+
+
+def build(case: Case, seed: int, transformers: bool = True) -> dict:
+    """Contestant steps of ``case``; transformers checked against sci-moe (float32).
+
+    ``transformers=False`` builds no transformers contestant.
+    """
+    dtype = DTYPES[case.dtype]
+    torch.manual_seed(seed)
+    moe = MoE(d_model=case.d, num_experts=case.E, top_k=case.k, d_hidden=case.ffn, expert="glu")
+    moe = moe.to(dtype)
+    dense = DenseSwiGLU(case.d, case.ffn, case.E, case.k).to(dtype)
+    x = torch.randn(case.T, case.d, dtype=dtype)
+    g = torch.randn(case.T, case.d, dtype=dtype)
+    steps = {SCI: Step(moe, _leaf(x), g), DENSE: Step(dense, _leaf(x), g)}
+    if transformers:
+        block = mixtral_block(moe, case)
+        shape = (1, case.T, case.d)
+        steps[HF] = Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d))
+    if ALT in case.contestants:
+        steps[ALT] = Step(moe, _leaf(x), g)
+    if transformers and case.dtype == "float32" and case.T <= 1024:
+        y_sci = steps[SCI]()
+        ours = {n: t.clone() for n, t in steps[SCI].grads().items()}
+        try:
+            _gap(f"{case.label} transformers output", steps[HF](), y_sci)
+            theirs = steps[HF].grads()
+            for a, b in (("x", "x"), ("experts.gate_up", "experts.gate_up_proj")):
+                _gap(f"{case.label} gradient of {a}", ours[a], theirs[b], scale=10.0)
+        except SystemExit as e:  # report, keep timing: a float32 rounding gap at large d
+            print(f"warning: {e}", flush=True)
+    return steps
+
+
+def automatic_path(moe: MoE, x: torch.Tensor, k: int) -> str:
+    """The CPU path the installed core takes for ``moe`` on the ``(T, d)`` input ``x``.
+
+    ``"per_expert"`` (the loop of :func:`sci_moe.moe.dispatch.per_expert_path`),
+    ``"chunked"`` (:func:`sci_moe.moe.chunked_path`), or the GEMM path of
+    :func:`sci_moe.moe.grouped_path` on the ``T k`` sorted rows (``"grouped_mm"`` or
+    ``"bmm"``); ``"grouped_mm"`` in older cores without the path switch.
+    """
+    if not HAS_PATHS:
+        return "grouped_mm"
+    auto = _moe.grouped_path(x[:1].expand(x.shape[0] * k, -1), moe.experts.gate_up)
+    try:  # the per-expert loop's rule (absent in older cores)
+        from sci_moe.moe.dispatch import per_expert_path as loop_rule
+    except ImportError:
+        loop_rule = None
+    with torch.no_grad():
+        plan = moe.router(x).plan
+    if loop_rule is not None and loop_rule(x, plan, moe.experts):
+        return "per_expert"
+    if getattr(_moe, "chunked_path", lambda *a: False)(x, plan, moe.experts):
+        return "chunked"  # the cache-blocked sorted path (absent in older cores)
+    return auto
+
+
+def parse_label(label: str) -> Case:
+    """The :class:`Case` of a row label ``T=..,d=..,E=..,k=..,dtype``."""
+    t, d, e, k, dt = label.split(",")
+    return Case(int(t[2:]), int(d[2:]), int(e[2:]), int(k[2:]), dt)
+
+
+_BW_SIZES_MB = (4, 16, 64, 256, 1024)
+
+
+def _best_of(fn, repeats: int) -> float:
+    fn()
+    return min(_timed(fn) for _ in range(repeats))
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def memory_rates(repeats: int) -> dict[str, float]:
+    """Measured GB/s: ``copy_`` (read + write bytes) per buffer size, and fresh allocations.
+
+    ``fresh`` is ``torch.zeros`` of 256 MB (mapped and page-faulted by the kernel each time,
+    as a weight gradient after ``zero_grad(set_to_none=True)``).
+    """
+    out = {}
+    for mb in _BW_SIZES_MB:
+        a = torch.ones(mb * 2**18)  # float32: mb MiB
+        b = torch.empty_like(a)
+        out[f"copy_{mb}MB"] = 2 * a.nbytes / _best_of(lambda a=a, b=b: b.copy_(a), repeats) / 1e9
+    n = 256 * 2**18
+    out["fresh"] = 4 * n / _best_of(lambda: torch.zeros(n), repeats) / 1e9
+    return out
+
+
+def _copy_rate(rates: dict, nbytes: float) -> float:
+    """Copy bandwidth of the smallest measured buffer holding ``nbytes``."""
+    for mb in _BW_SIZES_MB:
+        if nbytes <= mb * 2**20:
+            return rates[f"copy_{mb}MB"]
+    return rates[f"copy_{_BW_SIZES_MB[-1]}MB"]

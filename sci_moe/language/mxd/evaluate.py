@@ -1,0 +1,152 @@
+"""Faithfulness by splicing: next-token loss with one MLP replaced.
+
+The MxD paper's faithfulness metric: run the pretrained model with one MLP replaced by
+its sparse decomposition and measure the next-token cross-entropy, next to the original
+model's and to a **mean ablation** (the MLP replaced by its mean output over training
+tokens, which removes everything the MLP computes per token). The closer a
+decomposition's loss is to the original's, the more of the MLP's function it keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .sites import MLPSite, splice
+
+__all__ = ["MeanAblation", "SpliceReport", "next_token_ce", "splice_report"]
+
+
+class MeanAblation(nn.Module):
+    """A constant map: every token gets the MLP's mean output.
+
+    Parameters
+    ----------
+    mean : Tensor, shape (d_model,)
+        Mean MLP output over training tokens.
+    """
+
+    def __init__(self, mean: torch.Tensor) -> None:
+        super().__init__()
+        if mean.ndim != 1:
+            raise ValueError(f"mean must have shape (d_model,), got {tuple(mean.shape)}")
+        self.register_buffer("mean", mean.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean output broadcast to ``x``'s leading shape: ``(..., d_model)``."""
+        return self.mean.to(x.dtype).expand(*x.shape[:-1], -1)
+
+
+@torch.no_grad()
+def next_token_ce(model: nn.Module, ids: torch.Tensor, batch_size: int = 8) -> float:
+    """Mean next-token cross-entropy (nats/token) of a causal LM over windows.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A causal LM returning ``.logits`` of shape ``(batch, seq, vocab)``.
+    ids : Tensor, int64, shape (n_windows, context_len)
+        Each window predicts its tokens ``1..context_len - 1`` from the preceding ones.
+    batch_size : int
+
+    Returns
+    -------
+    float
+        Cross-entropy averaged over all ``n_windows * (context_len - 1)`` predictions.
+    """
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(
+            f"ids must have shape (n_windows, context_len >= 2), got {tuple(ids.shape)}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    total, count = 0.0, 0
+    was = model.training
+    model.eval()
+    try:
+        for b in range(0, ids.shape[0], batch_size):
+            chunk = ids[b : b + batch_size]
+            logits = model(input_ids=chunk).logits[:, :-1].float()
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), chunk[:, 1:].reshape(-1), reduction="sum"
+            )
+            total += float(loss)
+            count += chunk[:, 1:].numel()
+    finally:
+        model.train(was)
+    return total / count
+
+
+@dataclass(frozen=True)
+class SpliceReport:
+    """Next-token losses (nats/token) with one MLP replaced.
+
+    Attributes
+    ----------
+    original : float
+        The unmodified model.
+    mean_ablation : float
+        The MLP replaced by its mean output.
+    spliced : dict of str to float
+        One entry per replacement.
+    """
+
+    original: float
+    mean_ablation: float
+    spliced: dict
+
+    def increase(self, name: str) -> float:
+        """``spliced[name] - original`` (the loss a decomposition adds)."""
+        return self.spliced[name] - self.original
+
+    def recovered(self, name: str) -> float:
+        """Fraction of the mean-ablation loss increase recovered,
+        ``(mean_ablation - spliced) / (mean_ablation - original)`` (1 = faithful)."""
+        return (self.mean_ablation - self.spliced[name]) / (self.mean_ablation - self.original)
+
+
+def splice_report(
+    model: nn.Module,
+    site: MLPSite,
+    replacements: Mapping[str, Callable[[torch.Tensor], torch.Tensor]],
+    ids: torch.Tensor,
+    mean_output: torch.Tensor,
+    batch_size: int = 8,
+) -> SpliceReport:
+    """Cross-entropy of the original model, a mean ablation and every replacement.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A causal LM (``LlamaForCausalLM``).
+    site : MLPSite
+        The MLP to replace (:func:`~sci_moe.language.mxd.mlp_site`).
+    replacements : mapping of str to callable
+        ``(tokens, d_model) -> (tokens, d_model)`` maps, e.g. trained decompositions.
+    ids : Tensor, int64, shape (n_windows, context_len)
+        Evaluation windows (held-out documents).
+    mean_output : Tensor, shape (d_model,)
+        The MLP's mean output over training tokens.
+    batch_size : int
+
+    Returns
+    -------
+    SpliceReport
+    """
+    original = next_token_ce(model, ids, batch_size)
+    with splice(site, MeanAblation(mean_output)):
+        ablated = next_token_ce(model, ids, batch_size)
+    spliced = {}
+    for name, rep in replacements.items():
+        if isinstance(rep, nn.Module):
+            was = rep.training
+            rep.eval()
+        with splice(site, rep):
+            spliced[name] = next_token_ce(model, ids, batch_size)
+        if isinstance(rep, nn.Module):
+            rep.train(was)
+    return SpliceReport(original, ablated, spliced)

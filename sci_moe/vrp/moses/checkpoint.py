@@ -1,0 +1,81 @@
+"""Save and load a trained :class:`MTVRPPolicy` (plain tensors, ``weights_only``).
+
+The ``format`` tag :data:`FORMAT` predates the package's move to :mod:`sci_moe.vrp.moses`
+and stays as it is, so that saved policies still load.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from sci_moe._util import atomic_torch_save
+
+from .model import MTVRPPolicy, PolicyConfig
+
+__all__ = ["FORMAT", "load_policy", "save_policy"]
+
+#: The ``format`` entry of a policy checkpoint.
+FORMAT = "sci_moe.vrp.policy/1"
+
+
+def save_policy(path: str | os.PathLike, policy: MTVRPPolicy, **meta) -> Path:
+    """Write ``policy`` (config, mode, weights) atomically to ``path``.
+
+    Parameters
+    ----------
+    path : path-like
+    policy : MTVRPPolicy
+    **meta
+        Plain values stored beside (for example the training variants and steps).
+    """
+    layers = policy.moses_layers()
+    obj = {
+        "format": FORMAT,
+        "config": asdict(policy.config),
+        "mode": policy.mode,
+        "routing": layers[0].routing if layers else policy.config.routing,
+        "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
+        "meta": dict(meta),
+    }
+    return atomic_torch_save(path, obj)
+
+
+def load_policy(path: str | os.PathLike) -> tuple[MTVRPPolicy, dict]:
+    """Load a policy written by :func:`save_policy`.
+
+    Returns
+    -------
+    policy : MTVRPPolicy
+        In evaluation mode, with the saved :attr:`~MTVRPPolicy.mode`.
+    meta : dict
+
+    Raises
+    ------
+    ValueError
+        If the file is missing, unreadable or not a policy checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"model checkpoint {path} does not exist; train one with 'sci-moe vrp train'"
+        )
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"cannot load the model checkpoint {path}: {exc}") from exc
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a sci_moe.vrp policy checkpoint (format {FORMAT!r})")
+    policy = MTVRPPolicy(PolicyConfig(**obj["config"]))
+    try:
+        policy.load_state_dict(obj["state_dict"])
+    except RuntimeError as exc:
+        raise ValueError(f"{path}: the weights do not match the saved config: {exc}") from exc
+    policy.mode = obj["mode"]
+    for m in policy.moses_layers():
+        m.routing = obj["routing"]
+    policy.eval()
+    return policy, obj.get("meta", {})

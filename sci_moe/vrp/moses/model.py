@@ -1,0 +1,227 @@
+"""POMO-style attention encoder-decoder for all 16 VRP variants, with MoSES layers.
+
+Encoder: node features -> :class:`MoSESLinear` embedding -> ``L`` transformer layers
+(multi-head attention and a ReLU feed-forward, post-LayerNorm), every projection a
+:class:`MoSESLinear`. Decoder (Kwon et al. 2020, POMO; RouteFinder's MTPOMO context):
+the query is built from the current node's embedding, the graph mean and the dynamic
+state (remaining linehaul/backhaul capacity, time, route length, remaining length
+budget, open flag); one masked multi-head glimpse, then a single-head pointer with
+``10 tanh`` clipping over the feasible nodes of :meth:`~sci_moe.vrp.MTVRPEnv.action_mask`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..env import MTVRPEnv
+from ..generator import MAX_TIME, MTVRPInstance
+from ..validate import validate_instance
+from .layers import MODES, MoSESLinear
+
+__all__ = ["MTVRPPolicy", "PolicyConfig", "node_features"]
+
+_NODE_FEATURES = 8
+_CONTEXT = 6
+
+
+@dataclass
+class PolicyConfig:
+    """Size and MoSES options of :class:`MTVRPPolicy`.
+
+    Parameters
+    ----------
+    d_model, num_heads, num_layers, d_ff : int
+    rank : int
+        LoRA rank of the basis experts; 0 builds the same network without experts.
+    gate_score : {"sigmoid", "softmax", "norm_softplus"}
+    routing : {"exact", "dense"}
+    clip : float
+        Pointer logit clipping ``C tanh(.)``.
+    """
+
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 128
+    rank: int = 8
+    gate_score: str = "sigmoid"
+    routing: str = "exact"
+    clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}"
+            )
+        if min(self.d_model, self.num_heads, self.num_layers, self.d_ff) < 1:
+            raise ValueError("d_model, num_heads, num_layers and d_ff must be >= 1")
+
+
+def node_features(instance: MTVRPInstance) -> torch.Tensor:
+    """Input features, shape ``(B, N + 1, 8)``.
+
+    ``x, y``, linehaul and backhaul demand over capacity, window start and end over
+    :data:`~sci_moe.vrp.MAX_TIME` (``inf`` clamped to 1), service time, depot indicator.
+    """
+    ins = instance
+    B, n1 = ins.locs.shape[:2]
+    zero = torch.zeros(B, 1, dtype=ins.locs.dtype, device=ins.locs.device)
+    cap = ins.capacity[:, None]
+    lh = torch.cat([zero, ins.demand_linehaul / cap], 1)
+    bh = torch.cat([zero, ins.demand_backhaul / cap], 1)
+    tw = (ins.time_windows / MAX_TIME).clamp(max=1.0)
+    depot = torch.zeros(B, n1, dtype=ins.locs.dtype, device=ins.locs.device)
+    depot[:, 0] = 1
+    return torch.cat(
+        [ins.locs, lh[..., None], bh[..., None], tw, ins.service_time[..., None], depot[..., None]],
+        -1,
+    )
+
+
+class _Attention(nn.Module):
+    def __init__(self, c: PolicyConfig) -> None:
+        super().__init__()
+        kw = {"rank": c.rank, "gate_score": c.gate_score, "routing": c.routing}
+        self.h = c.num_heads
+        self.qkv = MoSESLinear(c.d_model, 3 * c.d_model, **kw)
+        self.out = MoSESLinear(c.d_model, c.d_model, **kw)
+        self.ff1 = MoSESLinear(c.d_model, c.d_ff, **kw)
+        self.ff2 = MoSESLinear(c.d_ff, c.d_model, **kw)
+        self.n1, self.n2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+
+    def forward(self, x, flags):
+        B, n, d = x.shape
+        q, k, v = self.qkv(x, flags=flags).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, n, d)
+        x = self.n1(x + self.out(a, flags=flags))
+        return self.n2(x + self.ff2(F.relu(self.ff1(x, flags=flags)), flags=flags))
+
+
+class MTVRPPolicy(nn.Module):
+    """Multi-task VRP policy; :attr:`mode` switches all MoSES layers at once.
+
+    Parameters
+    ----------
+    config : PolicyConfig
+    """
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        super().__init__()
+        c = self.config = config or PolicyConfig()
+        kw = {"rank": c.rank, "gate_score": c.gate_score, "routing": c.routing}
+        d = c.d_model
+        self.embed = MoSESLinear(_NODE_FEATURES, d, **kw)
+        self.layers = nn.ModuleList(_Attention(c) for _ in range(c.num_layers))
+        self.context = MoSESLinear(d + _CONTEXT, d, **kw)
+        self.kv = MoSESLinear(d, 3 * d, **kw)
+        self.glimpse_out = MoSESLinear(d, d, **kw)
+
+    def moses_layers(self) -> list[MoSESLinear]:
+        """Every :class:`MoSESLinear` of the network."""
+        return [m for m in self.modules() if isinstance(m, MoSESLinear)]
+
+    @property
+    def mode(self) -> str:
+        """``"backbone"``, ``"expert"`` or ``"gated"`` (see :class:`MoSESLinear`)."""
+        return self.embed.mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        if value not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {value!r}")
+        for m in self.moses_layers():
+            m.mode = value
+
+    def encode(self, instance: MTVRPInstance) -> torch.Tensor:
+        """Node embeddings, shape ``(B, N + 1, d_model)``."""
+        flags = instance.flags[:, None, :]
+        x = self.embed(node_features(instance), flags=flags)
+        for layer in self.layers:
+            x = layer(x, flags)
+        return x
+
+    def forward(
+        self,
+        instance: MTVRPInstance,
+        num_starts: int | None = None,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Roll out ``num_starts`` trajectories per instance (POMO multi-start).
+
+        Start ``p`` visits customer ``p + 1`` first; then actions are sampled (or taken
+        greedily) from the masked pointer distribution until every rollout is done.
+
+        Parameters
+        ----------
+        instance : MTVRPInstance
+            ``B`` instances.
+        num_starts : int, optional
+            Rollouts per instance ``P`` (default and maximum ``N``).
+        greedy : bool
+        generator : torch.Generator, optional
+            For sampling.
+
+        Returns
+        -------
+        actions : Tensor, shape (B, P, T), int64
+        log_prob : Tensor, shape (B, P)
+            Sum of the log-probabilities of the chosen actions (the forced first one excluded).
+        cost : Tensor, shape (B, P)
+
+        Raises
+        ------
+        ValueError
+            If an instance is malformed or infeasible (:func:`~sci_moe.vrp.validate_instance`).
+        """
+        B, N = instance.batch_size, instance.num_customers
+        P = N if num_starts is None else num_starts
+        if not 1 <= P <= N:
+            raise ValueError(f"num_starts must be in [1, {N}], got {P}")
+        validate_instance(instance)
+        h = self.encode(instance)  # (B, N+1, d)
+        d, H = self.config.d_model, self.config.num_heads
+        flags = instance.flags.repeat_interleave(P, 0)
+        big = instance.repeat_interleave(P)
+        env = MTVRPEnv(big, validate=False)
+        hb = h.repeat_interleave(P, 0)  # (BP, N+1, d)
+        kg, vg, kp = self.kv(hb, flags=flags[:, None, :]).chunk(3, dim=-1)
+        split = lambda t: t.view(B * P, N + 1, H, d // H).transpose(1, 2)  # noqa: E731
+        kg, vg = split(kg), split(vg)
+        graph = hb.mean(1)
+        open_f = big.open_route.to(h.dtype)[:, None]
+        first = (torch.arange(P, device=h.device) + 1).repeat(B)
+        env.step(first)
+        acts, logp = [first], torch.zeros(B * P, dtype=h.dtype, device=h.device)
+        rows = torch.arange(B * P, device=h.device)
+        while not bool(env.done.all()):
+            mask = env.action_mask()
+            ctx = torch.cat([hb[rows, env.current], env.context().to(h.dtype), open_f], -1)
+            q = self.context(ctx, flags=flags) + graph
+            qh = q.view(B * P, H, 1, d // H)
+            att = F.scaled_dot_product_attention(qh, kg, vg, attn_mask=mask[:, None, None, :])
+            g = self.glimpse_out(att.reshape(B * P, d), flags=flags)
+            logits = (kp @ g[:, :, None]).squeeze(-1) / math.sqrt(d)
+            logits = self.config.clip * torch.tanh(logits)
+            logits = logits.masked_fill(~mask, float("-inf"))
+            lp = logits.log_softmax(-1)
+            if greedy:
+                a = lp.argmax(-1)
+            else:
+                a = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+            done = env.done
+            logp = logp + torch.where(done, torch.zeros_like(logp), lp[rows, a])
+            a = torch.where(done, torch.zeros_like(a), a)
+            env.step(a)
+            acts.append(a)
+            if env.steps > 2 * N + 2:
+                raise RuntimeError(
+                    "rollout did not finish in 2N + 2 steps; the instance is infeasible"
+                )
+        actions = torch.stack(acts, 1).view(B, P, -1)
+        return actions, logp.view(B, P), env.cost.view(B, P)

@@ -1,0 +1,52 @@
+"""benchmarks/fame/run.py: the flatness rule and the verdict rule on a made-up JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with load_benchmark("fame/run.py", "fame_run") as mod:
+        yield mod
+
+
+def test_flat_rule(bench):
+    # best-so-far 1.0 at step 80 (the last 20 % starts there), 0.995 at 100: 0.5 % -> flat
+    assert bench.flat([[20, 2.0], [80, 1.0], [100, 0.995]])
+    assert not bench.flat([[20, 2.0], [80, 1.0], [100, 0.9]])  # 10 % better: not flat
+    assert bench.flat([[20, 1.0], [80, 1.2], [100, 1.1]])  # no new best: flat
+    assert not bench.flat([[100, 1.0]])
+
+
+def _doc(bench, fame_err, flm_err):
+    rows = []
+    seeds = [0, 1, 2]
+    for name, errs in (
+        ("FAME K=1", fame_err),
+        ("FAME K=2", fame_err),
+        ("FLM", flm_err),
+        ("GRU", [e + 1 for e in flm_err]),
+    ):
+        for d in bench.DROPS:
+            case = f"regime drop={d}% {name}"
+            rows.append({"case": case, "metric": "relative_l2", "value": sum(errs) / 3})
+            rows += [
+                {"case": case, "metric": f"relative_l2 seed {s}", "value": e}
+                for s, e in zip(seeds, errs, strict=True)
+            ]
+        if name.startswith("FAME"):
+            rows.append({"case": f"regime {name}", "metric": "flat_fraction", "value": 1.0})
+    return {"machine": {"seeds": seeds, "task_seeds": {"regime": seeds}}, "rows": rows}
+
+
+def test_verdict_rule_reproduced_and_contradicted(bench):
+    good = bench.verdicts(_doc(bench, [0.30, 0.31, 0.29], [0.60, 0.62, 0.61]))
+    first = good[0]
+    assert first["claim"].startswith("FAME beats the functional linear model")
+    assert first["verdict"] == "reproduced" and first["converged"]
+    bad = bench.verdicts(_doc(bench, [0.60, 0.62, 0.61], [0.30, 0.31, 0.29]))
+    assert bad[0]["verdict"] == "contradicted"
+    assert {v["claim"] for v in good} >= {"more experts help: K = 2 vs K = 1 (regime task)"}

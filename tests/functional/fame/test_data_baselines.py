@@ -1,0 +1,68 @@
+"""The oscillator generator against a closed form, the baselines."""
+
+import numpy as np
+import pytest
+
+from sci_moe.functional.fame import (
+    FourierFunction,
+    FunctionalLinearModel,
+    GridMLP,
+    ObservationGRU,
+    make_oscillator_data,
+    oscillator_response,
+    relative_l2,
+)
+
+
+def test_oscillator_matches_closed_form_step_response():
+    # x1 = F constant, x2 = 0: y = F/w^2 (1 - e^{-z w t} (cos wd t + z/sqrt(1-z^2) sin wd t))
+    F, zeta, w = 2.0, 0.3, 1.5
+    const = FourierFunction(np.zeros(1), np.ones(1), np.zeros(1), 10.0, offset=F)
+    zero = FourierFunction(np.zeros(1), np.ones(1), np.zeros(1), 10.0)
+    t = np.linspace(0, 10, 41)
+    y = oscillator_response(const, zero, t, zeta=zeta, omega0=w)
+    wd = w * np.sqrt(1 - zeta**2)
+    exact = (
+        F
+        / w**2
+        * (
+            1
+            - np.exp(-zeta * w * t)
+            * (np.cos(wd * t) + zeta / np.sqrt(1 - zeta**2) * np.sin(wd * t))
+        )
+    )
+    np.testing.assert_allclose(y, exact, atol=1e-8)
+
+
+def test_generator_observes_30_to_70_percent_and_is_seeded():
+    d = make_oscillator_data(6, seed=3)
+    fractions = [len(t) / 100 for s in d.inputs for t, _ in s]
+    assert min(fractions) >= 0.3 - 0.01 and max(fractions) <= 0.7 + 0.01
+    assert d.outputs.shape == (6, 50)
+    again = make_oscillator_data(6, seed=3)
+    np.testing.assert_array_equal(d.outputs, again.outputs)
+    for (x1, _), s in zip(d.functions, d.inputs, strict=True):
+        np.testing.assert_allclose(x1(s[0][0]), s[0][1])
+
+
+def test_functional_linear_model_recovers_a_linear_operator():
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 1, 40)
+    X, Y = [], []
+    for _ in range(40):
+        c = rng.normal(size=3)
+        x = c[0] + c[1] * np.sin(2 * t) + c[2] * t**2
+        X.append([(t, x)])
+        Y.append((t, 2.0 * x + 1.0))  # y = 2 x + 1: linear, in the span of the basis
+    flm = FunctionalLinearModel(num_basis=8).fit(X, Y)
+    assert relative_l2(flm.predict(X, t), np.array([y for _, y in Y])) < 1e-3
+
+
+@pytest.mark.parametrize("cls", [GridMLP, ObservationGRU])
+def test_neural_baselines_fit_and_predict(cls):
+    d = make_oscillator_data(8, seed=1, grid_size=20, output_size=10)
+    m = cls(steps=5).fit(d.inputs, d.output_pairs())
+    p = m.predict(d.inputs, d.output_times)
+    assert p.shape == (8, 10) and np.isfinite(p).all()
+    with pytest.raises(ValueError, match="fit"):
+        cls().predict(d.inputs, d.output_times)

@@ -1,0 +1,148 @@
+import pytest
+import torch
+
+from sci_moe.vrp import actions_to_routes, check_solution, generate_instances
+from sci_moe.vrp.moses import (
+    MoSESConfig,
+    MTVRPPolicy,
+    PolicyConfig,
+    TrainConfig,
+    augment,
+    fit_moses,
+    solve,
+    train_stage,
+)
+
+
+def _tiny(rank=2):
+    return MTVRPPolicy(PolicyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=16, rank=rank))
+
+
+def _stage_cfg(**kw):
+    return TrainConfig(
+        **{
+            "steps": 2,
+            "batch_size": 3,
+            "num_customers": 6,
+            "seed": 1,
+            "val_instances": 2,
+            "progress": False,
+            **kw,
+        }
+    )
+
+
+def _weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_three_stages_train_only_their_parameters():
+    pol = _tiny()
+    cfg = _stage_cfg()
+    frozen = {n: p.detach().clone() for n, p in pol.named_parameters()}
+    train_stage(pol, "backbone", "CVRP", cfg)
+    changed = {n for n, p in pol.named_parameters() if not torch.equal(p, frozen[n])}
+    assert changed and not any("lora" in n or "router" in n for n in changed)
+    frozen = {n: p.detach().clone() for n, p in pol.named_parameters()}
+    train_stage(pol, "expert", ["OVRP", "VRPB", "VRPL", "VRPTW"], cfg)
+    changed = {n for n, p in pol.named_parameters() if not torch.equal(p, frozen[n])}
+    assert changed and all("experts" in n or "expert_gate" in n for n in changed)
+    frozen = {n: p.detach().clone() for n, p in pol.named_parameters()}
+    res = train_stage(pol, "gated", ["VRPTW", "OVRPB"], cfg)
+    changed = {n for n, p in pol.named_parameters() if not torch.equal(p, frozen[n])}
+    assert changed and all("router" in n or "residual" in n for n in changed)
+    assert res.step == 2 and res.reason == "completed"
+    assert [e["step"] for e in res.evals] == [2] and res.evals[0]["val_cost"] > 0
+    with pytest.raises(ValueError, match="nothing to train"):
+        train_stage(_tiny(rank=0), "expert", "OVRP", cfg)
+
+
+def test_training_is_reproducible():
+    cfg = _stage_cfg(steps=2, batch_size=2, num_customers=5, seed=3)
+    torch.manual_seed(0)
+    pol_a = _tiny()
+    a = train_stage(pol_a, "backbone", "CVRP", cfg)
+    torch.manual_seed(0)
+    pol_b = _tiny()
+    b = train_stage(pol_b, "backbone", "CVRP", cfg)
+    assert a.evals == b.evals and _same(_weights(pol_a), _weights(pol_b))
+
+
+def test_config_refuses_bad_values():
+    with pytest.raises(ValueError, match="num_customers must be >= 1"):
+        TrainConfig(num_customers=0)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="variants: unknown VRP variant 'XVRP'"):
+        MoSESConfig(variants=("CVRP", "XVRP"))
+    with pytest.raises(ValueError, match="num_heads must divide d_model=16"):
+        MoSESConfig(d_model=16, num_heads=3)
+    with pytest.raises(ValueError, match="gate_steps must be an integer >= 0"):
+        MoSESConfig(gate_steps=-1)
+    with pytest.raises(ValueError, match="rank must be an integer >= 1"):
+        MoSESConfig(rank=0)
+
+
+def _moses_cfg(**kw):
+    return MoSESConfig(
+        **{
+            "steps": 3,
+            "expert_steps": 2,
+            "gate_steps": 2,
+            "batch_size": 2,
+            "num_customers": 5,
+            "d_model": 8,
+            "num_heads": 2,
+            "num_layers": 1,
+            "rank": 2,
+            "eval_every": 2,
+            "val_instances": 2,
+            "variants": ("CVRP", "VRPTW", "OVRPL"),
+            "progress": False,
+            **kw,
+        }
+    )
+
+
+def test_moses_exact_resume_across_stages(tmp_path):
+    """Interrupted inside stage 2, then at the end of stage 2, resumed each time in a
+    fresh policy: bitwise the weights of the uninterrupted run."""
+    cfg = _moses_cfg()
+    ref, summary = fit_moses(cfg, tmp_path / "a")
+    assert summary["finished"] and summary["step"] == 7
+    assert set(summary["phases"]) == {"backbone", "expert", "gated"}
+    out = tmp_path / "b"
+    _, s1 = fit_moses(cfg, out, stop_after=4)  # 3 steps of stage 1, 1 of stage 2
+    assert s1["reason"] == "interrupted" and not s1["finished"] and s1["step"] == 4
+    _, s2 = fit_moses(cfg, out, resume=True, stop_after=1)  # the last step of stage 2
+    assert s2["reason"] == "interrupted" and set(s2["phases"]) == {"backbone", "expert"}
+    assert (out / "expert" / "checkpoint.pt").exists()
+    assert not (out / "gated").exists()
+    got, s3 = fit_moses(cfg, out, resume=True)
+    assert s3["finished"] and s3["phases"]["gated"]["resumed_from"] is None
+    assert s3["phases"]["expert"]["resumed_from"] == 2
+    assert got.mode == ref.mode == "gated"
+    assert _same(_weights(got), _weights(ref))
+    assert s3["phases"]["gated"]["evals"] == summary["phases"]["gated"]["evals"]
+    with pytest.raises(ValueError, match="other settings"):
+        fit_moses(_moses_cfg(lr=0.5), out, resume=True)
+
+
+def test_augment_keeps_distances_and_solve_is_feasible():
+    ins = generate_instances(3, 7, ["VRPBLTW", "OVRPL", "CVRP"], seed=2, dtype=torch.float64)
+    aug = augment(ins, 8)
+    d = aug.distances().view(8, 3, 8, 8)
+    torch.testing.assert_close(d, ins.distances().expand(8, -1, -1, -1))
+    pol = _tiny().double()
+    pol.mode = "gated"
+    cost, acts = solve(pol, ins)
+    for b in range(3):
+        assert check_solution(ins, b, actions_to_routes(acts[b])) == []
+    _, _, c1 = pol(ins, greedy=True)
+    assert (cost <= c1.min(1).values + 1e-12).all()
+    with pytest.raises(ValueError, match="k must be"):
+        augment(ins, 9)
