@@ -1,38 +1,62 @@
-"""Expert merging in an AnyGraph-style MoE graph foundation model (Liu et al., NeurIPS 2025).
+"""Expert merging in an AnyGraph-style MoE graph foundation model, experts trained until flat.
 
-Data: :func:`sci_moe.graphs.make_graph_collection` — 8 training graphs and 4 wholly
-unseen graphs from four families with known link models (SBM with random homophily,
-soft random geometric, Barabasi-Albert, Watts-Strogatz), random sizes and feature
-dimensions, 15 % held-out edges per graph. Model: :class:`AnyGraphMoE` (SVD-unified
-features, 2-hop parameter-free propagation, 4 residual-MLP experts, d = 32) pre-trained
-with AnyGraph's competence routing and usage recalibration (:func:`pretrain`).
+Liu et al., "Enhanced Expert Merging for Mixture-of-Experts in Graph Foundation Models"
+(NeurIPS 2025), on generated graphs with known link models.
 
-Then, with the competence router's graph-level top-k (k = 2 for every merge/ensemble)
-held fixed, per graph:
+Data (generated; :func:`sci_moe.graphs.make_graph_collection`, families round robin): four
+families whose link models differ, so that one expert per family has something to
+specialise on -- ``sbm`` (stochastic block model, 3-8 blocks, homophily 0.6-0.95, features
+= block mean + noise; ground truth ``P_ij = B[c_i, c_j]``), ``geometric`` (soft random
+geometric graph in the unit square, ``P_ij = σ((r - |z_i - z_j|)/s)``, features a noisy
+map of the position), ``ba`` (Barabási-Albert preferential attachment, scale-free, pure
+noise features) and ``ws`` (Watts-Strogatz small world, ring-angle features). Per seed:
+2 training graphs, 2 validation graphs and 3 wholly unseen graphs of every family; mean
+degree 8, 15 % of each graph's edges held out. The Bayes-optimal AUC (ranking by the
+true ``P_ij``) is known on the SBM and geometric graphs.
 
-* ``rank1`` (= top-1), ``rank2``, ``rank3``: one expert of that router rank alone;
+Model: :class:`~sci_moe.graphs.merging.AnyGraphMoE` (SVD-unified features, 2-hop
+propagation, 4 residual-MLP experts), pre-trained with **one expert per family** (the
+fixed assignment of :func:`~sci_moe.graphs.merging.pretrain`: expert ``e`` trains on the
+graphs of family ``e``), so the experts specialise by construction. Then the
+training-free competence router ranks the experts on every graph (top-3), and per graph:
+
+* ``rank1`` (top-1), ``rank2``, ``rank3``: the expert of that router rank alone;
+* ``family_expert``: the expert trained on the graph's family (oracle routing);
 * ``ensemble``: the weighted output ensemble of the top-2 (2 expert forwards);
 * ``merge``: the weighted parameter average of the top-2 (one forward);
-* ``merge_tuned`` / ``kdem`` / ``ppem``: the merge after the same number of fine-tuning
-  steps on the training graphs with the merged task loss only (control) / plus KD to the
-  ensemble / with the ensemble task loss plus the proximity regulariser.
+* ``merge_tuned`` / ``kdem`` / ``ppem``: the merge after fine-tuning on the training
+  graphs with the merged task loss only (the control) / plus KD to the ensemble (KDEM) /
+  with the ensemble's task loss plus the proximity regulariser (PPEM);
+* ``no_expert``: no expert at all, ``⟨z_u, z_v⟩`` of the parameter-free SVD-propagated
+  input the experts transform (what the learning adds is the gap to it);
+* ``common_neighbours``, ``adamic_adar``: the non-learned heuristics
+  (:mod:`sci_moe.graphs.link_heuristics`) on the same training edges.
+
+Training until flat: every run (the pre-training and each fine-tuning) is a run of the
+shared trainer with early stopping on the validation AUC (the held-out edges of the
+validation graphs; pre-training scores each with its family's expert, fine-tuning with the
+merged top-2), evaluated every ``eval_every`` steps, stopped after ``patience`` = 20 % of
+the most evaluations without a gain of 0.001, best weights kept. A run is **flat** when the
+best validation AUC of its last 20 % of evaluations is less than ``FLAT_TOL`` (0.005 AUC)
+above the best before them; a run that stops early is flat by construction, only one that
+reaches the step cap can fail. Learning curves are stored in ``curves``.
 
 Metrics on held-out edges of the training graphs (``train``) and of the unseen graphs
-(``unseen``): Recall@20, NDCG@20, AUC, and AUC / Bayes-optimal AUC on the graphs whose
-link probabilities are known (SBM, geometric). Cost: inference FLOPs and measured wall
-time to embed a graph (the merge is materialised once per graph and timed with it).
-Rows carry ``vs = "<split> rank1"`` (top-1) and ``ratio = value / top-1`` (quality; for
-cost ``top-1 / value``, so > 1 is always better). Means over seeds ``seed .. seed+2``.
+(``unseen``, zero-shot): AUC, Recall@20, NDCG@20, AUC / Bayes-optimal AUC. Per-seed rows
+(metric ``"<m> seed <s>"``) feed the verdicts (:func:`verdicts`: paired t-tests over the
+seeds of the unseen AUC, :func:`_common.seed_verdict`).
 
-Per-seed rows (case ``unseen <strategy>``, metric ``auc seed <i>``) carry the seed means of the
-unseen AUC that the verdicts (:func:`verdicts`) compare with a paired test.
-
-Run: ``python benchmarks/graph_merging/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]``;
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows (no training).
+Run: ``python benchmarks/graph_merging/run.py [--quick] [--json PATH] [--seeds N]
+[--resume] [--max-hours H] [--plots DIR] [--threads 1]``. The JSON is written after every
+seed; ``--resume`` continues it (seeds already in it are kept). ``--verdicts-only PATH``
+recomputes a stored JSON's verdicts from its rows (no training).
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import math
 import statistics
 import sys
 import time
@@ -42,134 +66,473 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 
 import torch
 from _common import (
+    OtherLoad,
     Row,
     base_parser,
     machine_info,
     print_table,
     rederive_verdicts,
+    row_value,
     seed_verdict,
     setup,
-    write_json,
+    verdict_entry,
+    write_json_doc,
 )
 
-from sci_moe.graphs import evaluate_scores, make_graph_collection, oracle_metrics
+from sci_moe.graphs import (
+    FAMILIES,
+    auc_score,
+    evaluate_scores,
+    heuristic_scorer,
+    make_graph_collection,
+    oracle_metrics,
+)
 from sci_moe.graphs.merging import (
     AnyGraphConfig,
     AnyGraphMoE,
     MergeConfig,
     PretrainConfig,
-    fine_tune_merging,
     infer_embeddings,
     inference_flops,
     pretrain,
     selected_experts,
+    train_merged_experts,
 )
 
-STRATS = ("rank1", "rank2", "rank3", "ensemble", "merge", "merge_tuned", "kdem", "ppem")
+BENCHMARK = "graph_merging"
+LEARNED = (
+    "rank1",
+    "rank2",
+    "rank3",
+    "family_expert",
+    "ensemble",
+    "merge",
+    "merge_tuned",
+    "kdem",
+    "ppem",
+)
+HEURISTIC_NAMES = ("common_neighbours", "adamic_adar")
+STRATS = (*LEARNED, "no_expert", *HEURISTIC_NAMES)
 TUNED = ("merge_tuned", "kdem", "ppem")
-K = 2
+RUNS = ("pretrain", *TUNED)
+SPLITS = ("train", "unseen")
+METRICS = ("auc", "recall", "ndcg", "auc_vs_bayes")
+K = 2  # experts merged / ensembled
+PER_FAMILY = {"train": 2, "val": 2, "unseen": 3}
+SBM_HOMOPHILY = (0.6, 0.95)  # no near-chance SBM graphs (the generator's default starts at 0.3)
+FLAT_FRACTION = 0.2
+FLAT_TOL = 0.005
+MIN_DELTA = 0.001
+MODEL = {"d_model": 32, "num_experts": len(FAMILIES), "num_layers": 2, "hops": 2}
+FULL = {
+    "nodes": [200, 600],
+    "max_pretrain": 4000,
+    "max_finetune": 1500,
+    "eval_every": 50,
+    "batch_size": 256,
+    "lr": 1e-3,
+    "kd_weight": 1.0,
+    "proximity_weight": 0.01,
+}
+QUICK = {**FULL, "nodes": [100, 200], "max_pretrain": 600, "max_finetune": 200, "eval_every": 25}
 
 
-def _evaluate(models, graphs, encoded, routing):
+def flat(values: list[float]) -> bool:
+    """The convergence criterion: the best validation AUC of the last 20 % of the
+    evaluations is less than ``FLAT_TOL`` above the best before them."""
+    n = len(values)
+    cut = n - max(1, math.ceil(FLAT_FRACTION * n))
+    if cut < 1:
+        return False
+    return max(values[cut:]) < max(values[:cut]) + FLAT_TOL
+
+
+def _metric_name(m: str) -> str:
+    return {"recall": "recall@20", "ndcg": "ndcg@20"}.get(m, m)
+
+
+def _val_auc(embed, graphs) -> float:
+    """Mean AUC over graphs of ``embed(i) -> (n, d)`` node embeddings (pair scores only)."""
+    out = []
+    for i, g in enumerate(graphs):
+        h = embed(i)
+        pos = (h[g.test_edge_index[0]] * h[g.test_edge_index[1]]).sum(-1)
+        neg = (h[g.test_neg_edge_index[0]] * h[g.test_neg_edge_index[1]]).sum(-1)
+        out.append(auc_score(pos, neg))
+    return sum(out) / len(out)
+
+
+def _collection(seed: int, nodes) -> dict:
+    F = len(FAMILIES)
+    n = {k: v * F for k, v in PER_FAMILY.items()}
+    col = make_graph_collection(
+        n["train"],
+        n["val"] + n["unseen"],
+        FAMILIES,
+        num_nodes=tuple(nodes),
+        seed=seed,
+        homophily=SBM_HOMOPHILY,
+    )
+    return {"train": col.train, "val": col.unseen[: n["val"]], "unseen": col.unseen[n["val"] :]}
+
+
+def _family(g) -> int:
+    return FAMILIES.index(g.family)
+
+
+def _train_config(cls, cfg: dict, max_steps: int, seed: int, **kw):
+    evals = max_steps // cfg["eval_every"]
+    return cls(
+        steps=max_steps,
+        eval_every=cfg["eval_every"],
+        patience=max(1, math.ceil(FLAT_FRACTION * evals)),
+        min_delta=MIN_DELTA,
+        batch_size=cfg["batch_size"],
+        lr=cfg["lr"],
+        seed=seed,
+        checkpoint_minutes=0.0,
+        **kw,
+    )
+
+
+def _curve(res) -> list[list[float]]:
+    return [[int(e["step"]), round(float(e["val_auc"]), 5)] for e in res.evals]
+
+
+def _evaluate(models, graphs, encoded, routing) -> dict:
+    """{strategy: [metrics of each graph]} of every strategy on ``graphs``."""
     out = {s: [] for s in STRATS}
     for g, (z, data) in enumerate(zip(encoded, graphs, strict=True)):
         ids, w = selected_experts(routing, g)
         oracle = oracle_metrics(data)
         for s in STRATS:
-            model = models.get(s, models["base"])
-            sel_ids, sel_w = (ids, w) if s.startswith("rank") else (ids[:K], w[:K] / w[:K].sum())
-            mode = "merge" if s in TUNED else s
-            m = evaluate_scores(infer_embeddings(model, z, sel_ids, sel_w, mode), data)
+            if s in HEURISTIC_NAMES:
+                m = evaluate_scores(heuristic_scorer(s, data), data)
+            elif s == "no_expert":  # the parameter-free input the experts start from
+                m = evaluate_scores(z, data)
+            else:
+                model = models.get(s, models["base"])
+                if s == "family_expert":
+                    h = model.experts.forward_expert(_family(data), z).detach()
+                elif s.startswith("rank"):
+                    h = infer_embeddings(model, z, ids, w, s)
+                else:
+                    w2 = w[:K] / w[:K].sum()
+                    h = infer_embeddings(model, z, ids[:K], w2, "merge" if s in TUNED else s)
+                m = evaluate_scores(h, data)
             m["auc_vs_bayes"] = m["auc"] / oracle["auc"] if oracle else None
             m["bayes_auc"] = oracle["auc"] if oracle else None
             out[s].append(m)
     return out
 
 
-def _timing(models, graphs, encoded, routing, repeats=5):
-    times, flops = {}, {}
-    for s in STRATS:
-        model = models.get(s, models["base"])
-        mode = "merge" if s in TUNED else s
-        per = []
-        for g, z in enumerate(encoded):
-            ids, w = selected_experts(routing, g)
-            sel = (ids, w) if s.startswith("rank") else (ids[:K], w[:K] / w[:K].sum())
-            runs = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                infer_embeddings(model, z, *sel, mode)
-                runs.append(time.perf_counter() - t0)
-            per.append(statistics.median(runs))
-        times[s] = sum(per) / len(per)
-        n = [g.num_nodes for g in graphs]
-        flops[s] = sum(inference_flops(model, v, mode, K) for v in n) / len(n)
-    return times, flops
-
-
-def run_seed(seed, cfg):
-    torch.manual_seed(seed)
-    col = make_graph_collection(8, 4, num_nodes=cfg["nodes"], seed=seed)
-    model = AnyGraphMoE(AnyGraphConfig(d_model=32, num_experts=4, num_layers=2, hops=2))
-    pre = PretrainConfig(steps=cfg["pretrain"], batch_size=128, reassign_every=10, seed=seed)
-    res = pretrain(model, col.train, pre)
-    enc_u = [model.encode(g, seed=seed) for g in col.unseen]
-    r_train = model.route_graphs(res.encoded, col.train, top_k=3, seed=seed)
-    r_unseen = model.route_graphs(enc_u, col.unseen, top_k=3, seed=seed)
-    r_k = type(r_train).from_assignments(r_train.indices[:, :K], r_train.weights[:, :K], 4)
-    models = {"base": model}
-    for s in TUNED:
-        mc = MergeConfig(strategy=s, top_k=K, steps=cfg["finetune"], batch_size=128, seed=seed)
-        models[s] = fine_tune_merging(model, col.train, res.encoded, r_k, mc)
-    quality = {
-        "train": _evaluate(models, col.train, res.encoded, r_train),
-        "unseen": _evaluate(models, col.unseen, enc_u, r_unseen),
-    }
-    times, flops = _timing(models, col.unseen, enc_u, r_unseen)
-    return quality, times, flops, res.assignments[-1]
-
-
 def _mean(xs):
     xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else float("nan")
+    return sum(xs) / len(xs) if xs else None
 
 
-#: The claims of the abstract: (claim, ours, the strongest same-run baseline), on unseen AUC.
+def run_seed(seed: int, cfg: dict) -> dict:
+    """Pre-train, route, fine-tune and score every strategy on seed ``seed``'s graphs."""
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    graphs = _collection(seed, cfg["nodes"])
+    model = AnyGraphMoE(AnyGraphConfig(**MODEL))
+    enc = {k: [model.encode(g, seed=seed) for g in v] for k, v in graphs.items()}
+    val = graphs["val"]
+
+    def pre_eval(m):
+        fam = [_family(g) for g in val]
+        return {"val_auc": _val_auc(lambda i: m.experts.forward_expert(fam[i], enc["val"][i]), val)}
+
+    pre = _train_config(PretrainConfig, cfg, cfg["max_pretrain"], seed)
+    assignment = [_family(g) for g in graphs["train"]]
+    res = pretrain(
+        model, graphs["train"], pre, encoded=enc["train"], assignment=assignment, evaluate=pre_eval
+    )
+    curves = {"pretrain": _curve(res.train)}
+    steps = {"pretrain": int(res.train.step)}
+    routing = {k: model.route_graphs(enc[k], graphs[k], top_k=3, seed=seed) for k in graphs}
+    r_val = routing["val"]
+    r_k = type(routing["train"]).from_assignments(
+        routing["train"].indices[:, :K], routing["train"].weights[:, :K], MODEL["num_experts"]
+    )
+
+    def merge_eval(m):
+        def embed(i):
+            ids, w = selected_experts(r_val, i)
+            return infer_embeddings(m, enc["val"][i], ids[:K], w[:K] / w[:K].sum(), "merge")
+
+        return {"val_auc": _val_auc(embed, val)}
+
+    models = {"base": model}
+    for s in TUNED:
+        mc = _train_config(
+            MergeConfig,
+            cfg,
+            cfg["max_finetune"],
+            seed,
+            strategy=s,
+            top_k=K,
+            kd_weight=cfg["kd_weight"],
+            proximity_weight=cfg["proximity_weight"],
+        )
+        models[s] = copy.deepcopy(model)
+        r = train_merged_experts(
+            models[s], graphs["train"], enc["train"], r_k, mc, evaluate=merge_eval
+        )
+        curves[s] = _curve(r)
+        steps[s] = int(r.step)
+    quality = {sp: _evaluate(models, graphs[sp], enc[sp], routing[sp]) for sp in SPLITS}
+    per_graph = {
+        sp: {s: {m: _mean([x[m] for x in quality[sp][s]]) for m in (*METRICS, "bayes_auc")}
+             for s in STRATS}
+        for sp in SPLITS
+    }  # fmt: skip
+    router_family = {
+        sp: _mean(
+            [float(int(routing[sp].indices[i, 0]) == _family(g)) for i, g in enumerate(graphs[sp])]
+        )
+        for sp in ("train", "val", "unseen")
+    }
+    # specialisation: AUC of every expert on every family's unseen graphs, [family][expert]
+    special = [
+        [
+            _mean(
+                [
+                    evaluate_scores(model.experts.forward_expert(e, z).detach(), g)["auc"]
+                    for g, z in zip(graphs["unseen"], enc["unseen"], strict=True)
+                    if _family(g) == f
+                ]
+            )
+            for e in range(MODEL["num_experts"])
+        ]
+        for f in range(len(FAMILIES))
+    ]
+    n_unseen = [g.num_nodes for g in graphs["unseen"]]
+    flops = {
+        s: _mean([inference_flops(model, v, "merge" if s in TUNED else s, K) for v in n_unseen])
+        for s in LEARNED
+        if s != "family_expert"
+    }
+    return {
+        "metrics": per_graph,
+        "converged": {r: flat([v for _, v in curves[r]]) for r in RUNS},
+        "steps": steps,
+        "router_family_accuracy": router_family,
+        "specialisation_auc": special,
+        "flops": flops,
+        "seconds": time.perf_counter() - t0,
+        "curves": curves,
+        "graphs": {k: [g.description for g in v] for k, v in graphs.items()},
+    }
+
+
+def _stats(vals):
+    return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else 0.0)
+
+
+def make_rows(runs: dict, seeds: list[int]) -> list[Row]:
+    """Means, sds and per-seed rows of every split, strategy and metric."""
+    done = [s for s in seeds if str(s) in runs]
+    rows: list[Row] = []
+    if not done:
+        return rows
+    recs = [runs[str(s)] for s in done]
+    for sp in SPLITS:
+        for s in STRATS:
+            for m in METRICS:
+                vals = [r["metrics"][sp][s][m] for r in recs]
+                if any(v is None for v in vals):
+                    continue
+                mean, sd = _stats(vals)
+                base = _stats([r["metrics"][sp]["rank1"][m] for r in recs])[0]
+                vs, ratio = (None, None) if s == "rank1" else (f"{sp} rank1", mean / base)
+                rows.append(Row(f"{sp} {s}", _metric_name(m), mean, "1", vs, ratio))
+                rows.append(Row(f"{sp} {s}", f"{_metric_name(m)} sd", sd, "1"))
+                if m in ("auc", "recall"):
+                    for seed, v in zip(done, vals, strict=True):
+                        rows.append(Row(f"{sp} {s}", f"{_metric_name(m)} seed {seed}", v, "1"))
+        bayes = [r["metrics"][sp]["rank1"]["bayes_auc"] for r in recs]
+        rows.append(Row(f"{sp} bayes-optimal", "auc_known_models", _stats(bayes)[0], "1"))
+    for sp in ("train", "val", "unseen"):
+        acc = [r["router_family_accuracy"][sp] for r in recs]
+        rows.append(Row(f"{sp} router", "rank1_is_family_expert", _stats(acc)[0], "1"))
+    for f, fam in enumerate(FAMILIES):
+        mats = [r["specialisation_auc"][f] for r in recs]
+        own = [m[f] for m in mats]
+        other = [max(x for e, x in enumerate(m) if e != f) for m in mats]
+        rows.append(Row(f"unseen {fam}", "auc family expert", statistics.fmean(own), "1"))
+        rows.append(Row(f"unseen {fam}", "auc best other expert", statistics.fmean(other), "1"))
+        for e in range(len(mats[0])):
+            v = statistics.fmean(m[e] for m in mats)
+            rows.append(Row(f"unseen {fam}", f"auc expert {FAMILIES[e]}", v, "1"))
+        diff = [a - b for a, b in zip(own, other, strict=True)]
+        rows.append(
+            Row(f"unseen {fam}", "family expert minus best other", statistics.fmean(diff), "1")
+        )
+        rows.append(
+            Row(f"unseen {fam}", "family expert wins", statistics.fmean(d > 0 for d in diff), "1")
+        )
+    for run in RUNS:
+        conv = [float(r["converged"][run]) for r in recs]
+        rows.append(Row(run, "converged_fraction", statistics.fmean(conv), "1"))
+        st = [r["steps"][run] for r in recs]
+        rows.append(Row(run, "steps_mean", statistics.fmean(st), "steps"))
+        rows.append(Row(run, "steps_max", max(st), "steps"))
+    f1 = statistics.fmean(r["flops"]["rank1"] for r in recs)
+    for s in recs[0]["flops"]:
+        f = statistics.fmean(r["flops"][s] for r in recs)
+        vs, ratio = (None, None) if s == "rank1" else ("unseen rank1", f1 / f)
+        rows.append(Row(f"unseen {s}", "inference_flops", f, "FLOP/graph", vs, ratio))
+    rows.append(Row("seed", "seconds_mean", statistics.fmean(r["seconds"] for r in recs), "s"))
+    return rows
+
+
+#: The claims (abstract, plus the non-learned baseline check): (claim, ours, baseline,
+#: the runs whose flatness the claim needs).
 CLAIMS = (
-    ("router ranks 2 and 3 hold experts that beat the top-1 expert", "rank2", "rank1"),
-    ("plain merging falls short of the output ensemble", "ensemble", "merge"),
-    ("KDEM (knowledge distillation) improves the merge", "kdem", "merge_tuned"),
-    ("PPEM (parameter proximity) improves the merge", "ppem", "merge_tuned"),
+    ("router rank 2 holds an expert that beats the top-1 expert", "rank2", "rank1", ("pretrain",)),
+    ("router rank 3 holds an expert that beats the top-1 expert", "rank3", "rank1", ("pretrain",)),
+    (
+        "the output ensemble of the top-2 experts beats the top-1 expert",
+        "ensemble",
+        "rank1",
+        ("pretrain",),
+    ),
+    (
+        "plain merging falls short of the output ensemble (ensemble better than merge)",
+        "ensemble",
+        "merge",
+        ("pretrain",),
+    ),
+    (
+        "KDEM (KD-enhanced merging) improves the merge over the merge fine-tuned as long "
+        "without KD",
+        "kdem",
+        "merge_tuned",
+        ("pretrain", "merge_tuned", "kdem"),
+    ),
+    (
+        "PPEM (parameter-proximity merging) improves the merge over the merge fine-tuned as "
+        "long without proximity",
+        "ppem",
+        "merge_tuned",
+        ("pretrain", "merge_tuned", "ppem"),
+    ),
+    (
+        "KDEM improves on plain merging",
+        "kdem",
+        "merge",
+        ("pretrain", "kdem"),
+    ),
+    (
+        "PPEM improves on plain merging",
+        "ppem",
+        "merge",
+        ("pretrain", "ppem"),
+    ),
+    (
+        "the learned model (top-1 expert) beats its parameter-free input (no expert)",
+        "rank1",
+        "no_expert",
+        ("pretrain",),
+    ),
+    (
+        "the learned model (top-1 expert) beats the non-learned Adamic-Adar heuristic",
+        "rank1",
+        "adamic_adar",
+        ("pretrain",),
+    ),
 )
 
 
 def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim of :data:`CLAIMS`, by a rule applied to the run's rows (issue 41).
+    """One verdict per claim of :data:`CLAIMS`, by a fixed rule on the run's rows.
 
-    The rule: :func:`_common.seed_verdict`, a paired t-test (alpha 0.05) over the per-seed
-    unseen AUC of ``ours`` vs the baseline (the fine-tuned merges are compared with
-    ``merge_tuned``, the merge fine-tuned for as many steps without KD or proximity). A
-    JSON without per-seed rows (runs before they were written) gets "not decided" for every
-    claim: the spread behind the means is not stored, so a rerun is needed. Nothing is
-    decisive: the models are not trained to a flat validation curve.
+    The rule: :func:`_common.seed_verdict` -- a paired t-test (alpha 0.05) over the seeds
+    of the per-seed unseen (zero-shot) AUC of ``ours`` against the baseline; "reproduced"
+    when significant in the claimed direction, "contradicted" when significant against it,
+    else "not decided". ``converged``: every run the claim needs (the pre-training and the
+    fine-tunings compared) was flat on every seed. Seeds: those present in the rows.
     """
-    return [
-        seed_verdict(
-            claim,
-            doc,
-            metric="auc",
-            ours=f"unseen {ours}",
-            baseline=f"unseen {base}",
-            higher_is_better=True,
-            converged=False,
+    seeds = [s for s in doc["machine"]["seeds"] if _has_seed(doc, s)]
+    out = []
+    for claim, ours, base, runs in CLAIMS:
+        conv = all(row_value(doc, r, "converged_fraction") == 1.0 for r in runs)
+        out.append(
+            seed_verdict(
+                claim,
+                doc,
+                metric="auc",
+                ours=f"unseen {ours}",
+                baseline=f"unseen {base}",
+                higher_is_better=True,
+                converged=conv,
+                seeds=seeds or None,
+            )
         )
-        for claim, ours, base in CLAIMS
-    ]
+    return out
 
 
-def main():
+def _has_seed(doc: dict, seed) -> bool:
+    return any(r["metric"] == f"auc seed {seed}" for r in doc["rows"])
+
+
+def plot_curves(doc: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(RUNS), figsize=(3.2 * len(RUNS), 3.0), sharey=True)
+    for ax, run in zip(axes, RUNS, strict=True):
+        for seed, curve in sorted(doc["curves"].get(run, {}).items()):
+            if curve:
+                x, y = zip(*curve, strict=True)
+                ax.plot(x, y, lw=0.9, alpha=0.8, label=f"seed {seed}")
+        ax.set_title(run if run != "pretrain" else "pre-training (family experts)")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation AUC")
+    fig.suptitle("validation AUC during training (runs stop when flat)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_auc(doc: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    for ax, sp in zip(axes, SPLITS, strict=True):
+        means = [row_value(doc, f"{sp} {s}", "auc") for s in STRATS]
+        sds = [row_value(doc, f"{sp} {s}", "auc sd") for s in STRATS]
+        colors = ["C0"] * 4 + ["C1"] * 5 + ["C2"] * 3
+        ax.bar(STRATS, means, yerr=sds, color=colors, capsize=2)
+        bayes = row_value(doc, f"{sp} bayes-optimal", "auc_known_models")
+        ax.axhline(bayes, color="k", ls="--", lw=0.8, label="Bayes-optimal (SBM, geometric)")
+        ax.set_title(f"{sp}: held-out edge AUC (mean, sd over seeds)")
+        ax.set_ylim(0.5, 1.0)
+        ax.tick_params(axis="x", rotation=60)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--plots", type=Path, default=None, help="write a plot here")
+    p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
+    p.add_argument("--resume", action="store_true", help="continue the JSON of --json")
+    p.add_argument("--max-hours", type=float, default=None, help="stop starting seeds")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (quick 3, full 10)")
+    p.add_argument("--max-steps", type=int, default=None, help="cap every run's steps (tests)")
+    p.add_argument("--nodes", type=int, nargs=2, default=None, help="graph sizes (tests)")
     p.add_argument(
         "--verdicts-only",
         type=Path,
@@ -177,93 +540,98 @@ def main():
         metavar="JSON",
         help="recompute the verdicts of a stored results JSON from its rows (no training)",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.verdicts_only is not None:
         return rederive_verdicts(args.verdicts_only, verdicts)
     setup(args)
-    cfg = (
-        {"nodes": (150, 400), "pretrain": 120, "finetune": 40}
-        if args.quick
-        else {"nodes": (200, 800), "pretrain": 300, "finetune": 100}
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.max_steps is not None:
+        cfg["max_pretrain"] = min(cfg["max_pretrain"], args.max_steps)
+        cfg["max_finetune"] = min(cfg["max_finetune"], args.max_steps)
+        cfg["eval_every"] = min(cfg["eval_every"], max(1, args.max_steps // 2))
+    if args.nodes is not None:
+        cfg["nodes"] = list(args.nodes)
+    n_seeds = args.seeds or (3 if args.quick else 10)
+    seeds = [args.seed + i for i in range(n_seeds)]
+    machine = machine_info(
+        seed=args.seed,
+        seeds=seeds,
+        quick=args.quick,
+        families=list(FAMILIES),
+        graphs_per_family=PER_FAMILY,
+        model=MODEL,
+        top_k=K,
+        sbm_homophily=list(SBM_HOMOPHILY),
+        flat_fraction=FLAT_FRACTION,
+        flat_tolerance=FLAT_TOL,
+        min_delta=MIN_DELTA,
+        **cfg,
     )
-    seeds = [args.seed + i for i in range(3)]
+    runs: dict = {}
+    curves: dict = {}
+    if args.resume and args.json is not None and Path(args.json).is_file():
+        old = json.loads(Path(args.json).read_text())
+        runs = old.get("runs", {})
+        curves = old.get("curves", {})
+        machine["resumed_from_wall_s"] = old["machine"].get("contention", {}).get("wall_s")
+    other = OtherLoad()
     t0 = time.perf_counter()
-    per_seed = [run_seed(s, cfg) for s in seeds]
-    wall = time.perf_counter() - t0
-    rows, table = [], []
-    summary = {}
-    for split in ("train", "unseen"):
-        for metric in ("recall", "ndcg", "auc", "auc_vs_bayes"):
-            vals = {
-                s: _mean([_mean([m[metric] for m in q[split][s]]) for q, *_ in per_seed])
-                for s in STRATS
-            }
-            summary[(split, metric)] = vals
-            base = vals["rank1"]
-            for s in STRATS:
-                vs = None if s == "rank1" else f"{split} rank1"
-                ratio = None if s == "rank1" else vals[s] / base
-                name = metric if metric == "auc_vs_bayes" else f"{metric}@20"
-                name = "auc" if metric == "auc" else name
-                rows.append(Row(f"{split} {s}", name, vals[s], "1", vs, ratio))
-        bayes = _mean([_mean([m["bayes_auc"] for m in q[split]["rank1"]]) for q, *_ in per_seed])
-        rows.append(Row(f"{split} bayes-optimal", "auc_known_models", bayes, "1"))
-    for s in STRATS:
-        for seed, (q, *_) in zip(seeds, per_seed, strict=True):
-            auc = _mean([m["auc"] for m in q["unseen"][s]])
-            rows.append(Row(f"unseen {s}", f"auc seed {seed}", auc, "1"))
-    for key, unit in (("flops", "FLOP/graph"), ("time", "s/graph")):
-        idx = 2 if key == "flops" else 1
-        vals = {s: _mean([r[idx][s] for r in per_seed]) for s in STRATS}
-        for s in STRATS:
-            vs = None if s == "rank1" else "unseen rank1"
-            ratio = None if s == "rank1" else vals["rank1"] / vals[s]
-            rows.append(Row(f"unseen {s}", f"inference_{key}", vals[s], unit, vs, ratio))
-            summary[("cost", key)] = vals
-    for s in STRATS:
-        table.append(
+
+    def write() -> dict:
+        rows = make_rows(runs, seeds)
+        doc = {"benchmark": BENCHMARK, "machine": machine, "rows": [vars(r) for r in rows]}
+        doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)] if rows else []
+        doc["complete"] = all(str(s) in runs for s in seeds)
+        doc["curves"] = curves
+        doc["runs"] = runs
+        machine["contention"] = other.report()
+        if args.json is not None:
+            write_json_doc(args.json, doc)
+        return doc
+
+    for s in seeds:
+        if str(s) in runs:
+            continue
+        if args.max_hours is not None and time.perf_counter() - t0 > 3600 * args.max_hours:
+            break
+        rec = run_seed(s, cfg)
+        for run, c in rec.pop("curves").items():
+            curves.setdefault(run, {})[str(s)] = c
+        runs[str(s)] = rec
+        u = rec["metrics"]["unseen"]
+        print(
+            f"seed {s}: {rec['seconds']:.0f} s, steps {rec['steps']}, flat {rec['converged']}, "
+            f"router=family {rec['router_family_accuracy']}; unseen AUC "
+            + ", ".join(f"{k} {u[k]['auc']:.3f}" for k in STRATS),
+            flush=True,
+        )
+        write()
+    doc = write()
+    if doc["rows"]:
+        table = [
             [s]
-            + [summary[(sp, m)][s] for sp in ("train", "unseen") for m in ("recall", "auc")]
-            + [summary[("unseen", "auc_vs_bayes")][s], summary[("cost", "flops")][s]]
-            + [summary[("cost", "time")][s] * 1e3]
+            + [row_value(doc, f"{sp} {s}", m) for sp in SPLITS for m in ("recall@20", "auc")]
+            + [row_value(doc, f"unseen {s}", "auc sd")]
+            for s in STRATS
+        ]
+        print_table(
+            ["strategy", "train R@20", "train AUC", "unseen R@20", "unseen AUC", "sd"],
+            table,
+            title=f"graph expert merging, seeds {sorted(runs, key=int)}",
         )
-    print_table(
-        [
-            "strategy",
-            "train R@20",
-            "train AUC",
-            "unseen R@20",
-            "unseen AUC",
-            "AUC/Bayes",
-            "FLOPs",
-            "ms",
-        ],
-        table,
-        title=f"graph expert merging, seeds {seeds}, {wall:.0f} s",
-    )
-    print("last pre-training assignments per seed:", [r[3] for r in per_seed])
-    if args.json:
-        machine = machine_info(
-            seed=args.seed, seeds=seeds, quick=args.quick, wall_s=wall, **{"config": str(cfg)}
-        )
-        doc = {"machine": machine, "rows": [vars(r) for r in rows]}
-        write_json(args.json, "graph_merging", machine, rows, verdicts=verdicts(doc))
-    if args.plots:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        args.plots.mkdir(parents=True, exist_ok=True)
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-        for ax, split in zip(axes, ("train", "unseen"), strict=True):
-            ax.bar(STRATS, [summary[(split, "auc")][s] for s in STRATS])
-            ax.set_title(f"{split}: held-out edge AUC (mean of 3 seeds)")
-            ax.set_ylim(0.5, 1.0)
-            ax.tick_params(axis="x", rotation=45)
-        fig.tight_layout()
-        fig.savefig(args.plots / "graph_merging.png", dpi=120)
+        for v in doc["verdicts"]:
+            print(
+                f"{v['verdict']:>12}  decisive={v['decisive']!s:5} p={v['p_value']}  {v['claim']}"
+            )
+    if args.plots is not None and doc["rows"]:
+        tag = "_quick" if args.quick else ""
+        plot_curves(doc, args.plots / f"graph_merging{tag}_curves.png")
+        plot_auc(doc, args.plots / f"graph_merging{tag}_auc.png")
+    print(f"total {time.perf_counter() - t0:.0f} s; complete: {doc['complete']}")
+    if args.json is not None:
+        print(f"wrote {args.json}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

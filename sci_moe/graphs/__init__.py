@@ -14,6 +14,7 @@ Bayes-optimal accuracy (:func:`make_multiview_csbm`, :func:`bayes_optimal_accura
 multi-view graphs on disk (:class:`MultiViewGraph`, :func:`load_multiview_graph`);
 generated link-prediction graphs with known link models (:func:`make_graph_collection`,
 :func:`link_probability`), real graphs (:func:`karate_club`, :func:`load_pyg_dataset`)
+non-learned link predictors (:func:`common_neighbours`, :func:`adamic_adar`)
 and link metrics (:func:`evaluate_scores`).
 """
 
@@ -29,6 +30,7 @@ from .link_data import (
     make_graph_collection,
     make_link_graph,
 )
+from .link_heuristics import HEURISTICS, adamic_adar, common_neighbours, heuristic_scorer
 from .link_metrics import auc_score, evaluate_scores, oracle_metrics, ranking_metrics
 from .pooling import POOLINGS, pool_nodes
 from .sbm import (
@@ -41,6 +43,7 @@ from .sbm import (
 
 __all__ = [
     "FAMILIES",
+    "HEURISTICS",
     "POOLINGS",
     "BayesAccuracy",
     "GCNExperts",
@@ -48,11 +51,14 @@ __all__ = [
     "GraphCollection",
     "MultiViewCSBMConfig",
     "MultiViewGraph",
+    "adamic_adar",
     "auc_score",
     "bayes_optimal_accuracy",
     "bayes_posterior",
+    "common_neighbours",
     "evaluate_scores",
     "gcn_normalize",
+    "heuristic_scorer",
     "karate_club",
     "link_probability",
     "link_split",

@@ -56,9 +56,9 @@ def _sample_edges(prob: np.ndarray, rng) -> np.ndarray:
     return np.stack([iu[0][keep], iu[1][keep]])
 
 
-def _sbm(n, f, degree, rng):
+def _sbm(n, f, degree, rng, homophily=(0.3, 0.95)):
     B = int(rng.integers(3, 9))
-    h = float(rng.uniform(0.3, 0.95))
+    h = float(rng.uniform(*homophily))
     blocks = rng.integers(0, B, n)
     p_in = min(1.0, h * degree * B / n)
     p_out = min(1.0, (1 - h) * degree * B / (n * (B - 1)))
@@ -196,6 +196,7 @@ def make_link_graph(
     degree: float = 8.0,
     held_out: float = 0.15,
     seed: int = 0,
+    homophily: tuple[float, float] = (0.3, 0.95),
 ) -> Data:
     """One generated graph of a family with a known link model, split for link prediction.
 
@@ -211,6 +212,9 @@ def make_link_graph(
     held_out : float
         Fraction of held-out edges.
     seed : int
+    homophily : (float, float)
+        Range of the SBM's homophily ``h`` (drawn uniformly; the fraction of a node's
+        expected edges inside its block), within ``[0, 1]``; other families ignore it.
 
     Returns
     -------
@@ -226,8 +230,11 @@ def make_link_graph(
             f"need num_nodes >= 20, feature_dim >= 0, 1 <= degree < num_nodes/2; got "
             f"{num_nodes}, {feature_dim}, {degree}"
         )
+    if not 0.0 <= homophily[0] <= homophily[1] <= 1.0:
+        raise ValueError(f"homophily must be a range (lo, hi) within [0, 1], got {homophily}")
     rng = np.random.default_rng(seed)
-    edges, x, extra, desc = _GENERATORS[family](num_nodes, feature_dim, degree, rng)
+    extra_args = {"homophily": tuple(homophily)} if family == "sbm" else {}
+    edges, x, extra, desc = _GENERATORS[family](num_nodes, feature_dim, degree, rng, **extra_args)
     base = Data(
         x=torch.as_tensor(x, dtype=torch.get_default_dtype()).reshape(num_nodes, feature_dim),
         edge_index=torch.as_tensor(edges, dtype=torch.long),
@@ -297,6 +304,7 @@ def make_graph_collection(
     degree: float = 8.0,
     held_out: float = 0.15,
     seed: int = 0,
+    homophily: tuple[float, float] = (0.3, 0.95),
 ) -> GraphCollection:
     """Generate the multi-domain collection, families assigned round robin.
 
@@ -310,6 +318,8 @@ def make_graph_collection(
         Range of feature dimensions.
     degree, held_out : float
     seed : int
+    homophily : (float, float)
+        Range of the SBM graphs' homophily (see :func:`make_link_graph`).
 
     Returns
     -------
@@ -324,7 +334,9 @@ def make_graph_collection(
         n = int(rng.integers(num_nodes[0], num_nodes[1] + 1))
         f = int(rng.integers(feature_dims[0], feature_dims[1] + 1))
         seed_g = int(rng.integers(2**31))
-        graphs.append(make_link_graph(family, n, f, degree, held_out, seed=seed_g))
+        graphs.append(
+            make_link_graph(family, n, f, degree, held_out, seed=seed_g, homophily=homophily)
+        )
     return GraphCollection(graphs[:num_train], graphs[num_train:])
 
 

@@ -1,0 +1,47 @@
+"""benchmarks/graph_merging/run.py at toy size: the flatness criterion, a partial run and its
+resume, the per-seed rows and the verdict rule (issue 45 item 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.benchmarks.conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with load_benchmark("graph_merging/run.py", "graph_merging_run_under_test") as mod:
+        yield mod
+
+
+def test_flat_criterion(bench):
+    # validation AUC: the last 20 % gain less than 0.005 over the best before
+    assert bench.flat([0.6, 0.7, 0.75, 0.78, 0.8, 0.8, 0.801, 0.8, 0.802, 0.803])
+    assert not bench.flat([0.6, 0.65, 0.7, 0.72, 0.74, 0.76, 0.78, 0.8, 0.82, 0.84])
+    assert not bench.flat([0.7])
+
+
+def test_toy_run_resume_and_verdicts(bench, tmp_path):
+    path = tmp_path / "toy.json"
+    args = ["--max-steps", "2", "--nodes", "30", "40", "--threads", "1", "--json", str(path)]
+    assert bench.main([*args, "--seeds", "1"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is True and set(doc["runs"]) == {"0"}
+    # resume with two seeds: seed 0 kept (not rerun), seed 1 added
+    seconds0 = doc["runs"]["0"]["seconds"]
+    assert bench.main([*args, "--seeds", "2", "--resume"]) == 0
+    doc = json.loads(path.read_text())
+    assert set(doc["runs"]) == {"0", "1"} and doc["runs"]["0"]["seconds"] == seconds0
+    assert len(doc["verdicts"]) == len(bench.CLAIMS)
+    assert all(v["seeds"] == 2 and v["p_value"] is not None for v in doc["verdicts"])
+    rows = {(r["case"], r["metric"]) for r in doc["rows"]}
+    for s in bench.STRATS:
+        assert (f"unseen {s}", "auc seed 1") in rows
+    assert ("unseen adamic_adar", "auc") in rows and ("pretrain", "converged_fraction") in rows
+    assert ("unseen ba", "auc family expert") in rows
+    assert set(doc["curves"]["pretrain"]) == {"0", "1"} and doc["curves"]["kdem"]["1"]
+    before = doc["verdicts"]
+    assert bench.main(["--verdicts-only", str(path)]) == 0
+    assert json.loads(path.read_text())["verdicts"] == before
