@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PlantedFMRI", "plant_voxels", "roi_labels"]
+__all__ = [
+    "RESPONSE_FAMILIES",
+    "PlantedFMRI",
+    "plant_nonlinear_voxels",
+    "plant_voxels",
+    "roi_labels",
+]
 
 
 def roi_labels(num_voxels: int, branching: Sequence[int] = (2, 4, 8, 16)) -> np.ndarray:
@@ -173,6 +179,169 @@ def plant_voxels(
         noise = rng.standard_normal((M, num_voxels))
         x = gain * (np.sqrt(snr) * signal[:, perm] + noise)
         out.voxels[name] = x.astype(np.float32)
+        out.roi[name] = labels[:, perm]
+        out.permutation[name] = perm
+        out.gain[name] = gain
+    return out
+
+
+#: Response families of :func:`plant_nonlinear_voxels`, one per network (cycled).
+RESPONSE_FAMILIES = ("rate", "cubic", "saturating", "tuning")
+
+
+def _respond(family: str, z: np.ndarray, param: float) -> np.ndarray:
+    """A region's nonlinear response to its voxels' drives ``z`` (about unit variance).
+
+    ``rate``: ``exp(param * z)`` (a firing-rate-like exponential); ``cubic``:
+    ``z**3 + param * z``; ``saturating``: ``tanh(param * z)``; ``tuning``: a Gaussian
+    bump ``exp(-(z - param)**2 / 0.5)`` around the preferred drive ``param`` (not
+    monotone).
+    """
+    if family == "rate":
+        return np.exp(param * z)
+    if family == "cubic":
+        return z**3 + param * z
+    if family == "saturating":
+        return np.tanh(param * z)
+    if family == "tuning":
+        return np.exp(-((z - param) ** 2) / 0.5)
+    raise ValueError(f"unknown response family {family!r}; known: {RESPONSE_FAMILIES}")
+
+
+#: Per-region parameters of each family (region ``r`` of a network takes entry ``r % 4``).
+_FAMILY_PARAMS = {
+    "rate": (1.5, 2.0, 2.5, 3.0),
+    "cubic": (0.0, 0.1, 0.2, 0.3),
+    "saturating": (3.0, 5.0, 8.0, 12.0),
+    "tuning": (-1.0, -0.5, 0.5, 1.0),
+}
+
+
+def plant_nonlinear_voxels(
+    targets: np.ndarray,
+    num_voxels: int = 256,
+    num_subjects: int = 3,
+    snr: float = 2.0,
+    networks: int = 4,
+    regions_per_network: int = 4,
+    network_dims: int = 16,
+    region_dims: int = 8,
+    network_share: float = 0.5,
+    mixing: float = 0.3,
+    gain_spread: float = 0.3,
+    seed: int = 0,
+) -> PlantedFMRI:
+    """Voxels with nonlinear, region-specific responses in a two-level network structure.
+
+    Ground truth (reference voxel order; voxels split into contiguous regions, regions
+    into contiguous networks). Network ``n`` owns an orthonormal ``network_dims``-d
+    subspace ``G_n`` of the standardised target and a *response family*
+    (:data:`RESPONSE_FAMILIES`, cycled over the networks); region ``r`` of it owns its
+    own ``region_dims``-d subspace ``F_r`` and a parameter of the family. Voxel ``v`` of
+    region ``r`` in network ``n`` has the drive and response
+
+    .. math:: z_v = \\sqrt{1-\\rho}\\, a_v^\\top F_r^\\top \\tilde y
+                    + \\sqrt{\\rho}\\, b_v^\\top G_n^\\top \\tilde y, \\qquad
+              u_v = \\mathrm{std}\\big(\\phi_{n}(z_v; \\theta_r)\\big)
+
+    (``a_v, b_v`` random unit vectors, ``rho = network_share``, ``std`` standardises over
+    the stimuli), so a linear read-out of ``u`` recovers only part of the target: the
+    best decoder is nonlinear, and which nonlinearity depends on the voxel's network and
+    region. Subject ``s`` sees voxel ``j`` as a mixture of two reference voxels of one
+    region (a partial-volume / registration mix, weight ``mixing`` on a random other
+    voxel of the same region), then the subject's permutation ``pi_s`` and log-normal
+    gain, with unit noise at signal-to-noise variance ratio ``snr``:
+
+    .. math:: x^{(s)}_j = g^{(s)}_j \\big(\\sqrt{\\mathrm{snr}}\\;
+              \\mathrm{std}\\big((1-\\mu)\\, u_{\\pi_s(j)} + \\mu\\, u_{\\pi'_s(j)}\\big)
+              + \\varepsilon\\big)
+
+    Parameters
+    ----------
+    targets : ndarray, shape (M, D)
+        Target embeddings; ``D >= networks * network_dims + regions * region_dims``.
+    num_voxels : int
+        Voxels per subject (>= the number of regions).
+    num_subjects : int
+    snr : float
+        Signal-to-noise variance ratio (> 0).
+    networks, regions_per_network : int
+        The two levels: ``networks`` networks of ``regions_per_network`` regions.
+    network_dims, region_dims : int
+        Sizes of the network and region subspaces.
+    network_share : float
+        ``rho`` in [0, 1]: share of a voxel's drive from its network's subspace.
+    mixing : float
+        ``mu`` in [0, 1).
+    gain_spread : float
+        Standard deviation of ``log g``.
+    seed : int
+
+    Returns
+    -------
+    PlantedFMRI
+        ``roi[s]`` has two rows (network, region) per voxel; ``branching`` is
+        ``(networks, networks * regions_per_network)``; ``basis`` holds the network
+        subspaces then the region subspaces.
+    """
+    y = np.asarray(targets, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] < 2 or not np.isfinite(y).all():
+        raise ValueError(f"targets must be a finite (M >= 2, D) array, got shape {y.shape}")
+    if not snr > 0:
+        raise ValueError(f"snr must be > 0, got {snr}")
+    if num_subjects < 1:
+        raise ValueError(f"num_subjects must be >= 1, got {num_subjects}")
+    if not 0 <= network_share <= 1:
+        raise ValueError(f"network_share must be in [0, 1], got {network_share}")
+    if not 0 <= mixing < 1:
+        raise ValueError(f"mixing must be in [0, 1), got {mixing}")
+    regions = networks * regions_per_network
+    labels = roi_labels(num_voxels, (networks, regions))
+    M, D = y.shape
+    need = networks * network_dims + regions * region_dims
+    if need > D:
+        raise ValueError(f"the subspaces need {need} target dims, the targets have {D}")
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.standard_normal((D, need)))
+    proj = (y - y.mean(0)) @ basis
+    proj /= proj.std(0, keepdims=True) + 1e-12
+    g = proj[:, : networks * network_dims].reshape(M, networks, network_dims)
+    f = proj[:, networks * network_dims :].reshape(M, regions, region_dims)
+
+    def unit(n, k):
+        v = rng.standard_normal((n, k))
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    a, b = unit(num_voxels, region_dims), unit(num_voxels, network_dims)
+    net, reg = labels
+    z = np.sqrt(1 - network_share) * np.einsum("mvk,vk->mv", f[:, reg], a)
+    z += np.sqrt(network_share) * np.einsum("mvk,vk->mv", g[:, net], b)
+    z /= z.std(0, keepdims=True) + 1e-12
+    u = np.empty_like(z)
+    for v in range(num_voxels):
+        fam = RESPONSE_FAMILIES[net[v] % len(RESPONSE_FAMILIES)]
+        u[:, v] = _respond(fam, z[:, v], _FAMILY_PARAMS[fam][reg[v] % regions_per_network])
+    u = (u - u.mean(0)) / (u.std(0) + 1e-12)
+    out = PlantedFMRI(
+        {},
+        np.asarray(targets, np.float32),
+        {},
+        {},
+        {},
+        basis,
+        float(snr),
+        (int(networks), int(regions)),
+    )
+    members = [np.flatnonzero(reg == r) for r in range(regions)]
+    for s in range(num_subjects):
+        name = f"subj{s + 1:02d}"
+        perm = rng.permutation(num_voxels)
+        partner = np.array([rng.choice(members[reg[p]]) for p in perm])
+        mixed = (1 - mixing) * u[:, perm] + mixing * u[:, partner]
+        mixed = (mixed - mixed.mean(0)) / (mixed.std(0) + 1e-12)
+        gain = np.exp(gain_spread * rng.standard_normal(num_voxels))
+        noise = rng.standard_normal((M, num_voxels))
+        out.voxels[name] = (gain * (np.sqrt(snr) * mixed + noise)).astype(np.float32)
         out.roi[name] = labels[:, perm]
         out.permutation[name] = perm
         out.gain[name] = gain

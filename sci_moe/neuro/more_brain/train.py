@@ -282,7 +282,9 @@ def finetune_routers(
     targets: torch.Tensor,
     config: TrainConfig | None = None,
     num_voxels: int | None = None,
-) -> list[float]:
+    *,
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> EncoderRun:
     """Adapt to a new subject by training only its front end and the routers.
 
     Expert banks and the level heads stay frozen (their ``requires_grad`` is switched
@@ -299,6 +301,9 @@ def finetune_routers(
     config : TrainConfig, optional
     num_voxels : int, optional
         Default ``voxels.shape[1]``.
+    validation : (voxels, targets), optional
+        The subject's validation rows (see :func:`train_encoder`): the best weights of
+        the monitored retrieval accuracy are kept.
 
     Returns
     -------
@@ -313,7 +318,10 @@ def finetune_routers(
         p.requires_grad_(False)
     try:
         params = model.frontend.subject_parameters(subject) + model.router_parameters()
-        return train_encoder(model, {subject: (voxels, targets)}, config, parameters=params)
+        val = None if validation is None else {subject: validation}
+        return train_encoder(
+            model, {subject: (voxels, targets)}, config, parameters=params, validation=val
+        )
     finally:
         for p, s in zip(frozen, state, strict=True):
             p.requires_grad_(s)

@@ -105,3 +105,15 @@ def test_train_rejects_mismatched_data():
         train_encoder(m, {"a": (torch.randn(5, 32), torch.randn(4, 8))}, TrainConfig(steps=1))
     with pytest.raises(ValueError, match="dims"):
         train_encoder(m, {"a": (torch.randn(5, 32), torch.randn(5, 9))}, TrainConfig(steps=1))
+
+
+def test_router_only_finetune_with_validation_keeps_best():
+    m = _model()
+    x, y = torch.randn(20, 40), torch.randn(20, 8)
+    xv, yv = torch.randn(10, 40), torch.randn(10, 8)
+    cfg = TrainConfig(steps=6, batch_size=8, eval_every=2, monitor="val_top1")
+    run = finetune_routers(m, "new", x, y, cfg, validation=(xv, yv))
+    assert [e["step"] for e in run.result.evals] == [2, 4, 6]
+    assert run.result.best_metric == max(e["val_top1"] for e in run.result.evals)
+    kept = retrieval_accuracy(predict(m, xv, "new"), yv)[1]
+    assert kept == pytest.approx(run.result.best_metric)
