@@ -49,7 +49,8 @@ seeds of the unseen AUC, :func:`_common.seed_verdict`).
 Run: ``python benchmarks/graph_merging/run.py [--quick] [--json PATH] [--seeds N]
 [--resume] [--max-hours H] [--plots DIR] [--threads 1]``. The JSON is written after every
 seed; ``--resume`` continues it (seeds already in it are kept). ``--verdicts-only PATH``
-recomputes a stored JSON's verdicts from its rows (no training).
+recomputes a stored JSON's verdicts from its rows, ``--rows-only PATH`` its rows and
+verdicts from its per-seed records (no training).
 """
 
 from __future__ import annotations
@@ -331,8 +332,9 @@ def _stats(vals):
     return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else 0.0)
 
 
-def make_rows(runs: dict, seeds: list[int]) -> list[Row]:
-    """Means, sds and per-seed rows of every split, strategy and metric."""
+def make_rows(runs: dict, seeds: list[int], curves: dict | None = None) -> list[Row]:
+    """Means, sds and per-seed rows of every split, strategy and metric (``curves``: the
+    learning curves, for where each run's best validation AUC was)."""
     done = [s for s in seeds if str(s) in runs]
     rows: list[Row] = []
     if not done:
@@ -379,6 +381,16 @@ def make_rows(runs: dict, seeds: list[int]) -> list[Row]:
         st = [r["steps"][run] for r in recs]
         rows.append(Row(run, "steps_mean", statistics.fmean(st), "steps"))
         rows.append(Row(run, "steps_max", max(st), "steps"))
+    for run in RUNS:
+        got = [(curves or {}).get(run, {}).get(str(s)) for s in done]
+        if not all(got):
+            continue
+        best = [max(c, key=lambda e: e[1]) for c in got]  # first of the best: max keeps it
+        rows.append(Row(run, "best_step_mean", statistics.fmean(b[0] for b in best), "steps"))
+        first = [float(b[0] == c[0][0]) for b, c in zip(best, got, strict=True)]
+        rows.append(Row(run, "best_at_first_eval_fraction", statistics.fmean(first), "1"))
+        gain = [b[1] - c[0][1] for b, c in zip(best, got, strict=True)]
+        rows.append(Row(run, "best_minus_first_val_auc", statistics.fmean(gain), "1"))
     f1 = statistics.fmean(r["flops"]["rank1"] for r in recs)
     for s in recs[0]["flops"]:
         f = statistics.fmean(r["flops"][s] for r in recs)
@@ -456,6 +468,19 @@ def verdicts(doc: dict) -> list[dict]:
     fine-tunings compared) was flat on every seed. Seeds: those present in the rows.
     """
     seeds = [s for s in doc["machine"]["seeds"] if _has_seed(doc, s)]
+    note = ""
+    try:
+        first = row_value(doc, "pretrain", "best_at_first_eval_fraction")
+        wins = statistics.fmean(
+            row_value(doc, f"unseen {f}", "family expert wins") for f in FAMILIES
+        )
+        note = (
+            f"pre-training's best validation AUC was at its first evaluation on {first:.0%} "
+            f"of the seeds; a family's own expert beat the other experts on its unseen graphs "
+            f"in {wins:.0%} of (family, seed) pairs (little specialisation)"
+        )
+    except ValueError:  # a partial or older JSON without these rows
+        pass
     out = []
     for claim, ours, base, runs in CLAIMS:
         conv = all(row_value(doc, r, "converged_fraction") == 1.0 for r in runs)
@@ -469,6 +494,7 @@ def verdicts(doc: dict) -> list[dict]:
                 higher_is_better=True,
                 converged=conv,
                 seeds=seeds or None,
+                note=note,
             )
         )
     return out
@@ -540,9 +566,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="recompute the verdicts of a stored results JSON from its rows (no training)",
     )
+    p.add_argument(
+        "--rows-only",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="recompute the rows and verdicts of a stored JSON from its runs (no training)",
+    )
     args = p.parse_args(argv)
     if args.verdicts_only is not None:
         return rederive_verdicts(args.verdicts_only, verdicts)
+    if args.rows_only is not None:
+        doc = json.loads(args.rows_only.read_text())
+        rows = make_rows(doc["runs"], doc["machine"]["seeds"], doc.get("curves"))
+        doc["rows"] = [vars(r) for r in rows]
+        doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)]
+        write_json_doc(args.rows_only, doc)
+        return 0
     setup(args)
     cfg = dict(QUICK if args.quick else FULL)
     if args.max_steps is not None:
@@ -578,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
 
     def write() -> dict:
-        rows = make_rows(runs, seeds)
+        rows = make_rows(runs, seeds, curves)
         doc = {"benchmark": BENCHMARK, "machine": machine, "rows": [vars(r) for r in rows]}
         doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)] if rows else []
         doc["complete"] = all(str(s) in runs for s in seeds)
