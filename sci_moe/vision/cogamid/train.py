@@ -105,6 +105,15 @@ class IncrementalConfig(_BaseConfig):
         Weight of :func:`grc_loss` (0 disables it; gmm only).
     grc_temperature : float
         Temperature of :func:`grc_loss`.
+    n_val : int
+        Validation images per step (0: none). With validation images the engine's
+        evaluations (``eval_every``, early stopping on ``monitor``, ``restore_best``) score
+        them, and a step's reported metrics are those of its test images, scored once
+        after training (with the restored best weights); without them every evaluation
+        scores the test images.
+    patience_after : int
+        Evaluations at optimiser steps ``<= patience_after`` of a step never count towards
+        early stopping (:class:`~sci_moe.train.Trainer`'s ``patience_after``).
     """
 
     steps: int = 300
@@ -137,6 +146,8 @@ class IncrementalConfig(_BaseConfig):
     da_threshold: float = 0.7
     grc_weight: float = 0.0
     grc_temperature: float = 1.0
+    n_val: int = 0
+    patience_after: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -169,6 +180,8 @@ class IncrementalConfig(_BaseConfig):
         ):
             _check_int(self, name, 1)
         _check_int(self, "increment_steps", 0)
+        _check_int(self, "n_val", 0)
+        _check_int(self, "patience_after", 0)
         if self.base > self.scene.n_classes:
             raise ValueError(
                 f"base must be <= the scene's n_classes = {self.scene.n_classes}, got {self.base}"
@@ -298,7 +311,9 @@ def run_incremental(
     -------
     dict
         ``{"config": ..., "steps": [metrics of step 0, 1, ...], "model": SmallUNet,
-        "memory": memory or None, "train": Phases.summary()}``.
+        "memory": memory or None, "train": Phases.summary(), "curves": [...]}``;
+        ``curves[t]`` is the trained step's ``{"evals": [[step, monitor], ...], "reason",
+        "step", "best_step"}`` (``None`` for a step that was not trained).
     """
     if progress is not None:
         cfg = replace(cfg, progress=bool(progress))
@@ -319,6 +334,7 @@ def run_incremental(
         name=f"CoGaMiD {cfg.method}",
     )
     steps: list[dict] = []
+    curves: list[dict | None] = []
     last = len(tasks) - 1 if stop_after is None else min(stop_after, len(tasks) - 1)
     for t in range(last + 1):
         x, y = _step_data(world, cfg, tasks, t)
@@ -329,6 +345,15 @@ def run_incremental(
         def evaluate(m, t=t, x_test=x_test, m_test=m_test):
             return _evaluate(m, x_test, m_test, tasks, t)
 
+        validate = evaluate
+        if cfg.n_val > 0:
+            x_val, m_val = SceneGenerator(cfg.scene).generate(
+                cfg.n_val, step=t, generator=_gen(cfg.seed, t, 4)
+            )
+
+            def validate(m, t=t, x_val=x_val, m_val=m_val):
+                return _evaluate(m, x_val, m_val, tasks, t)
+
         n_steps = cfg.steps if t == 0 else cfg.increment_steps
         if (t == 0 and start_state is not None) or n_steps == 0:
             if t == 0:
@@ -336,6 +361,7 @@ def run_incremental(
             model.eval()
             with torch.no_grad():
                 metrics = evaluate(model)
+            curve = None
         else:
             phase = f"task_{t}"
             if not run.can_start(phase):
@@ -352,15 +378,27 @@ def run_incremental(
                     _task_loss(cfg, tasks, t, memory, old_model),
                     data,
                     task_cfg,
-                    evaluate=evaluate,
+                    evaluate=validate,
                     out_dir=run.folder(phase),
                     meta={"method": cfg.method, "step": t, "classes": list(tasks[t])},
                     name=f"CoGaMiD {cfg.method} step {t}",
+                    patience_after=cfg.patience_after,
                 ),
             )
             if run.paused:
                 break
-            metrics = {k: v for k, v in res.evals[-1].items() if k != "step"}
+            if cfg.n_val > 0:
+                model.eval()
+                with torch.no_grad():
+                    metrics = evaluate(model)
+            else:
+                metrics = {k: v for k, v in res.evals[-1].items() if k != "step"}
+            curve = {
+                "evals": [[e["step"], e[cfg.monitor]] for e in res.evals],
+                "reason": res.reason,
+                "step": res.step,
+                "best_step": res.best_step,
+            }
         g = _gen(cfg.seed, t, 2)
         if cfg.dynamic_adjustment and t > 0:
             n_seen = sum(len(task) for task in tasks[: t + 1])
@@ -369,6 +407,7 @@ def run_incremental(
             f, lab = step_features(model, x, y, tasks[t], cfg.max_pixels_per_class, g)
             memory.fit(f, lab, tasks[t], generator=g)
         steps.append(metrics)
+        curves.append(curve)
     model.eval()
     return {
         "config": cfg.to_dict(),
@@ -376,4 +415,5 @@ def run_incremental(
         "model": model,
         "memory": memory,
         "train": run.summary(),
+        "curves": curves,
     }

@@ -180,3 +180,35 @@ def test_progress_bar_on_a_terminal(monkeypatch):
     run_incremental(cfg, stop_after=0)
     assert "\r" not in log.getvalue()
     assert f"{cfg.steps}/{cfg.steps}" in log.getvalue()
+
+
+def test_validation_images_drive_early_stopping_and_test_is_scored_after():
+    """With ``n_val`` the engine evaluates validation images (early stopping, best
+    weights); the reported metrics are the test images' scores of the restored model."""
+    cfg = IncrementalConfig(
+        **{
+            **_cfg("gmm").to_dict(),
+            "n_val": 12,
+            "steps": 6,
+            "increment_steps": 6,
+            "eval_every": 1,
+            "patience": 2,
+            "restore_best": True,
+        }
+    )
+    out = run_incremental(cfg)
+    assert len(out["curves"]) == len(out["steps"]) == 3
+    for c in out["curves"]:
+        assert c["reason"] in ("completed", "early_stop")
+        assert [e[0] for e in c["evals"]] == list(range(1, c["step"] + 1))
+        assert c["best_step"] in [e[0] for e in c["evals"]]
+    # the test metrics are not the validation curve's values (other images)
+    plain = run_incremental(_cfg("gmm"))
+    assert plain["curves"][0]["evals"][-1][0] == 3
+
+
+def test_patience_after_and_n_val_are_checked():
+    with pytest.raises(ValueError, match="n_val"):
+        IncrementalConfig(n_val=-1)
+    with pytest.raises(ValueError, match="patience_after"):
+        IncrementalConfig(patience_after=-1)
