@@ -375,6 +375,7 @@ def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
                 label=LABELS[m],
                 color=colours[m],
             )
+        ax.set_xticks(range(per.shape[1] + (key == "miou_old")))
         ax.set_xlabel("step (3 base classes, then +1 class per step)")
         ax.set_title(
             {"miou_all": "all seen", "miou_old": "old", "miou_new": "new"}[key] + " classes"
