@@ -61,6 +61,9 @@ Run: ``python benchmarks/moe_layer/run.py [--quick | --grid | --profile] [--json
 [--plot PNG] [--seed 0] [--threads 1] [--repeats 3]``.
 
 GPU section (``--gpu``; needs CUDA, replaces the CPU run): see ``_moe_layer_gpu.py``.
+Against transformers' ``grouped_mm`` and ``batched_mm`` experts too, ``ffn != d``, with
+verdicts (``--hf-peers [--quick] [--no-large]``; ``--verdicts-only PATH``): see
+``_hf_peers.py``.
 """
 
 from __future__ import annotations
@@ -686,7 +689,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--case", action="append", default=None, help="run this case (T=..,d=..,E=..,k=..,dtype)"
     )
+    parser.add_argument("--hf-peers", action="store_true", help="transformers' experts impls")
+    parser.add_argument("--no-large", action="store_true", help="--hf-peers: T = 256 only")
+    parser.add_argument("--verdicts-only", default=None, help="re-derive an --hf-peers JSON")
     args = parser.parse_args(argv)
+    if args.verdicts_only:
+        from _common import rederive_verdicts
+        from _hf_peers import verdicts
+
+        return rederive_verdicts(args.verdicts_only, verdicts)
     if args.resummarize:
         resummarize(args.resummarize, args.plot, args.merge or ())
         return 0
@@ -697,6 +708,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return gpu_main(args)
     setup(args)
+    if args.hf_peers:
+        from _hf_peers import hf_peers_main
+
+        return hf_peers_main(args)
     return cpu_main(args)
 
 
