@@ -85,7 +85,7 @@ HEURISTICS = {"common_neighbours": common_neighbours, "adamic_adar": adamic_adar
 
 
 def heuristic_scorer(name: str, data: Data) -> Callable[[torch.Tensor | None], torch.Tensor]:
-    """The scorer of heuristic ``name`` (a key of :data:`HEURISTICS`) on ``data``."""
+    """The scorer of heuristic ``name`` (a key of the dict ``HEURISTICS``) on ``data``."""
     if name not in HEURISTICS:
         raise ValueError(f"heuristic must be one of {tuple(HEURISTICS)}, got {name!r}")
     return HEURISTICS[name](data)
