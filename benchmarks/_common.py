@@ -1041,6 +1041,23 @@ def finish(
     return 0
 
 
+def state_path(path: str | Path) -> Path:
+    """The state file of a run written in pieces: ``PATH.state.json`` beside its JSON."""
+    return Path(path).with_suffix(".state.json")
+
+
+def resume_state(args: argparse.Namespace) -> dict:
+    """The state of the earlier pieces for ``--resume`` (an empty dict without it).
+
+    Exits with a message when ``--resume`` has no ``--json`` or no state file beside it.
+    """
+    if not args.resume:
+        return {}
+    if args.json is None or not state_path(args.json).is_file():
+        raise SystemExit("--resume needs --json PATH with a PATH.state.json from an earlier piece")
+    return json.loads(state_path(args.json).read_text())
+
+
 def write_json_doc(path: str | Path, doc: dict, indent: int = 2) -> None:
     """Write any JSON document to ``path`` atomically (a killed run leaves the old file)."""
     from sci_moe._util import atomic_write_text

@@ -57,9 +57,11 @@ from _common import (
     machine_info,
     print_table,
     rederive_verdicts,
+    resume_state,
     row_value,
     seed_verdict,
     setup,
+    state_path,
     write_json,
     write_json_doc,
 )
@@ -259,10 +261,6 @@ def run(args, cfg: dict, state: dict, deadline: float) -> bool:
                     )
                     state[f"elnino|{base}|{seed}"] = {"error": {"0": error(task, pred, data)}}
     return True
-
-
-def state_path(path: Path) -> Path:
-    return path.with_suffix(".state.json")
 
 
 # ------------------------------------------------------------------------- report
@@ -493,13 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         return rederive_verdicts(args.verdicts_only, verdicts)
     setup(args)
     cfg = settings(args.quick)
-    state: dict = {}
-    if args.resume:
-        if args.json is None or not state_path(args.json).is_file():
-            raise SystemExit(
-                "--resume needs --json PATH with a PATH.state.json from an earlier piece"
-            )
-        state = json.loads(state_path(args.json).read_text())
+    state = resume_state(args)
     deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
     other = OtherLoad()
     t0 = time.perf_counter()

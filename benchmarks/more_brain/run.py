@@ -58,9 +58,11 @@ from _common import (
     machine_info,
     print_table,
     rederive_verdicts,
+    resume_state,
     row_value,
     seed_verdict,
     setup,
+    state_path,
     verdict_entry,
     write_json,
     write_json_doc,
@@ -508,10 +510,6 @@ def plot(doc: dict, folder: Path) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def state_path(path: Path) -> Path:
-    return path.with_suffix(".state.json")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__.splitlines()[0])
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
@@ -530,11 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         return rederive_verdicts(args.verdicts_only, verdicts)
     setup(args)
     cfg = settings(args.quick)
-    state: dict = {}
-    if args.resume:
-        if args.json is None or not state_path(args.json).is_file():
-            raise SystemExit("--resume needs --json PATH with a PATH.state.json from a piece")
-        state = json.loads(state_path(args.json).read_text())
+    state = resume_state(args)
     deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
     load = OtherLoad()
     t0 = time.perf_counter()
