@@ -74,6 +74,7 @@ __all__ = [
     "setup",
     "time_fn",
     "verdict_entry",
+    "verdicts_only",
     "warn_if_busy",
     "write_json",
 ]
@@ -84,14 +85,27 @@ _RESULT_MARK = "@@benchmark-result "
 # --------------------------------------------------------------------------- CLI
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
+def base_parser(
+    description: str, verdicts: Callable[[dict], Sequence[dict]] | None = None
+) -> argparse.ArgumentParser:
     """Argument parser with the flags every benchmark accepts.
 
     ``--quick`` (reduced run for CI and checks), ``--json PATH``, ``--seed`` (default 0),
     ``--threads`` (default: torch's current intra-op thread count) and ``--malloc``
-    (see :func:`set_malloc_policy`).
+    (see :func:`set_malloc_policy`). Given the script's verdict rule ``verdicts(doc)``
+    (see :func:`rederive_verdicts`), also ``--verdicts-only JSON``, which the script
+    answers first thing after parsing with :func:`verdicts_only`.
     """
     p = argparse.ArgumentParser(description=description)
+    if verdicts is not None:
+        p.add_argument(
+            "--verdicts-only",
+            type=Path,
+            default=None,
+            metavar="JSON",
+            help="recompute the verdicts of a stored results JSON from its rows (nothing is rerun)",
+        )
+        p.set_defaults(verdict_rule=verdicts)
     p.add_argument("--quick", action="store_true", help="reduced run for CI and checks")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write results here")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -899,6 +913,18 @@ def rederive_verdicts(path: str | Path, rule: Callable[[dict], Sequence[dict]]) 
         print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  {v['claim']}")
     print(f"wrote the verdicts of {path}")
     return 0
+
+
+def verdicts_only(args: argparse.Namespace) -> int | None:
+    """Answer ``--verdicts-only JSON`` of a :func:`base_parser` given the verdict rule.
+
+    Rewrites the file's verdicts by that rule (:func:`rederive_verdicts`) and returns its
+    exit code 0; returns None when the flag was not given, and the script goes on.
+    """
+    path = getattr(args, "verdicts_only", None)
+    if path is None:
+        return None
+    return rederive_verdicts(path, args.verdict_rule)
 
 
 # ------------------------------------------------------------------------ output

@@ -63,6 +63,7 @@ from _common import (
     rederive_verdicts,
     setup,
     verdict_entry,
+    verdicts_only,
 )
 
 from sci_moe.sampling.md import alanine_phi_psi, angle_histogram, js_divergence
@@ -546,7 +547,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> int:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--model", type=Path, default=SHIPPED)
     p.add_argument("--before", type=Path, default=None, help="model to compare (default: git)")
     p.add_argument("--no-before", action="store_true", help="evaluate --model only")
@@ -631,16 +632,9 @@ def main() -> int:
         default=None,
         help=f"MD frames dropped per walker (default {DEMO_BURN_IN_PS}, the demo's)",
     )
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no sampling)",
-    )
     args = p.parse_args()
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     if args.plot is not None:
         plot(*args.plot, ROOT / "docs/results/img")

@@ -49,11 +49,11 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     seed_verdict,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json_doc,
 )
 
@@ -417,7 +417,7 @@ def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     p.add_argument("--resume", action="store_true", help="continue the JSON of --json")
     p.add_argument("--max-hours", type=float, default=None, help="stop starting seeds after")
@@ -425,11 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--methods", nargs="+", choices=list(METHODS), default=list(METHODS), help="methods"
     )
-    p.add_argument("--verdicts-only", type=Path, default=None, metavar="JSON")
     p.add_argument("--rows-only", type=Path, default=None, metavar="JSON")
     args = p.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     if args.rows_only is not None:
         doc = json.loads(args.rows_only.read_text())
         rows = make_rows(doc["runs"], doc["machine"]["seeds"], doc["machine"]["methods"])

@@ -57,10 +57,10 @@ from _common import (
     difference_verdict,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     setup,
     summary_verdict,
+    verdicts_only,
     write_json,
     write_json_doc,
 )
@@ -517,7 +517,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> None:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     p.add_argument("--plots", default=None, metavar="PREFIX", help="write PREFIX_*.png plots")
     p.add_argument(
@@ -534,16 +534,8 @@ def main() -> None:
         metavar="RAW",
         help="do not run: merge --raw-out parts (run as separate processes) into one result",
     )
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args()
-    if args.verdicts_only is not None:
-        rederive_verdicts(args.verdicts_only, verdicts)
+    if verdicts_only(args) is not None:
         return
     setup(args)
     if args.combine:

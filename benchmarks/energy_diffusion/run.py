@@ -576,7 +576,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> None:
-    p = _common.base_parser(__doc__.splitlines()[0])
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--plots", default="", help="folder for PNGs, e.g. docs/results/img")
@@ -627,13 +627,6 @@ def main() -> None:
         help="--paper-budget: checkpoints and per-case results (a rerun resumes)",
     )
     p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
-    p.add_argument(
         "--quoted-only",
         type=Path,
         default=None,
@@ -641,8 +634,7 @@ def main() -> None:
         help="mark a stored paper-budget JSON's ScoreMD figures as quoted rows (no training)",
     )
     args = p.parse_args()
-    if args.verdicts_only is not None:
-        _common.rederive_verdicts(args.verdicts_only, verdicts)
+    if _common.verdicts_only(args) is not None:
         return
     if args.quoted_only is not None:
         _common.rederive_rows(args.quoted_only, quoted_rows)

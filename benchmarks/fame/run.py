@@ -62,6 +62,7 @@ from _common import (
     seed_verdict,
     setup,
     state_path,
+    verdicts_only,
     write_json,
     write_json_doc,
 )
@@ -473,22 +474,15 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument(
         "--max-hours", type=float, default=None, help="stop between fits after this"
     )
     parser.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
-    parser.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows",
-    )
     args = parser.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     cfg = settings(args.quick)
     state = resume_state(args)

@@ -47,10 +47,10 @@ from _common import (
     decide_verdict,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json,
 )
 
@@ -256,19 +256,12 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv=None):
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--plots", type=Path, default=None, help="folder for the PNG plots")
     p.add_argument("--cache", type=Path, default=None, help="folder for cached hidden states")
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     if args.quick:
         cfg = dict(clients_per_task=2, per_class=40, alpha=1.0, rounds=4, warmup_epochs=2)

@@ -72,11 +72,11 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     seed_verdict,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json_doc,
 )
 
@@ -552,20 +552,13 @@ def plot_auc(doc: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument("--resume", action="store_true", help="continue the JSON of --json")
     p.add_argument("--max-hours", type=float, default=None, help="stop starting seeds")
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (quick 3, full 10)")
     p.add_argument("--max-steps", type=int, default=None, help="cap every run's steps (tests)")
     p.add_argument("--nodes", type=int, nargs=2, default=None, help="graph sizes (tests)")
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     p.add_argument(
         "--rows-only",
         type=Path,
@@ -574,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
         help="recompute the rows and verdicts of a stored JSON from its runs (no training)",
     )
     args = p.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     if args.rows_only is not None:
         doc = json.loads(args.rows_only.read_text())
         rows = make_rows(doc["runs"], doc["machine"]["seeds"], doc.get("curves"))

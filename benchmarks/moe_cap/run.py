@@ -85,10 +85,10 @@ from _common import (
     decide_verdict,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json,
 )
 from torch import nn
@@ -638,22 +638,15 @@ def kv_gb(spec: ModelSpec, batch: int, ctx: int, dtype: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument(
         "--seeds", type=int, default=None, help="seeds of the verdict cells (default 5; quick 2)"
     )
-    parser.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no measuring)",
-    )
     args = parser.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

@@ -85,9 +85,12 @@ from _common import (
     machine_info,
     print_table,
     setup,
+    verdicts_only,
     warn_if_busy,
     write_json,
 )
+from _hf_peers import hf_peers_main
+from _hf_peers import verdicts as hf_peers_verdicts
 from _moe_layer import (
     ALT,
     BENCHMARK,
@@ -663,7 +666,7 @@ def profile_main(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=hf_peers_verdicts)
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
     parser.add_argument("--grid", action="store_true", help="the (sampled) full grid")
     parser.add_argument("--profile", action="store_true", help="profile the small shape")
@@ -691,13 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--hf-peers", action="store_true", help="transformers' experts impls")
     parser.add_argument("--no-large", action="store_true", help="--hf-peers: T = 256 only")
-    parser.add_argument("--verdicts-only", default=None, help="re-derive an --hf-peers JSON")
     args = parser.parse_args(argv)
-    if args.verdicts_only:
-        from _common import rederive_verdicts
-        from _hf_peers import verdicts
-
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:  # an --hf-peers JSON
+        return done
     if args.resummarize:
         resummarize(args.resummarize, args.plot, args.merge or ())
         return 0
@@ -709,8 +708,6 @@ def main(argv: list[str] | None = None) -> int:
         return gpu_main(args)
     setup(args)
     if args.hf_peers:
-        from _hf_peers import hf_peers_main
-
         return hf_peers_main(args)
     return cpu_main(args)
 

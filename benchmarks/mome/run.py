@@ -65,6 +65,7 @@ from _common import (
     rederive_verdicts,
     setup,
     summary_verdict,
+    verdicts_only,
     write_json_doc,
 )
 
@@ -625,7 +626,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument("--layers", type=int, default=None, help="MiniLM layers (1 quick, 2 full)")
     parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 100)")
@@ -648,16 +649,9 @@ def main(argv: list[str] | None = None) -> int:
         default=Path.home() / ".cache" / "sci-moe" / "mome",
         help="data set cache folder",
     )
-    parser.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = parser.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     if args.replot is not None:
         res = load_raw(args.replot)

@@ -57,13 +57,13 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     resume_state,
     row_value,
     seed_verdict,
     setup,
     state_path,
     verdict_entry,
+    verdicts_only,
     write_json,
     write_json_doc,
 )
@@ -511,21 +511,14 @@ def plot(doc: dict, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = base_parser(__doc__.splitlines()[0])
+    ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--max-hours", type=float, default=None, help="stop between seeds after this")
     ap.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
-    ap.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = ap.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     cfg = settings(args.quick)
     state = resume_state(args)

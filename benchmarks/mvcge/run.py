@@ -61,11 +61,11 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     seed_verdict,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json_doc,
 )
 
@@ -441,7 +441,7 @@ def summary_table(doc: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument("--resume", action="store_true", help="continue the JSON of --json")
     parser.add_argument("--max-hours", type=float, default=None, help="stop starting seeds")
@@ -449,10 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated")
     parser.add_argument("--max-steps", type=int, default=None, help="epochs cap (estimates)")
     parser.add_argument("--num-nodes", type=int, default=600, help="nodes (tests: fewer)")
-    parser.add_argument("--verdicts-only", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     quick = args.quick
     n_seeds = args.seeds or (3 if quick else 10)

@@ -45,11 +45,11 @@ from _common import (
     decide_verdict,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     setup,
     time_fn,
     verdict_entry,
+    verdicts_only,
     warn_if_busy,
     write_json,
 )
@@ -271,21 +271,14 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument(
         "--cache", type=Path, default=None, help="activation cache root (default: a temp dir)"
     )
     p.add_argument("--plot", type=Path, default=None, help="write the frontier plot (PNG) here")
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args(argv)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     cfg = dict(QUICK if args.quick else FULL)
     warn = warn_if_busy(file=sys.stderr)

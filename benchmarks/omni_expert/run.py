@@ -38,10 +38,10 @@ from _common import (
     decide_verdict,
     machine_info,
     print_table,
-    rederive_verdicts,
     row_value,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json,
 )
 from scipy.stats import wilcoxon
@@ -259,22 +259,14 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> None:
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=3, help="seeds per RT60 (>= 3)")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "sci_moe" / "omni_expert",
                    help="room-response cache (default ~/.cache/sci_moe/omni_expert)")  # fmt: skip
     p.add_argument("--plots", type=Path, default=None, help="write PNG plots here")
     p.add_argument("--progress", action="store_true")
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args()
-    if args.verdicts_only is not None:
-        rederive_verdicts(args.verdicts_only, verdicts)
+    if verdicts_only(args) is not None:
         return
     setup(args)
     load = OtherLoad()

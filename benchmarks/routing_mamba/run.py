@@ -35,10 +35,10 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     seed_verdict,
     setup,
     time_fn,
+    verdicts_only,
     write_json,
 )
 
@@ -509,15 +509,8 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0])
+    parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR")
-    parser.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     parser.add_argument(
         "--cache", type=Path, default=None, metavar="DIR", help="keep each training run here"
     )
@@ -540,8 +533,7 @@ def main() -> None:
         help="aggregate the runs in --cache without training missing ones (they are left out)",
     )
     args = parser.parse_args()
-    if args.verdicts_only is not None:
-        rederive_verdicts(args.verdicts_only, verdicts)
+    if verdicts_only(args) is not None:
         return
     global STORE
     shard = None

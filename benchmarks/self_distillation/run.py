@@ -44,9 +44,9 @@ from _common import (
     machine_info,
     print_table,
     rederive_rows,
-    rederive_verdicts,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json,
 )
 
@@ -530,7 +530,7 @@ def run_minilm(args, rows, quick):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0])
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--theta", type=float, default=0.3, help="label noise (default 0.3)")
     parser.add_argument("--delta", type=float, default=0.5, help="Delta (default 0.5)")
     parser.add_argument(
@@ -562,17 +562,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="recompute the derived rows of a stored results JSON from its rows (no solving)",
     )
-    parser.add_argument(
-        "--verdicts-only",
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no solving)",
-    )
     args = parser.parse_args(argv)
     if args.derived_only is not None:
         return rederive_rows(args.derived_only, derived_rows)
-    if args.verdicts_only is not None:
-        return rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := verdicts_only(args)) is not None:
+        return done
     setup(args)
     if args.heuristics:
         from _self_distillation_heuristics import main_heuristics

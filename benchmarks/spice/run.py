@@ -67,9 +67,9 @@ from _common import (
     base_parser,
     machine_info,
     print_table,
-    rederive_verdicts,
     setup,
     verdict_entry,
+    verdicts_only,
     write_json_doc,
 )
 
@@ -80,7 +80,7 @@ SPICE = ("spice", "spice_dense")
 
 
 def parse_args():
-    p = base_parser(__doc__.splitlines()[0])
+    p = base_parser(__doc__.splitlines()[0], verdicts=claim_verdicts)
     p.add_argument("--data", type=Path, default=Path("data/molecule_set_small"))
     p.add_argument("--seeds", type=int, default=3, help="seeds / splits (default 3)")
     p.add_argument("--epochs", type=int, default=None, help="max epochs (default 30, quick 4)")
@@ -115,13 +115,6 @@ def parse_args():
         default=None,
         help="skip tuning: take each model's configuration from this finished JSON's "
         "'chosen' (e.g. tuned on a smaller set's validation split)",
-    )
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the top-level verdicts of a stored results JSON from its rows",
     )
     p.add_argument(
         "--only-seeds",
@@ -553,8 +546,7 @@ def replot(args) -> None:
 
 def main() -> None:
     args = parse_args()
-    if args.verdicts_only is not None:
-        rederive_verdicts(args.verdicts_only, claim_verdicts)
+    if verdicts_only(args) is not None:
         return
     setup(args)
     if args.replot is not None:

@@ -266,7 +266,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = _common.base_parser(__doc__.splitlines()[0])
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--train-customers", type=int, default=20)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--plot-dir", type=Path, default=None, help="write vrp_*.png here")
@@ -279,16 +279,9 @@ def main(argv=None) -> int:
         "--eval", type=int, nargs=2, default=None, help="instances per variant at N=20, N=50"
     )
     p.add_argument("--augment", type=int, nargs=2, default=None, help="x-aug at N=20, N=50")
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args(argv)
-    if args.verdicts_only is not None:
-        return _common.rederive_verdicts(args.verdicts_only, verdicts)
+    if (done := _common.verdicts_only(args)) is not None:
+        return done
     if args.plot_from is not None:
         import json
 
