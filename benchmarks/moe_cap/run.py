@@ -262,40 +262,34 @@ def hardware_from_rounds(rounds: Sequence[dict], name: str) -> Hardware:
 
 def hf_config(kind: str, setting: dict):
     """The transformers config of the ``Mixtral`` or ``Qwen1.5-MoE`` shaped model."""
+    if kind not in ("Mixtral", "Qwen1.5-MoE"):
+        raise ValueError(f"unknown transformers model {kind!r}; use 'Mixtral' or 'Qwen1.5-MoE'")
+    s = setting["mixtral" if kind == "Mixtral" else "qwen"]
+    shared = dict(
+        vocab_size=setting["vocab"],
+        hidden_size=s["hidden"],
+        num_hidden_layers=setting["layers"],
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["kv_heads"],
+        tie_word_embeddings=False,
+    )
     if kind == "Mixtral":
         from transformers import MixtralConfig
 
-        s = setting["mixtral"]
         return MixtralConfig(
-            vocab_size=setting["vocab"],
-            hidden_size=s["hidden"],
-            intermediate_size=s["ffn"],
-            num_hidden_layers=setting["layers"],
-            num_attention_heads=s["heads"],
-            num_key_value_heads=s["kv_heads"],
-            num_local_experts=8,
-            num_experts_per_tok=2,
-            tie_word_embeddings=False,
+            **shared, intermediate_size=s["ffn"], num_local_experts=8, num_experts_per_tok=2
         )
-    if kind == "Qwen1.5-MoE":
-        from transformers import Qwen2MoeConfig
+    from transformers import Qwen2MoeConfig
 
-        s = setting["qwen"]
-        return Qwen2MoeConfig(
-            vocab_size=setting["vocab"],
-            hidden_size=s["hidden"],
-            intermediate_size=s["shared_ffn"],
-            moe_intermediate_size=s["ffn"],
-            shared_expert_intermediate_size=s["shared_ffn"],
-            num_hidden_layers=setting["layers"],
-            num_attention_heads=s["heads"],
-            num_key_value_heads=s["kv_heads"],
-            num_experts=60,
-            num_experts_per_tok=4,
-            norm_topk_prob=False,
-            tie_word_embeddings=False,
-        )
-    raise ValueError(f"unknown transformers model {kind!r}; use 'Mixtral' or 'Qwen1.5-MoE'")
+    return Qwen2MoeConfig(
+        **shared,
+        intermediate_size=s["shared_ffn"],
+        moe_intermediate_size=s["ffn"],
+        shared_expert_intermediate_size=s["shared_ffn"],
+        num_experts=60,
+        num_experts_per_tok=4,
+        norm_topk_prob=False,
+    )
 
 
 class MoEStack(nn.Module):

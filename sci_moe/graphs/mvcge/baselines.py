@@ -33,17 +33,8 @@ def _first(x):
     return x if isinstance(x, torch.Tensor) else x[0]
 
 
-class GCN(nn.Module):
-    """Plain GCN on one graph.
-
-    Parameters
-    ----------
-    in_dim, hidden_dim, num_classes : int
-    num_layers : int
-        Propagating layers before the linear classifier.
-    dropout : float
-    activation : str
-    """
+class _LayersAndClassifier(nn.Module):
+    """``num_layers`` linear layers ``in_dim -> hidden_dim -> ...`` and a linear classifier."""
 
     def __init__(
         self,
@@ -58,9 +49,25 @@ class GCN(nn.Module):
         dims = [in_dim] + [hidden_dim] * num_layers
         self.lins = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
         self.classifier = nn.Linear(hidden_dim, num_classes)
-        self.propagate = GCNPropagation()
         self.dropout = dropout
         self._act = get_activation(activation)
+
+
+class GCN(_LayersAndClassifier):
+    """Plain GCN on one graph.
+
+    Parameters
+    ----------
+    in_dim, hidden_dim, num_classes : int
+    num_layers : int
+        Propagating layers before the linear classifier.
+    dropout : float
+    activation : str
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.propagate = GCNPropagation()
 
     def embed(
         self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor | None = None
@@ -109,7 +116,23 @@ class EarlyFusionGCN(GCN):
         return super().forward(_first(x), torch.cat(list(edge_indices), dim=1))
 
 
-class LateFusionGCN(nn.Module):
+class _GCNPerView(nn.Module):
+    """One :class:`GCN` per view (``self.gcns``)."""
+
+    def __init__(self, num_views: int, **kwargs) -> None:
+        super().__init__()
+        self.gcns = nn.ModuleList(GCN(**kwargs) for _ in range(num_views))
+
+    def _views(self, x, edge_indices: Sequence[torch.Tensor]):
+        """``(gcn, features, edges)`` of every view (the same features for all when shared)."""
+        edges = list(edge_indices)
+        if len(edges) != len(self.gcns):
+            raise ValueError(f"built for {len(self.gcns)} views, got {len(edges)}")
+        xs = [x] * len(edges) if isinstance(x, torch.Tensor) else list(x)
+        return zip(self.gcns, xs, edges, strict=True)
+
+
+class LateFusionGCN(_GCNPerView):
     """One :class:`GCN` per view; logits averaged over views (late fusion).
 
     Parameters
@@ -119,22 +142,12 @@ class LateFusionGCN(nn.Module):
         As :class:`GCN`.
     """
 
-    def __init__(self, num_views: int, **kwargs) -> None:
-        super().__init__()
-        self.gcns = nn.ModuleList(GCN(**kwargs) for _ in range(num_views))
-
     def forward(self, x, edge_indices: Sequence[torch.Tensor]) -> torch.Tensor:
         """Mean of the per-view logits."""
-        edges = list(edge_indices)
-        if len(edges) != len(self.gcns):
-            raise ValueError(f"built for {len(self.gcns)} views, got {len(edges)}")
-        xs = [x] * len(edges) if isinstance(x, torch.Tensor) else list(x)
-        return torch.stack([g(xv, e) for g, xv, e in zip(self.gcns, xs, edges, strict=True)]).mean(
-            0
-        )
+        return torch.stack([g(xv, e) for g, xv, e in self._views(x, edge_indices)]).mean(0)
 
 
-class AttentionFusionGCN(nn.Module):
+class AttentionFusionGCN(_GCNPerView):
     """One :class:`GCN` encoder per view, fused by semantic attention (HAN).
 
     .. math:: z_n = \\sum_v \\beta_v h^{(v)}_n, \\qquad
@@ -152,26 +165,21 @@ class AttentionFusionGCN(nn.Module):
     """
 
     def __init__(self, num_views: int, **kwargs) -> None:
-        super().__init__()
+        super().__init__(num_views, **kwargs)
         from .model import SemanticAttention
 
-        self.gcns = nn.ModuleList(GCN(**kwargs) for _ in range(num_views))
         self.attention = SemanticAttention(kwargs["hidden_dim"])
         self.classifier = nn.Linear(kwargs["hidden_dim"], kwargs["num_classes"])
         self.dropout = self.gcns[0].dropout
 
     def forward(self, x, edge_indices: Sequence[torch.Tensor]) -> torch.Tensor:
         """Logits ``(N, C)`` of the attention-fused view embeddings."""
-        edges = list(edge_indices)
-        if len(edges) != len(self.gcns):
-            raise ValueError(f"built for {len(self.gcns)} views, got {len(edges)}")
-        xs = [x] * len(edges) if isinstance(x, torch.Tensor) else list(x)
-        h = torch.stack([g.embed(xv, e) for g, xv, e in zip(self.gcns, xs, edges, strict=True)])
+        h = torch.stack([g.embed(xv, e) for g, xv, e in self._views(x, edge_indices)])
         z, _ = self.attention(h)
         return self.classifier(F.dropout(z, self.dropout, self.training))
 
 
-class MLP(nn.Module):
+class MLP(_LayersAndClassifier):
     """A multilayer perceptron on the node features alone (the graphs are ignored).
 
     Parameters
@@ -182,22 +190,6 @@ class MLP(nn.Module):
     dropout : float
     activation : str
     """
-
-    def __init__(
-        self,
-        in_dim: int,
-        hidden_dim: int,
-        num_classes: int,
-        num_layers: int = 2,
-        dropout: float = 0.5,
-        activation: str = "relu",
-    ) -> None:
-        super().__init__()
-        dims = [in_dim] + [hidden_dim] * num_layers
-        self.lins = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
-        self.classifier = nn.Linear(hidden_dim, num_classes)
-        self.dropout = dropout
-        self._act = get_activation(activation)
 
     def forward(self, x, edge_indices=None) -> torch.Tensor:
         """Logits ``(N, C)`` from the features (of the first view when per-view)."""
