@@ -1,5 +1,5 @@
 """Issue 40, threads and start-up of ``sci-moe md run``: ``--threads`` (and the config key)
-applied with default 1, no compiler stack nor scipy.stats imported by a plain run, the
+applied with default 1, no compiler stack, scipy.stats nor mdtraj imported by a plain run, the
 learned model builds no force field, the speed summed over the walkers in the summary."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _PROBE = """
 import json, sys
 from sci_moe.cli.main import main
 rc = main(sys.argv[1:])
-heavy = ("torch._dynamo", "torch._inductor", "scipy.stats")
+heavy = ("torch._dynamo", "torch._inductor", "scipy.stats", "mdtraj")
 print(json.dumps({"rc": rc, "loaded": sorted(m for m in sys.modules if m.startswith(heavy))}))
 """
 

@@ -337,12 +337,10 @@ def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
         out.masses = _topology_masses(out.topology)
     indices = (info.get("config") or {}).get("atom_indices")
     if indices is not None and not cfg.is_toy:
-        import mdtraj
-
         idx = [int(i) for i in indices]
         out.positions = out.positions[idx]
         out.masses = out.masses[idx]
-        out.topology = mdtraj.Topology.from_openmm(out.topology).subset(idx).to_openmm()
+        out.topology = _subset_topology(out.topology, idx)
         out.pdb_path = None
     if masses is not None:
         masses = np.asarray(torch.as_tensor(masses, dtype=torch.float64))
@@ -368,6 +366,55 @@ def _attach_model(cfg: MDConfig, out: MDSystem, engine: str) -> None:
         out.provider = ModelForces(
             model, torch.as_tensor(out.masses), dim=dim, compile=cfg.compile_forces
         )
+
+
+def _subset_topology(topology, indices):
+    """The atoms ``indices`` of an OpenMM topology, as a new ``openmm.app.Topology``.
+
+    What ``mdtraj.Topology.from_openmm(topology).subset(indices).to_openmm()`` gives,
+    without importing mdtraj on ``sci-moe md run``'s start-up path: the kept atoms in the
+    topology's order (not the order of ``indices``) with their names, elements and formal
+    charges; their residues (name, id as an integer string, or the residue's index where
+    the id is not an integer) and chains (id); the bonds between kept atoms (type, order;
+    the lower index first). Empty residues and chains are dropped; atom ids are renumbered
+    from 1 and no periodic box is set.
+
+    Parameters
+    ----------
+    topology : openmm.app.Topology
+    indices : sequence of int
+        0-based atom indices into ``topology``.
+
+    Returns
+    -------
+    openmm.app.Topology
+    """
+    from openmm import app
+
+    keep = {int(i) for i in indices}
+    out = app.Topology()
+    new_atom = {}
+    for chain in topology.chains():
+        new_chain = None
+        for residue in chain.residues():
+            atoms = [a for a in residue.atoms() if a.index in keep]
+            if not atoms:
+                continue
+            if new_chain is None:
+                new_chain = out.addChain(id=chain.id)
+            try:
+                res_id = str(int(residue.id))
+            except ValueError:
+                res_id = str(residue.index)
+            new_res = out.addResidue(residue.name, new_chain, id=res_id)
+            for atom in atoms:
+                charge = getattr(atom, "formalCharge", None)
+                new_atom[atom] = out.addAtom(atom.name, atom.element, new_res, formalCharge=charge)
+    for bond in topology.bonds():
+        a, b = sorted(bond, key=lambda atom: atom.index)
+        if a in new_atom and b in new_atom:
+            out.addBond(new_atom[a], new_atom[b], type=bond.type, order=bond.order)
+    return out
 
 
 def _topology_masses(topology) -> np.ndarray:
