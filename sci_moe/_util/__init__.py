@@ -50,7 +50,7 @@ from .unpickle import (
     RestrictedUnpickler,
     restricted_loads,
 )
-from .validate import check_coef, check_int, check_real
+from .validate import check_coef, check_int, check_int_attr, check_real
 
 # The scatter reductions need torch; importing them lazily keeps ``sci_moe._util`` (and so
 # the command line's argument parsing and ``--help``) free of the torch import.
@@ -89,6 +89,7 @@ __all__ = [
     "available_cores",
     "check_coef",
     "check_int",
+    "check_int_attr",
     "check_real",
     "fsync_dir",
     "get_activation",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["check_coef", "check_int", "check_real"]
+__all__ = ["check_coef", "check_int", "check_int_attr", "check_real"]
 
 
 def check_int(name: str, value) -> int:
@@ -17,6 +17,24 @@ def check_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}; pass an int such as 2")
     return int(value)
+
+
+def check_int_attr(obj, name: str, minimum: int | None = None) -> int:
+    """Attribute ``name`` of ``obj`` (a config field), checked to be an ``int`` >= ``minimum``.
+
+    Strictly a Python ``int`` (not a bool, not a NumPy integer: configs are written to JSON
+    as they are); ``minimum=None`` allows any integer. ``ValueError`` names the field:
+    ``"steps must be an integer >= 1, got 0"``.
+    """
+    value = getattr(obj, name)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (minimum is not None and value < minimum)
+    ):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{name} must be an integer{bound}, got {value!r}")
+    return value
 
 
 def check_real(name: str, value) -> float:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._util import check_int_attr
 from .client import ModelBuilder
 
 __all__ = ["ClusteredStrategy", "RoundPlan", "Strategy", "clone_state"]
@@ -47,10 +48,9 @@ class RoundPlan:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rounds", "warmup_epochs", "local_epochs", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name != "seed" else 0):
-                raise ValueError(f"{name} must be an int >= {int(name != 'seed')}, got {v!r}")
+        for name in ("rounds", "warmup_epochs", "local_epochs"):
+            check_int_attr(self, name, 1)
+        check_int_attr(self, "seed", 0)
 
 
 def clone_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

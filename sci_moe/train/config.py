@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from .._util import check_int_attr
+
 __all__ = ["OPTIMIZERS", "RESUMABLE_CHANGES", "SCHEDULES", "TrainConfig"]
 
 #: Learning-rate schedules after the warm-up.
@@ -120,11 +122,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
         for name in ("steps", "batch_size", "log_every"):
-            _check_int(self, name, minimum=1)
-        for name in ("seed",):
-            _check_int(self, name, minimum=None)
+            check_int_attr(self, name, minimum=1)
+        check_int_attr(self, "seed")
         for name in ("eval_every", "patience", "checkpoint_every"):
-            _check_int(self, name, minimum=0)
+            check_int_attr(self, name, minimum=0)
         _check_positive(self, "lr")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
@@ -146,7 +147,7 @@ class TrainConfig:
         if self.max_hours is not None:
             _check_positive(self, "max_hours")
         if self.threads is not None:
-            _check_int(self, "threads", minimum=0)
+            check_int_attr(self, "threads", minimum=0)
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must be a metric name, got {self.monitor!r}")
         for name in ("restore_best", "progress", "fused"):
@@ -170,14 +171,6 @@ class TrainConfig:
 
 def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_int(cfg, name: str, minimum: int | None) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def _check_positive(cfg, name: str) -> None:

@@ -47,12 +47,12 @@ def test_schedule_is_proper_for_any_number_of_steps(steps, schedule):
 @pytest.mark.parametrize(
     "bad, match",
     [
-        ({"steps": 0}, "steps must be >= 1"),
+        ({"steps": 0}, "steps must be an integer >= 1"),
         ({"steps": 2.5}, "steps must be an integer"),
         ({"lr": -1}, "lr must be a number > 0"),
         ({"warmup": 1.0}, "warmup must be"),
         ({"schedule": "step"}, "schedule must be one of"),
-        ({"threads": -1}, "threads must be >= 0"),
+        ({"threads": -1}, "threads must be an integer >= 0"),
         ({"max_hours": 0}, "max_hours must be"),
         ({"progress": "yes"}, "progress must be true or false"),
     ],

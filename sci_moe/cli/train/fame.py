@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..._util import check_int_attr
 from ...functional.fame.train import FAMETrainConfig
 from ._common import TrainMethod
 
@@ -131,11 +132,8 @@ class FAMERunConfig(FAMETrainConfig):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         for name, lo in (("n_train", 2), ("n_val", 1), ("n_test", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-        if isinstance(self.data_seed, bool) or not isinstance(self.data_seed, int):
-            raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
+            check_int_attr(self, name, lo)
+        check_int_attr(self, "data_seed")
         self.observed = tuple(self.observed)
         lo_hi = self.observed
         if len(lo_hi) != 2 or not all(

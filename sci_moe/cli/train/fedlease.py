@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._util import check_int_attr
 from ...data.fed_tasks import TASKS
 from ...federated.client import TrainConfig
 from ._common import TrainMethod
@@ -119,9 +120,7 @@ class FedLEASERunConfig(TrainConfig):
         minimum |= {"ifca_clusters": 0, "clients_per_task": 1, "per_class": 4, "max_len": 4}
         minimum |= {"rank": 1}
         for name, lo in minimum.items():
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+            check_int_attr(self, name, lo)
         for name in ("oracle_clusters", "flower"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")

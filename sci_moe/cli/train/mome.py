@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._util import check_int_attr
 from ...speech.mome.train import TrainConfig
 from ._common import TrainMethod
 
@@ -118,16 +119,12 @@ class MoMERunConfig(TrainConfig):
         from ...speech.mome import ADAPTER_KINDS, COMPRESSION_MODES, MoMEConfig
 
         for name, lo in (("num_phrases", 3), ("variants", 1), ("upsample", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+            check_int_attr(self, name, lo)
         v = self.layers
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 6:
             raise ValueError(f"layers must be an integer in [1, 6] (MiniLM has 6), got {v!r}")
         for name in ("bottleneck", "encoder_dim"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+            check_int_attr(self, name, 0)
         if self.adapter not in ADAPTER_KINDS:
             raise ValueError(f"adapter must be one of {ADAPTER_KINDS}, got {self.adapter!r}")
         if self.compression not in COMPRESSION_MODES:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..._util import check_int_attr
 from ...neuro.more_brain import TrainConfig
 from ._common import TrainMethod
 
@@ -103,9 +104,7 @@ class MoREBrainRunConfig(TrainConfig):
             ("d_model", 1),
             ("d_hidden", 1),
         ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+            check_int_attr(self, name, lo)
         if self.max_sentences is not None and (
             isinstance(self.max_sentences, bool)
             or not isinstance(self.max_sentences, int)
@@ -114,8 +113,7 @@ class MoREBrainRunConfig(TrainConfig):
             raise ValueError(
                 f"max_sentences must be an integer >= 10 or none, got {self.max_sentences!r}"
             )
-        if isinstance(self.data_seed, bool) or not isinstance(self.data_seed, int):
-            raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
+        check_int_attr(self, "data_seed")
         for name in ("snr", "capacity_factor"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:

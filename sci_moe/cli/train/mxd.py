@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._util import check_int_attr
 from ...language.mxd.train import DecompositionTrainConfig
 from ._common import TrainMethod
 
@@ -111,11 +112,8 @@ class MxDRunConfig(DecompositionTrainConfig):
             ("max_tokens", 1, True),
             ("d_hidden", 1, True),
         ):
-            v = getattr(self, name)
-            if optional and v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+            if not (optional and getattr(self, name) is None):
+                check_int_attr(self, name, lo)
         for name in ("activations", "cache"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, str) and v):

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._util import check_int_attr
 from ...speech.omni.training import TrainConfig
 from ._common import TrainMethod
 
@@ -91,9 +92,7 @@ class OmniRunConfig(TrainConfig):
         if self.epochs is None:
             raise ValueError("epochs must be an integer >= 1 (each stage trains for epochs)")
         for name in ("ft_epochs", "n_train", "n_test", "n_rirs"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int_attr(self, name, 1)
         r = self.rt60
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r < 10:
             raise ValueError(f"rt60 must be a number of seconds in (0, 10), got {r!r}")

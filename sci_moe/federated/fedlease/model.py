@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from sci_moe._util import check_int_attr
 from sci_moe.moe import (
     LinearExperts,
     LoRAExperts,
@@ -276,9 +277,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         for name in ("num_attention_heads", "num_classes", "rank"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+            check_int_attr(self, name, 1)
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         if not self.alpha > 0:

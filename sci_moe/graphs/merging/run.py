@@ -18,6 +18,7 @@ import copy
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from sci_moe._util import check_int_attr
 from sci_moe.train import Phases, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
 
@@ -116,12 +117,12 @@ class GraphMergingConfig(_MergeOptions, PretrainConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("d_model", "num_experts", "num_layers", "train_graphs", "val_graphs"):
-            _check_count(self, name, 1)
+            check_int_attr(self, name, 1)
         for name in ("hops", "test_graphs"):
-            _check_count(self, name, 0)
-        _check_count(self, "min_nodes", 10)
-        _check_count(self, "max_nodes", self.min_nodes)
-        _check_count(self, "data_seed", None)
+            check_int_attr(self, name, 0)
+        check_int_attr(self, "min_nodes", 10)
+        check_int_attr(self, "max_nodes", self.min_nodes)
+        check_int_attr(self, "data_seed")
         if not 0 < self.degree < self.min_nodes / 2:
             raise ValueError(
                 f"degree must be in (0, min_nodes / 2 = {self.min_nodes / 2:g}), got {self.degree}"
@@ -159,14 +160,6 @@ class GraphMergingConfig(_MergeOptions, PretrainConfig):
                 if msg.startswith(name + " "):
                     raise ValueError(field_name + msg[len(name) :]) from None
             raise
-
-
-def _check_count(cfg, name: str, minimum: int | None) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def mean_link_metrics(model, graphs, encoded, routing, strategy: str) -> dict:

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..._util import check_int_attr
 from ...train import (
     StepInfo,
     StreamBatches,
@@ -98,10 +99,8 @@ class DecompositionTrainConfig(EngineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name, lo in (("dead_window", 1), ("resample_every", 0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        check_int_attr(self, "dead_window", 1)
+        check_int_attr(self, "resample_every", 0)
         if not isinstance(self.init_output_bias, bool):
             raise ValueError(
                 f"init_output_bias must be true or false, got {self.init_output_bias!r}"

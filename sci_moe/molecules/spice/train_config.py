@@ -14,6 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ..._util import check_int_attr
 from ...train import TrainConfig as EngineConfig
 
 __all__ = ["TrainConfig"]
@@ -79,14 +80,8 @@ class TrainConfig(EngineConfig):
     monitor: str = "val_score"
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "upcycle_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
-        if self.upcycle_epochs < 0:
-            raise ValueError(f"upcycle_epochs must be >= 0, got {self.upcycle_epochs}")
+        check_int_attr(self, "epochs", 1)
+        check_int_attr(self, "upcycle_epochs", 0)
         w = self.warmup_epochs
         if (
             isinstance(w, bool)

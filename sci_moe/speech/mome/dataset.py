@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sci_moe._util import atomic_save_npz, progress_bar
+from sci_moe._util import atomic_save_npz, check_int_attr, progress_bar
 
 from .features import add_noise, log_mel
 from .text import encode_text, normalize_text
@@ -168,9 +168,7 @@ class SpeechSetConfig:
 
     def __post_init__(self) -> None:
         for name in ("num_phrases", "variants"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int_attr(self, name, 1)
         for name in ("voices", "speaking_rates", "pitches"):
             v = tuple(getattr(self, name))
             if not v:

@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from sci_moe._util import check_int_attr
 from sci_moe.train import Phases, ShuffledBatches, Trainer, derive_seed, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
 
@@ -178,10 +179,10 @@ class IncrementalConfig(_BaseConfig):
             "replay_per_class",
             "max_pixels_per_class",
         ):
-            _check_int(self, name, 1)
-        _check_int(self, "increment_steps", 0)
-        _check_int(self, "n_val", 0)
-        _check_int(self, "patience_after", 0)
+            check_int_attr(self, name, 1)
+        check_int_attr(self, "increment_steps", 0)
+        check_int_attr(self, "n_val", 0)
+        check_int_attr(self, "patience_after", 0)
         if self.base > self.scene.n_classes:
             raise ValueError(
                 f"base must be <= the scene's n_classes = {self.scene.n_classes}, got {self.base}"
@@ -195,12 +196,6 @@ class IncrementalConfig(_BaseConfig):
     def tasks(self) -> list[list[int]]:
         """The classes of every step (:func:`~sci_moe.vision.incremental_tasks`)."""
         return incremental_tasks(self.scene.n_classes, self.base, self.increment)
-
-
-def _check_int(cfg, name: str, minimum: int) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _unbiased_ce(logits, labels, n_old: int):

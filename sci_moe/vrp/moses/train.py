@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from sci_moe._util import check_int_attr
 from sci_moe.moe import GATE_SCORES
 from sci_moe.train import Phases, StreamBatches, Trainer, TrainResult, derive_seed, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
@@ -87,14 +88,8 @@ class TrainConfig(_BaseConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("num_customers", "val_instances"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        if self.num_customers < 1:
-            raise ValueError(f"num_customers must be >= 1, got {self.num_customers}")
-        if self.val_instances < 0:
-            raise ValueError(f"val_instances must be >= 0, got {self.val_instances}")
+        check_int_attr(self, "num_customers", 1)
+        check_int_attr(self, "val_instances", 0)
 
 
 @dataclass
@@ -146,9 +141,7 @@ class MoSESConfig(TrainConfig):
         super().__post_init__()
         self.variants = tuple(self.variants)
         for name in ("expert_steps", "gate_steps", "test_instances"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+            check_int_attr(self, name, 0)
         if not self.variants:
             raise ValueError("variants must name at least one VRP variant")
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -157,9 +150,7 @@ class MoSESConfig(TrainConfig):
                 f"variants: unknown VRP variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}"
             )
         for name in ("d_model", "num_heads", "num_layers", "rank"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int_attr(self, name, 1)
         if self.d_model % self.num_heads:
             raise ValueError(f"num_heads must divide d_model={self.d_model}, got {self.num_heads}")
         if self.gate_score not in GATE_SCORES:

@@ -63,7 +63,7 @@ def test_best_validation_weights_saved_and_loaded(tmp_path, data):
     assert np.array_equal(back.predict(val[0], q), reg.predict(val[0], q))
     with pytest.raises(TypeError, match="not both"):
         FunctionOnFunctionRegressor(train=FAMETrainConfig(), steps=3)
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         FunctionOnFunctionRegressor(steps=0)
 
 

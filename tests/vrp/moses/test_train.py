@@ -73,9 +73,9 @@ def test_training_is_reproducible():
 
 
 def test_config_refuses_bad_values():
-    with pytest.raises(ValueError, match="num_customers must be >= 1"):
+    with pytest.raises(ValueError, match="num_customers must be an integer >= 1"):
         TrainConfig(num_customers=0)
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         TrainConfig(steps=0)
     with pytest.raises(ValueError, match="variants: unknown VRP variant 'XVRP'"):
         MoSESConfig(variants=("CVRP", "XVRP"))
