@@ -22,9 +22,9 @@ The ``:result:`` role
   may contain a bare ``|``). More parts narrow the choice or pick another field:
   ``CASE | METRIC | ratio`` renders the row's ``ratio``; ``CASE | METRIC | vs=FAME K=1``
   keeps the rows whose ``vs`` is ``FAME K=1`` (any row key: ``key=value``). One row must
-  match (or several with the same value), unless ``@AGG`` is given. ``*`` in ``CASE`` or
-  ``METRIC`` matches any characters (``elnino inputs=full FAME K=*``); such a selector
-  needs ``@AGG``.
+  match (or several with the same value), unless ``@AGG`` is given. ``*`` in ``CASE``,
+  ``METRIC`` or a filter's value matches any characters (``elnino inputs=full FAME K=*``,
+  ``vs=* transformers grouped_mm``); such a selector needs ``@AGG``.
 * **a JSON pointer** (RFC 6901) starting with ``/``: ``/machine/contention/wall_s``,
   ``/machine/seeds/2``, ``/verdicts/0/p_value`` (``~1`` stands for ``/`` in a key).
 
@@ -235,6 +235,11 @@ def _pointer(doc, selector: str):
     return node
 
 
+def _glob(text: str) -> re.Pattern:
+    """``text`` as a whole-string pattern in which ``*`` matches any characters."""
+    return re.compile("^" + ".*".join(re.escape(p) for p in text.split("*")) + "$")
+
+
 def _rows(doc, selector: str) -> tuple[list[dict], str]:
     parts = [p.strip() for p in selector.split(SEPARATOR)]
     if len(parts) < 2:
@@ -243,10 +248,7 @@ def _rows(doc, selector: str) -> tuple[list[dict], str]:
     rows = doc.get("rows") if isinstance(doc, dict) else None
     if not isinstance(rows, list):
         raise ResultError("the file has no 'rows' list")
-    pattern, mpattern = (
-        re.compile("^" + ".*".join(re.escape(p) for p in text.split("*")) + "$")
-        for text in (case, metric)
-    )
+    pattern, mpattern = _glob(case), _glob(metric)
     found = [
         r
         for r in rows
@@ -260,7 +262,8 @@ def _rows(doc, selector: str) -> tuple[list[dict], str]:
     for part in rest:
         key, eq, want = part.partition("=")
         if eq and key.strip() in found[0]:
-            found = [r for r in found if str(r.get(key.strip())) == want.strip()]
+            wanted = _glob(want.strip())
+            found = [r for r in found if wanted.match(str(r.get(key.strip())))]
             if not found:
                 raise ResultError(f"{selector!r}: no matching row has {key.strip()} = {want!r}")
         elif part in found[0]:
