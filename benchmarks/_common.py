@@ -63,6 +63,9 @@ __all__ = [
     "interleaved",
     "machine_info",
     "paired_test",
+    "piece_arguments",
+    "piece_deadline",
+    "previous_run",
     "print_rows",
     "print_table",
     "quote",
@@ -1065,6 +1068,47 @@ def finish(
         write_json(args.json, benchmark, machine, rows)
         print(f"wrote {args.json}")
     return 0
+
+
+# ------------------------------------------------------------------ runs in pieces
+#
+# A run longer than one sitting is written in pieces: ``--max-hours H`` starts no new unit
+# (a seed, a fit) after H hours and ``--resume`` continues the run stored at ``--json``
+# (:func:`piece_arguments`, :func:`piece_deadline`). The convention for a script: the
+# results JSON itself holds every finished unit, under ``runs`` keyed by seed (a string),
+# and ``complete``; it is rewritten after every unit, so a killed piece loses one unit at
+# most, and ``--resume`` keeps the units in it and runs the rest (:func:`previous_run`;
+# graph_merging, mvcge, cogamid/long.py). FAME and MoRE-Brain, older, keep their units in
+# ``PATH.state.json`` beside the JSON instead (:func:`state_path`, :func:`resume_state`):
+# their stored results and pages are built from those files, so they stay as they are.
+
+
+def piece_arguments(p: argparse.ArgumentParser, unit: str = "seed") -> None:
+    """Add ``--max-hours H`` and ``--resume`` of a run written in pieces (see above)."""
+    p.add_argument(
+        "--max-hours",
+        type=float,
+        default=None,
+        metavar="H",
+        help=f"start no new {unit} after H hours (continue with --resume)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue the stored run of --json")
+
+
+def piece_deadline(args: argparse.Namespace) -> float:
+    """The ``time.perf_counter()`` after which this piece starts no new unit: ``--max-hours``
+    from now, or infinity without it."""
+    if args.max_hours is None:
+        return math.inf
+    return time.perf_counter() + 3600 * args.max_hours
+
+
+def previous_run(args: argparse.Namespace) -> dict | None:
+    """The stored results JSON that ``--resume`` continues; None without ``--resume``,
+    without ``--json`` or while that file does not exist yet (the run then starts afresh)."""
+    if not args.resume or args.json is None or not Path(args.json).is_file():
+        return None
+    return json.loads(Path(args.json).read_text())
 
 
 def state_path(path: str | Path) -> Path:

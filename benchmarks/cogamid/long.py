@@ -48,6 +48,9 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
+    piece_deadline,
+    previous_run,
     print_table,
     row_value,
     seed_verdict,
@@ -419,8 +422,7 @@ def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    p.add_argument("--resume", action="store_true", help="continue the JSON of --json")
-    p.add_argument("--max-hours", type=float, default=None, help="stop starting seeds after")
+    piece_arguments(p)
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument(
         "--methods", nargs="+", choices=list(METHODS), default=list(METHODS), help="methods"
@@ -451,14 +453,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs: dict = {}
     walls: list = []
-    if args.resume and args.json is not None and Path(args.json).is_file():
-        old = json.loads(Path(args.json).read_text())
+    if (old := previous_run(args)) is not None:
         if old["machine"].get("methods") != methods or old["machine"].get("quick") != args.quick:
             raise SystemExit("--resume: the stored JSON ran other methods or another size")
         runs = old.get("runs", {})
         walls = old["machine"].get("pieces", [])
     other = OtherLoad()
     t0 = time.perf_counter()
+    deadline = piece_deadline(args)
 
     def write() -> dict:
         machine["pieces"] = [*walls, other.report()]
@@ -474,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in seeds:
         if str(s) in runs:
             continue
-        if args.max_hours is not None and time.perf_counter() - t0 > 3600 * args.max_hours:
+        if time.perf_counter() > deadline:
             break
         runs[str(s)] = run_seed(s, size, methods)
         print(f"seed {s} done in {runs[str(s)]['seconds']:.0f} s", flush=True)

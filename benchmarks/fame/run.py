@@ -55,6 +55,8 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
+    piece_deadline,
     print_table,
     rederive_verdicts,
     resume_state,
@@ -239,7 +241,7 @@ def run(args, cfg: dict, state: dict, deadline: float) -> bool:
                 key = f"{task}|{name}|{seed}"
                 if key in state:
                     continue
-                if time.time() > deadline:
+                if time.perf_counter() > deadline:
                     return False
                 data = data or load_task(task, seed, cfg)
                 state[key] = fit_unit(task, name, seed, data, cfg)
@@ -476,17 +478,14 @@ def verdicts(doc: dict) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
-    parser.add_argument(
-        "--max-hours", type=float, default=None, help="stop between fits after this"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
+    piece_arguments(parser, unit="fit")
     args = parser.parse_args(argv)
     if (done := verdicts_only(args)) is not None:
         return done
     setup(args)
     cfg = settings(args.quick)
     state = resume_state(args)
-    deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
+    deadline = piece_deadline(args)
     other = OtherLoad()
     t0 = time.perf_counter()
     done = run(args, cfg, state, deadline)

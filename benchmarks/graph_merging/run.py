@@ -71,6 +71,9 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
+    piece_deadline,
+    previous_run,
     print_table,
     row_value,
     seed_verdict,
@@ -554,8 +557,7 @@ def plot_auc(doc: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
-    p.add_argument("--resume", action="store_true", help="continue the JSON of --json")
-    p.add_argument("--max-hours", type=float, default=None, help="stop starting seeds")
+    piece_arguments(p)
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (quick 3, full 10)")
     p.add_argument("--max-steps", type=int, default=None, help="cap every run's steps (tests)")
     p.add_argument("--nodes", type=int, nargs=2, default=None, help="graph sizes (tests)")
@@ -602,13 +604,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs: dict = {}
     curves: dict = {}
-    if args.resume and args.json is not None and Path(args.json).is_file():
-        old = json.loads(Path(args.json).read_text())
+    if (old := previous_run(args)) is not None:
         runs = old.get("runs", {})
         curves = old.get("curves", {})
         machine["resumed_from_wall_s"] = old["machine"].get("contention", {}).get("wall_s")
     other = OtherLoad()
     t0 = time.perf_counter()
+    deadline = piece_deadline(args)
 
     def write() -> dict:
         rows = make_rows(runs, seeds, curves)
@@ -625,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in seeds:
         if str(s) in runs:
             continue
-        if args.max_hours is not None and time.perf_counter() - t0 > 3600 * args.max_hours:
+        if time.perf_counter() > deadline:
             break
         rec = run_seed(s, cfg)
         for run, c in rec.pop("curves").items():

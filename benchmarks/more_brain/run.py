@@ -56,6 +56,8 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
+    piece_deadline,
     print_table,
     resume_state,
     row_value,
@@ -514,15 +516,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--max-hours", type=float, default=None, help="stop between seeds after this")
-    ap.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
+    piece_arguments(ap)
     args = ap.parse_args(argv)
     if (done := verdicts_only(args)) is not None:
         return done
     setup(args)
     cfg = settings(args.quick)
     state = resume_state(args)
-    deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
+    deadline = piece_deadline(args)
     load = OtherLoad()
     t0 = time.perf_counter()
     _, targets = sentence_targets()
@@ -530,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, seed in enumerate(seeds):
         if str(seed) in state:
             continue
-        if time.time() > deadline:
+        if time.perf_counter() > deadline:
             print("--max-hours spent: stopping between seeds (continue with --resume)")
             break
         ts = time.perf_counter()

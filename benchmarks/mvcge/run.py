@@ -60,6 +60,9 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
+    piece_deadline,
+    previous_run,
     print_table,
     row_value,
     seed_verdict,
@@ -443,8 +446,7 @@ def summary_table(doc: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
-    parser.add_argument("--resume", action="store_true", help="continue the JSON of --json")
-    parser.add_argument("--max-hours", type=float, default=None, help="stop starting seeds")
+    piece_arguments(parser)
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated")
     parser.add_argument("--max-steps", type=int, default=None, help="epochs cap (estimates)")
@@ -496,10 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"mvcge: {machine['cpu']}, {torch.get_num_threads()} threads, seeds {seeds}")
     runs: dict = {}
-    if args.resume and args.json is not None and Path(args.json).is_file():
-        import json
-
-        old = json.loads(Path(args.json).read_text())
+    if (old := previous_run(args)) is not None:
         runs = old.get("runs", {})
         for setting, per_seed in runs.items():  # the curves are stored apart
             for s, rec in per_seed.items():
@@ -508,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         machine["resumed_from_wall_s"] = old["machine"].get("contention", {}).get("wall_s")
     other = OtherLoad()
     t0 = time.perf_counter()
+    deadline = piece_deadline(args)
     complete = False  # until every seed of every setting is in
 
     def write() -> dict:
@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         for setting in settings:
             if str(s) in runs.get(setting, {}):
                 continue
-            if args.max_hours is not None and time.perf_counter() - t0 > 3600 * args.max_hours:
+            if time.perf_counter() > deadline:
                 stop = True
                 break
             runs.setdefault(setting, {})[str(s)] = run_seed(setting, s, num_nodes, tc)
