@@ -5,6 +5,7 @@ checkpoint I/O (:mod:`.io`), verified checkpoint files (:mod:`.checkpoint_file`)
 restricted unpickler (:mod:`.unpickle`), locking of run directories (:mod:`.lock`), a
 failure-tolerant process pool (:mod:`.parallel`), log-friendly progress bars
 (:mod:`.progress`), thread settings (:mod:`.threads`), argument checks (:mod:`.validate`),
+the check of a layer's input tensor (:mod:`.layer_input`),
 activation functions by name (:mod:`.activations`),
 the one lazy loader (:mod:`.lazy`), scatter reductions (:mod:`.scatter`) and
 ``torch.compile`` with an eager fallback (:mod:`.compiling`).
@@ -52,10 +53,12 @@ from .unpickle import (
 )
 from .validate import check_coef, check_int, check_int_attr, check_real
 
-# The scatter reductions need torch; importing them lazily keeps ``sci_moe._util`` (and so
-# the command line's argument parsing and ``--help``) free of the torch import.
+# What needs torch (scatter reductions, the layer input check, ...) is imported lazily: that
+# keeps ``sci_moe._util`` (and so the command line's argument parsing and ``--help``) free
+# of the torch import.
 _LAZY = {
     "CompiledOrEager": ".compiling",
+    "check_layer_input": ".layer_input",
     "get_activation": ".activations",
     "scatter_mean": ".scatter",
     "scatter_sum": ".scatter",
@@ -90,6 +93,7 @@ __all__ = [
     "check_coef",
     "check_int",
     "check_int_attr",
+    "check_layer_input",
     "check_real",
     "fsync_dir",
     "get_activation",

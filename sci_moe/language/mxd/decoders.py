@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sci_moe._util import check_int, check_real, get_activation
+from sci_moe._util import check_int, check_layer_input, check_real, get_activation
 from sci_moe.moe import Routing
 
 __all__ = [
@@ -119,29 +119,6 @@ def _unit_rows(w: torch.Tensor) -> torch.Tensor:
     return w / w.norm(dim=1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
 
 
-def _autocast_on(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # pragma: no cover - torch < 2.4 has no device argument
-        return torch.is_autocast_enabled()
-
-
-def _check_input(x, d_in: int, dtype: torch.dtype) -> None:
-    """Raise for an input a decomposition cannot take: not a floating tensor of shape
-    ``(..., d_in)``, or not of the weights' ``dtype`` (unless autocast is on)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"x has dtype {x.dtype}; a decomposition needs floating inputs")
-    if x.dim() == 0 or x.shape[-1] != d_in:
-        raise ValueError(f"x must have shape (..., {d_in}) but has shape {tuple(x.shape)}")
-    if x.dtype != dtype and not _autocast_on(x.device.type):
-        raise ValueError(
-            f"x has dtype {x.dtype} but the layer's weights are {dtype}: convert the layer "
-            f"with layer.to({x.dtype}) or cast the input with x.to({dtype})"
-        )
-
-
 class _Decomposition(nn.Module):
     """Shared input handling of the three decompositions."""
 
@@ -150,7 +127,8 @@ class _Decomposition(nn.Module):
     top_k: int
 
     def _flatten(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.d_in, self._param_dtype())
+        # a floating (..., d_in) tensor of the weights' dtype (unless autocast is on)
+        check_layer_input(x, self.d_in, check_finite=False, dtype=self._param_dtype())
         return x.reshape(-1, self.d_in)
 
     def _param_dtype(self) -> torch.dtype:
