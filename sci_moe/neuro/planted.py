@@ -23,6 +23,18 @@ __all__ = [
 ]
 
 
+def _checked_targets(targets, snr: float, num_subjects: int) -> np.ndarray:
+    """``targets`` as a float64 array, after the checks both generators share."""
+    y = np.asarray(targets, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] < 2 or not np.isfinite(y).all():
+        raise ValueError(f"targets must be a finite (M >= 2, D) array, got shape {y.shape}")
+    if not snr > 0:
+        raise ValueError(f"snr must be > 0, got {snr}")
+    if num_subjects < 1:
+        raise ValueError(f"num_subjects must be >= 1, got {num_subjects}")
+    return y
+
+
 def roi_labels(num_voxels: int, branching: Sequence[int] = (2, 4, 8, 16)) -> np.ndarray:
     """Planted region of every voxel (reference order) at each level.
 
@@ -133,13 +145,7 @@ def plant_voxels(
     -------
     PlantedFMRI
     """
-    y = np.asarray(targets, dtype=np.float64)
-    if y.ndim != 2 or y.shape[0] < 2 or not np.isfinite(y).all():
-        raise ValueError(f"targets must be a finite (M >= 2, D) array, got shape {y.shape}")
-    if not snr > 0:
-        raise ValueError(f"snr must be > 0, got {snr}")
-    if num_subjects < 1:
-        raise ValueError(f"num_subjects must be >= 1, got {num_subjects}")
+    y = _checked_targets(targets, snr, num_subjects)
     labels = roi_labels(num_voxels, branching)
     M, D = y.shape
     offsets = np.cumsum([0, *branching])  # node id = offsets[l] + region
@@ -284,13 +290,7 @@ def plant_nonlinear_voxels(
         ``(networks, networks * regions_per_network)``; ``basis`` holds the network
         subspaces then the region subspaces.
     """
-    y = np.asarray(targets, dtype=np.float64)
-    if y.ndim != 2 or y.shape[0] < 2 or not np.isfinite(y).all():
-        raise ValueError(f"targets must be a finite (M >= 2, D) array, got shape {y.shape}")
-    if not snr > 0:
-        raise ValueError(f"snr must be > 0, got {snr}")
-    if num_subjects < 1:
-        raise ValueError(f"num_subjects must be >= 1, got {num_subjects}")
+    y = _checked_targets(targets, snr, num_subjects)
     if not 0 <= network_share <= 1:
         raise ValueError(f"network_share must be in [0, 1], got {network_share}")
     if not 0 <= mixing < 1:
