@@ -4,7 +4,7 @@ Examples
 --------
 .. code-block:: console
 
-    $ sci-moe provenance build-wiki --out wiki_corpora      # 4 pipelines over one source
+    $ sci-moe provenance build-wiki --out wiki_corpora      # 4 pipelines over 3 sources
     $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
           wiki_corpora/norm.jsonl --model bow --out fp_model
     $ sci-moe provenance predict fp_model some_texts/ --json predictions.json
@@ -52,6 +52,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     tr.add_argument("--seq-words", type=int, default=128, help="words per sequence (128)")
     tr.add_argument("--test-fraction", type=float, default=0.2, help="test documents (0.2)")
     tr.add_argument("--steps", type=int, default=None, help="training steps (minilm, byte)")
+    tr.add_argument(
+        "--lowercase",
+        action="store_true",
+        help="bow: lower-case the words (default: keep case, as the benchmark)",
+    )
     tr.add_argument("--seed", type=int, default=0, help="split and training seed (0)")
     tr.add_argument(
         "--errors",
@@ -71,6 +76,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     wk = psub.add_parser("build-wiki", help="write the offline pipeline corpora as .jsonl")
     wk.add_argument("--out", required=True, help="output folder")
     wk.add_argument("--seed", type=int, default=1, help="pipeline seed (MinHash; default 1)")
+    wk.add_argument(
+        "--sources",
+        nargs="+",
+        choices=("wiki", "newsgroups", "news"),
+        default=["wiki", "newsgroups", "news"],
+        help="source corpora shipped in gensim's wheel (default: all three, as the benchmark)",
+    )
     wk.add_argument(
         "--null-control",
         action="store_true",
@@ -106,7 +118,7 @@ def _train(args: argparse.Namespace) -> int:
     classes = list(data.classes)
     xtr, xte = [data.texts[i] for i in tr], [data.texts[i] for i in te]
     if args.model == "bow":
-        clf = pv.BagOfWordsClassifier()
+        clf = pv.BagOfWordsClassifier(pv.BoWConfig(lowercase=args.lowercase))
     elif args.model == "minilm":
         cfg = pv.EmbeddingHeadConfig(
             seed=args.seed, **({"steps": args.steps} if args.steps else {})
@@ -184,9 +196,9 @@ def _build_wiki(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    corpora = build_pipeline_corpora(seed=args.seed)
+    corpora = build_pipeline_corpora(seed=args.seed, sources=args.sources)
     if args.null_control:
-        corpora.update(null_control_corpora("c4", seeds=(1, 2)))
+        corpora.update(null_control_corpora("c4", seeds=(1, 2), sources=args.sources))
     for name, docs in corpora.items():
         lines = "".join(json.dumps({"id": t, "text": x}) + "\n" for t, x in docs)
         atomic_write_text(out / f"{name}.jsonl", lines)

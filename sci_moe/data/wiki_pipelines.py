@@ -8,13 +8,24 @@ outputs apart can only be reading processing fingerprints.
 ========== ==================================================================================
 name       steps
 ========== ==================================================================================
-``c4``     :func:`~sci_moe.data.wiki_markup.strip_plain`, then the C4 line/page filters
+``c4``     :func:`~sci_moe.data.wiki_markup.strip_plain`, then the C4 line/page filters, then
+           page-level language ID at the strict threshold :data:`C4_LANGUAGE_THRESHOLD`
 ``gopher`` :func:`~sci_moe.data.wiki_markup.strip_markdown`, then the Gopher quality rules
 ``norm``   :func:`~sci_moe.data.wiki_markup.strip_text`, Unicode/white-space normalisation,
+           line-level language ID at the lenient :data:`NORM_LANGUAGE_THRESHOLD`,
            documents of fewer than 50 words dropped
 ``dedup``  ``c4``, then MinHash-LSH removal of near-duplicate lines across the corpus
            (Jaccard >= 0.7 on word 3-grams) and the C4 page rule again
 ========== ==================================================================================
+
+Language ID is :func:`~sci_moe.language.provenance.language_id_filter` (a function-word
+score standing in for langdetect / fastText, which are not available offline).
+
+Sources (:func:`source_documents`): ``wiki`` (the article pages of gensim's Wikipedia
+excerpt, MediaWiki markup), ``newsgroups`` (the 200 raw Usenet posts of gensim's
+``mini_newsgroup``: headers, quoted replies and signatures included) and ``news`` (the 300
+news articles of gensim's ``lee_background.cor``, one paragraph each). Titles of the two
+latter are ``"newsgroups:<i>"`` and ``"news:<i>"`` (:func:`document_source`).
 
 Every pipeline takes a ``seed`` (the MinHash permutations); the null control
 (:func:`null_control_corpora`) runs one pipeline twice, with two seeds, on a random half of
@@ -28,16 +39,35 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..language.provenance import c4_filter, gopher_filter, minhash_dedup, normalize_text
+from ..language.provenance import (
+    c4_filter,
+    gopher_filter,
+    language_id_filter,
+    minhash_dedup,
+    normalize_text,
+)
+from .gensim_files import gensim_test_file
 from .wiki_markup import read_wiki_pages, strip_markdown, strip_plain, strip_text
 
 __all__ = [
+    "C4_LANGUAGE_THRESHOLD",
+    "NORM_LANGUAGE_THRESHOLD",
     "PIPELINES",
+    "SOURCES",
     "build_pipeline_corpora",
+    "document_source",
     "null_control_corpora",
     "run_pipeline",
+    "source_documents",
     "wiki_pages",
 ]
+
+#: ``c4``: page-level language-ID threshold (strict, as C4's langdetect >= 0.99).
+C4_LANGUAGE_THRESHOLD = 0.25
+#: ``norm``: line-level language-ID threshold (lenient, lines of >= 4 words judged).
+NORM_LANGUAGE_THRESHOLD = 0.1
+#: The source corpora :func:`source_documents` knows.
+SOURCES = ("wiki", "newsgroups", "news")
 
 Document = tuple[str, str]
 
@@ -46,6 +76,43 @@ Document = tuple[str, str]
 def wiki_pages() -> tuple[Document, ...]:
     """The article pages of the shipped excerpt, ``(title, markup)`` (read once per process)."""
     return tuple(read_wiki_pages())
+
+
+@functools.lru_cache(maxsize=4)
+def _source(name: str) -> tuple[Document, ...]:
+    if name == "wiki":
+        return wiki_pages()
+    if name == "newsgroups":
+        from .newsgroups import load_mini_newsgroups
+
+        posts = load_mini_newsgroups()["data"]
+        return tuple((f"newsgroups:{i}", p) for i, p in enumerate(posts) if p.strip())
+    if name == "news":
+        path = gensim_test_file("lee_background.cor")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = [ln.strip() for ln in fh]
+        return tuple((f"news:{i}", ln) for i, ln in enumerate(lines) if ln)
+    raise ValueError(f"unknown source {name!r}; choose from {list(SOURCES)}")
+
+
+def source_documents(sources: Sequence[str] = ("wiki",)) -> tuple[Document, ...]:
+    """The raw ``(title, text)`` documents of the named sources (see the module docstring), in
+    order; read once per process."""
+    if isinstance(sources, str):
+        sources = (sources,)
+    return tuple(d for name in sources for d in _source(name))
+
+
+def document_source(title: str) -> str:
+    """The source a document title belongs to: ``"newsgroups"``, ``"news"`` or ``"wiki"``.
+
+    Examples
+    --------
+    >>> document_source("news:12"), document_source("Anarchism")
+    ('news', 'wiki')
+    """
+    head = title.split(":", 1)[0]
+    return head if head in SOURCES and ":" in title else "wiki"
 
 
 def _processed(docs, process: Callable, keep: Callable[[str], bool] = bool) -> list[Document]:
@@ -60,7 +127,11 @@ def _processed(docs, process: Callable, keep: Callable[[str], bool] = bool) -> l
 
 
 def _c4(pages: Sequence[Document], seed: int) -> list[Document]:
-    return _processed(pages, lambda markup: c4_filter(strip_plain(markup)))
+    def process(markup):
+        text = c4_filter(strip_plain(markup))
+        return text and language_id_filter(text, C4_LANGUAGE_THRESHOLD)
+
+    return _processed(pages, process)
 
 
 def _gopher(pages: Sequence[Document], seed: int) -> list[Document]:
@@ -68,9 +139,11 @@ def _gopher(pages: Sequence[Document], seed: int) -> list[Document]:
 
 
 def _norm(pages: Sequence[Document], seed: int) -> list[Document]:
-    return _processed(
-        pages, lambda markup: normalize_text(strip_text(markup)), lambda t: len(t.split()) >= 50
-    )
+    def process(markup):
+        text = normalize_text(strip_text(markup))
+        return language_id_filter(text, NORM_LANGUAGE_THRESHOLD, per_line=True, min_words=4)
+
+    return _processed(pages, process, lambda t: t is not None and len(t.split()) >= 50)
 
 
 def _dedup(pages: Sequence[Document], seed: int) -> list[Document]:
@@ -110,18 +183,26 @@ def run_pipeline(
 
 
 def build_pipeline_corpora(
-    names: Sequence[str] = ("c4", "gopher", "norm", "dedup"), seed: int = 1
+    names: Sequence[str] = ("c4", "gopher", "norm", "dedup"),
+    seed: int = 1,
+    sources: Sequence[str] = ("wiki",),
 ) -> dict[str, list[Document]]:
-    """``{name: documents}`` for several pipelines over the same articles."""
+    """``{name: documents}`` for several pipelines over the same documents of ``sources``
+    (:func:`source_documents`)."""
     if len(set(names)) != len(names):
         raise ValueError(f"pipeline names must be distinct, got {list(names)}")
-    return {n: run_pipeline(n, seed=seed) for n in names}
+    pages = source_documents(sources)
+    return {n: run_pipeline(n, pages, seed=seed) for n in names}
 
 
 def null_control_corpora(
-    name: str = "c4", seeds: tuple[int, int] = (1, 2), partition_seed: int = 0
+    name: str = "c4",
+    seeds: tuple[int, int] = (1, 2),
+    partition_seed: int = 0,
+    sources: Sequence[str] = ("wiki",),
 ) -> dict[str, list[Document]]:
-    """Two runs of one pipeline with different seeds, on disjoint random halves of the articles.
+    """Two runs of one pipeline with different seeds, on disjoint random halves of the
+    documents of ``sources`` (:func:`source_documents`).
 
     The ground truth is "no difference": any classifier must score at chance (1/2) on a
     document-level split.
@@ -133,7 +214,7 @@ def null_control_corpora(
     """
     if len(seeds) != 2 or seeds[0] == seeds[1]:
         raise ValueError(f"seeds must be two different integers, got {seeds}")
-    pages = wiki_pages()
+    pages = source_documents(sources)
     order = np.random.default_rng(partition_seed).permutation(len(pages))
     halves = (order[: len(pages) // 2], order[len(pages) // 2 :])
     return {

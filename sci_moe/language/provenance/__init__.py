@@ -16,7 +16,8 @@ Ablations re-classify transformed text (:func:`remove_formatting`,
 :func:`restrict_vocabulary`); :mod:`~sci_moe.language.provenance.filters` holds the
 published web-filtering rules (C4, Gopher, normalisation, MinHash deduplication) used to
 build corpora with a known processing difference; :func:`generate` and
-:func:`estimate_mixture` measure fingerprint propagation through LM training.
+:func:`estimate_mixture` measure fingerprint propagation through LM training
+(:class:`PieceTokenizer` for word-piece LMs).
 """
 
 from .bow import BagOfWordsClassifier, BoWConfig, bow_tokens
@@ -25,14 +26,16 @@ from .corpora import read_corpora, read_corpus
 from .embedding_head import EmbeddingHeadConfig, EmbeddingMoEClassifier, MoEClassifierHead
 from .filters import (
     c4_filter,
+    english_score,
     gopher_filter,
+    language_id_filter,
     minhash_dedup,
     normalize_text,
     shingles,
 )
 from .metrics import accuracy_interval, confusion_matrix, estimate_mixture, wilson_interval
 from .persistence import CLASSIFIERS, load_classifier, save_classifier
-from .propagation import generate, mixture_documents, train_lm_on_texts
+from .propagation import PieceTokenizer, generate, mixture_documents, train_lm_on_texts
 from .splits import SequenceSet, balance, document_split, make_sequences
 from .transforms import remove_formatting, restrict_vocabulary, top_words, words
 
@@ -46,6 +49,7 @@ __all__ = [
     "EmbeddingMoEClassifier",
     "LMSequenceClassifier",
     "MoEClassifierHead",
+    "PieceTokenizer",
     "SequenceSet",
     "accuracy_interval",
     "balance",
@@ -53,9 +57,11 @@ __all__ = [
     "c4_filter",
     "confusion_matrix",
     "document_split",
+    "english_score",
     "estimate_mixture",
     "generate",
     "gopher_filter",
+    "language_id_filter",
     "load_classifier",
     "make_sequences",
     "minhash_dedup",

@@ -18,6 +18,8 @@ def fit_classifier(
     *,
     progress: bool = True,
     desc: str = "fit",
+    evaluate=None,
+    eval_every: int = 0,
 ) -> list[float]:
     """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
@@ -26,8 +28,11 @@ def fit_classifier(
     (a classifier's config) gives ``steps``, ``batch_size``, ``lr``, ``weight_decay`` and
     ``seed``; the batch of step ``s`` (``min(batch_size, n)`` examples drawn with
     replacement) comes from a generator seeded by ``(seed, s)``. The torch thread count is
-    left as the caller set it (``sci-moe provenance --threads``). Returns the per-step
-    training losses; the model is left in eval mode.
+    left as the caller set it (``sci-moe provenance --threads``). With ``evaluate`` (a
+    callable of the completed step count) and ``eval_every > 0``, ``evaluate(step)`` runs
+    after every ``eval_every``-th step and after the last (the model is put back in
+    training mode after it). Returns the per-step training losses; the model is left in
+    eval mode.
     """
     n = inputs.shape[0]
     cfg = TrainConfig(
@@ -59,6 +64,10 @@ def fit_classifier(
 
     def record(info: StepInfo) -> None:
         losses.append(info.metrics["loss"])
+        if evaluate is not None and eval_every > 0:
+            if info.step % eval_every == 0 or info.step == cfg.steps:
+                evaluate(info.step)
+                model.train()
 
     data = StreamBatches(sample, cfg.batch_size, seed=config.seed)
     Trainer(model, loss_fn, data, cfg, hooks=[record], name=desc).fit()

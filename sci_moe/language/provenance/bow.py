@@ -1,8 +1,9 @@
 """Bag-of-words logistic regression: the fingerprint paper's simple baseline.
 
-Tokens are lower-cased words, single punctuation marks and line breaks (so layout and
-punctuation habits count, as in ``train_BoW.py`` of Mansour & Heckel's code, which
-vectorises the raw text); unigrams and bigrams; sublinear tf-idf weights, L2-normalised
+Tokens are words (lower-cased unless ``BoWConfig.lowercase`` is false, so that case habits
+count too), single punctuation marks and line breaks (so layout and punctuation habits
+count, as in ``train_BoW.py`` of Mansour & Heckel's code, which vectorises the raw text);
+unigrams and bigrams; sublinear tf-idf weights, L2-normalised
 rows; multinomial logistic regression (scikit-learn, L2 penalty).
 """
 
@@ -46,6 +47,8 @@ class BoWConfig:
         Inverse L2 regularisation strength of the logistic regression.
     max_iter : int
         Solver iterations.
+    lowercase : bool
+        Lower-case the words before counting (the vectoriser's default; false keeps case).
     """
 
     max_ngram: int = 2
@@ -53,6 +56,7 @@ class BoWConfig:
     max_features: int = 100_000
     C: float = 10.0
     max_iter: int = 1000
+    lowercase: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_ngram", "min_df", "max_features", "max_iter"):
@@ -94,7 +98,7 @@ class BagOfWordsClassifier:
         return CountVectorizer(
             tokenizer=bow_tokens,
             token_pattern=None,
-            lowercase=True,
+            lowercase=c.lowercase,
             ngram_range=(1, c.max_ngram),
             min_df=1 if vocabulary is not None else c.min_df,
             max_features=None if vocabulary is not None else c.max_features,
@@ -123,7 +127,7 @@ class BagOfWordsClassifier:
             raise ValueError(f"no n-gram survives min_df={self.config.min_df}: {err}") from None
         vocab = vec.vocabulary_
         self.vocabulary = sorted(vocab, key=vocab.get)
-        df = np.bincount(counts.tocsc().indices, minlength=len(self.vocabulary))
+        df = np.bincount(counts.tocsr().indices, minlength=len(self.vocabulary))  # per column
         n = counts.shape[0]
         self.idf = np.log((1 + n) / (1 + df)) + 1.0
         lr = LogisticRegression(C=self.config.C, max_iter=self.config.max_iter)

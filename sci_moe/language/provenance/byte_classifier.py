@@ -145,6 +145,9 @@ class ByteTransformerClassifier:
         self.progress = progress
         self.classes: tuple[str, ...] = ()
         self.model: LMSequenceClassifier | None = None
+        #: Training losses per step and ``(step, validation accuracy)`` of the last fit.
+        self.losses: list[float] = []
+        self.curve: list[tuple[int, float]] = []
 
     def _build(self, k: int) -> LMSequenceClassifier:
         torch.manual_seed(self.config.seed)
@@ -157,14 +160,45 @@ class ByteTransformerClassifier:
                 raise ValueError(f"checkpoint {self.init_from} does not fit config.lm: {bad[:5]}")
         return LMSequenceClassifier(lm, k).float()
 
-    def fit(self, texts: Sequence[str], labels, classes: Sequence[str] | None = None):
-        """Fine-tune on ``texts`` with integer ``labels``; returns ``self``."""
+    def fit(
+        self,
+        texts: Sequence[str],
+        labels,
+        classes: Sequence[str] | None = None,
+        *,
+        val: tuple[Sequence[str], Sequence[int]] | None = None,
+        eval_every: int = 0,
+    ):
+        """Fine-tune on ``texts`` with integer ``labels``; returns ``self``.
+
+        With ``val = (texts, labels)`` and ``eval_every > 0``, the accuracy on ``val`` is
+        measured every ``eval_every`` steps and after the last, into :attr:`curve`.
+        """
         y = torch.as_tensor(_check_labels(texts, labels))
         self.classes = _class_names(y, classes)
         c = self.config
         self.model = self._build(len(self.classes))
         x = encode_batch(texts, c.lm_config().seq_len)
-        fit_classifier(self.model, x, y, c, progress=self.progress, desc="byte transformer")
+        self.curve = []
+        evaluate = None
+        if val is not None and eval_every > 0:
+            xv = encode_batch(val[0], c.lm_config().seq_len)
+            yv = torch.as_tensor(np.asarray(val[1], dtype=np.int64))
+
+            def evaluate(step: int) -> None:
+                pred = predict_logits(self.model, xv, 64).argmax(-1)
+                self.curve.append((step, float((pred == yv).double().mean())))
+
+        self.losses = fit_classifier(
+            self.model,
+            x,
+            y,
+            c,
+            progress=self.progress,
+            desc="byte transformer",
+            evaluate=evaluate,
+            eval_every=eval_every,
+        )
         return self
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:

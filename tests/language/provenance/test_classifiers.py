@@ -149,3 +149,39 @@ def test_head_training_is_seeded_and_keeps_the_thread_count():
     for k, v in a.head.state_dict().items():
         assert torch.equal(v, b.head.state_dict()[k]), k
     assert not a.head.training
+
+
+def test_bow_keeps_case_when_asked():
+    x = ["The river.", "The city.", "the river.", "the city."] * 3
+    y = [0, 0, 1, 1] * 3
+    cased = BagOfWordsClassifier(BoWConfig(min_df=1, lowercase=False)).fit(x, y)
+    lower = BagOfWordsClassifier(BoWConfig(min_df=1)).fit(x, y)
+    assert "The" in cased.vocabulary and "The" not in lower.vocabulary
+    assert (cased.predict(["The road.", "the road."]) == [0, 1]).all()
+
+
+def test_byte_transformer_validation_curve():
+    x, y = _data(n=12)
+    xv, yv = _data(n=6, seed=5)
+    lm = {
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "seq_len": 32,
+        "d_hidden": 16,
+        "num_experts": 2,
+        "top_k": 1,
+    }
+    cfg = ByteClassifierConfig(lm=lm, steps=10, batch_size=8)
+    clf = ByteTransformerClassifier(cfg, progress=False).fit(x, y, val=(xv, yv), eval_every=4)
+    assert [s for s, _ in clf.curve] == [4, 8, 10]
+    assert all(0.0 <= a <= 1.0 for _, a in clf.curve) and len(clf.losses) == 10
+
+
+def test_bow_idf_is_the_document_frequency_per_n_gram():
+    x = ["a b", "a c", "a d", "a e", "a b"]
+    clf = BagOfWordsClassifier(BoWConfig(min_df=1, max_ngram=1)).fit(x, [0, 0, 1, 1, 1])
+    idf = dict(zip(clf.vocabulary, clf.idf, strict=True))
+    assert idf["a"] == pytest.approx(np.log(6 / 6) + 1)  # in all 5 texts
+    assert idf["b"] == pytest.approx(np.log(6 / 3) + 1)  # in 2
+    assert idf["c"] == pytest.approx(np.log(6 / 2) + 1)  # in 1

@@ -78,3 +78,13 @@ def test_bad_input_exit_code(tmp_path, capsys):
 def test_parser_rejects(tmp_path, args):
     with pytest.raises(SystemExit):
         main(["provenance", "train", "a", "b", "--out", str(tmp_path), *args])
+
+
+def test_build_wiki_with_one_source(tmp_path):
+    pytest.importorskip("datasketch")
+    out = tmp_path / "corpora"
+    assert main(["provenance", "build-wiki", "--out", str(out), "--sources", "news"]) == 0
+    files = sorted(p.name for p in out.glob("*.jsonl"))
+    assert files == ["c4.jsonl", "dedup.jsonl", "gopher.jsonl", "norm.jsonl"]
+    first = json.loads((out / "c4.jsonl").read_text().splitlines()[0])
+    assert first["text"]

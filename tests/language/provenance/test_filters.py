@@ -78,3 +78,20 @@ def test_shingles():
     assert shingles("A b c", n=5) == {"a b c"}
     assert shingles("a b c d", n=2) == {"a b", "b c", "c d"}
     assert shingles("   ") == set()
+
+
+def test_english_score_and_language_id_thresholds():
+    from sci_moe.language.provenance import english_score, language_id_filter
+
+    assert english_score("The cat sat on the mat.") == 0.5
+    assert english_score("Der Hund bellt laut.") == 0.0
+    assert english_score("123 456") == 0.0
+    text = "The cat sat on the mat.\nDer Hund bellt laut im Garten.\nOk"
+    assert language_id_filter(text, 0.2) == text  # page score 4/13 >= 0.2
+    assert language_id_filter(text, 0.5) is None
+    # line level: the German line goes; "Ok" (< 3 words) is judged by the page score
+    kept = language_id_filter(text, 0.2, per_line=True, min_words=3)
+    assert kept == "The cat sat on the mat.\nOk"
+    assert language_id_filter("Der Hund.", 0.2, per_line=True) is None
+    with pytest.raises(ValueError, match="threshold"):
+        language_id_filter(text, 1.5)

@@ -43,3 +43,41 @@ def test_train_and_generate_tiny():
     assert np.mean([c in alphabet for c in sample]) > 0.8
     with pytest.raises(ValueError, match="too few"):
         train_lm_on_texts(["short"], cfg, tcfg)
+
+
+def test_piece_tokenizer_round_trip_and_word_lm():
+    from sci_moe.language.provenance import PieceTokenizer
+
+    text = "The river and the city.\n- The king, the war  \n\nMusic of the river.\n"
+    tok = PieceTokenizer.fit([text] * 3, vocab_size=120)
+    assert len(tok) <= 120 and tok.vocab[0] == "\ufffd"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and str(ids.dtype) == "torch.int64"
+    assert tok.index[" river"] in ids.tolist()  # whole words with their leading space
+    assert tok.decode(tok.encode("rivers.")) == "rivers."  # unseen word: spelled in chunks
+    assert tok.decode(tok.encode("\u4e2d")) == "\ufffd"  # unseen character
+    with pytest.raises(ValueError, match="U\\+FFFD"):
+        PieceTokenizer(["a", "b"])
+    docs = [text] * 40
+    cfg = MoELMConfig(
+        vocab_size=len(tok),
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        seq_len=16,
+        d_hidden=16,
+        num_experts=2,
+        top_k=1,
+    )
+    tcfg = TrainConfig(
+        steps=60, batch_size=8, eval_every=0, eval_batches=1, lr=1e-2, progress=False
+    )
+    model, hist = train_lm_on_texts(docs, cfg, tcfg, tokenizer=tok)
+    assert hist["val_ppl"][-1] < hist["val_ppl"][0]
+    g = generate(model, 2, 12, seed=0, burn_in=2, tokenizer=tok)
+    assert len(g) == 2 and all(isinstance(s, str) and s for s in g)
+    bad = MoELMConfig(
+        d_model=16, n_layers=1, n_heads=2, seq_len=16, d_hidden=16, num_experts=2, top_k=1
+    )
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_lm_on_texts(docs, bad, tcfg, tokenizer=tok)

@@ -73,3 +73,26 @@ def test_different_pipelines_are_separable():
     acc, lo, _ = _bow_accuracy(corpora, seed=0)
     assert lo > 0.5, acc
     assert np.isfinite(acc)
+
+
+def test_sources_and_their_pipelines():
+    from sci_moe.data.wiki_pipelines import (
+        build_pipeline_corpora,
+        document_source,
+        source_documents,
+    )
+
+    news = source_documents("news")
+    groups = source_documents(("newsgroups",))
+    assert len(news) == 300 and len(groups) == 200
+    assert document_source(news[0][0]) == "news" and document_source(groups[0][0]) == "newsgroups"
+    assert document_source("Anarchism") == document_source("A: B") == "wiki"
+    assert groups[0][1].startswith(("From:", "Xref:", "Newsgroups:", "Path:"))
+    out = build_pipeline_corpora(("c4", "norm"), sources=("newsgroups",))
+    c4 = dict(out["c4"])
+    norm = dict(out["norm"])
+    # c4 drops header lines (no terminal punctuation); norm keeps short ones
+    assert not any(t.startswith(("Path:", "Newsgroups:")) for t in c4.values())
+    assert any("Newsgroups:" in t for t in norm.values())
+    with pytest.raises(ValueError, match="unknown source"):
+        source_documents(("web",))
