@@ -489,8 +489,35 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
 
 # ---------------------------------------------------------------------------- verdicts
 def _per_seed(doc, case, metric):
+    """The per-seed values of ``case``/``metric`` for the seeds that ran (a run finished
+    early with ``--finish`` may lack the last propagation seeds)."""
     seeds = doc["machine"]["settings"]["seeds"]
-    return [_common.row_value(doc, case, f"{metric} seed {s}") for s in range(seeds)]
+    want = {f"{metric} seed {s}": s for s in range(seeds)}
+    found = {
+        want[r["metric"]]: r["value"]
+        for r in doc["rows"]
+        if r["case"] == case and r["metric"] in want
+    }
+    return [found[s] for s in sorted(found)]
+
+
+def _decide(claim, *, ours, baseline_values, **kw) -> dict:
+    """:func:`_common.decide_verdict`, or "not decided" when fewer than two seeds ran."""
+    if len(ours) >= 2 and len(ours) == len(baseline_values):
+        return _common.decide_verdict(claim, ours=ours, baseline_values=baseline_values, **kw)
+    return _common.verdict_entry(
+        claim,
+        verdict="not decided",
+        why=f"only {len(ours)} seed(s) ran: no paired test",
+        metric=kw["metric"],
+        ours=float(np.mean(ours)),
+        baseline=kw["baseline"],
+        baseline_value=float(np.mean(baseline_values)),
+        seeds=max(len(ours), 1),
+        p_value=None,
+        converged=kw["converged"],
+        decisive=False,
+    )
 
 
 def lms_converged(doc) -> bool:
@@ -522,12 +549,13 @@ def verdicts(doc: dict) -> list[dict]:
 
     def vs_chance(claim, case, converged, note=""):
         chance = val(doc, case, "chance")
-        return _common.decide_verdict(
+        ours = _per_seed(doc, case, "accuracy")
+        return _decide(
             claim,
             metric=f"{case} accuracy",
-            ours=_per_seed(doc, case, "accuracy"),
+            ours=ours,
             baseline="chance",
-            baseline_values=[chance] * seeds,
+            baseline_values=[chance] * len(ours),
             higher_is_better=True,
             converged=converged,
             note=note,
@@ -573,7 +601,7 @@ def verdicts(doc: dict) -> list[dict]:
     raw = f"{K}-way bow"
     nof = f"{K}-way bow formatting removed"
     out.append(
-        _common.decide_verdict(
+        _decide(
             "the fingerprints are evident in formatting",
             metric=f"{K}-way bow accuracy",
             ours=_per_seed(doc, raw, "accuracy"),
@@ -593,7 +621,7 @@ def verdicts(doc: dict) -> list[dict]:
         )
     )
     out.append(
-        _common.decide_verdict(
+        _decide(
             "such fingerprints can negatively impact cross-dataset generalization",
             metric="ppl",
             ours=_per_seed(doc, "cross-pipeline ppl", "ppl"),
@@ -614,13 +642,14 @@ def verdicts(doc: dict) -> list[dict]:
             if r["metric"].startswith("word_rate seed") and r["case"].startswith("propagation LM")
         ]
     )
-    prop = _common.decide_verdict(
+    gen_acc = _per_seed(doc, gen, "accuracy")
+    prop = _decide(
         "the fingerprints propagate through training: generations are classified by a "
         "classifier trained on the original datasets",
         metric=f"{gen} accuracy",
-        ours=_per_seed(doc, gen, "accuracy"),
+        ours=gen_acc,
         baseline="chance",
-        baseline_values=[1 / 3] * seeds,
+        baseline_values=[1 / 3] * len(gen_acc),
         higher_is_better=True,
         converged=lm_conv,
         note=f"mean word rate of the generations {wr:.2f}",
@@ -641,7 +670,7 @@ def verdicts(doc: dict) -> list[dict]:
                 ours=float(np.mean(err)),
                 baseline="uniform guess",
                 baseline_value=float(np.mean(uni)),
-                seeds=seeds,
+                seeds=len(err),
                 p_value=None,
                 converged=lm_conv,
                 decisive=False,
@@ -649,7 +678,7 @@ def verdicts(doc: dict) -> list[dict]:
         )
     else:
         out.append(
-            _common.decide_verdict(
+            _decide(
                 claim,
                 metric="mixture adjusted count l1_error",
                 ours=err,
@@ -747,7 +776,7 @@ def pooled_rows(rows: list[Row], seeds: int) -> list[Row]:
         if m and not r.metric.startswith("accuracy seed"):
             by.setdefault((r.case, m.group(1), r.unit), []).append(r.value)
     for (case, metric, unit), v in by.items():
-        if len(v) == seeds and not any(x.case == case and x.metric == metric for x in rows):
+        if v and not any(x.case == case and x.metric == metric for x in rows):
             out.append(Row(case, metric, float(np.mean(v)), unit))
             out.append(Row(case, f"{metric}_seed_std", float(np.std(v)), unit))
     for case in ("propagation single-LM generations",):
@@ -768,6 +797,12 @@ def main() -> int:
     p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
     p.add_argument("--max-hours", type=float, default=None, help="stop between parts after this")
     p.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
+    p.add_argument(
+        "--finish",
+        action="store_true",
+        help="with --resume: write the final JSON from the parts done so far (verdicts "
+        "on the seeds that ran)",
+    )
     p.add_argument(
         "--verdicts-only",
         type=Path,
@@ -791,7 +826,7 @@ def main() -> int:
     t_start = time.time()
     parts = ["classify", "null"] + [f"propagation seed {s}" for s in range(cfg["seeds"])]
     for part in parts:
-        if part in state["done"]:
+        if part in state["done"] or args.finish:
             continue
         if args.max_hours is not None and time.time() - t_start > 3600 * args.max_hours:
             print(f"--max-hours {args.max_hours} reached; stopping before {part}")
@@ -810,7 +845,10 @@ def main() -> int:
         if args.json is not None:
             _common.write_json_doc(_common.state_path(args.json), state)
             write(args, cfg, state, final=False)
-    if all(p in state["done"] for p in parts):
+    done = all(p in state["done"] for p in parts)
+    if args.finish and not done and not {"classify", "null"} <= set(state["done"]):
+        raise SystemExit("--finish needs the classify and null parts done")
+    if done or args.finish:
         rows = [_common.row_from_dict(r) for r in state["rows"]]
         rows += pooled_rows(rows, cfg["seeds"])
         wall = sum(r.value for r in rows if r.case.startswith("part ") and r.unit == "s")
