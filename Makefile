@@ -54,6 +54,7 @@ docs: setup
 
 bench: setup
 	$(PY) benchmarks/moe_layer/run.py --quick
+	$(PY) benchmarks/moe_layer/run.py --hf-peers --quick
 
 # On a machine with an NVIDIA GPU: gpu tests + the GPU section of the layer benchmark (< 8 min).
 gpu-check: setup
