@@ -166,13 +166,7 @@ def dispatch(
             f"routing is for {routing.num_experts} experts but the bank has "
             f"{experts.num_experts}; route with a router of the same size"
         )
-    T = routing.indices.shape[0]
-    if routing.source is not None:  # a gather routing (tree level): rows x[source]
-        x = x[routing.source]
-    if x.shape[0] != T:
-        raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
-    plan = routing.plan
-    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]]  # kept rows, sorted order
+    x, T, plan, w = _routed_rows(x, routing)
     if not return_expert_outputs and per_expert_path(x, plan, experts):
         y = _per_expert(x, w.to(x.dtype), plan, experts.expert_functions(), T, experts.d_out)
     else:
@@ -183,6 +177,20 @@ def dispatch(
         if base is not None:
             y = y + base
     return (y, ys) if return_expert_outputs else y
+
+
+def _routed_rows(x, routing):
+    """The rows ``routing`` covers, its token count, plan and kept weights (sorted order).
+
+    A gather routing (a tree level) reads rows ``x[routing.source]``.
+    """
+    T = routing.indices.shape[0]
+    if routing.source is not None:
+        x = x[routing.source]
+    if x.shape[0] != T:
+        raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
+    plan = routing.plan
+    return x, T, plan, routing.weights.reshape(-1)[plan.order[: plan.num_kept]]
 
 
 def _dispatch_modules(x, routing, experts, return_expert_outputs):
@@ -199,11 +207,5 @@ def _dispatch_modules(x, routing, experts, return_expert_outputs):
         )
     if return_expert_outputs:
         raise ValueError("return_expert_outputs needs an ExpertBank, not expert modules")
-    T = routing.indices.shape[0]
-    if routing.source is not None:
-        x = x[routing.source]
-    if x.shape[0] != T:
-        raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
-    plan = routing.plan
-    w = routing.weights.reshape(-1)[plan.order[: plan.num_kept]]
+    x, T, plan, w = _routed_rows(x, routing)
     return _per_expert(x, w.to(x.dtype), plan, experts, T, lambda: experts[0](x[:0]).shape[-1])
