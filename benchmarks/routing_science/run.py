@@ -5,12 +5,18 @@ first FFN dense, trained on gensim's Wikipedia excerpt + Lee news articles, fixe
 90/10 split of each stream):
 
 ``(a) default``
-    Top-K vs Default MoE (Panda et al. 2025) at equal steps and tokens, for 8 and 32
-    experts and k in {1, 2}; beta 0.9 (8 experts), 0.65 (32 experts, k=1), 0.95 (32,
-    k=2), as in the paper. Both use the Switch loss (coef 0.01). Reported: final
-    validation perplexity (mean over seeds), tokens to reach the target perplexity
-    (= the Top-K runs' final mean perplexity, read off the seed-mean curves with
-    log-linear interpolation between evaluations) and median training-step time.
+    Top-K vs Default MoE (Panda et al. 2025) on two configurations (``CONFIGS``: 8 experts
+    k=2 and 32 experts k=2; beta 0.9 and 0.95 as in the paper), 12 paired seeds each
+    (seed ``s`` of both methods shares initialisation and batch order), every run trained
+    until its validation loss is flat (``FLAT_RULE``; ``converged`` is stored per run).
+    Both use the Switch loss (coef 0.01). Per seed: final validation perplexity, tokens
+    to the target perplexity (the highest final perplexity of all runs of the
+    configuration, so every run reaches it; log-linear interpolation between
+    evaluations), median step time, and the router's gradient from the LM loss alone
+    (:func:`router_gradient`: share of non-zero ``dL/dlogits`` entries, share of its
+    squared norm on experts the token did not select, per-expert norms of ``dL/dW``) at
+    10 % of the steps and at the end. The paired t-test decides; the sign test's p-value
+    is reported beside it.
 ``(b) finetune``
     The 8-expert k=2 Top-K models of (a) fine-tuned on the news stream only (a
     "downstream" domain, validated on the news validation part), without and with the
@@ -28,14 +34,18 @@ are not in our notes); the Switch coefficient and bias rate are the papers' defa
 Rows follow ``benchmarks/_common.py``: ``ratio > 1`` means the paper's method is better
 (e.g. ``top-k ppl / default ppl``). Run:
 ``python benchmarks/routing_science/run.py [--quick] [--json PATH] [--seed 0] [--threads 1]
-[--plots DIR]`` (default one torch thread: with two threads on a busy 2-core machine the
-steps ran 7x slower). The full run took 10.4 minutes, ``--quick`` 24 s. Per-seed rows
-(metric ``<metric> seed <s>``) back the verdicts of :func:`verdicts`;
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows (no training).
+[--plots DIR] [--max-hours H] [--resume]`` (default one torch thread: with two threads on
+a busy 2-core machine the steps ran 7x slower). The run is resumable in pieces:
+``--max-hours`` stops between trainings and ``--resume`` continues from ``JSON.state.json``
+(every finished training, written after each one); the JSON and plots are written when
+all trainings are done. Per-seed rows (metric ``<metric> seed <s>``) back the verdicts of
+:func:`verdicts`; ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its
+rows (no training).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -50,46 +60,73 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    paired_test,
     print_table,
     rederive_verdicts,
+    resume_state,
     row_value,
     seed_verdict,
     setup,
+    state_path,
     verdict_entry,
     warn_if_busy,
+    write_json_doc,
 )
 from _common import write_json as _write_json
 
-from sci_moe.language import MoELMConfig, TextCorpus, TrainConfig, finetune, load_corpus, train
+from sci_moe.language import (
+    MoELMConfig,
+    TextCorpus,
+    TrainConfig,
+    finetune,
+    load_corpus,
+    train,
+    validation_windows,
+)
 
 BENCHMARK = "routing_science"
 BETA = {(8, 1): 0.9, (8, 2): 0.9, (32, 1): 0.65, (32, 2): 0.95}
-MODEL = dict(d_model=64, n_layers=3, n_heads=4, seq_len=64, d_hidden=64, dense_first_layer=True)
+# d_model 16, so that every run can train until flat within the time budget: in one-seed
+# probes (8c2 Top-K) the validation loss still improved by 2.9 % over the last fifth of
+# 2500 steps with d_model 64, by 2.0 % over the last fifth of 2200 steps with d_model 32,
+# and by 0.8 % over the last fifth of 1500 steps with d_model 16 (1800 steps here)
+MODEL = dict(d_model=16, n_layers=3, n_heads=2, seq_len=64, d_hidden=16, dense_first_layer=True)
 SWITCH_COEF = 0.01
 BIAS_RATE = 1e-3
 FT_COEFS = {"orthogonality_coef": 0.001, "variance_coef": 1.0}
+FT_CONFIG = (8, 2)  # the Top-K models of (a) that (b) fine-tunes
+FLAT_RULE = (
+    "validation loss: the best value of the last 20 % of the steps is < 1 % lower than "
+    "the best value up to 80 % of the steps"
+)
+DENSE_TOL = 1e-5  # a router-logit gradient entry counts as non-zero above this x its row's max
+GRAD_WINDOWS = 64  # validation windows of the router-gradient measurement
+
+
+class Stop(Exception):
+    """The piece's time (``--max-hours``) is up; the state holds every finished training."""
 
 
 def plan(quick: bool) -> dict:
     if quick:
         return dict(
-            seeds=1,
+            seeds=2,
+            ft_seeds=1,
             steps=100,
             eval_interval=25,
             eval_batches=4,
             ft_steps=40,
-            experts=(8,),
-            ks=(1, 2),
+            configs=((8, 2),),
             balance_experts=(8,),
         )
     return dict(
-        seeds=3,
-        steps=500,
-        eval_interval=25,
+        seeds=12,
+        ft_seeds=3,
+        steps=1800,
+        eval_interval=50,
         eval_batches=8,
         ft_steps=150,
-        experts=(8, 32),
-        ks=(1, 2),
+        configs=((8, 2), (32, 2)),
         balance_experts=(8, 32),
     )
 
@@ -126,6 +163,84 @@ def tokens_to(steps_tokens: list[int], ppl: list[float], target: float) -> float
     return None
 
 
+def flat(steps: list[int], loss: list[float], tail: float = 0.2, tol: float = 0.01) -> bool:
+    """``FLAT_RULE``: the best loss after ``(1 - tail)`` of the steps is less than ``tol``
+    (relative) below the best loss up to there. Needs an evaluation on both sides."""
+    cut = steps[-1] * (1.0 - tail)
+    head = [v for s, v in zip(steps, loss, strict=True) if s <= cut]
+    rest = [v for s, v in zip(steps, loss, strict=True) if s > cut]
+    if not head or not rest:
+        return False
+    return (min(head) - min(rest)) < tol * min(head)
+
+
+def router_gradient(model, x, y) -> dict:
+    """The router's gradient from the cross-entropy alone, on windows ``x`` -> ``y``.
+
+    Train mode (Default MoE's term is active only in training), no auxiliary loss (the
+    Switch loss gives every router a dense gradient by itself). Per MoE layer, from
+    ``g = dL/dlogits`` (tokens x experts) and ``G = dL/dW`` (the router weight):
+    ``density`` (share of non-zero entries of ``g``: above ``DENSE_TOL`` times the largest
+    of its token, since the renormalised Top-K's analytically zero entries come out as
+    float32 rounding, about 1e-8 of it), ``unselected_share`` (share of
+    ``|g|^2`` on experts the token did not select), ``norm`` (``|G|``) and ``expert_norms``
+    (the row norms of ``G``, one per expert). Default MoE's EMA buffers and the model's
+    gradients are left as they were, so the measurement does not touch a training run.
+    """
+    import torch
+
+    was_training = model.training
+    emas = [m.default.ema.clone() for m in model.moe_layers() if m.default is not None]
+    model.train()
+    model.zero_grad(set_to_none=True)
+    ce, _aux, infos = model.loss(x, y)
+    for info in infos:
+        info.routing.logits.retain_grad()
+    ce.backward()
+    out = []
+    for info, layer in zip(infos, model.moe_layers(), strict=True):
+        r = info.routing
+        g = r.logits.grad.detach()
+        sel = torch.zeros_like(g, dtype=torch.bool)
+        idx = torch.where(r.kept, r.indices, torch.zeros_like(r.indices))
+        sel.scatter_(1, idx, r.kept)
+        sq = g.square()
+        G = layer.router.weight.grad.detach()
+        out.append(
+            {
+                "density": float(
+                    (g.abs() > DENSE_TOL * g.abs().amax(1, keepdim=True)).float().mean()
+                ),
+                "unselected_share": float(sq[~sel].sum() / sq.sum().clamp_min(1e-30)),
+                "norm": float(G.norm()),
+                "expert_norms": [float(v) for v in G.norm(dim=1)],
+            }
+        )
+    model.zero_grad(set_to_none=True)
+    for m, ema in zip([m for m in model.moe_layers() if m.default is not None], emas, strict=True):
+        m.default.ema.copy_(ema)
+    model.train(was_training)
+    return {
+        "density": statistics.fmean(o["density"] for o in out),
+        "unselected_share": statistics.fmean(o["unselected_share"] for o in out),
+        "norm": statistics.fmean(o["norm"] for o in out),
+        "min_max_expert": statistics.fmean(
+            min(o["expert_norms"]) / max(max(o["expert_norms"]), 1e-30) for o in out
+        ),
+        "layers": out,
+    }
+
+
+def slim(h: dict, full_diagnostics: bool) -> dict:
+    """What the state keeps of a training history (diagnostics: first and last only,
+    unless ``full_diagnostics``; the median step time instead of every step's)."""
+    out = {k: h[k] for k in ("step", "tokens", "val_loss", "val_ppl")}
+    out["step_ms"] = statistics.median(h["step_time"]) * 1e3
+    d = h["diagnostics"]
+    out["diagnostics"] = d if full_diagnostics else [d[0], d[-1]]
+    return out
+
+
 def mean_curve(hists: list[dict], key: str = "val_ppl") -> list[float]:
     return [statistics.fmean(v) for v in zip(*(h[key] for h in hists), strict=True)]
 
@@ -143,108 +258,186 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class Pieces:
+    """Every training of the run, keyed, kept in ``state`` (and its file, after each one).
+
+    :meth:`get` returns a stored result or, while the piece has time, computes and stores
+    it; past ``deadline`` it raises :class:`Stop`.
+    """
+
+    def __init__(self, state: dict, deadline: float, path: Path | None) -> None:
+        self.state, self.deadline, self.path = state, deadline, path
+
+    def save(self) -> None:
+        if self.path is not None:
+            write_json_doc(self.path, self.state)
+
+    def get(self, key: str, compute):
+        if key in self.state:
+            return self.state[key]
+        if time.time() > self.deadline:
+            raise Stop(key)
+        self.state.update(compute())
+        self.save()
+        return self.state[key]
+
+
 # --------------------------------------------------------------------- experiments
 
 
-def exp_default(p: dict, seed0: int, ckpt_dir: Path, rows: list, table: list, runs: dict) -> None:
-    for E in p["experts"]:
-        for k in p["ks"]:
-            hs = {"top-k": [], "default": []}
-            for s in range(p["seeds"]):
-                seed = seed0 + s
-                for method in ("top-k", "default"):
-                    moe = {"load_balance_coef": SWITCH_COEF}
-                    if method == "default":
-                        moe.update(default_moe=True, default_beta=BETA[(E, k)])
-                    out = (
-                        ckpt_dir / f"{E}c{k}-s{seed}" if (E, k, method) == (8, 2, "top-k") else None
-                    )
-                    t0 = time.perf_counter()
-                    h = train(mcfg(E, k, **moe), tcfg(p, seed), out_dir=out)
-                    log(
-                        f"(a) {E}c{k} {method:7s} seed {seed}: ppl {h['val_ppl'][-1]:.3f} "
-                        f"({time.perf_counter() - t0:.0f} s)"
-                    )
-                    hs[method].append(h)
-            runs[(E, k)] = hs
-            case = f"{E}c{k}"
-            tok = hs["top-k"][0]["tokens"]
-            final = {m: [h["val_ppl"][-1] for h in v] for m, v in hs.items()}
-            target = statistics.fmean(final["top-k"])
-            ttt = {m: tokens_to(tok, mean_curve(v), target) for m, v in hs.items()}
-            ms = {
-                m: statistics.fmean(statistics.median(h["step_time"]) * 1e3 for h in v)
-                for m, v in hs.items()
-            }
-            mp = {m: statistics.fmean(x) for m, x in final.items()}
-            rows += [
-                Row(f"{case}/top-k", "val_ppl", mp["top-k"], "ppl"),
-                Row(f"{case}/top-k", "val_ppl_sd", sd(final["top-k"]), "ppl"),
-                Row(
-                    f"{case}/default",
-                    "val_ppl",
-                    mp["default"],
-                    "ppl",
-                    f"{case}/top-k",
-                    mp["top-k"] / mp["default"],
-                ),
-                Row(f"{case}/default", "val_ppl_sd", sd(final["default"]), "ppl"),
-                Row(f"{case}/top-k", "tokens_to_target", ttt["top-k"], "tokens"),
-                Row(
-                    f"{case}/default",
-                    "tokens_to_target",
-                    ttt["default"],
-                    "tokens",
-                    f"{case}/top-k",
-                    ttt["top-k"] / ttt["default"] if ttt["default"] else None,
-                ),
-                Row(f"{case}", "target_ppl", target, "ppl"),
-                Row(f"{case}/top-k", "step_time", ms["top-k"], "ms"),
-                Row(
-                    f"{case}/default",
-                    "step_time",
-                    ms["default"],
-                    "ms",
-                    f"{case}/top-k",
-                    ms["top-k"] / ms["default"],
-                ),
-            ]
-            rows += [
-                Row(f"{case}/{m}", f"val_ppl seed {seed0 + i}", v, "ppl")
-                for m in ("top-k", "default")
-                for i, v in enumerate(final[m])
-            ]
-            wins = sum(d < t for d, t in zip(final["default"], final["top-k"], strict=True))
-            table.append(
-                [
-                    case,
-                    BETA[(E, k)],
-                    mp["top-k"],
-                    sd(final["top-k"]),
-                    mp["default"],
-                    sd(final["default"]),
-                    f"{wins}/{len(final['top-k'])}",
-                    ttt["top-k"],
-                    ttt["default"],
-                    ms["default"] / ms["top-k"] - 1,
-                ]
-            )
+def default_run(
+    p: dict, E: int, k: int, method: str, seed: int, corpus: TextCorpus, out_dir=None
+) -> dict:
+    """One training of (a), with its router-gradient measurements and flatness."""
+    moe = {"load_balance_coef": SWITCH_COEF}
+    if method == "default":
+        moe.update(default_moe=True, default_beta=BETA[(E, k)])
+    gx, gy = validation_windows(corpus.val, MODEL["seq_len"], GRAD_WINDOWS)
+    early = {}
+    at = max(1, p["steps"] // 10)
+
+    def callback(step, model, _hist):
+        if step == at:
+            early.update(router_gradient(model, gx, gy))
+
+    t0 = time.perf_counter()
+    h, model = train(
+        mcfg(E, k, **moe),
+        tcfg(p, seed),
+        out_dir=out_dir,
+        corpus=corpus,
+        callback=callback,
+        return_model=True,
+    )
+    out = slim(h, full_diagnostics=seed == p["seed0"])
+    out["grad_early"] = early
+    out["grad_end"] = router_gradient(model, gx, gy)
+    out["converged"] = flat(h["step"], h["val_loss"])
+    out["wall_s"] = time.perf_counter() - t0
+    log(
+        f"(a) {E}c{k} {method:7s} seed {seed}: ppl {h['val_ppl'][-1]:.3f} "
+        f"flat {out['converged']} router-grad density {out['grad_end']['density']:.3f} "
+        f"({out['wall_s']:.0f} s)"
+    )
+    return out
 
 
-def exp_finetune(
-    p: dict, seed0: int, ckpt_dir: Path, corpus: TextCorpus, rows: list, table: list, runs: dict
-) -> None:
-    wiki_tr, wiki_va = corpus.sources["wikipedia"]
-    news = TextCorpus(corpus.train[wiki_tr:], corpus.val[wiki_va:], {})
-    res: dict[str, list[dict]] = {"baseline": [], "L_o+L_v": []}
-    for s in range(p["seeds"]):
-        seed = seed0 + s
-        ckpt = ckpt_dir / f"8c2-s{seed}" / "checkpoint.pt"
+def a_unit(p: dict, E: int, k: int, method: str, seed: int, corpus: TextCorpus) -> dict:
+    """State entries of one training of (a); for the Top-K ``FT_CONFIG`` model of the first
+    ``ft_seeds`` seeds also (b)'s two fine-tunings of it (its checkpoint lives only here)."""
+    key = a_key(E, k, method, seed)
+    if (E, k) != FT_CONFIG or method != "top-k" or seed >= p["seed0"] + p["ft_seeds"]:
+        return {key: default_run(p, E, k, method, seed, corpus)}
+    news = TextCorpus(
+        corpus.train[corpus.sources["wikipedia"][0] :],
+        corpus.val[corpus.sources["wikipedia"][1] :],
+        {},
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {key: default_run(p, E, k, method, seed, corpus, out_dir=tmp)}
         for name, over in (("baseline", {}), ("L_o+L_v", FT_COEFS)):
             t = tcfg(p, seed, steps=p["ft_steps"], lr=1e-3, warmup_steps=10)
-            h = finetune(ckpt, t, over, corpus=news)
-            log(f"(b) finetune {name:8s} seed {seed}: val loss {h['val_loss'][-1]:.4f}")
-            res[name].append(h)
+            fh = finetune(Path(tmp) / "checkpoint.pt", t, over, corpus=news)
+            log(f"(b) finetune {name:8s} seed {seed}: val loss {fh['val_loss'][-1]:.4f}")
+            out[f"b/{name}/s{seed}"] = slim(fh, full_diagnostics=False)
+    return out
+
+
+def a_key(E: int, k: int, method: str, seed: int) -> str:
+    return f"a/{E}c{k}/{method}/s{seed}"
+
+
+def exp_default(
+    p: dict, seeds: list[int], pieces: Pieces, corpus: TextCorpus, rows, table, runs
+) -> None:
+    for E, k in p["configs"]:
+        for seed in seeds:
+            for method in ("top-k", "default"):
+                pieces.get(
+                    a_key(E, k, method, seed),
+                    lambda E=E, k=k, m=method, s=seed: a_unit(p, E, k, m, s, corpus),
+                )
+    for E, k in p["configs"]:
+        case = f"{E}c{k}"
+        hs = {m: [pieces.state[a_key(E, k, m, s)] for s in seeds] for m in ("top-k", "default")}
+        runs[(E, k)] = hs
+        final = {m: [h["val_ppl"][-1] for h in v] for m, v in hs.items()}
+        target = max(final["top-k"] + final["default"])
+        ttt = {m: [tokens_to(h["tokens"], h["val_ppl"], target) for h in v] for m, v in hs.items()}
+        per_seed = {
+            "val_ppl": ("ppl", lambda h: h["val_ppl"][-1]),
+            "val_loss": ("nats", lambda h: h["val_loss"][-1]),
+            "tokens_to_target": ("tokens", None),
+            "step_time": ("ms", lambda h: h["step_ms"]),
+            "converged": ("bool", lambda h: float(h["converged"])),
+            "router_grad_density": ("share", lambda h: h["grad_end"]["density"]),
+            "router_grad_unselected": ("share", lambda h: h["grad_end"]["unselected_share"]),
+            "router_grad_norm": ("norm", lambda h: h["grad_end"]["norm"]),
+            "router_grad_min_max_expert": ("ratio", lambda h: h["grad_end"]["min_max_expert"]),
+            "router_grad_density_early": ("share", lambda h: h["grad_early"]["density"]),
+            "router_grad_unselected_early": (
+                "share",
+                lambda h: h["grad_early"]["unselected_share"],
+            ),
+            "router_grad_norm_early": ("norm", lambda h: h["grad_early"]["norm"]),
+        }
+        vals = {}
+        for metric, (_unit, get) in per_seed.items():
+            for m in ("top-k", "default"):
+                vals[(metric, m)] = ttt[m] if get is None else [get(h) for h in hs[m]]
+        rows.append(Row(case, "target_ppl", target, "ppl"))
+        lower_better = {"val_ppl", "val_loss", "tokens_to_target", "step_time"}
+        for metric, (unit, _get) in per_seed.items():
+            t, d = vals[(metric, "top-k")], vals[(metric, "default")]
+            mt, md = statistics.fmean(t), statistics.fmean(d)
+            if metric in lower_better:
+                ratio = mt / md if md else None
+            else:  # (a Top-K share of exactly 0 up to rounding has no meaningful ratio)
+                ratio = md / mt if abs(mt) > 1e-9 else None
+            rows += [
+                Row(f"{case}/top-k", metric, mt, unit),
+                Row(f"{case}/top-k", f"{metric}_sd", sd(t), unit),
+                Row(f"{case}/default", metric, md, unit, f"{case}/top-k", ratio),
+                Row(f"{case}/default", f"{metric}_sd", sd(d), unit),
+            ]
+            rows += [
+                Row(f"{case}/{m}", f"{metric} seed {s}", v, unit)
+                for m in ("top-k", "default")
+                for s, v in zip(seeds, vals[(metric, m)], strict=True)
+            ]
+            if metric in ("val_ppl", "tokens_to_target") and len(seeds) >= 2:
+                # both p-values on the page; the t-test decides (see verdicts())
+                res = paired_test(d, t)
+                rows += [
+                    Row(f"{case}/default", f"{metric} p_t", res["t"], "p"),
+                    Row(f"{case}/default", f"{metric} p_sign", res["sign"], "p"),
+                    Row(f"{case}/default", f"{metric} wins", float(res["losses"]), "seeds"),
+                ]
+        wins = sum(x < y for x, y in zip(final["default"], final["top-k"], strict=True))
+        table.append(
+            [
+                case,
+                BETA[(E, k)],
+                statistics.fmean(final["top-k"]),
+                sd(final["top-k"]),
+                statistics.fmean(final["default"]),
+                sd(final["default"]),
+                f"{wins}/{len(seeds)}",
+                statistics.fmean(ttt["top-k"]),
+                statistics.fmean(ttt["default"]),
+                statistics.fmean(vals[("router_grad_density", "top-k")]),
+                statistics.fmean(vals[("router_grad_density", "default")]),
+                f"{sum(vals[('converged', 'top-k')] + vals[('converged', 'default')]):.0f}"
+                f"/{2 * len(seeds)}",
+            ]
+        )
+
+
+def exp_finetune(seeds: list[int], pieces: Pieces, rows, table, runs) -> None:
+    """(b) from the state (:func:`a_unit` ran the fine-tunings)."""
+    res = {
+        name: [pieces.state[f"b/{name}/s{s}"] for s in seeds] for name in ("baseline", "L_o+L_v")
+    }
     runs["finetune"] = res
     metrics = [
         ("val_loss", "nats", lambda h: h["val_loss"][-1], "lower"),
@@ -266,19 +459,24 @@ def exp_finetune(
             Row("finetune/L_o+L_v", metric, meth, unit, "finetune/baseline", ratio),
         ]
         rows += [
-            Row(f"finetune/{name}", f"{metric} seed {seed0 + i}", get(h), unit)
+            Row(f"finetune/{name}", f"{metric} seed {s}", get(h), unit)
             for name in ("baseline", "L_o+L_v")
-            for i, h in enumerate(res[name])
+            for s, h in zip(seeds, res[name], strict=True)
         ]
         table.append([metric, f"{better} better", before, base, meth, ratio])
 
 
-def exp_balance(p: dict, seed0: int, rows: list, table: list, runs: dict) -> None:
+def exp_balance(
+    p: dict, seeds: list[int], pieces: Pieces, corpus: TextCorpus, rows, table, runs
+) -> None:
     k = 2
     for E in p["balance_experts"]:
-        hs = {"switch": runs[(E, k)]["top-k"], "bias": [], "none": []}
-        for s in range(p["seeds"]):
-            seed = seed0 + s
+        hs = {
+            "switch": [pieces.state[a_key(E, k, "top-k", s)] for s in seeds],
+            "bias": [],
+            "none": [],
+        }
+        for seed in seeds:
             for name in ("bias", "none"):
                 if name == "none" and E != 8:
                     continue
@@ -287,9 +485,14 @@ def exp_balance(p: dict, seed0: int, rows: list, table: list, runs: dict) -> Non
                 if name == "bias":
                     moe["selection_bias"] = True
                     extra["bias_balancing"] = BIAS_RATE
-                h = train(mcfg(E, k, **moe), tcfg(p, seed, **extra))
-                log(f"(c) {E}c{k} {name:6s} seed {seed}: ppl {h['val_ppl'][-1]:.3f}")
-                hs[name].append(h)
+                key = f"c/{E}c{k}/{name}/s{seed}"
+
+                def compute(E=E, moe=moe, extra=extra, seed=seed, name=name, key=key):
+                    h = train(mcfg(E, k, **moe), tcfg(p, seed, **extra), corpus=corpus)
+                    log(f"(c) {E}c{k} {name:6s} seed {seed}: ppl {h['val_ppl'][-1]:.3f}")
+                    return {key: slim(h, full_diagnostics=seed == p["seed0"])}
+
+                hs[name].append(pieces.get(key, compute))
         runs[("balance", E)] = hs
         case = f"{E}c{k}"
         stats = {}
@@ -320,12 +523,12 @@ def exp_balance(p: dict, seed0: int, rows: list, table: list, runs: dict) -> Non
             ]
             table.append([f"{case}/{name}", ppl, mv, mvb])
             rows += [
-                Row(f"{case}/{name}", f"{metric} seed {seed0 + i}", get(h), unit)
+                Row(f"{case}/{name}", f"{metric} seed {s}", get(h), unit)
                 for metric, unit, get in (
                     ("val_ppl", "ppl", lambda h: h["val_ppl"][-1]),
                     ("max_violation", "MaxVio", lambda h: last_layer(h, "max_violation")),
                 )
-                for i, h in enumerate(hs[name])
+                for s, h in zip(seeds, hs[name], strict=True)
             ]
 
 
@@ -341,7 +544,7 @@ def save_plots(runs: dict, p: dict, out: Path) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     saved = []
-    cases = [(E, k) for E in p["experts"] for k in p["ks"]]
+    cases = [tuple(c) for c in p["configs"]]
     fig, axes = plt.subplots(1, len(cases), figsize=(3.6 * len(cases), 3.2), squeeze=False)
     for ax, (E, k) in zip(axes[0], cases, strict=True):
         for method, color in (("top-k", "tab:blue"), ("default", "tab:red")):
@@ -360,6 +563,37 @@ def save_plots(runs: dict, p: dict, out: Path) -> list[Path]:
     axes[0][0].legend()
     fig.tight_layout()
     path = out / "routing_science_curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    saved.append(path)
+
+    # per seed: Default MoE's final perplexity against Top-K's (below the diagonal: Default
+    # better), and the router-gradient density of both
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+    for (E, k), color in zip(cases, ("tab:purple", "tab:orange", "tab:green"), strict=False):
+        t = [h["val_ppl"][-1] for h in runs[(E, k)]["top-k"]]
+        d = [h["val_ppl"][-1] for h in runs[(E, k)]["default"]]
+        axes[0].scatter(t, d, color=color, label=f"{E} experts, k={k}", s=18)
+        for j, method in enumerate(("top-k", "default")):
+            dens = [h["grad_end"]["density"] for h in runs[(E, k)][method]]
+            x = cases.index((E, k)) * 3 + j
+            axes[1].scatter([x] * len(dens), dens, color=color, s=12)
+    lo, hi = axes[0].get_xlim()
+    axes[0].plot([lo, hi], [lo, hi], color="gray", lw=0.8)
+    axes[0].set_xlabel("Top-K final perplexity")
+    axes[0].set_ylabel("Default MoE final perplexity (same seed)")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xticks(
+        [i * 3 + j for i in range(len(cases)) for j in (0, 1)],
+        [f"{E}c{k}\n{m}" for E, k in cases for m in ("top-k", "default")],
+        fontsize=8,
+    )
+    axes[1].set_ylabel("non-zero share of dL/d(router logits)")
+    axes[1].set_ylim(0, 1.05)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / "routing_science_default_seeds.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     saved.append(path)
@@ -412,29 +646,30 @@ def save_plots(runs: dict, p: dict, out: Path) -> list[Path]:
 
 
 def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim, by rules applied to the run's rows (issue 41).
+    """One verdict per claim, by rules applied to the run's rows (issue 44).
 
-    Comparisons of two methods use :func:`_common.seed_verdict`: a paired t-test over the
-    per-seed rows (seed ``s`` of both methods shares initialisation and batch order), or,
-    where only means and sample standard deviations are stored (``val_ppl_sd`` of part a),
-    Welch's t-test from them; a JSON with neither gets "not decided" (rerun needed).
+    Comparisons of two methods use :func:`_common.seed_verdict`: the paired t-test over
+    the per-seed rows (seed ``s`` of both methods shares initialisation and batch order)
+    decides; for part (a) the sign test's p-value (rows ``<metric> p_sign``) is quoted in
+    ``why`` beside it. A JSON without per-seed rows gets "not decided" (rerun needed).
 
-    * (a) Default MoE vs Top-K: final validation perplexity, every setting; tokens to the
-      target and step time come from seed-mean curves and medians under other processes'
-      load, with no spread stored: not decided.
-    * (b) fine-tuning with L_o + L_v vs without: expert overlap lower, routing-score
-      variance higher, MaxVio not higher ("preserves balance": a resolved rise
-      contradicts), validation loss lower.
-    * (c) bias balancing vs the Switch loss: global MaxVio lower, for 8 and 32 experts.
-
-    Fixed step budgets and no validation plateau: nothing is converged or decisive.
+    * (a) Default MoE vs Top-K, for each configuration: final validation perplexity lower;
+      tokens to the target perplexity fewer; the router's gradient from the LM loss denser
+      (share of non-zero ``dL/dlogits`` entries at the end of training). Converged when
+      every run of the configuration met ``FLAT_RULE`` (rows ``converged``). Step time is
+      measured under other processes' load: not decided.
+    * (b) fine-tuning with L_o + L_v vs without (the first ``ft_seeds`` seeds): expert
+      overlap lower, routing-score variance higher, MaxVio not higher ("preserves
+      balance": a resolved rise contradicts), validation loss lower. Fixed 150 steps.
+    * (c) bias balancing vs the Switch loss (the first ``ft_seeds`` seeds): global MaxVio
+      lower, for 8 and 32 experts. The bias runs' flatness is not checked.
     """
     seeds = doc["machine"]["seeds"]
+    few = doc["machine"].get("ft_seeds", seeds)
     has = {(r["case"], r["metric"]) for r in doc["rows"]}
     out = []
 
-    def compare(claim, ours, base, metric, higher, **kw):
-        sd = f"{metric}_sd" if (ours, f"{metric}_sd") in has else None
+    def compare(claim, ours, base, metric, higher, converged=False, **kw):
         return seed_verdict(
             claim,
             doc,
@@ -442,48 +677,60 @@ def verdicts(doc: dict) -> list[dict]:
             ours=ours,
             baseline=base,
             higher_is_better=higher,
-            converged=False,
-            sd_metric=sd,
-            ddof=1,
+            converged=converged,
             **kw,
         )
 
     settings = [c for c, m in has if m == "target_ppl"]
     settings.sort(key=lambda c: (int(c.split("c")[0]), c))
     for case in settings:
-        out.append(
-            compare(
-                f"Default MoE lowers the final perplexity ({case})",
-                f"{case}/default",
-                f"{case}/top-k",
-                "val_ppl",
+        conv = all(
+            (f"{case}/{m}", "converged") in has and row_value(doc, f"{case}/{m}", "converged") == 1
+            for m in ("top-k", "default")
+        )
+        for claim, metric, higher in (
+            ("Default MoE lowers the final perplexity", "val_ppl", False),
+            (
+                "Default MoE reaches the target perplexity with fewer tokens",
+                "tokens_to_target",
                 False,
+            ),
+            ("Default MoE gives the router a dense gradient", "router_grad_density", True),
+        ):
+            note = "paired t-test decides"
+            if (f"{case}/default", f"{metric} p_sign") in has:
+                ps = row_value(doc, f"{case}/default", f"{metric} p_sign")
+                note += f"; sign test p = {ps:.2g}"
+            out.append(
+                compare(
+                    f"{claim} ({case})",
+                    f"{case}/default",
+                    f"{case}/top-k",
+                    metric,
+                    higher,
+                    converged=conv,
+                    note=note,
+                )
             )
+    case = settings[0]
+    ours = row_value(doc, f"{case}/default", "step_time")
+    base = row_value(doc, f"{case}/top-k", "step_time")
+    out.append(
+        verdict_entry(
+            f"Default MoE costs little training-step time ({case})",
+            verdict="not decided",
+            why=f"step_time {ours:.4g} ms vs {base:.4g} ms (lower is better); median step "
+            "times move with other processes' load on the shared machine: not tested",
+            metric="step_time",
+            ours=ours,
+            baseline=f"{case}/top-k",
+            baseline_value=base,
+            seeds=len(seeds),
+            p_value=None,
+            converged=False,
+            decisive=False,
         )
-    for claim, metric, unit in (
-        ("Default MoE reaches the Top-K perplexity with fewer tokens", "tokens_to_target", ""),
-        ("Default MoE costs little training-step time", "step_time", " ms"),
-    ):
-        case = settings[0]
-        ours = row_value(doc, f"{case}/default", metric)
-        base = row_value(doc, f"{case}/top-k", metric)
-        out.append(
-            verdict_entry(
-                f"{claim} ({case})",
-                verdict="not decided",
-                why=f"{metric} {ours:.4g}{unit} vs {base:.4g}{unit} (lower is better); from the "
-                "seed-mean curve or the median step, with no spread over seeds stored (step "
-                "times also move with other processes' load): nothing to test",
-                metric=metric,
-                ours=ours,
-                baseline=f"{case}/top-k",
-                baseline_value=base,
-                seeds=len(seeds),
-                p_value=None,
-                converged=False,
-                decisive=False,
-            )
-        )
+    )
     if ("finetune/L_o+L_v", "overlap") in has:
         for claim, metric, higher in (
             ("L_o + L_v reduce expert overlap", "overlap", False),
@@ -491,7 +738,9 @@ def verdicts(doc: dict) -> list[dict]:
             ("L_o + L_v preserve balance (MaxVio not higher)", "max_violation", False),
             ("L_o + L_v improve the fine-tuned model", "val_loss", False),
         ):
-            out.append(compare(claim, "finetune/L_o+L_v", "finetune/baseline", metric, higher))
+            out.append(
+                compare(claim, "finetune/L_o+L_v", "finetune/baseline", metric, higher, seeds=few)
+            )
     for case in sorted({c.split("/")[0] for c, m in has if c.endswith("/bias")}, key=len):
         out.append(
             compare(
@@ -500,6 +749,7 @@ def verdicts(doc: dict) -> list[dict]:
                 f"{case}/switch",
                 "max_violation",
                 False,
+                seeds=few,
             )
         )
     return out
@@ -510,6 +760,10 @@ def main() -> None:
     parser.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="save PNG plots here"
     )
+    parser.add_argument(
+        "--max-hours", type=float, default=None, help="stop between trainings after this"
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
     parser.add_argument(
         "--verdicts-only",
         type=Path,
@@ -527,6 +781,14 @@ def main() -> None:
     p = plan(args.quick)
     p["seed0"] = args.seed
     seeds = list(range(args.seed, args.seed + p["seeds"]))
+    few = seeds[: p["ft_seeds"]]
+    state = resume_state(args)
+    plan_json = json.loads(json.dumps(p))
+    if state.get("plan", plan_json) != plan_json:
+        raise SystemExit(f"--resume: the state's plan {state['plan']} is not this run's {p}")
+    state["plan"] = plan_json
+    deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
+    pieces = Pieces(state, deadline, state_path(args.json) if args.json is not None else None)
     warn_if_busy()
     other = OtherLoad()
     corpus = load_corpus()
@@ -534,11 +796,17 @@ def main() -> None:
     rows: list[Row] = []
     runs: dict = {}
     ta, tb, tc = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        ckpt_dir = Path(tmp)
-        exp_default(p, args.seed, ckpt_dir, rows, ta, runs)
-        exp_finetune(p, args.seed, ckpt_dir, corpus, rows, tb, runs)
-    exp_balance(p, args.seed, rows, tc, runs)
+    try:
+        exp_default(p, seeds, pieces, corpus, rows, ta, runs)
+        exp_finetune(few, pieces, rows, tb, runs)
+        exp_balance(p, few, pieces, corpus, rows, tc, runs)
+    except Stop as stop:
+        done = sum(k.startswith(("a/", "b/", "c/")) for k in state)
+        print(
+            f"stopped before {stop} (--max-hours); {done} trainings stored in "
+            f"{pieces.path}; continue with --resume"
+        )
+        return
     tokens_per_run = p["steps"] * 16 * MODEL["seq_len"]
     print()
     print_table(
@@ -552,23 +820,26 @@ def main() -> None:
             "default wins",
             "top-k tok→target",
             "default tok→target",
-            "default step overhead",
+            "top-k grad density",
+            "default grad density",
+            "flat runs",
         ],
         ta,
         f"(a) Top-K vs Default MoE: {p['steps']} steps = {tokens_per_run} tokens, "
-        f"seeds {seeds}; target = top-k final mean ppl",
+        f"seeds {seeds}; target = highest final ppl of the configuration",
     )
     print()
     print_table(
         ["metric", "", "pretrained", "baseline FT", "L_o+L_v FT", "ratio"],
         tb,
-        f"(b) fine-tuning on news, {p['ft_steps']} steps, coefs {FT_COEFS}, seeds {seeds}",
+        f"(b) fine-tuning on news, {p['ft_steps']} steps, coefs {FT_COEFS}, seeds {few}",
     )
     print()
     print_table(
         ["case", "val ppl", "MaxVio (global)", "MaxVio (per batch)"],
         tc,
-        f"(c) Switch loss ({SWITCH_COEF}) vs aux-loss-free bias (rate {BIAS_RATE}) vs none",
+        f"(c) Switch loss ({SWITCH_COEF}) vs aux-loss-free bias (rate {BIAS_RATE}) vs none, "
+        f"seeds {few}",
     )
     if args.plots is not None:
         for path in save_plots(runs, p, args.plots):
@@ -577,12 +848,17 @@ def main() -> None:
         seed=args.seed,
         quick=args.quick,
         seeds=seeds,
+        ft_seeds=few,
         plan={k: v for k, v in p.items() if k != "seed0"},
         model=MODEL,
-        contention=other.report(),
+        flat_rule=FLAT_RULE,
+        training_s_total=round(
+            sum(v.get("wall_s", 0.0) for k, v in state.items() if k.startswith("a/")), 1
+        ),
+        contention=other.report(),  # of the last piece
         command=" ".join(["python", *sys.argv]),
     )
-    print(f"wall time {machine['contention']['wall_s']} s; other load {machine['contention']}")
+    print(f"last piece: wall time {machine['contention']['wall_s']} s")
     if args.json is not None:
         doc = {"machine": machine, "rows": [vars(r) for r in rows]}
         _write_json(args.json, BENCHMARK, machine, rows, verdicts=verdicts(doc))
