@@ -464,19 +464,13 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "PyVRP limits of 0.1 and 0.2 s": "setup: the quick run's limits",
     },
     "routing_science.rst": {
-        "balanced 8 experts": "setup: the expert count",
-        "balanced 32 experts": "setup: the expert count",
         "2.6 MB training / 0.29 MB validation bytes, fixed 90/10 split": "setup: the corpus",
-        "hidden 64·k": "setup: the dense FFN",
         "of 16 windows, AdamW lr 3e-3 (warm-up 30, cosine to 3e-4), weight decay 0.1, clip "
         "1.0; validation on 128 fixed windows (8,192 bytes of the validation part)": (
             "setup: the optimiser and the validation set"
         ),
         "8 experts only": "setup: the quick run",
         "(coefficient 0.01)": "setup: the Switch loss",
-        "for 8 experts, 0.65 for 32 experts with k=1 and 0.95 for 32 experts with k=2": (
-            "setup: Default MoE's EMA decay (the paper's)"
-        ),
         "(> 1: Default better)": "how to read the ratio",
         "(one per seed)": "setup",
         "the three 8-expert, k=2 Top-K models": "setup: the fine-tuned models",
@@ -490,9 +484,7 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "batches of 16 windows": "setup: the validation batches",
         "(> 1: better than Switch)": "how to read the ratio",
         "(colour clipped at 3x)": "the figure's scale",
-        "at rate 1e-3": "setup: the bias rate",
         "with 32 experts": "setup: the expert count",
-        "a 3-block, 64-wide byte-level model": "setup: the model",
         "8c1 … 32c4": "the paper's settings",
         "(paper: 9 % fewer for 8c1)": "quoted: the paper's figure",
         "(paper: -1.85 % throughput at 2B parameters)": "quoted: the paper's figure",
@@ -501,9 +493,7 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "(paper: up to 23.8 % relative gain on downstream benchmarks)": (
             "quoted: the paper's figure"
         ),
-        "rate 1e-3": "setup: the bias rate",
         "with 8 experts": "setup: the expert count",
-        "with 32 experts it": "setup: the expert count",
     },
     "fame.rst": {
         "rose by only 1 over the whole domain": "setup: the scaled time domain",
