@@ -40,7 +40,7 @@ PENDING = [
 #: pages' rules (no typed number, every reference resolves); the title moves down as
 #: sections are converted, and the page leaves both lists when the last one is.
 CONVERTED_UP_TO: dict[str, str] = {
-    "moe_layer.rst": "The per-expert loop (third Xeon session)",
+    "moe_layer.rst": "The chunked sorted path (latest session, AMD EPYC)",
 }
 
 #: Digits these patterns match are not measurements, on every page (pattern: why).
@@ -99,6 +99,21 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "it would gather 3 to 96 GiB": (
             "arithmetic on the three largest shapes' settings (T k 3 ffn d float32 values)"
         ),
+        "8 experts with 512-4096 rows each": "setup: those cases' shapes",
+        "tensors of 64 MiB": "arithmetic on the case's shape (32768 x 512 float32 values)",
+        "largest mmap threshold (32 MiB)": "glibc's constant",
+        "8 times smaller": "the case's setting (E = 8)",
+        "at least 32 MiB, each expert's share of it at least 2 MiB and each expert at least "
+        "512 rows": "the per-expert rule's thresholds (code constants)",
+        "0.5-1 MiB per expert": "the first form of the rule's threshold, and the cases' shares",
+        "d <= 256": "a part of the grid (a setting)",
+        "E = 32-64": "setup: the cases' expert counts",
+        "needs 2 MiB per expert": "the rule's threshold (a code constant)",
+        "won with 2 MiB or more": "the rule's threshold (a code constant)",
+        "had won at 1 MiB": "the cases' per-expert share (a setting)",
+        "512-row floor": "the rule's threshold (a code constant)",
+        "re-measured with 5 repeats": "setup: the run's repeats",
+        "(16 MiB intermediates": "arithmetic on the case's shape",
     },
     "self_distillation.rst": {
         "0-SD": "the paper's name of the plain classifier (zero SD stages)",
