@@ -792,27 +792,19 @@ def pooled_rows(rows: list[Row], seeds: int) -> list[Row]:
 
 
 def main() -> int:
-    p = _common.base_parser(__doc__.splitlines()[0])
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    _common.piece_arguments(p, unit="part")
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
-    p.add_argument("--max-hours", type=float, default=None, help="stop between parts after this")
-    p.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
     p.add_argument(
         "--finish",
         action="store_true",
         help="with --resume: write the final JSON from the parts done so far (verdicts "
         "on the seeds that ran)",
     )
-    p.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = p.parse_args()
-    if args.verdicts_only is not None:
-        return _common.rederive_verdicts(args.verdicts_only, verdicts)
+    if (code := _common.verdicts_only(args)) is not None:
+        return code
     _common.setup(args)
     cfg = settings(args.quick)
     if args.no_minilm:
@@ -823,12 +815,12 @@ def main() -> int:
     state.setdefault("done", [])
     state.setdefault("rows", [])
     state["settings"] = cfg
-    t_start = time.time()
+    deadline = _common.piece_deadline(args)
     parts = ["classify", "null"] + [f"propagation seed {s}" for s in range(cfg["seeds"])]
     for part in parts:
         if part in state["done"] or args.finish:
             continue
-        if args.max_hours is not None and time.time() - t_start > 3600 * args.max_hours:
+        if time.perf_counter() > deadline:
             print(f"--max-hours {args.max_hours} reached; stopping before {part}")
             break
         t0 = time.time()
