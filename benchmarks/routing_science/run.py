@@ -61,14 +61,16 @@ from _common import (
     base_parser,
     machine_info,
     paired_test,
+    piece_arguments,
+    piece_deadline,
     print_table,
-    rederive_verdicts,
     resume_state,
     row_value,
     seed_verdict,
     setup,
     state_path,
     verdict_entry,
+    verdicts_only,
     warn_if_busy,
     write_json_doc,
 )
@@ -275,7 +277,7 @@ class Pieces:
     def get(self, key: str, compute):
         if key in self.state:
             return self.state[key]
-        if time.time() > self.deadline:
+        if time.perf_counter() > self.deadline:
             raise Stop(key)
         self.state.update(compute())
         self.save()
@@ -756,24 +758,13 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0])
+    parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    piece_arguments(parser, unit="training")
     parser.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="save PNG plots here"
     )
-    parser.add_argument(
-        "--max-hours", type=float, default=None, help="stop between trainings after this"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from JSON.state.json")
-    parser.add_argument(
-        "--verdicts-only",
-        type=Path,
-        default=None,
-        metavar="JSON",
-        help="recompute the verdicts of a stored results JSON from its rows (no training)",
-    )
     args = parser.parse_args()
-    if args.verdicts_only is not None:
-        rederive_verdicts(args.verdicts_only, verdicts)
+    if verdicts_only(args) is not None:
         return
     if args.threads is None:
         args.threads = 1  # one thread: on a shared 2-core machine 2 threads ran 7x slower
@@ -787,7 +778,7 @@ def main() -> None:
     if state.get("plan", plan_json) != plan_json:
         raise SystemExit(f"--resume: the state's plan {state['plan']} is not this run's {p}")
     state["plan"] = plan_json
-    deadline = time.time() + 3600 * args.max_hours if args.max_hours else float("inf")
+    deadline = piece_deadline(args)
     pieces = Pieces(state, deadline, state_path(args.json) if args.json is not None else None)
     warn_if_busy()
     other = OtherLoad()
