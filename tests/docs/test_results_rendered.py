@@ -40,7 +40,7 @@ PENDING = [
 #: pages' rules (no typed number, every reference resolves); the title moves down as
 #: sections are converted, and the page leaves both lists when the last one is.
 CONVERTED_UP_TO: dict[str, str] = {
-    "moe_layer.rst": "bfloat16 at d = 1024: where the time goes (second Xeon session)",
+    "moe_layer.rst": "The bfloat16 rule and the padded bmm (second Xeon session)",
 }
 
 #: Digits these patterns match are not measurements, on every page (pattern: why).
@@ -119,6 +119,8 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "With 8 or 32 rows per expert": "setup: the GEMM probe's shapes",
         "to 0.9x of dense": "issue 29's target (ratio to dense)",
         "At 128-256 rows per expert": "setup: the GEMM probe's shapes",
+        "(at most 32 MB)": "glibc's constant",
+        "tensors of 2 MB and more": "PyTorch's THP threshold (a constant)",
     },
     "self_distillation.rst": {
         "0-SD": "the paper's name of the plain classifier (zero SD stages)",
