@@ -29,7 +29,8 @@ The ``:result:`` role
   ``/machine/seeds/2``, ``/verdicts/0/p_value`` (``~1`` stands for ``/`` in a key).
 
 ``@AGG``
-    ``@min``, ``@max``, ``@mean``, ``@std`` (population, ddof 0; at least two rows) or
+    ``@min``, ``@max``, ``@mean``, ``@median`` (of an even count, the mean of the middle
+    two), ``@std`` (population, ddof 0; at least two rows) or
     ``@count`` over every row the selector matches; ``@count`` of a pointer to a list is
     its length (``/machine/seeds @count``).
 
@@ -137,7 +138,7 @@ DEFAULT_DIRS = (ROOT / "benchmarks",)
 SEPARATOR = " | "
 #: Join several selectors in one ``result-table`` cell: ``mean ± sd``, ``a / b / c``.
 CELL_JOINERS = re.compile(r" (±|/) ")
-AGGREGATES = ("min", "max", "mean", "std", "count")
+AGGREGATES = ("min", "max", "mean", "median", "std", "count")
 VERDICT_KEYS = (
     "claim",
     "verdict",
@@ -291,7 +292,7 @@ def lookup(doc, selector: str, agg: str | None = None):
                 cands = "; ".join(f"vs={r.get('vs')}" for r in found[:4])
                 raise ResultError(
                     f"{selector!r} matches {len(found)} rows ({cands}): add a key=value filter "
-                    "or an @min/@max/@mean/@std/@count"
+                    "or an @min/@max/@mean/@median/@std/@count"
                 )
             value = values[0]
         elif agg == "count":
@@ -307,6 +308,7 @@ def lookup(doc, selector: str, agg: str | None = None):
                 "min": min(values),
                 "max": max(values),
                 "mean": mean,
+                "median": _median(values),
                 "std": math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)),
             }[agg]
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -314,6 +316,12 @@ def lookup(doc, selector: str, agg: str | None = None):
     if isinstance(value, dict | list):
         raise ResultError(f"{selector!r}: names a {type(value).__name__}, not a value")
     return value
+
+
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _is_number(v) -> bool:

@@ -40,7 +40,7 @@ PENDING = [
 #: pages' rules (no typed number, every reference resolves); the title moves down as
 #: sections are converted, and the page leaves both lists when the last one is.
 CONVERTED_UP_TO: dict[str, str] = {
-    "moe_layer.rst": "The bfloat16 rule and the padded bmm (second Xeon session)",
+    "moe_layer.rst": "float32 at d = 128-256 (second Xeon session)",
 }
 
 #: Digits these patterns match are not measurements, on every page (pattern: why).
@@ -121,6 +121,11 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "At 128-256 rows per expert": "setup: the GEMM probe's shapes",
         "(at most 32 MB)": "glibc's constant",
         "tensors of 2 MB and more": "PyTorch's THP threshold (a constant)",
+        "(d <= 128 SwiGLU experts) and at most 128 rows per expert": (
+            "the bfloat16 rule's thresholds (code constants)"
+        ),
+        "at d = 1024 with 32 rows per expert": "setup: the GEMM probe's shapes",
+        "with 8 rows per expert": "setup: the GEMM probe's shapes",
     },
     "self_distillation.rst": {
         "0-SD": "the paper's name of the plain classifier (zero SD stages)",
@@ -904,6 +909,13 @@ def test_a_filter_value_may_hold_a_wildcard(ext, tmp_path):
     assert show("demo#osc K=* | err | vs=*1 | ratio @max:.2f") == "1.05"
     with pytest.raises(ext.ResultError, match="no matching row"):
         ext.render("demo#osc K=* | err | vs=K=2* @count", (tmp_path,))
+
+
+def test_median_of_the_matched_rows(ext, tmp_path):
+    _doc(tmp_path / "demo.json")
+    show = lambda spec: ext.render(spec, (tmp_path,))[0]  # noqa: E731
+    assert show("demo#osc K=* | err @median:.4f") == "0.6877"  # even count: mean of the two
+    assert show("demo#osc K=3 | err @median:.4f") == "0.8754"
 
 
 @pytest.mark.parametrize(
