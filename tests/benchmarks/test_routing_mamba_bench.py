@@ -1,0 +1,95 @@
+"""benchmarks/routing_mamba/run.py: the model sizes, the shipped configurations, the
+flatness rule, the scaling fit's inversion, a --quick piece resumed, and the verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import BENCH, load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with load_benchmark("routing_mamba/run.py", "routing_mamba_run") as mod:
+        yield mod
+
+
+def test_dense_sizes_hit_the_ratios(bench):
+    p = bench.plan(False)
+    ms = bench.models(p)
+    rom = bench.count(p, ms["RoM"])[0]
+    for r in bench.RATIOS:
+        assert bench.count(p, ms[f"dense {r:g}x"])[0] / rom == pytest.approx(r, rel=0.05)
+    assert bench.count(p, ms["hybrid RoM"])[0] / bench.count(p, ms["hybrid dense"])[0] == (
+        pytest.approx(1.0, rel=0.01)
+    )
+
+
+def test_shipped_configs_are_the_full_runs(bench, tmp_path):
+    from sci_moe.language import LMConfig
+
+    tomllib = pytest.importorskip("tomllib")
+    written = bench.write_configs(bench.plan(False), tmp_path)
+    shipped = BENCH / "routing_mamba" / "configs"
+    assert sorted(p.name for p in written) == sorted(p.name for p in shipped.glob("*.toml"))
+    for path in written:
+        assert (shipped / path.name).read_text() == path.read_text()
+        LMConfig(**tomllib.loads(path.read_text())).model_config()
+
+
+def test_cli_config_trains_the_benchmarks_model(bench, tmp_path):
+    """``sci-moe train lm --config`` reruns a row: the same curve as the benchmark's run."""
+    from sci_moe.cli.main import main
+    from sci_moe.language import load_corpus
+
+    p = dict(bench.plan(True), steps=2, eval_every=1)
+    cfg = bench.write_configs(p, tmp_path / "c")[0]  # RoM
+    pytest.importorskip("tomllib")
+    args = ["--config", str(cfg), "--seed", "1", "--out", str(tmp_path / "r")]
+    assert main(["train", "lm", *args]) == 0
+    got = json.loads((tmp_path / "r" / "results.json").read_text())
+    ours = bench.run_one(p, bench.models(p)["RoM"], 1, load_corpus(), ctx=False)
+    assert got["val"]["loss"] == pytest.approx(ours["hist"]["val_loss"][-1], rel=1e-6)
+
+
+def test_flat_rule(bench):
+    tok = [0, 20, 40, 60, 80, 100]
+    assert bench.flat(tok, [5.0, 3.0, 2.5, 2.2, 2.0, 1.99])
+    assert not bench.flat(tok, [5.0, 3.0, 2.5, 2.2, 2.0, 1.9])
+
+
+def test_equivalent_ratio_inverts_the_fit(bench):
+    # bpb = 10 - ln N exactly: RoM at 9 - ln 1000 is the dense model of e x 1000 params
+    dense = {n: [10 - math.log(n)] * 3 for n in (1000, 2000, 4000)}
+    rom = [10 - math.log(1000) - 1.0] * 3
+    assert bench.equivalent_ratio(dense, rom, 1000) == pytest.approx(math.e)
+    lo, hi = bench.bootstrap_ratio(dense, rom, 1000, n=50)
+    assert lo == pytest.approx(math.e) and hi == pytest.approx(math.e)
+    flat_dense = {n: [1.0, 1.0] for n in (1000, 2000)}
+    assert math.isnan(bench.equivalent_ratio(flat_dense, [1.0, 1.0], 1000))
+
+
+def test_quick_run_in_pieces_and_verdicts(bench, tmp_path):
+    out = tmp_path / "rm.json"
+    cmd = [sys.executable, str(BENCH / "routing_mamba" / "run.py"), "--quick", "--json", str(out)]
+    first = subprocess.run([*cmd, "--max-hours", "0"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    state = json.loads(out.with_suffix(".state.json").read_text())
+    assert state["runs"] == {} and "scan" in state and not out.exists()  # nothing trained
+    rest = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    assert rest.returncode == 0, rest.stderr
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["complete"] and doc["machine"]["seeds"] == [0, 1]
+    claims = [v["claim"] for v in doc["verdicts"]]
+    assert len(claims) == 4 and all(not v["decisive"] for v in doc["verdicts"])
+    assert doc["verdicts"] == bench.verdicts(doc)
+    metrics = {(r["case"], r["metric"]) for r in doc["rows"]}
+    assert ("RoM", "val_bpb seed 1") in metrics and ("dense 3x", "converged seed 0") in metrics
+    assert ("RoM", "dense_equivalent_ratio") in metrics or doc["verdicts"][1]["verdict"] == (
+        "not decided"
+    )
