@@ -101,12 +101,7 @@ DERIVED: list[tuple] = []
 
 
 #: page -> {quoted string: why it is not (directly) a JSON figure}.
-NOT_FROM_JSON: dict[str, dict[str, str]] = {
-    "moe_layer.rst": {
-        "1.08": "development microbenchmark of the padded bmm (not stored; the page says so)",
-        "1.32": "development microbenchmark of the padded bmm (not stored; the page says so)",
-    },
-}
+NOT_FROM_JSON: dict[str, dict[str, str]] = {}
 
 
 def _bound() -> dict[str, set[str]]:
