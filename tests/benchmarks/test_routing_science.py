@@ -118,3 +118,11 @@ def test_verdicts_part_a(bench):
     worse = [t + 0.1 + 0.001 * i for i, t in enumerate(top)]
     v = {e["claim"]: e for e in bench.verdicts(_doc(top, worse, [0.25] * 12, [1.0] * 12))}
     assert v["Default MoE lowers the final perplexity (8c2)"]["verdict"] == "contradicted"
+
+
+def test_flat_probe_tail_gain():
+    with load_benchmark("routing_science/flat_probe.py", "routing_science_flat_probe") as probe:
+        steps = [0, 20, 40, 60, 80, 100]
+        assert probe.tail_gain(steps, [5.0, 3.0, 2.5, 2.2, 2.0, 1.9]) == pytest.approx(5.0)
+        assert probe.tail_gain(steps, [5.0, 3.0, 2.5, 2.2, 2.0, 2.1]) == pytest.approx(-5.0)
+        assert probe.part_a.FLAT_RULE.startswith("validation loss")
