@@ -11,8 +11,7 @@ tables as ``.. result-table::``, verdicts as ``.. verdicts::``), rendered at bui
   except in code, math, cross-references, file names and commands (inline literals), and
   what :data:`ALLOWED` (every page) or :data:`PAGE_ALLOWED` (one page, exact phrases with a
   reason) lets through: setup constants, seeds, citations, years, software versions;
-* pages not converted yet are listed in :data:`PENDING` (a list that only shrinks); the old
-  loose matcher (``test_results_numbers.py``) still checks them.
+* every page in ``docs/results/`` is converted: a new page is held to these rules at once.
 """
 
 from __future__ import annotations
@@ -29,15 +28,6 @@ import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p for p in (DOCS / "results").glob("*.rst") if p.name != "index.rst")
-
-#: Pages still written with hand-typed numbers. Convert one, then take it off this list.
-PENDING: list[str] = []
-
-#: Pages of :data:`PENDING` converted from the top down to a section: page -> the title of
-#: the first section still written by hand. The text above it is held to the converted
-#: pages' rules (no typed number, every reference resolves); the title moves down as
-#: sections are converted, and the page leaves both lists when the last one is.
-CONVERTED_UP_TO: dict[str, str] = {}
 
 #: Digits these patterns match are not measurements, on every page (pattern: why).
 ALLOWED = {
@@ -746,10 +736,7 @@ def problems(text: str) -> list[str]:
     return out
 
 
-CONVERTED = [p for p in PAGES if p.name not in PENDING]
-
-
-@pytest.mark.parametrize("page", CONVERTED, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_types_no_measured_number(page, ext):
     text = page.read_text(encoding="utf-8")
     bad = typed_numbers(page.name, text)
@@ -761,41 +748,11 @@ def test_page_types_no_measured_number(page, ext):
         assert phrase in prose(text), f"{page.name}: {phrase!r} is gone; drop it from PAGE_ALLOWED"
 
 
-@pytest.mark.parametrize("page", CONVERTED, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_references_resolve(page, ext):
     text = page.read_text(encoding="utf-8")
     assert ":result:`" in text or ".. result-table::" in text, page.name
     assert not problems(text), problems(text)
-
-
-def test_pending_lists_only_existing_pages():
-    names = {p.name for p in PAGES}
-    assert set(PENDING) <= names, set(PENDING) - names
-    assert len(PENDING) == len(set(PENDING))
-    assert set(CONVERTED_UP_TO) <= set(PENDING)
-
-
-def _converted_head(name: str) -> str:
-    text = (DOCS / "results" / name).read_text(encoding="utf-8")
-    title = CONVERTED_UP_TO[name]
-    match = re.search(rf"^{re.escape(title)}\n[-=~^]+$", text, flags=re.M)
-    assert match, f"{name}: no section titled {title!r}; update CONVERTED_UP_TO"
-    return text[: match.start()]
-
-
-@pytest.mark.parametrize("name", sorted(CONVERTED_UP_TO))
-def test_converted_head_of_a_pending_page(name, ext):
-    head = _converted_head(name)
-    bad = typed_numbers(name, head)
-    assert not bad, (
-        f"{name}, above {CONVERTED_UP_TO[name]!r}: digits outside :result: -- render them "
-        "from the JSON, or, for a setting, list the exact phrase in PAGE_ALLOWED with why:\n"
-        + "\n".join(bad)
-    )
-    for phrase in PAGE_ALLOWED.get(name, {}):
-        assert phrase in prose(head), f"{name}: {phrase!r} is gone; drop it from PAGE_ALLOWED"
-    assert ":result:`" in head
-    assert not problems(head), problems(head)
 
 
 def test_the_scan_finds_typed_numbers():
