@@ -14,7 +14,6 @@ is written after every training. Run:
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -22,15 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
 
 from _common import Row, base_parser, machine_info, setup, write_json
+from _routing_science import BETA, FLAT_RULE, MODEL, SWITCH_COEF, flat, mcfg, tcfg
 
 from sci_moe.language import load_corpus, train
 
 # run.py (part a's model, schedule and flatness rule), under a name of its own
-_spec = importlib.util.spec_from_file_location(
-    "routing_science_run_for_probe", Path(__file__).with_name("run.py")
-)
-part_a = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(part_a)
 
 BENCHMARK = "routing_science_flat_probe"
 # (experts, method, steps, peak lr); k = 2, seed 0
@@ -63,12 +58,12 @@ def main() -> None:
     rows: list[Row] = []
     curves: dict = {}
     for E, method, steps, lr in QUICK_RUNS if args.quick else RUNS:
-        moe = {"load_balance_coef": part_a.SWITCH_COEF}
+        moe = {"load_balance_coef": SWITCH_COEF}
         if method == "default":
-            moe.update(default_moe=True, default_beta=part_a.BETA[(E, 2)])
+            moe.update(default_moe=True, default_beta=BETA[(E, 2)])
         p = dict(steps=steps, eval_interval=25 if args.quick else 50, eval_batches=8)
         t0 = time.perf_counter()
-        h = train(part_a.mcfg(E, 2, **moe), part_a.tcfg(p, args.seed, lr=lr), corpus=corpus)
+        h = train(mcfg(E, 2, **moe), tcfg(p, args.seed, lr=lr), corpus=corpus)
         wall = time.perf_counter() - t0
         case = f"{E}c2/{method}/lr{lr:g}/{steps}"
         gain = tail_gain(h["step"], h["val_loss"])
@@ -76,7 +71,7 @@ def main() -> None:
             Row(case, "val_loss", h["val_loss"][-1], "nats"),
             Row(case, "val_ppl", h["val_ppl"][-1], "ppl"),
             Row(case, "tail_gain", gain, "%"),
-            Row(case, "converged", float(part_a.flat(h["step"], h["val_loss"])), "bool"),
+            Row(case, "converged", float(flat(h["step"], h["val_loss"])), "bool"),
             Row(case, "wall_s", wall, "s"),
         ]
         curves[case] = {"step": h["step"], "val_loss": h["val_loss"]}
@@ -89,8 +84,8 @@ def main() -> None:
             machine = machine_info(
                 seed=args.seed,
                 quick=args.quick,
-                model=part_a.MODEL,
-                flat_rule=part_a.FLAT_RULE,
+                model=MODEL,
+                flat_rule=FLAT_RULE,
                 schedule="warm-up 30 steps, cosine to 0.1 x peak LR",
                 curves=curves,
                 command=" ".join(["python", *sys.argv]),

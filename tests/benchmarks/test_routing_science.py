@@ -125,4 +125,4 @@ def test_flat_probe_tail_gain():
         steps = [0, 20, 40, 60, 80, 100]
         assert probe.tail_gain(steps, [5.0, 3.0, 2.5, 2.2, 2.0, 1.9]) == pytest.approx(5.0)
         assert probe.tail_gain(steps, [5.0, 3.0, 2.5, 2.2, 2.0, 2.1]) == pytest.approx(-5.0)
-        assert probe.part_a.FLAT_RULE.startswith("validation loss")
+        assert probe.FLAT_RULE.startswith("validation loss")
