@@ -24,7 +24,8 @@ The run goes seed by seed (every model of seed 0, then seed 1, ...); with
 ``--max-hours H`` a piece starts no new training run after H hours and writes the JSON of
 the complete seeds so far (each finished run is kept in ``PATH.state.json``);
 ``--resume`` continues it. ``--verdicts-only PATH`` recomputes a stored JSON's verdicts
-from its rows (no training).
+from its rows (no training). ``--steps N`` trains every run N steps instead of the plan's
+240 (the longer runs the issue asks for; give them their own ``--json``).
 """
 
 from __future__ import annotations
@@ -78,10 +79,15 @@ CLAIMED_RATIO = 2.3
 FLAT = 0.01
 
 
-def plan(quick: bool) -> dict:
+def plan(quick: bool, steps: int | None = None) -> dict:
+    """The run's settings; ``steps`` overrides the training steps (evaluated every tenth)."""
     if quick:
-        return dict(d=16, steps=8, batch=4, seq=32, seeds=2, E=4, eval_every=4, scan=(2, 32, 16))
-    return dict(d=32, steps=240, batch=16, seq=64, seeds=5, E=4, eval_every=24, scan=(8, 128, 64))
+        p = dict(d=16, steps=8, batch=4, seq=32, seeds=2, E=4, eval_every=4, scan=(2, 32, 16))
+    else:
+        p = dict(d=32, steps=240, batch=16, seq=64, seeds=5, E=4, eval_every=24, scan=(8, 128, 64))
+    if steps is not None:
+        p.update(steps=steps, eval_every=max(1, steps // 10))
+    return p
 
 
 def train_keys(p: dict) -> dict:
@@ -632,10 +638,20 @@ def main() -> None:
         metavar="DIR",
         help="write one sci-moe train lm configuration per model into DIR and stop",
     )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training steps of every run instead of the plan's (evaluated every N/10 steps); "
+        "write to another --json: --resume refuses a state with another plan",
+    )
     args = parser.parse_args()
     if verdicts_only(args) is not None:
         return
-    p = plan(args.quick)
+    if args.steps is not None and args.steps < 10:
+        parser.error(f"--steps must be an integer >= 10, got {args.steps}")
+    p = plan(args.quick, args.steps)
     if args.write_configs is not None:
         for path in write_configs(p, args.write_configs):
             print(f"wrote {path}")

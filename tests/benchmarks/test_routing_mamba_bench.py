@@ -93,3 +93,17 @@ def test_quick_run_in_pieces_and_verdicts(bench, tmp_path):
     assert ("RoM", "dense_equivalent_ratio") in metrics or doc["verdicts"][1]["verdict"] == (
         "not decided"
     )
+
+
+def test_steps_override_the_plan(bench):
+    p = bench.plan(False, steps=2400)
+    assert p["steps"] == 2400 and p["eval_every"] == 240
+    assert {k: v for k, v in p.items() if k not in ("steps", "eval_every")} == {
+        k: v for k, v in bench.plan(False).items() if k not in ("steps", "eval_every")
+    }
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "routing_mamba" / "run.py"), "--quick", "--steps", "3"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--steps must be an integer >= 10" in bad.stderr
