@@ -30,6 +30,13 @@ def _texts(n, style, seed):
     return out
 
 
+def _tiny_lm(seq_len):
+    """The byte classifier's language-model keys at test size."""
+    return dict(
+        d_model=16, n_layers=1, n_heads=2, seq_len=seq_len, d_hidden=16, num_experts=2, top_k=1
+    )
+
+
 def _data(n=40, seed=0):
     x = _texts(n, 0, seed) + _texts(n, 1, seed + 1)
     return x, np.repeat([0, 1], n)
@@ -78,15 +85,7 @@ def test_embedding_moe_head_learns_and_roundtrips(tmp_path):
 def test_byte_transformer_learns_and_roundtrips(tmp_path):
     x, y = _data(n=24)
     xt, yt = _data(n=24, seed=10)
-    lm = {
-        "d_model": 16,
-        "n_layers": 1,
-        "n_heads": 2,
-        "seq_len": 64,
-        "d_hidden": 16,
-        "num_experts": 2,
-        "top_k": 1,
-    }
+    lm = _tiny_lm(seq_len=64)
     cfg = ByteClassifierConfig(lm=lm, steps=60, batch_size=16, lr=5e-3)
     clf = ByteTransformerClassifier(cfg, progress=False).fit(x, y)
     assert (clf.predict(xt) == yt).mean() >= 0.9
@@ -95,15 +94,7 @@ def test_byte_transformer_learns_and_roundtrips(tmp_path):
 
 
 def test_byte_transformer_padding_does_not_change_logits():
-    lm = {
-        "d_model": 16,
-        "n_layers": 1,
-        "n_heads": 2,
-        "seq_len": 32,
-        "d_hidden": 16,
-        "num_experts": 2,
-        "top_k": 1,
-    }
+    lm = _tiny_lm(seq_len=32)
     clf = ByteTransformerClassifier(ByteClassifierConfig(lm=lm, steps=1), progress=False)
     clf.fit(["ab", "cd"], [0, 1])
     m = clf.model.eval()
@@ -163,15 +154,7 @@ def test_bow_keeps_case_when_asked():
 def test_byte_transformer_validation_curve():
     x, y = _data(n=12)
     xv, yv = _data(n=6, seed=5)
-    lm = {
-        "d_model": 16,
-        "n_layers": 1,
-        "n_heads": 2,
-        "seq_len": 32,
-        "d_hidden": 16,
-        "num_experts": 2,
-        "top_k": 1,
-    }
+    lm = _tiny_lm(seq_len=32)
     cfg = ByteClassifierConfig(lm=lm, steps=10, batch_size=8)
     clf = ByteTransformerClassifier(cfg, progress=False).fit(x, y, val=(xv, yv), eval_every=4)
     assert [s for s, _ in clf.curve] == [4, 8, 10]
