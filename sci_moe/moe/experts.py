@@ -30,6 +30,20 @@ def _init_stacked(weight: torch.Tensor, fan_in: int) -> None:
     nn.init.uniform_(weight, -bound, bound)
 
 
+def _take(weight: torch.Tensor | None, e: int) -> torch.Tensor | None:
+    """Expert ``e``'s slice of a stacked ``(E, ...)`` weight (``None`` stays ``None``).
+
+    A one-expert stack (:class:`~sci_moe.moe.SharedExperts`) is squeezed, not indexed: the
+    backward of ``squeeze`` is a view, indexing's writes a zero-filled full-size gradient
+    (2-4 % of a dense SwiGLU's forward + backward on one CPU thread, d 256-512).
+    """
+    if weight is None:
+        return None
+    if weight.shape[0] == 1 and e == 0:
+        return weight.squeeze(0)
+    return weight[e]
+
+
 class ExpertBank(nn.Module):
     """Base class: ``E`` experts mapping ``d_in -> d_out``.
 
@@ -262,9 +276,8 @@ class MLPExperts(ExpertBank, kind="mlp"):
 
     def forward_expert(self, e, x):
         F = nn.functional
-        ub = None if self.up_bias is None else self.up_bias[e]
-        db = None if self.down_bias is None else self.down_bias[e]
-        y = F.linear(self._act(F.linear(x, self.up[e], ub)), self.down[e], db)
+        ub, db = _take(self.up_bias, e), _take(self.down_bias, e)
+        y = F.linear(self._act(F.linear(x, _take(self.up, e), ub)), _take(self.down, e), db)
         return y if self._out_act is None else self._out_act(y)
 
 
@@ -316,7 +329,7 @@ class GLUExperts(ExpertBank, kind="glu"):
 
     def forward_expert(self, e, x):
         F = nn.functional
-        return F.linear(self._glu(F.linear(x, self.gate_up[e])), self.down[e])
+        return F.linear(self._glu(F.linear(x, _take(self.gate_up, e))), _take(self.down, e))
 
     def expert_functions(self):
         F = nn.functional
