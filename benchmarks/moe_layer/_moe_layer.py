@@ -1,8 +1,9 @@
 """Shared pieces of the MoE layer benchmarks: cases, contestants, the core's path, bandwidth.
 
 The problem sizes (:class:`Case`), the contestants' steps (:func:`build`: sci-moe, the
-dense SwiGLU baseline, transformers' ``MixtralSparseMoeBlock``), the CPU path the core
-takes (:func:`automatic_path`) and the machine's copy bandwidth (:func:`memory_rates`).
+dense SwiGLU baseline :class:`sci_moe.moe.DenseSwiGLU`, transformers'
+``MixtralSparseMoeBlock``), the CPU path the core takes (:func:`automatic_path`) and the
+machine's copy bandwidth (:func:`memory_rates`).
 Used by ``run.py``, ``_moe_layer_gpu.py``, ``attainable.py``,
 ``fused_ab.py`` and ``paths.py``: benchmark scripts import no other
 script, only the ``_`` helpers (the import contracts in ``pyproject.toml``).
@@ -14,11 +15,10 @@ import time
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import sci_moe.moe as _moe
-from sci_moe.moe import MoE, to_transformers
+from sci_moe.moe import DenseSwiGLU, MoE, to_transformers
 
 # Older cores (a "before" run) lack the path switch: then only the automatic path runs.
 HAS_PATHS = hasattr(_moe, "set_grouped_path")
@@ -63,23 +63,6 @@ class Case:
     def contestants(self) -> list[str]:
         alt = [ALT] if HAS_PATHS and self.d <= 256 else []
         return [SCI, *alt, DENSE, HF]
-
-
-class DenseSwiGLU(nn.Module):
-    """Dense SwiGLU of hidden ``k * ffn`` plus the MoE's router work (a speed baseline)."""
-
-    def __init__(self, d: int, ffn: int, num_experts: int, k: int) -> None:
-        super().__init__()
-        self.k = k
-        self.router = nn.Linear(d, num_experts, bias=False)
-        self.gate_up = nn.Linear(d, 2 * k * ffn, bias=False)
-        self.down = nn.Linear(k * ffn, d, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        probs = F.linear(x.float(), self.router.weight.float()).softmax(-1)
-        mass = probs.topk(self.k, dim=-1).values.sum(-1, keepdim=True)
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up) * mass.to(x.dtype)
 
 
 def mixtral_block(moe: MoE, case, implementation: str = "eager") -> nn.Module:

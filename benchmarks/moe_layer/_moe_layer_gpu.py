@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 import torch
 import torch.nn.functional as F
 from _common import Row, machine_info, print_table, write_json
-from _moe_layer import BENCHMARK, DenseSwiGLU, Step, _leaf, mixtral_block
+from _moe_layer import BENCHMARK, Step, _leaf, mixtral_block
 
-from sci_moe.moe import MoE
+from sci_moe.moe import DenseSwiGLU, MoE
 
 G_TRITON, G_FUSED, G_GMM = "sci-moe triton", "sci-moe fused", "sci-moe grouped_mm"
 G_HF, G_DENSE = "transformers grouped_mm", "dense"

@@ -20,6 +20,7 @@ from .auxiliary import auxiliary_losses
 from .balancing import BiasBalancer
 from .chunked import chunked_path
 from .convert import from_transformers, to_transformers
+from .dense import DenseSwiGLU
 from .diagnostics import group_expert_usage
 from .dispatch import dispatch, per_expert_path
 from .dispatchers import Dispatcher, LocalDispatch
@@ -56,6 +57,7 @@ __all__ = [
     "GATE_SCORES",
     "AdapterExperts",
     "BiasBalancer",
+    "DenseSwiGLU",
     "DispatchPlan",
     "Dispatcher",
     "ExpertBank",
