@@ -48,7 +48,8 @@ text the configurations read); keep them with a partial JSON (the JSON stores th
 SHA-256 and a resume checks it). Run:
 ``python benchmarks/routing_science/orthogonality.py --threads 1 --json
 benchmarks/routing_science/results/routing_science_orthogonality.json --plots
-docs/results/img --max-hours 0.6 [--resume]`` (``--quick``: a toy run in seconds).
+docs/results/img --max-hours 0.6 [--resume]`` (``--quick``: a toy run in seconds;
+``--device cuda`` trains on a GPU, the CPU run stays the reference).
 """
 
 from __future__ import annotations
@@ -182,10 +183,12 @@ def train_keys(p: dict, stage: str, ortho: float = 0.0, var: float = 0.0) -> dic
     return keys
 
 
-def lm_config(keys: dict, seed: int, threads: int | None, **extra):
+def lm_config(keys: dict, seed: int, env: dict):
+    """The :class:`~sci_moe.language.LMConfig` of ``keys`` with the run's ``env``
+    (``threads``, ``device``: they do not go into the configuration files)."""
     from sci_moe.language import LMConfig
 
-    return LMConfig(**keys, seed=seed, threads=threads, progress=False, **extra)
+    return LMConfig(**keys, seed=seed, progress=False, **env)
 
 
 def write_configs(p: dict, folder: Path, files: Path) -> list[Path]:
@@ -250,11 +253,11 @@ def concat(cycles: list[dict]) -> tuple[list[int], list[float]]:
     return steps, loss
 
 
-def one_cycle(keys, seed, threads, corpus, init_from, save_to: Path | None):
+def one_cycle(keys, seed, env, corpus, init_from, save_to: Path | None):
     """One training of ``keys`` (an LMConfig's worth); returns its record and model."""
     from sci_moe.language import run_training, save_model
 
-    cfg = lm_config(keys, seed, threads)
+    cfg = lm_config(keys, seed, env)
     t0 = time.perf_counter()
     run = run_training(cfg.model_config(), cfg, None, init_from=init_from, corpus=corpus)
     h = run.history
@@ -270,7 +273,7 @@ def one_cycle(keys, seed, threads, corpus, init_from, save_to: Path | None):
     return rec, h, run.model
 
 
-def pretrain_cycle(p, state, threads, files: Path) -> dict:
+def pretrain_cycle(p, state, env, files: Path) -> dict:
     """The next pretraining cycle, from the previous one's weights (``files``)."""
     from sci_moe.language import load_corpus
 
@@ -280,7 +283,7 @@ def pretrain_cycle(p, state, threads, files: Path) -> dict:
     if c:
         init = check_pretrained(files, cycles)
     rec, _, _ = one_cycle(
-        train_keys(p, "pretrain"), 100 * c, threads, load_corpus(), init, files / "pretrained.pt"
+        train_keys(p, "pretrain"), 100 * c, env, load_corpus(), init, files / "pretrained.pt"
     )
     rec["sha256"] = sha256(files / "pretrained.pt")
     return rec
@@ -301,7 +304,7 @@ def mean_over_layers(diag: list[dict], key: str) -> float:
     return statistics.fmean(layer[key] for layer in diag)
 
 
-def finetune_unit(p, state, threads, files: Path, name, ortho, var, seed, tasks) -> dict:
+def finetune_unit(p, state, env, files: Path, name, ortho, var, seed, tasks) -> dict:
     """Fine-tune the pretrained model at one grid point and seed until flat; measure it."""
     from sci_moe.language import text_corpus
 
@@ -312,7 +315,7 @@ def finetune_unit(p, state, threads, files: Path, name, ortho, var, seed, tasks)
         for c in range(p["ft_cycles"]):
             save = Path(tmp) / f"cycle{c}.pt"
             keys = train_keys(p, "ft", ortho, var)
-            rec, h, model = one_cycle(keys, seed + 100 * c, threads, corpus, init, save)
+            rec, h, model = one_cycle(keys, seed + 100 * c, env, corpus, init, save)
             cycles.append(rec)
             init = save
             if flat(*concat(cycles)):
@@ -372,6 +375,7 @@ def model_features(model, texts: list[str]):
     from sci_moe.language import encode
 
     L = model.config.seq_len
+    device = next(model.parameters()).device
     seen: dict = {}
     hooks = [model.norm.register_forward_hook(lambda _m, _i, out: seen.__setitem__("norm", out))]
     for i, block in enumerate(model.blocks):
@@ -384,16 +388,16 @@ def model_features(model, texts: list[str]):
     try:
         with torch.no_grad():
             for text in texts:
-                ids = encode(text).long()
+                ids = encode(text).long().to(device)
                 sums, loads = 0, 0
                 for start in range(0, ids.numel(), L):
                     _, _, infos = model(ids[start : start + L].unsqueeze(0))
                     keys = [*range(len(model.blocks)), "norm"]
-                    sums = sums + torch.cat([seen[k][0].sum(0) for k in keys])
-                    loads = loads + torch.cat([inf.routing.load.float() for inf in infos])
+                    sums = sums + torch.cat([seen[k][0].sum(0).cpu() for k in keys])
+                    loads = loads + torch.cat([inf.routing.load.float().cpu() for inf in infos])
                 n_moe = len(model.moe_layers())
                 usage = loads / (loads.sum() / max(1, n_moe)).clamp_min(1)
-                feats.append(torch.cat([sums / ids.numel(), usage]).double().numpy())
+                feats.append(torch.cat([sums / ids.numel(), usage]).double().cpu().numpy())
     finally:
         for h in hooks:
             h.remove()
@@ -449,7 +453,7 @@ def reference_unit(state, files: Path, tasks: dict) -> dict:
 # --------------------------------------------------------------------- run, rows
 
 
-def run_units(p, seeds, runs, threads, files: Path, deadline: float, budget: list, save) -> None:
+def run_units(p, seeds, runs, env, files: Path, deadline: float, budget: list, save) -> None:
     """Every unit not yet in ``runs``, in order, while the piece has time (``budget``:
     units this piece may still start, ``[None]`` for no limit)."""
 
@@ -464,7 +468,7 @@ def run_units(p, seeds, runs, threads, files: Path, deadline: float, budget: lis
     (files / "lee_news.txt").write_text(news_text(), encoding="utf-8")
     while not runs.get("pretrain_done"):
         may_start(f"pretraining cycle {len(runs['pretrain']) + 1}")
-        runs["pretrain"].append(pretrain_cycle(p, runs, threads, files))
+        runs["pretrain"].append(pretrain_cycle(p, runs, env, files))
         steps, loss = concat(runs["pretrain"])
         done = flat(steps, loss) or len(runs["pretrain"]) >= p["pretrain_cycles"]
         runs["pretrain_done"] = done
@@ -489,7 +493,7 @@ def run_units(p, seeds, runs, threads, files: Path, deadline: float, budget: lis
                 continue
             may_start(f"fine-tune {key}")
             tasks = tasks or probe_tasks(p["probe_per_class"])
-            ft[key] = finetune_unit(p, runs, threads, files, name, o, v, s, tasks)
+            ft[key] = finetune_unit(p, runs, env, files, name, o, v, s, tasks)
             save()
 
 
@@ -694,7 +698,13 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         metavar="DIR",
-        help="write one sci-moe train lm configuration per training row into DIR and stop",
+        help="write one sci-moe train lm configuration per training row into DIR (and the "
+        "news text they read beside the JSON's weights) and stop",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="torch device of the trainings (default: the CPU, the reference; e.g. cuda)",
     )
     args = parser.parse_args(argv)
     if (code := verdicts_only(args)) is not None:
@@ -702,8 +712,12 @@ def main(argv: list[str] | None = None) -> int:
     p = json.loads(json.dumps(QUICK if args.quick else FULL))
     if args.write_configs is not None:
         default = Path("benchmarks/routing_science/results") / f"{BENCHMARK}.json"
-        for path in write_configs(p, args.write_configs, files_dir(args.json or default)):
+        files = files_dir(args.json or default)
+        for path in write_configs(p, args.write_configs, files):
             print(f"wrote {path}")
+        files.mkdir(parents=True, exist_ok=True)
+        (files / "lee_news.txt").write_text(news_text(), encoding="utf-8")
+        print(f"wrote {files / 'lee_news.txt'} (the fine-tuning text the configurations read)")
         return 0
     if args.threads is None:
         args.threads = 1  # one thread: on a shared 2-core machine 2 threads ran 7x slower
@@ -712,8 +726,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict = {}
     pieces: list = []
     if (old := previous_run(args)) is not None:
-        if old["machine"].get("plan") != p or old["machine"].get("seeds") != seeds:
-            raise SystemExit("--resume: the stored JSON has another plan or other seeds")
+        same = (old["machine"].get(k) for k in ("plan", "seeds", "device"))
+        if list(same) != [p, seeds, args.device or "cpu"]:
+            raise SystemExit("--resume: the stored JSON has another plan, seeds or device")
         runs, pieces = old["runs"], old["machine"].get("pieces", [])
     tmp = None
     files = files_dir(args.json)
@@ -729,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         seeds=seeds,
         plan=p,
+        device=args.device or "cpu",
         flat_rule=FLAT_RULE,
         downstream="linear probes (logistic regression, 5-fold CV) on frozen features (byte-"
         "mean residual streams and expert usage): 20-Newsgroups sentences (alt.atheism vs "
@@ -751,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
         return doc
 
     try:
-        run_units(p, seeds, runs, args.threads, files, deadline, budget, save)
+        env = {"threads": args.threads, "device": args.device}
+        run_units(p, seeds, runs, env, files, deadline, budget, save)
     except Stop as stop:
         print(f"stopped before {stop}: continue with --resume", flush=True)
     doc = save()

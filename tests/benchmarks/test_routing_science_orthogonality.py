@@ -11,6 +11,7 @@ import pytest
 from .conftest import BENCH, load_benchmark
 
 TIMES = ("seconds", "step_ms")
+ENV = {"threads": 1, "device": None}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_cli_config_reruns_a_fine_tune(bench, toy, tmp_path):
     files.mkdir()
     (files / "lee_news.txt").write_text(bench.news_text(), encoding="utf-8")
     pre = bench.train_keys(toy, "pretrain")
-    bench.one_cycle(pre, 0, 1, load_corpus(), None, files / "pretrained.pt")
+    bench.one_cycle(pre, 0, ENV, load_corpus(), None, files / "pretrained.pt")
     configs = bench.write_configs(toy, tmp_path / "c", files)
     cfg = next(c for c in configs if c.name == "orthogonality_o0.01_v1.toml")
     out = tmp_path / "run"
@@ -65,7 +66,7 @@ def test_cli_config_reruns_a_fine_tune(bench, toy, tmp_path):
     got = json.loads((out / "results.json").read_text())
     news = text_corpus(bench.news_text(), name="lee_news")
     keys = bench.train_keys(toy, "ft", 0.01, 1.0)
-    rec, _, _ = bench.one_cycle(keys, 1, 1, news, files / "pretrained.pt", None)
+    rec, _, _ = bench.one_cycle(keys, 1, ENV, news, files / "pretrained.pt", None)
     assert got["val"]["loss"] == pytest.approx(rec["val_loss"][-1], rel=1e-6)
 
 
