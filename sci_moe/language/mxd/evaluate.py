@@ -67,9 +67,10 @@ def next_token_ce(model: nn.Module, ids: torch.Tensor, batch_size: int = 8) -> f
     total, count = 0.0, 0
     was = model.training
     model.eval()
+    device = next(iter(model.parameters())).device
     try:
         for b in range(0, ids.shape[0], batch_size):
-            chunk = ids[b : b + batch_size]
+            chunk = ids[b : b + batch_size].to(device)
             logits = model(input_ids=chunk).logits[:, :-1].float()
             loss = F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), chunk[:, 1:].reshape(-1), reduction="sum"

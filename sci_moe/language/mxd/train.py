@@ -301,9 +301,11 @@ def train_decomposition(
     module : MixtureOfDecoders or Transcoder or SkipTranscoder
         Trained in place.
     x : Tensor, shape (T, d_in)
-        MLP inputs (after the norm), e.g. :meth:`ActivationCache.load` ``["x"]``.
+        MLP inputs (after the norm), e.g. :meth:`ActivationCache.load` ``["x"]``; may be
+        stored in a lower precision (float16 / bfloat16) and on the layer's device: each
+        batch is cast to the layer's dtype.
     y : Tensor, shape (T, d_out)
-        MLP outputs.
+        MLP outputs (the same storage as ``x``).
     config : DecompositionTrainConfig, optional
     out_dir : path-like, optional
         Where the engine writes ``checkpoint.pt`` and ``metrics.jsonl``.
@@ -331,7 +333,7 @@ def train_decomposition(
     n_units = _num_units(module)
     if cfg.init_output_bias:  # a resumed run loads its checkpoint's bias over this
         with torch.no_grad():
-            output_bias(module).copy_(y.mean(0))
+            output_bias(module).copy_(y.mean(0, dtype=torch.float32))
     unit_norm = _unit_norm(module)
     own_backward = unit_norm and hasattr(module, "remove_parallel_grad_")
     T = x.shape[0]
@@ -339,9 +341,11 @@ def train_decomposition(
     units = _Units(n_units)
     params = [p for p in module.parameters() if p.requires_grad]
 
+    dtype = output_bias(module).dtype
+
     def sample(gen: torch.Generator, n: int):
-        idx = torch.randint(0, T, (n,), generator=gen)
-        return x[idx], y[idx]
+        idx = torch.randint(0, T, (n,), generator=gen).to(x.device)
+        return x[idx].to(dtype), y[idx].to(dtype)
 
     def loss_fn(m, batch):
         out = m(batch[0])
@@ -373,9 +377,9 @@ def train_decomposition(
         if cfg.resample_every and step % cfg.resample_every == 0 and tokens >= cfg.dead_window:
             dead = units.dead(tokens, cfg.dead_window)
             gen = torch.Generator().manual_seed(derive_seed(cfg.seed, step, _RESAMPLE))
-            idx = torch.randint(0, T, (cfg.batch_size,), generator=gen)
+            idx = torch.randint(0, T, (cfg.batch_size,), generator=gen).to(x.device)
             units.resampled += resample_dead_units(
-                module, info.optimizer, dead, x[idx], y[idx], gen
+                module, info.optimizer, dead, x[idx].to(dtype), y[idx].to(dtype), gen
             )
             units.last_active[dead] = tokens
 
@@ -426,6 +430,7 @@ def evaluate_decomposition(
     ----------
     module : MixtureOfDecoders or Transcoder or SkipTranscoder
     x, y : Tensor, shape (T, d_in), (T, d_out)
+        Any storage dtype (cast to the layer's batch by batch).
     batch_size : int
 
     Returns
@@ -441,13 +446,15 @@ def evaluate_decomposition(
     was = module.training
     module.eval()
     n_units = _num_units(module)
-    used = torch.zeros(n_units, dtype=torch.bool)
-    nmse, sse, l0 = 0.0, 0.0, 0.0
-    mean = y.mean(0)
+    dtype = output_bias(module).dtype
+    used = torch.zeros(n_units, dtype=torch.bool, device=x.device)
+    nmse, sse, l0, var = 0.0, 0.0, 0.0, 0.0
+    mean = y.mean(0, dtype=torch.float32).to(dtype)
     try:
         for b in range(0, x.shape[0], batch_size):
-            out = module(x[b : b + batch_size])
-            yb = y[b : b + batch_size]
+            out = module(x[b : b + batch_size].to(dtype))
+            yb = y[b : b + batch_size].to(dtype)
+            var += float((yb - mean).pow(2).sum())
             nmse += float(normalized_mse(out.y, yb, reduction="sum"))
             sse += float((out.y - yb).pow(2).sum())
             active = out.values > 0
@@ -458,7 +465,7 @@ def evaluate_decomposition(
     T = x.shape[0]
     return {
         "nmse": nmse / T,
-        "fvu": sse / float((y - mean).pow(2).sum()),
+        "fvu": sse / var,
         "dead_fraction": float((~used).float().mean()),
         "l0": l0 / T,
     }

@@ -1,0 +1,128 @@
+"""benchmarks/mxd/frontier.py at toy size (a tiny random Llama instead of SmolLM2): the
+flatness rule, pieces cut by --max-hours and continued by --resume (a collection paused at
+its deadline, a training run paused between segments), the plan of runs, rows, verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from .conftest import load_benchmark
+
+transformers = pytest.importorskip("transformers")
+
+TINY = dict(
+    layers=[1], context_len=8, val_fraction=0.1, max_windows_per_source=6,
+    chunk_windows=4, collect_batch=4, dtype="float16",
+    ks=[2, 4], seeds=[0, 1], lrs=[1e-2, 3e-2], sweep_k=2, normalise=True,
+    latent_multiplier=4, d_hidden=8, batch_size=32,
+    min_steps=4, max_steps=8, eval_every=2, monitor_tokens=64, ce_windows=4,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with load_benchmark("mxd/frontier.py", "mxd_frontier_under_test") as mod:
+        yield mod
+
+
+def _tiny_llama():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+    )  # fmt: skip
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture
+def toy(bench, monkeypatch):
+    from sci_moe.language.mxd import PretrainedModel, TokenWindows
+
+    model = _tiny_llama()
+    monkeypatch.setattr(bench, "load_smollm2", lambda: PretrainedModel(model, None, "tiny", "t"))
+
+    def windows(tokenize, context_len, split, val_fraction, max_windows_per_source):
+        g = torch.Generator().manual_seed(("train", "val", "test").index(split))
+        n = 4 * max_windows_per_source
+        src = torch.arange(n) % 4
+        return TokenWindows(
+            torch.randint(0, 50, (n, context_len), generator=g),
+            src,
+            torch.arange(n),
+            bench.OFFLINE_TEXT_SOURCES,
+        )
+
+    monkeypatch.setattr(bench, "offline_text_windows", windows)
+    monkeypatch.setattr(bench, "QUICK", dict(TINY))
+    return bench
+
+
+def test_flat_rule(bench):
+    slow = [[s, 1.0 / s] for s in range(100, 1100, 100)]  # still falling 1/s: 20 % better
+    assert not bench.flat(slow)
+    plateau = [[s, 0.5 + 0.001 * (s == 100)] for s in range(100, 1100, 100)]
+    assert bench.flat(plateau)
+    assert not bench.flat(plateau, min_steps=2000)
+    assert not bench.flat(plateau[:4])
+
+
+def test_pieces_resume_to_a_complete_run(toy, tmp_path):
+    path, cache = tmp_path / "toy.json", tmp_path / "cache"
+    args = ["--quick", "--json", str(path), "--cache", str(cache), "--threads", "1"]
+    # a piece with no time: the collection is paused before its first chunk
+    assert toy.main([*args, "--max-hours", "0"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is False and doc["runs"] == {} and doc["verdicts"] == []
+    assert toy.main([*args, "--resume", "--plots", str(tmp_path / "img")]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is True and doc["machine"]["pieces"] == 2
+    # the sweep (3 methods x 2 rates at k = 2, seed 0), then the chosen rate everywhere
+    assert len(doc["runs"]) == 3 * 2 + 3 * (2 * 2 - 1)
+    for rec in doc["runs"].values():
+        assert 4 <= rec["steps"] <= 8 and rec["curve"][-1][0] == rec["steps"]
+        assert math.isfinite(rec["ce_increase"]) and 0.0 <= rec["fvu"]
+    rows = {(r["case"], r["metric"]) for r in doc["rows"]}
+    for m in toy.METHODS:
+        assert (f"L1/{m}", "chosen_lr") in rows
+        assert (f"L1/{m}/k=4/seed=1", "ce_increase") in rows
+    assert [v["seeds"] for v in doc["verdicts"]] == [2, 2, 2]
+    assert all(not v["decisive"] for v in doc["verdicts"][-1:])
+    assert (tmp_path / "img" / "mxd_1m_quick_frontier.png").is_file()
+    assert (tmp_path / "img" / "mxd_1m_quick_curves.png").is_file()
+    assert not (cache / "runs").exists() or not any((cache / "runs").iterdir())
+    # a further --resume reruns nothing; other settings are refused
+    assert toy.main([*args, "--resume"]) == 0
+    assert json.loads(path.read_text())["runs"] == doc["runs"]
+    toy.QUICK["ks"] = [2, 8]
+    with pytest.raises(SystemExit, match="other settings"):
+        toy.main([*args, "--resume"])
+    assert toy.main(["--verdicts-only", str(path)]) == 0
+
+
+def test_a_training_run_paused_between_segments_continues_exactly(bench, tmp_path):
+    from sci_moe.language.mxd import match_decomposition_sizes
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 16, generator=g)
+    data = {"x": x.half(), "y": torch.tanh(x @ torch.randn(16, 16, generator=g)).half()}
+    val = {k: v[:64].float() for k, v in data.items()}
+    sizes = match_decomposition_sizes(16, 16, latent_multiplier=4, d_hidden=8)
+
+    def run(deadlines, out):
+        torch.manual_seed(3)
+        layer = sizes.build("transcoder", top_k=2)
+        for d in deadlines:
+            rec = bench.train_run("k", layer, data, val, TINY, 1e-2, 0, out, d)
+        return rec, layer
+
+    whole, a = run([math.inf], tmp_path / "a")
+    paused, _ = run([-math.inf], tmp_path / "b")
+    assert paused is None  # one segment, then the deadline
+    resumed, b = run([-math.inf, math.inf], tmp_path / "c")
+    assert resumed["curve"] == whole["curve"] and resumed["steps"] == whole["steps"]
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
