@@ -40,6 +40,14 @@ full run's):
    every measure; decisive only when p < 0.05 and the pretraining and every compared
    fine-tune are flat.
 
+Rows (cases): ``pretrain`` (validation loss on all text, steps, cycles, converged),
+``pretrained`` (before fine-tuning: news validation loss, overlap, variance, MaxVio, probe
+accuracies), ``bytes`` and ``chance`` (probe accuracies), and per grid point
+``o<ortho>_v<var>`` the seed mean, ``_sd`` and ``<metric> seed <s>`` of ``val_loss``,
+``overlap``, ``score_variance``, ``max_violation``, ``probe_acc`` (mean of the tasks),
+``probe_<task>``, ``converged`` and ``steps`` (``vs`` ``o0_v0``; ratio > 1: better in the
+paper's direction), for the seeds whose whole grid is done.
+
 The results JSON holds every finished unit (``runs``: pretraining cycles, reference
 probes, fine-tunes) and ``complete``, and is rewritten after each unit; ``--max-hours H``
 starts no unit after H hours, ``--resume`` continues. The pretrained weights live beside
@@ -96,6 +104,7 @@ METRICS = {  # metric: (unit, higher is better)
     "probe_acc": ("accuracy", True),
 }
 UNITS = {"converged": "bool", "steps": "steps"}
+DIAG = ("overlap", "score_variance", "max_violation")  # routing diagnostics of evaluate()
 FULL = dict(
     model=MODEL,
     experts=8,
@@ -317,6 +326,9 @@ def finetune_unit(p, state, env, files: Path, name, ortho, var, seed, tasks) -> 
             keys = train_keys(p, "ft", ortho, var)
             rec, h, model = one_cycle(keys, seed + 100 * c, env, corpus, init, save)
             cycles.append(rec)
+            if c == 0:  # the pretrained model on the news validation windows
+                initial = {"val_loss": h["val_loss"][0]}
+                initial.update({k: mean_over_layers(h["diagnostics"][0], k) for k in DIAG})
             init = save
             if flat(*concat(cycles)):
                 break
@@ -324,10 +336,9 @@ def finetune_unit(p, state, env, files: Path, name, ortho, var, seed, tasks) -> 
     diag = h["diagnostics"][-1]
     out = {
         "cycles": cycles,
+        "initial": initial,
         "val_loss": loss[-1],
-        "overlap": mean_over_layers(diag, "overlap"),
-        "score_variance": mean_over_layers(diag, "score_variance"),
-        "max_violation": mean_over_layers(diag, "max_violation"),
+        **{k: mean_over_layers(diag, k) for k in DIAG},
         "probe": {
             t: probe_accuracy(model_features(model, x), y, g) for t, (x, y, g) in tasks.items()
         },
@@ -519,6 +530,9 @@ def make_rows(p: dict, seeds: list[int], runs: dict) -> list[Row]:
             rows.append(Row(case, "probe_acc", statistics.fmean(ref[case].values()), "accuracy"))
         rows.append(Row("chance", "probe_acc", 0.5, "accuracy"))
     ft = runs.get("finetune", {})
+    if ft:  # every fine-tune starts from the same weights: the first one's initial evaluation
+        first = next(iter(ft.values()))["initial"]
+        rows += [Row("pretrained", m, v, METRICS[m][0]) for m, v in first.items()]
     done = [s for s in seeds if all(f"{n}/s{s}" in ft for n, _, _ in grid(p))]
     if not done:
         return rows

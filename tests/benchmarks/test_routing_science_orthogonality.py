@@ -105,6 +105,7 @@ def test_pieces_equal_one_go(bench, toy, tmp_path):
     for m in (*bench.METRICS, "converged", "probe_topic", "probe_sentiment"):
         assert ("o0.01_v1", f"{m} seed 1") in metrics and ("o0_v0", m) in metrics
     assert ("bytes", "probe_acc") in metrics and ("pretrain", "converged") in metrics
+    assert {("pretrained", m) for m in (*bench.DIAG, "val_loss", "probe_acc")} <= metrics
 
     two = tmp_path / "two.json"
     base = ["--quick", "--threads", "1", "--json", str(two)]
