@@ -6,8 +6,9 @@ first on ``sys.path``); no script imports another (``pyproject.toml``, contract
 
 * Mueller-Brown (``run.py``, its ``--paper-budget`` run in
   ``_energy_diffusion_paper.py``, ``speed.py``): the Langevin settings
-  :data:`MB_KT`, :data:`MB_MASS`, :data:`MB_DT`, :data:`MB_STRIDE`, the time mixture's
-  :data:`MOE_RANGES`, :func:`build_mb_model` and :func:`langevin_with_model`.
+  :data:`MB_KT`, :data:`MB_MASS`, :data:`MB_DT`, :data:`MB_STRIDE` and
+  :func:`langevin_with_model` (MD with the learned forces on the package's
+  ``Simulation``); the networks are :func:`sci_moe.sampling.diffusion.mueller_brown_model`.
 * ScoreMD's recipe shape (``speed.py``, ``vs_scoremd.py``,
   ``anatomy.py``): :data:`BATCH`, :data:`HIDDEN`, :data:`FP_WEIGHT`,
   :data:`FULL_RUN_STEPS`, the trainer's :data:`PATHS` and :func:`inductor_cache_warm`.
@@ -34,13 +35,11 @@ import torch
 from sci_moe.sampling.diffusion import (
     VPSDE,
     MLPEnergy,
-    MLPScore,
     Stage,
-    TimeMixture,
     TrainConfig,
     train,
 )
-from sci_moe.sampling.md import LangevinBAOAB, ModelForces
+from sci_moe.sampling.md import LangevinBAOAB, ModelForces, Simulation, SimulationFailure
 
 __all__ = [
     "BATCH",
@@ -53,11 +52,9 @@ __all__ = [
     "MB_KT",
     "MB_MASS",
     "MB_STRIDE",
-    "MOE_RANGES",
     "PATHS",
     "RESULT_MARKS",
     "VS_SCOREMD",
-    "build_mb_model",
     "check_scoremd_args",
     "contestant_cmd",
     "inductor_cache_warm",
@@ -72,21 +69,6 @@ __all__ = [
 # ------------------------------------------------------------------ Mueller-Brown
 
 MB_KT, MB_MASS, MB_DT, MB_STRIDE = 23.0, 0.5, 5e-3, 50
-MOE_RANGES = [(0.6, 1.0), (0.099, 0.6), (1e-5, 0.099)]
-
-
-def build_mb_model(variant: str) -> torch.nn.Module:
-    """The network of ``variant``: one MLP energy (``plain``, ``fp``) or the time mixture."""
-    if variant in ("plain", "fp"):
-        return MLPEnergy((1, 2), (92, 92, 92), t_range=(0.0, 1.0))
-    return TimeMixture(
-        [
-            MLPScore((1, 2), (54, 54), t_range=MOE_RANGES[0]),
-            MLPScore((1, 2), (64, 64), t_range=MOE_RANGES[1]),
-            MLPEnergy((1, 2), (64, 64, 64), t_range=MOE_RANGES[2]),
-        ],
-        MOE_RANGES,
-    )
 
 
 def langevin_with_model(
@@ -94,23 +76,33 @@ def langevin_with_model(
 ):
     """Langevin (BAOAB) with learned forces from ``starts`` (W, N, D); frames (F*W, N, D).
 
-    The frames go into one preallocated buffer; the run stops after the first frame with a
-    non-finite position. ``compile``: :class:`ModelForces` with ``compile=True``.
+    A :class:`~sci_moe.sampling.md.Simulation` of :class:`~sci_moe.sampling.md.ModelForces`
+    (``compile``: its ``compile=True``) with :class:`~sci_moe.sampling.md.LangevinBAOAB`,
+    its generator seeded with ``seed``, checked every ``stride`` steps; a frame is taken
+    every ``stride`` steps into one preallocated buffer. A walker's non-finite energy
+    stops the run (:class:`~sci_moe.sampling.md.SimulationFailure`) after the frame in
+    which it happened (the other walkers' rows of that frame are kept).
     """
-    gen = torch.Generator().manual_seed(seed)
     provider = ModelForces(
         energy, masses, dim=starts.shape[-1], check_inputs=False, compile=compile
     )
-    integ = LangevinBAOAB(dt, friction_per_ps=friction, kT=kT)
-    state = integ.init_state(provider, starts, gen)
+    sim = Simulation(
+        provider,
+        LangevinBAOAB(dt, friction_per_ps=friction, kT=kT),
+        starts,
+        seed=seed,
+        check_interval=stride,
+        energy_jump_kj_mol=None,
+    )
     frames = torch.empty((n_frames, *starts.shape), dtype=starts.dtype)
-    n = 0
-    for n in range(1, n_frames + 1):
-        state = integ.step(state, provider, gen, n_steps=stride)
-        frames[n - 1].copy_(state.positions.detach())
-        if not torch.isfinite(frames[n - 1]).all():
-            break
-    return frames[:n].flatten(0, 1)
+    for n in range(n_frames):
+        try:
+            sim.run(stride)
+        except SimulationFailure:  # the last frame, with the walker(s) gone non-finite
+            frames[n].copy_(sim.state.positions.detach())
+            return frames[: n + 1].flatten(0, 1)
+        frames[n].copy_(sim.state.positions.detach())
+    return frames.flatten(0, 1)
 
 
 # ------------------------------------------------------------------ ScoreMD's recipe shape

@@ -57,11 +57,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 import _common
 import numpy as np
 import torch
-from _energy_diffusion import MOE_RANGES, PATHS, build_mb_model, langevin_with_model
+from _energy_diffusion import PATHS, langevin_with_model
 
 from sci_moe._util import atomic_save_json
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
 from sci_moe.sampling.diffusion import (
+    MUELLER_BROWN_RANGES,
     VPSDE,
     EnergyAtTime,
     MLPEnergy,
@@ -69,6 +70,7 @@ from sci_moe.sampling.diffusion import (
     TrainConfig,
     fp_error_curve,
     js_divergence,
+    mueller_brown_model,
     pmf_error,
     reverse_sde_sample,
     train,
@@ -192,9 +194,9 @@ def _stages(variant: str, epochs: int) -> list[Stage]:
     e_hi = max(1, epochs // 6)
     e_lo = max(1, epochs - 2 * e_hi)
     return [
-        Stage(e_hi, MOE_RANGES[0], 0.8, 0.0, expert=0),
-        Stage(e_hi, MOE_RANGES[1], 0.35, 0.0, expert=1),
-        Stage(e_lo, MOE_RANGES[2], 0.05, fp if variant == "both" else 0.0, expert=2),
+        Stage(e_hi, MUELLER_BROWN_RANGES[0], 0.8, 0.0, expert=0),
+        Stage(e_hi, MUELLER_BROWN_RANGES[1], 0.35, 0.0, expert=1),
+        Stage(e_lo, MUELLER_BROWN_RANGES[2], 0.05, fp if variant == "both" else 0.0, expert=2),
     ]
 
 
@@ -215,7 +217,7 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     torch.manual_seed(seed)
-    model = build_mb_model(variant)
+    model = mueller_brown_model(variant)
     sde = VPSDE()
     cfg = TrainConfig(
         stages=_stages(variant, args.epochs),

@@ -54,26 +54,27 @@ from _energy_diffusion import (
     MB_KT,
     MB_MASS,
     MB_STRIDE,
-    MOE_RANGES,
-    build_mb_model,
     langevin_with_model,
 )
 from _energy_diffusion_paper import PAPER, SCOREMD_SOURCE, quoted_rows, run_paper_budget
 
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
 from sci_moe.sampling.diffusion import (
+    MUELLER_BROWN_RANGES,
+    MUELLER_BROWN_VARIANTS,
     VPSDE,
     EnergyAtTime,
     Stage,
     TrainConfig,
     fp_error_curve,
     js_divergence,
+    mueller_brown_model,
     pmf_error,
     reverse_sde_sample,
     train,
 )
 
-VARIANTS = ("plain", "fp", "moe", "both")
+VARIANTS = MUELLER_BROWN_VARIANTS
 FP_TS = (1e-3, 1e-2, 5e-2)
 
 
@@ -86,15 +87,15 @@ def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e
     e_lo = max(1, epochs - 2 * e_hi)
     fp = fp_weight if variant == "both" else 0.0
     return [
-        Stage(e_hi, MOE_RANGES[0], 0.8, 0.0, expert=0, lr=lr),
-        Stage(e_hi, MOE_RANGES[1], 0.35, 0.0, expert=1, lr=lr),
-        Stage(e_lo, MOE_RANGES[2], 0.05, fp, expert=2, lr=lr),
+        Stage(e_hi, MUELLER_BROWN_RANGES[0], 0.8, 0.0, expert=0, lr=lr),
+        Stage(e_hi, MUELLER_BROWN_RANGES[1], 0.35, 0.0, expert=1, lr=lr),
+        Stage(e_lo, MUELLER_BROWN_RANGES[2], 0.05, fp, expert=2, lr=lr),
     ]
 
 
 def mb_case(variant, seed, data, ref, args):
     torch.manual_seed(seed)
-    model = build_mb_model(variant)
+    model = mueller_brown_model(variant)
     sde = VPSDE()
     # EMA kept aside and copied in at the end of each stage: ScoreMD's per-epoch reset
     # stalls learning with the short epochs of a CPU-sized run.

@@ -11,7 +11,8 @@ Modules: :mod:`.sde` (VP/VE SDEs), :mod:`.networks` (MLP and SE(3)-invariant mol
 energy nets), :mod:`.losses` (DSM, exact and two-probe FP residuals), :mod:`.time_moe`
 (mixture of experts over diffusion time on ``sci_moe.moe`` gating), :mod:`.samplers`,
 :mod:`.train` (on the package's training engine; ``sci-moe train diffusion``),
-:mod:`.alanine_recipe` (the shipped alanine model's networks and stages), :mod:`.io` (model
+:mod:`.alanine_recipe` (the shipped alanine model's networks and stages),
+:mod:`.mueller_brown_recipe` (the Mueller-Brown benchmark's networks), :mod:`.io` (model
 files for ``sci-moe md run --model``), :mod:`.metrics`.
 """
 
@@ -26,6 +27,11 @@ from .io import (
 from .losses import dsm_loss, fp_loss, fp_residual_exact, fp_residual_probe, time_weight
 from .metrics import bond_wasserstein, fp_error_curve, js_divergence, pmf_error
 from .mixture_energy import DiffusedMixtureEnergy
+from .mueller_brown_recipe import (
+    MUELLER_BROWN_RANGES,
+    MUELLER_BROWN_VARIANTS,
+    mueller_brown_model,
+)
 from .networks import (
     EnergyNet,
     InvariantEnergyNet,
@@ -44,6 +50,8 @@ from .train import Stage, TrainConfig, random_rotations, train
 __all__ = [
     "ALANINE_MODEL",
     "ALANINE_VARIANTS",
+    "MUELLER_BROWN_RANGES",
+    "MUELLER_BROWN_VARIANTS",
     "SDE",
     "VESDE",
     "VPSDE",
@@ -70,6 +78,7 @@ __all__ = [
     "js_divergence",
     "load_diffusion_model",
     "load_energy_model",
+    "mueller_brown_model",
     "pmf_error",
     "probability_flow_sample",
     "random_rotations",
