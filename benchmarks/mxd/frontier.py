@@ -47,7 +47,6 @@ import functools
 import math
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -57,45 +56,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 import torch
 from _common import (
     OtherLoad,
-    Row,
     base_parser,
-    decide_verdict,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
     print_table,
-    row_value,
     setup,
     verdict_entry,
     verdicts_only,
     write_json_doc,
+)
+from _frontier import (
+    FLAT_FRACTION,
+    FLAT_TOL,
+    PROBE_SOURCE,
+    PROBE_TOKENS,
+    PROBE_UNITS,
+    final_keys,
+    flat,
+    make_rows,
+    plan,
+    plot,
+    verdicts,
 )
 
 from sci_moe.data.offline_text import OFFLINE_TEXT_SOURCES, offline_text_windows
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
     MeanAblation,
+    code_columns,
     collect_activations,
     evaluate_decomposition,
     load_smollm2,
     match_decomposition_sizes,
     mlp_site,
     next_token_ce,
+    rank_units,
+    sparse_codes,
+    sparse_probe,
     splice,
     train_decomposition,
 )
 
 BENCHMARK = "mxd_frontier"
-METHODS = ("mxd", "transcoder", "skip_transcoder")
 SPLITS = ("train", "val", "test")
 
 FULL = dict(
     layers=[2, 15], context_len=128, val_fraction=0.1, max_windows_per_source=None,
     chunk_windows=64, collect_batch=8, dtype="float16",
-    ks=[8, 32, 128], seeds=[0, 1, 2], lrs=[3e-4, 1e-3, 3e-3, 1e-2], sweep_k=32, normalise=True,
+    ks=[8, 32, 128], seeds=[0, 1, 2], lrs=[1e-3, 3e-3, 1e-2], sweep_k=32, normalise=True,
     latent_multiplier=4, d_hidden=576, batch_size=512,
-    min_steps=1000, max_steps=8000, eval_every=250, monitor_tokens=16384, ce_windows=32,
+    min_steps=1000, max_steps=6000, eval_every=250, monitor_tokens=16384, ce_windows=32,
 )  # fmt: skip
 QUICK = dict(
     layers=[2], context_len=32, val_fraction=0.1, max_windows_per_source=24,
@@ -104,47 +116,6 @@ QUICK = dict(
     latent_multiplier=2, d_hidden=576, batch_size=256,
     min_steps=20, max_steps=20, eval_every=10, monitor_tokens=1024, ce_windows=4,
 )  # fmt: skip
-
-#: The flatness criterion: the best validation NMSE of the last ``FLAT_FRACTION`` of the
-#: steps is less than ``FLAT_TOL`` (relative) below the best before them.
-FLAT_FRACTION = 0.2
-FLAT_TOL = 0.01
-#: A baseline that leaves more than this fraction of the MLP output's variance unexplained
-#: (test FVU, mean over seeds) did not learn: no comparison with it decides a claim.
-UNTRAINED_FVU = 0.5
-#: Fraction of the mean-ablation loss gap a faithful spliced layer recovers.
-FAITHFUL_RECOVERED = 0.9
-
-
-def flat(curve: list[list[float]], min_steps: int = 0) -> bool:
-    """Whether a validation curve ``[[step, nmse], ...]`` (lower is better) is flat.
-
-    Flat: the last step is at least ``min_steps``, at least five evaluations exist, and
-    the best value after step ``(1 - FLAT_FRACTION) * last_step`` is less than
-    ``FLAT_TOL`` (relative) below the best value up to that step.
-    """
-    if len(curve) < 5 or curve[-1][0] < min_steps:
-        return False
-    cut = (1.0 - FLAT_FRACTION) * curve[-1][0]
-    before = [v for s, v in curve if s <= cut]
-    tail = [v for s, v in curve if s > cut]
-    if not before or not tail:
-        return False
-    return min(tail) > (1.0 - FLAT_TOL) * min(before)
-
-
-def run_key(layer: int, method: str, k: int, lr: float, seed: int) -> str:
-    """The key of one training run in the JSON's ``runs``."""
-    return f"L{layer}/{method}/k={k}/lr={lr:g}/seed={seed}"
-
-
-def best_lr(runs: dict, cfg: dict, layer: int, method: str) -> float | None:
-    """The swept rate with the lowest final validation NMSE (None until the sweep is done)."""
-    keys = {lr: run_key(layer, method, cfg["sweep_k"], lr, cfg["seeds"][0]) for lr in cfg["lrs"]}
-    if not all(k in runs for k in keys.values()):
-        return None
-    return min(cfg["lrs"], key=lambda lr: runs[keys[lr]]["val_nmse"])
-
 
 # ------------------------------------------------------------------------- data
 
@@ -258,258 +229,42 @@ def train_run(
     }
 
 
+def probe_labels(source: torch.Tensor) -> torch.Tensor:
+    """The probing task's labels: 1 for tokens of :data:`PROBE_SOURCE`, 0 for prose."""
+    return (source.cpu() == OFFLINE_TEXT_SOURCES.index(PROBE_SOURCE)).long()
+
+
+def probe_code(mod, train: dict, test: dict) -> float:
+    """Balanced test accuracy of a probe on the :data:`PROBE_UNITS` units of ``mod`` whose
+    mean coefficient differs most between the classes (ranked on the training tokens)."""
+    v, i, n = (t.cpu() if torch.is_tensor(t) else t for t in sparse_codes(mod, train["x"]))
+    top = rank_units(v, i, n, train["label"])[:PROBE_UNITS]
+    tv, ti, _ = (t.cpu() if torch.is_tensor(t) else t for t in sparse_codes(mod, test["x"]))
+    return sparse_probe(
+        code_columns(v, i, top), train["label"], code_columns(tv, ti, top), test["label"]
+    )
+
+
+@torch.no_grad()
+def probe_mlp(site, train: dict, test: dict, s_x: float) -> float:
+    """The same probe on the MLP's own hidden neurons (``act(gate x) * up x``, raw ``x``)."""
+
+    def hidden(x):
+        mlp = site.input_module
+        x = x * s_x
+        return (mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x)).cpu()
+
+    h_tr, h_te = hidden(train["x"]), hidden(test["x"])
+    lab = train["label"]
+    top = (h_tr[lab == 1].mean(0) - h_tr[lab == 0].mean(0)).abs().argsort(descending=True)
+    top = top[:PROBE_UNITS]
+    return sparse_probe(h_tr[:, top], lab, h_te[:, top], test["label"])
+
+
 def layer_sizes(d: int, cfg: dict):
     return match_decomposition_sizes(
         d, d, latent_multiplier=cfg["latent_multiplier"], d_hidden=cfg["d_hidden"]
     )
-
-
-def plan(cfg: dict, runs: dict, layer: int) -> list[tuple[str, str, int, float, int]]:
-    """The runs of ``layer`` still to do, in order: the sweep, then (once it is done) the
-    chosen rate at every ``k`` and seed."""
-    todo = []
-    s0 = cfg["seeds"][0]
-    for m in METHODS:
-        for lr in cfg["lrs"]:
-            todo.append((run_key(layer, m, cfg["sweep_k"], lr, s0), m, cfg["sweep_k"], lr, s0))
-    for m in METHODS:
-        lr = best_lr(runs, cfg, layer, m)
-        if lr is None:
-            continue
-        for seed in cfg["seeds"]:
-            for k in cfg["ks"]:
-                todo.append((run_key(layer, m, k, lr, seed), m, k, lr, seed))
-    seen, out = set(), []
-    for t in todo:
-        if t[0] not in runs and t[0] not in seen:
-            seen.add(t[0])
-            out.append(t)
-    return out
-
-
-def final_keys(cfg: dict, runs: dict, layer: int, method: str, k: int) -> list[str] | None:
-    """Per-seed keys of the chosen rate at ``k``; None until all are done."""
-    lr = best_lr(runs, cfg, layer, method)
-    if lr is None:
-        return None
-    keys = [run_key(layer, method, k, lr, s) for s in cfg["seeds"]]
-    return keys if all(key in runs for key in keys) else None
-
-
-# ------------------------------------------------------------------------- rows
-
-
-def make_rows(doc: dict) -> list[Row]:
-    """Rows of the page from the stored runs (means over seeds; per-seed rows for the
-    verdict rule)."""
-    cfg, runs = doc["machine"]["settings"], doc["runs"]
-    rows: list[Row] = []
-    for name, rec in doc.get("collection", {}).items():
-        rows.append(Row(f"collect/{name}", "tokens", rec["tokens"], "tokens"))
-        if rec.get("tokens_per_s"):
-            rows.append(Row(f"collect/{name}", "throughput", rec["tokens_per_s"], "tokens/s"))
-    for layer in cfg["layers"]:
-        ref = doc.get("layers", {}).get(str(layer))
-        if ref:
-            rows.append(Row(f"L{layer}/original", "ce", ref["original_ce"], "nats/token"))
-            rows.append(Row(f"L{layer}/mean_ablation", "ce", ref["mean_ablation_ce"], "nats/token"))
-        for m in METHODS:
-            for lr in cfg["lrs"]:
-                key = run_key(layer, m, cfg["sweep_k"], lr, cfg["seeds"][0])
-                if key in runs:
-                    rows.append(
-                        Row(f"L{layer}/{m}/lr={lr:g}", "sweep_val_nmse", runs[key]["val_nmse"], "")
-                    )
-            lr = best_lr(runs, cfg, layer, m)
-            if lr is not None:
-                rows.append(Row(f"L{layer}/{m}", "chosen_lr", lr, ""))
-        for k in cfg["ks"]:
-            keys = {m: final_keys(cfg, runs, layer, m, k) for m in METHODS}
-            for m in METHODS:
-                if keys[m] is None:
-                    continue
-                recs = [runs[key] for key in keys[m]]
-                for s, r in zip(cfg["seeds"], recs, strict=True):
-                    case = f"L{layer}/{m}/k={k}/seed={s}"
-                    for metric in ("nmse", "fvu", "ce_increase", "recovered", "dead_fraction"):
-                        rows.append(Row(case, metric, r[metric], ""))
-                    rows.append(Row(case, "converged", float(r["converged"]), ""))
-                    rows.append(Row(case, "steps", r["steps"], "steps"))
-                tc = keys["transcoder"]
-                for metric, unit in (("nmse", ""), ("fvu", ""), ("ce_increase", "nats/token")):
-                    mean = statistics.fmean(r[metric] for r in recs)
-                    vs = ratio = None
-                    if m != "transcoder" and tc is not None:
-                        base = statistics.fmean(runs[key][metric] for key in tc)
-                        vs, ratio = f"L{layer}/transcoder/k={k}", (base / mean if mean else None)
-                    rows.append(Row(f"L{layer}/{m}/k={k}", f"{metric}_mean", mean, unit, vs, ratio))
-                rows.append(
-                    Row(
-                        f"L{layer}/{m}/k={k}",
-                        "converged_fraction",
-                        statistics.fmean(float(r["converged"]) for r in recs),
-                        "",
-                    )
-                )
-    return rows
-
-
-def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim and (layer, k), by a fixed rule on the per-seed rows.
-
-    * MxD above the transcoders on the sparsity-accuracy frontier at (layer, ``k``): the
-      spliced loss increase of MxD vs the strongest baseline (the lower mean of the
-      transcoder and the skip-transcoder), :func:`_common.decide_verdict` over the seeds
-      (paired t-test, alpha 0.05); **not decided** when that baseline's test FVU exceeds
-      :data:`UNTRAINED_FVU` (it did not learn). ``converged``: every run of the three
-      methods at that (layer, ``k``) met :func:`flat`'s criterion.
-    * Faithful, per layer: reproduced when every MxD run recovers at least
-      :data:`FAITHFUL_RECOVERED` of the mean-ablation gap, otherwise not decided (a
-      statement about MxD alone, not against a baseline: never decisive).
-
-    Only (layer, ``k``) with every method's seeds done get an entry (a partial JSON).
-    """
-    cfg = doc["machine"]["settings"]
-    seeds = cfg["seeds"]
-
-    def has(layer, m, k):
-        return any(r["case"] == f"L{layer}/{m}/k={k}/seed={seeds[-1]}" for r in doc["rows"])
-
-    def per_seed(layer, m, k, metric):
-        return [row_value(doc, f"L{layer}/{m}/k={k}/seed={s}", metric) for s in seeds]
-
-    out = []
-    for layer in cfg["layers"]:
-        recovered = []
-        for k in cfg["ks"]:
-            if not all(has(layer, m, k) for m in METHODS):
-                continue
-            mean = {m: statistics.fmean(per_seed(layer, m, k, "ce_increase")) for m in METHODS}
-            base = min(("transcoder", "skip_transcoder"), key=lambda m: mean[m])
-            conv = all(v == 1.0 for m in METHODS for v in per_seed(layer, m, k, "converged"))
-            fvu = statistics.fmean(per_seed(layer, base, k, "fvu"))
-            nmse = {m: statistics.fmean(per_seed(layer, m, k, "nmse")) for m in METHODS}
-            claim = (
-                "MxD is above the transcoders on the sparsity-accuracy frontier "
-                f"(layer {layer}, k = {k})"
-            )
-            note = f"test NMSE MxD {nmse['mxd']:.4g} vs {base} {nmse[base]:.4g}"
-            recovered += per_seed(layer, "mxd", k, "recovered")
-            if fvu > UNTRAINED_FVU:
-                out.append(
-                    verdict_entry(
-                        claim,
-                        verdict="not decided",
-                        why=f"the baseline {base} did not learn: test FVU {fvu:.2f} "
-                        f"(> {UNTRAINED_FVU}); {note}",
-                        metric="ce_increase",
-                        ours=mean["mxd"],
-                        baseline=base,
-                        baseline_value=mean[base],
-                        seeds=len(seeds),
-                        p_value=None,
-                        converged=conv,
-                        decisive=False,
-                    )
-                )
-                continue
-            out.append(
-                decide_verdict(
-                    claim,
-                    metric="ce_increase",
-                    ours=per_seed(layer, "mxd", k, "ce_increase"),
-                    baseline=base,
-                    baseline_values=per_seed(layer, base, k, "ce_increase"),
-                    higher_is_better=False,
-                    converged=conv,
-                    note=note,
-                )
-            )
-        if recovered:
-            worst = min(recovered)
-            out.append(
-                verdict_entry(
-                    f"the spliced MxD model stays faithful to the original (layer {layer})",
-                    verdict="reproduced" if worst >= FAITHFUL_RECOVERED else "not decided",
-                    why=f"MxD recovers {worst:.3f}-{max(recovered):.3f} of the mean-ablation "
-                    f"loss gap over every k and seed (rule: at least {FAITHFUL_RECOVERED} "
-                    "everywhere reproduces; a claim about MxD alone, never decisive)",
-                    metric="recovered",
-                    ours=worst,
-                    baseline="the original model",
-                    baseline_value=1.0,
-                    seeds=len(seeds),
-                    p_value=None,
-                    converged=False,
-                    decisive=False,
-                )
-            )
-    return out
-
-
-# ------------------------------------------------------------------------- plots
-
-
-def plot(doc: dict, folder: Path, tag: str) -> None:
-    """``mxd_1m{tag}_frontier.png`` (loss increase and NMSE vs k, per layer) and
-    ``mxd_1m{tag}_curves.png`` (validation curves of the chosen runs)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cfg, runs = doc["machine"]["settings"], doc["runs"]
-    colors = {"mxd": "C3", "transcoder": "C0", "skip_transcoder": "C2"}
-    layers = cfg["layers"]
-    fig, axes = plt.subplots(2, len(layers), figsize=(5 * len(layers), 7), squeeze=False)
-    for j, layer in enumerate(layers):
-        for i, metric in enumerate(("ce_increase", "nmse")):
-            ax = axes[i][j]
-            for m in METHODS:
-                ks, mean, lo, hi = [], [], [], []
-                for k in cfg["ks"]:
-                    keys = final_keys(cfg, runs, layer, m, k)
-                    if keys is None:
-                        continue
-                    vals = [runs[key][metric] for key in keys]
-                    ks.append(k)
-                    mean.append(statistics.fmean(vals))
-                    lo.append(min(vals))
-                    hi.append(max(vals))
-                if ks:
-                    ax.plot(ks, mean, "o-", color=colors[m], label=m)
-                    ax.fill_between(ks, lo, hi, color=colors[m], alpha=0.2)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("active units k")
-            ax.set_ylabel(
-                "spliced CE increase (nats/token)" if metric == "ce_increase" else "test NMSE"
-            )
-            ax.set_title(f"layer {layer}")
-            ax.legend(fontsize=8)
-    fig.suptitle("SmolLM2-135M MLP decompositions at equal parameters (band: seed range)")
-    fig.tight_layout()
-    folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / f"mxd_1m{tag}_frontier.png", dpi=110)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, len(layers), figsize=(5 * len(layers), 3.8), squeeze=False)
-    for j, layer in enumerate(layers):
-        ax = axes[0][j]
-        for m in METHODS:
-            for k in cfg["ks"]:
-                keys = final_keys(cfg, runs, layer, m, k)
-                for n, key in enumerate(keys or []):
-                    c = runs[key]["curve"]
-                    label = m if (k == cfg["ks"][0] and n == 0) else None
-                    steps, vals = [s for s, _ in c], [v for _, v in c]
-                    ax.plot(steps, vals, color=colors[m], lw=0.8, alpha=0.7, label=label)
-        ax.set_yscale("log")
-        ax.set_xlabel("step")
-        ax.set_ylabel("validation NMSE")
-        ax.set_title(f"layer {layer}: every k and seed")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / f"mxd_1m{tag}_curves.png", dpi=110)
-    plt.close(fig)
 
 
 # ------------------------------------------------------------------------- main
@@ -614,12 +369,15 @@ def main(argv: list[str] | None = None) -> int:
         if stopped:
             break
         tr = caches["train"].load()
+        sub = torch.linspace(0, tr["x"].shape[0] - 1, min(PROBE_TOKENS, tr["x"].shape[0])).long()
+        probe_lab = probe_labels(tr["source"][sub])
         if args.device != "cpu":
             tr = {k: v.to(args.device) for k, v in tr.items() if k in ("x", "y")}
         val = {
             k: v.to(args.device) for k, v in _monitor(caches["val"], cfg["monitor_tokens"]).items()
         }
         te = caches["test"].load()
+        te_lab = probe_labels(te["source"])
         te = {k: te[k].float().to(args.device) for k in ("x", "y")}
         site = mlp_site(data.pm.model, layer)
         mean_out = tr["y"].mean(0, dtype=torch.float32)
@@ -627,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         for part in (tr, val, te):  # in place: the float16 training copy is not doubled
             part["x"].div_(s_x)
             part["y"].div_(s_y)
+        probe_tr = {"x": tr["x"][sub.to(tr["x"].device)].float(), "label": probe_lab}
+        probe_te = {"x": te["x"], "label": te_lab}
         test_w = data.windows("test")
         per = max(1, cfg["ce_windows"] // len(test_w.sources))
         ce_idx = torch.cat(
@@ -645,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             with splice(site, MeanAblation(mean_out.to(args.device))):
                 ref["mean_ablation_ce"] = next_token_ce(data.pm.model, ce_ids)
+        if "probe_mlp" not in ref:
+            ref["probe_mlp"] = probe_mlp(site, probe_tr, probe_te, s_x)
         sizes = layer_sizes(site.d_model, cfg)
         ref["sizes"] = {
             "num_experts": sizes.num_experts,
@@ -669,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             rec["nmse"] *= s_y  # in the MLP's own units (the FVU is scale-free)
             with splice(site, Rescaled(mod.eval(), s_x, s_y)):
                 rec["ce"] = next_token_ce(data.pm.model, ce_ids)
+            rec["probe_acc"] = probe_code(mod, probe_tr, probe_te)
             gap = ref["mean_ablation_ce"] - ref["original_ce"]
             rec["ce_increase"] = rec["ce"] - ref["original_ce"]
             rec["recovered"] = (ref["mean_ablation_ce"] - rec["ce"]) / gap
@@ -677,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{key}: {rec['steps']} steps, flat {rec['converged']}, val {rec['val_nmse']:.4f}"
                 f", test nmse {rec['nmse']:.4f} fvu {rec['fvu']:.3f}, CE +{rec['ce_increase']:.4f}"
+                f", probe {rec['probe_acc']:.3f}"
                 f" ({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )
