@@ -82,6 +82,7 @@ from _frontier import (
     verdicts,
 )
 
+from sci_moe._util import atomic_save_json, atomic_torch_save, read_json_file
 from sci_moe.data.offline_text import OFFLINE_TEXT_SOURCES, offline_text_windows
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
@@ -186,7 +187,15 @@ def train_run(
     deadline: float,
 ) -> dict | None:  # fmt: skip
     """Train one decomposition in segments until flat or ``max_steps``; None when the
-    piece's deadline came first (the checkpoint in ``out`` continues it)."""
+    piece's deadline came first (the checkpoint in ``out`` continues it).
+
+    A finished run leaves ``final.pt`` (the layer) and ``final.json`` (the record) in
+    ``out``: a piece killed before the run reached the results JSON takes them as they
+    are instead of training on.
+    """
+    if (out / "final.json").is_file() and (out / "final.pt").is_file():
+        layer_mod.load_state_dict(torch.load(out / "final.pt", map_location=tr["x"].device))
+        return read_json_file(out / "final.json", "finished run")
     tcfg = DecompositionTrainConfig(
         steps=cfg["max_steps"],
         batch_size=cfg["batch_size"],
@@ -219,7 +228,7 @@ def train_run(
         if time.perf_counter() > deadline:
             print(f"{key}: paused at step {res.step} (deadline)", file=sys.stderr)
             return None
-    return {
+    rec = {
         "steps": res.step,
         "converged": flat(curve, cfg["min_steps"]),
         "val_nmse": curve[-1][1],
@@ -228,6 +237,9 @@ def train_run(
         "train_s": res.summary.train_time_s,
         "piece_s": time.perf_counter() - t0,
     }
+    atomic_torch_save(out / "final.pt", layer_mod.state_dict())
+    atomic_save_json(out / "final.json", rec)
+    return rec
 
 
 def probe_labels(source: torch.Tensor) -> torch.Tensor:

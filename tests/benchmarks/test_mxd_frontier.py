@@ -126,3 +126,8 @@ def test_a_training_run_paused_between_segments_continues_exactly(bench, tmp_pat
     assert resumed["curve"] == whole["curve"] and resumed["steps"] == whole["steps"]
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
+    # a finished run not yet in the results JSON (a piece killed meanwhile) is taken as it is
+    again, c = run([-math.inf], tmp_path / "a")
+    assert again == json.loads(json.dumps(whole))
+    for pa, pc in zip(a.parameters(), c.parameters(), strict=True):
+        assert torch.equal(pa, pc)
