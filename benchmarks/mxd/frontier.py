@@ -45,7 +45,6 @@ JSON at once (``runs``, ``complete``); rows and verdicts are recomputed from the
 from __future__ import annotations
 
 import functools
-import math
 import os
 import shutil
 import sys
@@ -87,6 +86,8 @@ from sci_moe.data.offline_text import OFFLINE_TEXT_SOURCES, offline_text_windows
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
     MeanAblation,
+    RescaledDecomposition,
+    activation_rms,
     code_columns,
     collect_activations,
     evaluate_decomposition,
@@ -283,25 +284,6 @@ def layer_sizes(d: int, cfg: dict):
 # ------------------------------------------------------------------------- main
 
 
-def rms(t: torch.Tensor, rows: int = 1 << 16) -> float:
-    """Root mean square of the entries of a ``(tokens, d)`` tensor (float64 sums, chunked)."""
-    total = 0.0
-    for b in range(0, t.shape[0], rows):
-        total += float(t[b : b + rows].double().pow(2).sum())
-    return math.sqrt(total / t.numel())
-
-
-class Rescaled(torch.nn.Module):
-    """A decomposition trained on ``x / s_x -> y / s_y`` as a map of the raw activations."""
-
-    def __init__(self, inner: torch.nn.Module, s_x: float, s_y: float) -> None:
-        super().__init__()
-        self.inner, self.s_x, self.s_y = inner, s_x, s_y
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner(x / self.s_x).y * self.s_y
-
-
 def _monitor(cache, n: int) -> dict:
     d = cache.load()
     idx = torch.linspace(0, d["x"].shape[0] - 1, min(n, d["x"].shape[0])).long()
@@ -394,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         te = {k: te[k].float().to(args.device) for k in ("x", "y")}
         site = mlp_site(data.pm.model, layer)
         mean_out = tr["y"].mean(0, dtype=torch.float32)
-        s_x, s_y = (rms(tr["x"]), rms(tr["y"])) if cfg["normalise"] else (1.0, 1.0)
+        s_x, s_y = (
+            (activation_rms(tr["x"]), activation_rms(tr["y"])) if cfg["normalise"] else (1.0, 1.0)
+        )
         for part in (tr, val, te):  # in place: the float16 training copy is not doubled
             part["x"].div_(s_x)
             part["y"].div_(s_y)
@@ -442,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             rec.update(evaluate_decomposition(mod, te["x"], te["y"]))
             rec["nmse"] *= s_y  # in the MLP's own units (the FVU is scale-free)
-            with splice(site, Rescaled(mod.eval(), s_x, s_y)):
+            with splice(site, RescaledDecomposition(mod.eval(), s_x, s_y)):
                 rec["ce"] = next_token_ce(data.pm.model, ce_ids)
             rec["probe_acc"] = probe_code(mod, probe_tr, probe_te)
             gap = ref["mean_ablation_ce"] - ref["original_ce"]

@@ -29,7 +29,14 @@ from .decoder_budget import (
     match_decomposition_sizes,
 )
 from .decoders import DecompositionOutput, MixtureOfDecoders, normalized_mse
-from .evaluate import MeanAblation, SpliceReport, next_token_ce, splice_report
+from .evaluate import (
+    MeanAblation,
+    RescaledDecomposition,
+    SpliceReport,
+    activation_rms,
+    next_token_ce,
+    splice_report,
+)
 from .models import (
     SMOLLM2_GGUF,
     PretrainedModel,
@@ -68,11 +75,13 @@ __all__ = [
     "MeanAblation",
     "MixtureOfDecoders",
     "PretrainedModel",
+    "RescaledDecomposition",
     "SkipTranscoder",
     "SpliceReport",
     "TokenWindows",
     "TrainResult",
     "Transcoder",
+    "activation_rms",
     "capture",
     "code_columns",
     "collect_activations",

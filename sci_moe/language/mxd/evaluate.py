@@ -9,6 +9,7 @@ decomposition's loss is to the original's, the more of the MLP's function it kee
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -18,7 +19,14 @@ from torch import nn
 
 from .sites import MLPSite, splice
 
-__all__ = ["MeanAblation", "SpliceReport", "next_token_ce", "splice_report"]
+__all__ = [
+    "MeanAblation",
+    "RescaledDecomposition",
+    "SpliceReport",
+    "activation_rms",
+    "next_token_ce",
+    "splice_report",
+]
 
 
 class MeanAblation(nn.Module):
@@ -39,6 +47,65 @@ class MeanAblation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The mean output broadcast to ``x``'s leading shape: ``(..., d_model)``."""
         return self.mean.to(x.dtype).expand(*x.shape[:-1], -1)
+
+
+@torch.no_grad()
+def activation_rms(t: torch.Tensor, rows: int = 1 << 16) -> float:
+    """Root mean square of all entries of an activation matrix.
+
+    Sums in float64 over chunks of ``rows`` rows, so float16 caches of millions of tokens
+    neither overflow nor need a float32 copy.
+
+    Parameters
+    ----------
+    t : Tensor, shape (tokens, d)
+        Activations (any float dtype).
+    rows : int
+        Rows per chunk.
+
+    Returns
+    -------
+    float
+        ``sqrt(mean(t ** 2))``.
+    """
+    if t.ndim != 2 or t.numel() == 0:
+        raise ValueError(f"t must be a non-empty (tokens, d) matrix, got shape {tuple(t.shape)}")
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    total = 0.0
+    for b in range(0, t.shape[0], rows):
+        total += float(t[b : b + rows].double().pow(2).sum())
+    return math.sqrt(total / t.numel())
+
+
+class RescaledDecomposition(nn.Module):
+    """A decomposition trained on rescaled activations, as a map of the raw ones.
+
+    Pretrained MLPs can write *massive activations* (SmolLM2-135M's layer-2 MLP: output
+    norms of 500-900 on a few percent of tokens against about 20 elsewhere), which Adam's
+    small steps cannot reach from a standard initialisation. Training on
+    ``x / s_x -> y / s_y`` (``s`` the activations' :func:`activation_rms`) removes that
+    scale; this module maps raw inputs to raw outputs, ``y = s_y * inner(x / s_x).y``, for
+    :func:`~sci_moe.language.mxd.splice`.
+
+    Parameters
+    ----------
+    inner : nn.Module
+        A decomposition returning a :class:`~sci_moe.language.mxd.DecompositionOutput`.
+    s_x, s_y : float
+        Positive input and output scales.
+    """
+
+    def __init__(self, inner: nn.Module, s_x: float, s_y: float) -> None:
+        super().__init__()
+        for name, s in (("s_x", s_x), ("s_y", s_y)):
+            if not (math.isfinite(s) and s > 0):
+                raise ValueError(f"{name} must be a finite positive scale, got {s}")
+        self.inner, self.s_x, self.s_y = inner, float(s_x), float(s_y)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` of shape ``(..., d_in)`` -> the raw-scale output ``(..., d_out)``."""
+        return self.inner(x / self.s_x).y * self.s_y
 
 
 @torch.no_grad()

@@ -3,8 +3,10 @@ import torch
 
 from sci_moe.language.mxd import (
     MeanAblation,
+    RescaledDecomposition,
     SpliceReport,
     Transcoder,
+    activation_rms,
     code_columns,
     mlp_site,
     next_token_ce,
@@ -67,3 +69,28 @@ def test_sparse_codes_equal_the_forward():
     out = tc(x)
     assert n == 16 and torch.equal(i, out.indices)
     torch.testing.assert_close(v, out.values.detach())
+
+
+def test_activation_rms_is_the_root_mean_square_in_chunks():
+    g = torch.Generator().manual_seed(0)
+    t = (torch.randn(37, 5, generator=g) * 300).half()
+    expected = float(t.double().pow(2).mean().sqrt())
+    for rows in (1, 4, 37, 100):
+        assert activation_rms(t, rows=rows) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="non-empty"):
+        activation_rms(torch.zeros(0, 3))
+    with pytest.raises(ValueError, match="rows must be"):
+        activation_rms(t, rows=0)
+
+
+def test_rescaled_decomposition_maps_raw_activations():
+    torch.manual_seed(0)
+    inner = Transcoder(d_in=6, d_out=4, d_latent=12, top_k=3)
+    s_x, s_y = 50.0, 7.0
+    x = torch.randn(9, 6) * s_x
+    wrapped = RescaledDecomposition(inner, s_x, s_y)
+    torch.testing.assert_close(wrapped(x), inner(x / s_x).y * s_y)
+    assert list(wrapped.parameters()) == list(inner.parameters())
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite positive scale"):
+            RescaledDecomposition(inner, bad, 1.0)
