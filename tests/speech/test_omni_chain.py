@@ -103,6 +103,20 @@ def test_vocoder_and_stoi_order(utt, room):
         ci_vocode(tone, 8000, cfg)
 
 
+def test_vocoded_estoi_properties(utt, room):
+    """ESTOI (Jensen & Taal 2016): 1 for identical signals, about 0 against independent
+    noise, reverberation below the IRM, and it differs from STOI (its own measure)."""
+    rev = reverberate(utt.audio, FS, room)
+    assert vocoded_stoi(rev.direct, rev.direct, FS, extended=True) > 0.99
+    noise = np.random.default_rng(0).standard_normal(rev.direct.size)
+    assert abs(vocoded_stoi(rev.direct, noise, FS, extended=True)) < 0.1
+    irm = ideal_ratio_mask(stft(rev.direct), stft(rev.reverberant))
+    e_rev = vocoded_stoi(rev.direct, rev.reverberant, FS, extended=True)
+    e_irm = vocoded_stoi(rev.direct, apply_mask(rev.reverberant, irm), FS, extended=True)
+    assert e_rev < e_irm < 1.0
+    assert e_rev != vocoded_stoi(rev.direct, rev.reverberant, FS)
+
+
 def test_forced_alignment_agrees_with_espeak_events(utt):
     ev = force_align(utt.audio, FS, utt.text)
     assert [e.symbol for e in ev if e.symbol != "SIL"][:4] == ["DH", "AH", "B", "ER"]
