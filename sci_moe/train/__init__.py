@@ -27,6 +27,7 @@ Examples
 """
 
 from .config import OPTIMIZERS, RESUMABLE_CHANGES, SCHEDULES, TrainConfig
+from .convergence import is_flat
 from .data import Batch, BatchSource, ShuffledBatches, StreamBatches
 from .distributed import (
     DistributedContext,
@@ -79,6 +80,7 @@ __all__ = [
     "derive_seed",
     "get_rng_state",
     "init_distributed",
+    "is_flat",
     "lr_factor",
     "read_metrics",
     "run_files",

@@ -1,0 +1,73 @@
+"""Whether a validation curve is flat: the convergence criterion of the benchmarks.
+
+A run is *flat* (trained to convergence) when the best value of its last ``tail`` of the
+steps is less than ``tol`` (relative) better than the best value before them: with the
+defaults, "< 1 % better over the last 20 % of the steps" (issue 43).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["is_flat"]
+
+
+def is_flat(
+    steps: Sequence[float],
+    values: Sequence[float],
+    *,
+    tail: float = 0.2,
+    tol: float = 0.01,
+    mode: str = "min",
+    min_points: int = 5,
+) -> bool:
+    """Whether the curve ``values`` over ``steps`` improved by less than ``tol`` in its tail.
+
+    Parameters
+    ----------
+    steps : sequence of float, shape (n,)
+        Increasing steps (or epochs, tokens) of the evaluations.
+    values : sequence of float, shape (n,)
+        The validation metric at each step.
+    tail : float
+        Fraction of the last step that is the tail, in (0, 1): the evaluations after step
+        ``(1 - tail) * steps[-1]``.
+    tol : float
+        Relative improvement below which the curve counts as flat, >= 0.
+    mode : {"min", "max"}
+        Whether a smaller (a loss) or a larger (an accuracy) value is better.
+    min_points : int
+        Fewer evaluations than this are never flat (nor a tail or a head without one).
+
+    Returns
+    -------
+    bool
+        Whether ``gain = best(head) - best(tail)`` is ``<= 0`` or ``< tol * |best(head)|``
+        for ``"min"`` (mirrored for ``"max"``); false when a value is not finite.
+
+    Examples
+    --------
+    >>> is_flat([1, 2, 3, 4, 5], [5.0, 2.0, 1.0, 0.999, 0.998])
+    True
+    >>> is_flat([1, 2, 3, 4, 5], [5.0, 4.0, 3.0, 2.0, 1.0])
+    False
+    """
+    if not 0.0 < tail < 1.0:
+        raise ValueError(f"tail must be in (0, 1), got {tail!r}")
+    if not tol >= 0.0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+    if len(steps) != len(values):
+        raise ValueError(f"{len(steps)} steps but {len(values)} values")
+    if len(values) < max(min_points, 2) or not all(math.isfinite(float(v)) for v in values):
+        return False
+    cut = (1.0 - tail) * float(steps[-1])
+    sign = 1.0 if mode == "min" else -1.0
+    head = [sign * float(v) for s, v in zip(steps, values, strict=True) if s <= cut]
+    rest = [sign * float(v) for s, v in zip(steps, values, strict=True) if s > cut]
+    if not head or not rest:
+        return False
+    gain = min(head) - min(rest)
+    return gain <= 0.0 or gain < tol * abs(min(head))

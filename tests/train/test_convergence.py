@@ -1,0 +1,34 @@
+"""The flatness criterion of the benchmarks (sci_moe.train.is_flat)."""
+
+import math
+
+import pytest
+
+from sci_moe.train import is_flat
+
+
+def test_flat_and_improving_curves():
+    steps = list(range(10, 110, 10))
+    decaying = [math.exp(-s / 10) + 1.0 for s in steps]  # flattens to 1
+    assert is_flat(steps, decaying)
+    linear = [100.0 - s for s in steps]
+    assert not is_flat(steps, linear)
+    # 2 % better in the tail: not flat at 1 %, flat at 5 %
+    step = [1.0] * 8 + [0.98, 0.98]
+    assert not is_flat(steps, step)
+    assert is_flat(steps, step, tol=0.05)
+
+
+def test_max_mode_short_and_bad_curves():
+    steps = [1, 2, 3, 4, 5]
+    assert is_flat(steps, [0.1, 0.5, 0.8, 0.801, 0.8], mode="max")
+    assert not is_flat(steps, [0.1, 0.2, 0.3, 0.4, 0.9], mode="max")
+    assert not is_flat(steps[:3], [1.0, 1.0, 1.0])  # too few evaluations
+    assert not is_flat(steps, [1.0, 1.0, float("nan"), 1.0, 1.0])
+    assert is_flat([1, 2, 3, 4, 5], [0.0] * 5)  # zero loss stays flat
+    with pytest.raises(ValueError, match="tail"):
+        is_flat(steps, [1.0] * 5, tail=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        is_flat(steps, [1.0] * 5, mode="best")
+    with pytest.raises(ValueError, match="values"):
+        is_flat(steps, [1.0] * 4)
