@@ -62,7 +62,6 @@ from _energy_diffusion import PATHS, langevin_with_model
 from sci_moe._util import atomic_save_json
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
 from sci_moe.sampling.diffusion import (
-    MUELLER_BROWN_RANGES,
     VPSDE,
     EnergyAtTime,
     MLPEnergy,
@@ -71,6 +70,7 @@ from sci_moe.sampling.diffusion import (
     fp_error_curve,
     js_divergence,
     mueller_brown_model,
+    mueller_brown_stages,
     pmf_error,
     reverse_sde_sample,
     train,
@@ -187,19 +187,6 @@ def _minflt() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _stages(variant: str, epochs: int) -> list[Stage]:
-    fp = PAPER["fp_weight"]
-    if variant in ("plain", "fp"):
-        return [Stage(epochs, (1e-5, 1.0), 0.5, fp if variant == "fp" else 0.0)]
-    e_hi = max(1, epochs // 6)
-    e_lo = max(1, epochs - 2 * e_hi)
-    return [
-        Stage(e_hi, MUELLER_BROWN_RANGES[0], 0.8, 0.0, expert=0),
-        Stage(e_hi, MUELLER_BROWN_RANGES[1], 0.35, 0.0, expert=1),
-        Stage(e_lo, MUELLER_BROWN_RANGES[2], 0.05, fp if variant == "both" else 0.0, expert=2),
-    ]
-
-
 def _metrics(ref: np.ndarray, x: np.ndarray, prefix: str) -> dict:
     box = MULLER_BROWN_BOX
     ok = np.isfinite(x).all(1)
@@ -220,7 +207,7 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
     model = mueller_brown_model(variant)
     sde = VPSDE()
     cfg = TrainConfig(
-        stages=_stages(variant, args.epochs),
+        stages=mueller_brown_stages(variant, args.epochs, fp_weight=PAPER["fp_weight"]),
         batch_size=PAPER["batch"],
         ema_decay=0.005,
         ema_reset=True,

@@ -60,15 +60,14 @@ from _energy_diffusion_paper import PAPER, SCOREMD_SOURCE, quoted_rows, run_pape
 
 from sci_moe.data.toy import MULLER_BROWN_BOX, muller_brown_samples
 from sci_moe.sampling.diffusion import (
-    MUELLER_BROWN_RANGES,
     MUELLER_BROWN_VARIANTS,
     VPSDE,
     EnergyAtTime,
-    Stage,
     TrainConfig,
     fp_error_curve,
     js_divergence,
     mueller_brown_model,
+    mueller_brown_stages,
     pmf_error,
     reverse_sde_sample,
     train,
@@ -78,21 +77,6 @@ VARIANTS = MUELLER_BROWN_VARIANTS
 FP_TS = (1e-3, 1e-2, 5e-2)
 
 
-def mb_stages(variant: str, epochs: int, fp_weight: float = 5e-4, lr: float = 3e-3) -> list[Stage]:
-    if variant in ("plain", "fp"):
-        fp = fp_weight if variant == "fp" else 0.0
-        return [Stage(epochs, (1e-5, 1.0), 0.5, fp, lr=lr)]
-    # ScoreMD's Mueller-Brown MoE: 30/30/120 of 180 epochs, mids 0.8, 0.35, 0.05
-    e_hi = max(1, epochs // 6)
-    e_lo = max(1, epochs - 2 * e_hi)
-    fp = fp_weight if variant == "both" else 0.0
-    return [
-        Stage(e_hi, MUELLER_BROWN_RANGES[0], 0.8, 0.0, expert=0, lr=lr),
-        Stage(e_hi, MUELLER_BROWN_RANGES[1], 0.35, 0.0, expert=1, lr=lr),
-        Stage(e_lo, MUELLER_BROWN_RANGES[2], 0.05, fp, expert=2, lr=lr),
-    ]
-
-
 def mb_case(variant, seed, data, ref, args):
     torch.manual_seed(seed)
     model = mueller_brown_model(variant)
@@ -100,7 +84,7 @@ def mb_case(variant, seed, data, ref, args):
     # EMA kept aside and copied in at the end of each stage: ScoreMD's per-epoch reset
     # stalls learning with the short epochs of a CPU-sized run.
     cfg = TrainConfig(
-        stages=mb_stages(variant, args.epochs),
+        stages=mueller_brown_stages(variant, args.epochs, lr=3e-3),
         batch_size=args.batch,
         max_batches_per_epoch=args.batches_per_epoch,
         seed=seed,

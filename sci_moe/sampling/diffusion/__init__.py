@@ -31,6 +31,7 @@ from .mueller_brown_recipe import (
     MUELLER_BROWN_RANGES,
     MUELLER_BROWN_VARIANTS,
     mueller_brown_model,
+    mueller_brown_stages,
 )
 from .networks import (
     EnergyNet,
@@ -79,6 +80,7 @@ __all__ = [
     "load_diffusion_model",
     "load_energy_model",
     "mueller_brown_model",
+    "mueller_brown_stages",
     "pmf_error",
     "probability_flow_sample",
     "random_rotations",

@@ -12,6 +12,7 @@ from sci_moe.sampling.diffusion import (
     MLPScore,
     TimeMixture,
     mueller_brown_model,
+    mueller_brown_stages,
 )
 
 
@@ -58,3 +59,27 @@ def test_same_seed_same_weights():
 def test_unknown_variant_is_refused():
     with pytest.raises(ValueError, match="variant must be one of"):
         mueller_brown_model("dense")
+
+
+def test_stages_follow_scoremd_split_and_fp_placement():
+    stages = mueller_brown_stages("both", 180, fp_weight=1e-3, lr=2e-3)
+    assert [s.epochs for s in stages] == [30, 30, 120]
+    assert [s.expert for s in stages] == [0, 1, 2]
+    assert [s.t_range for s in stages] == list(MUELLER_BROWN_RANGES)
+    assert [s.mid for s in stages] == [0.8, 0.35, 0.05]
+    assert [s.fp_weight for s in stages] == [0.0, 0.0, 1e-3]
+    assert {s.lr for s in stages} == {2e-3}
+    assert [s.fp_weight for s in mueller_brown_stages("moe", 180)] == [0.0, 0.0, 0.0]
+    # a short run still gives every expert an epoch
+    assert [s.epochs for s in mueller_brown_stages("moe", 2)] == [1, 1, 1]
+    (plain,) = mueller_brown_stages("plain", 7)
+    (fp,) = mueller_brown_stages("fp", 7)
+    assert plain.epochs == 7 and plain.fp_weight == 0.0 and fp.fp_weight == 5e-4
+    assert plain.t_range == (1e-5, 1.0) and plain.expert is None
+
+
+def test_stages_refuse_bad_input():
+    with pytest.raises(ValueError, match="variant must be one of"):
+        mueller_brown_stages("mixture", 10)
+    with pytest.raises(ValueError, match="epochs must be >= 1"):
+        mueller_brown_stages("plain", 0)
