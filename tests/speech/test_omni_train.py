@@ -10,11 +10,14 @@ from sci_moe.cli.main import main
 from sci_moe.speech.omni import (
     FrameTensors,
     MaskNetConfig,
+    PhonemeIndependentMask,
     PhonemeMoEMask,
     TrainConfig,
+    converged,
     fit_model,
     train_pi,
 )
+from sci_moe.train import seed_everything
 
 NET = MaskNetConfig(n_bins=65, context=3, hidden=8, classifier_hidden=8)
 
@@ -45,6 +48,51 @@ def test_stage_resumes_exactly_with_fused_adam(tmp_path):
         fit_model(
             PhonemeMoEMask.from_pi(pi), _data(seed=1), cfg, out_dir=tmp_path / "b", resume=True
         )
+
+
+def test_until_flat_stops_on_a_flat_validation_curve_and_resumes(tmp_path):
+    data, val = _data(T=128), _data(T=64, seed=3)
+    cfg = TrainConfig(epochs=200, batch_size=32, seed=0, eval_every=4, until_flat=True)
+    pi, res = train_pi(data, NET, cfg, validation=val, return_result=True)
+    assert res.reason == "early_stop" and res.finished and converged(res, cfg)
+    assert (
+        20 <= res.step < 800 and len(res.evals) == res.step // 4
+    )  # stopped well before the cap of 200 epochs x 4 steps
+    assert res.best_metric == min(e["val_loss"] for e in res.evals)
+    # the same run in pieces, each resumed from the last checkpoint: identical weights
+    out = tmp_path / "pi"
+    _, part = train_pi(data, NET, cfg, validation=val, out_dir=out, return_result=True)
+    assert part.step == res.step
+    again, back = train_pi(
+        data, NET, cfg, validation=val, out_dir=out, resume=True, return_result=True
+    )
+    assert back.step == res.step and back.reason == "early_stop"
+    a, b = pi.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="validation"):
+        train_pi(data, NET, cfg)
+    with pytest.raises(ValueError, match="eval_every"):
+        TrainConfig(until_flat=True)
+    # a capped run that is still improving is not converged
+    short = TrainConfig(epochs=1, batch_size=32, eval_every=1, until_flat=True)
+    _, r = train_pi(data, NET, short, validation=val, return_result=True)
+    assert r.reason == "completed" and r.step == 4 and not converged(r, short)
+
+
+def test_until_flat_interrupted_resume_is_exact(tmp_path):
+    data, val = _data(T=128), _data(T=64, seed=3)
+    cfg = TrainConfig(epochs=200, batch_size=32, seed=1, eval_every=4, until_flat=True)
+    ref, res = train_pi(data, NET, cfg, validation=val, return_result=True)
+    seed_everything(1)
+    part = PhonemeIndependentMask(NET)
+    r1 = fit_model(part, data, cfg, validation=val, out_dir=tmp_path / "b", stop_after=10)
+    assert r1.reason == "interrupted" and r1.step == 10
+    seed_everything(1)
+    again = PhonemeIndependentMask(NET)
+    r2 = fit_model(again, data, cfg, validation=val, out_dir=tmp_path / "b", resume=True)
+    assert r2.step == res.step and r2.reason == "early_stop"
+    a, b = ref.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 TINY = [

@@ -45,6 +45,7 @@ from .task_affine import (
 from .training import (
     FrameTensors,
     TrainConfig,
+    converged,
     fit_model,
     frame_tensors,
     mask_loss,
@@ -77,6 +78,7 @@ __all__ = [
     "bank_macs_per_token",
     "causal_context",
     "ci_vocode",
+    "converged",
     "event_frame_labels",
     "fit_model",
     "force_align",

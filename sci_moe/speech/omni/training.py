@@ -14,6 +14,9 @@ import copy
 import dataclasses
 import hashlib
 import math
+import sys
+import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sci_moe.train import ShuffledBatches, Trainer, TrainResult, seed_everything
+from sci_moe.train import ShuffledBatches, Trainer, TrainResult, is_flat, seed_everything
 from sci_moe.train import TrainConfig as EngineConfig
 
 from .dataset import FrameSet
@@ -40,6 +43,7 @@ from .models import (
 __all__ = [
     "FrameTensors",
     "TrainConfig",
+    "converged",
     "fit_model",
     "frame_tensors",
     "mask_loss",
@@ -59,7 +63,16 @@ class TrainConfig(EngineConfig):
     ----------
     epochs : int or None
         Passes over the training frames; the run has ``epochs * ceil(n / batch_size)``
-        steps (``None``: ``steps`` as given).
+        steps (``None``: ``steps`` as given). With ``until_flat`` it is the step cap.
+    until_flat : bool
+        Stop as soon as the validation loss (evaluated every ``eval_every`` steps) is
+        flat by :func:`sci_moe.train.is_flat` (``flat_tail``, ``flat_tol``), at the best
+        evaluated weights; needs ``eval_every > 0`` and validation frames.
+    flat_tail, flat_tol : float
+        The criterion: less than ``flat_tol`` (relative) better over the last
+        ``flat_tail`` of the steps (default: < 1 % over the last 20 %).
+    flat_min_steps : int
+        No flatness check before this many steps.
     """
 
     epochs: int | None = 10
@@ -72,9 +85,20 @@ class TrainConfig(EngineConfig):
     grad_clip: float | None = None
     eval_every: int = 0
     progress: bool = False
+    until_flat: bool = False
+    flat_tail: float = 0.2
+    flat_tol: float = 0.01
+    flat_min_steps: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not isinstance(self.until_flat, bool):
+            raise ValueError(f"until_flat must be true or false, got {self.until_flat!r}")
+        if self.until_flat and self.eval_every < 1:
+            raise ValueError("until_flat needs eval_every >= 1 (steps between evaluations)")
+        if not isinstance(self.flat_min_steps, int) or self.flat_min_steps < 0:
+            raise ValueError(f"flat_min_steps must be an int >= 0, got {self.flat_min_steps!r}")
+        is_flat([1, 2], [1.0, 1.0], tail=self.flat_tail, tol=self.flat_tol)  # validates
         e = self.epochs
         if e is not None and (isinstance(e, bool) or not isinstance(e, int) or e < 1):
             raise ValueError(f"epochs must be an integer >= 1 or None, got {e!r}")
@@ -152,6 +176,7 @@ def fit_model(
     data: FrameTensors,
     cfg: TrainConfig,
     *,
+    validation: FrameTensors | None = None,
     name: str = "omni",
     out_dir: str | Path | None = None,
     resume: bool = False,
@@ -170,6 +195,12 @@ def fit_model(
         :class:`OmniExpertMask` or :class:`PhonemeClassifier`.
     data : FrameTensors
     cfg : TrainConfig
+        With ``cfg.until_flat`` the run stops when the validation loss is flat (see
+        :class:`TrainConfig`); the result's ``reason`` is then ``"early_stop"`` and
+        :func:`converged` tells whether the curve is flat.
+    validation : FrameTensors, optional
+        Frames of the validation loss ``val_loss`` (the training loss on them, oracle
+        routing for the MoE and the OE), evaluated every ``cfg.eval_every`` steps.
     name : str
         Label of the progress bar and messages.
     out_dir : path, optional
@@ -192,19 +223,95 @@ def fit_model(
         "init": _digest(model.state_dict().values()),
     }
     source = ShuffledBatches(len(data), cfg.batch_size, torch.tensor, seed=cfg.seed)
-    trainer = Trainer(model, loss, source, cfg, out_dir=out_dir, meta=meta, name=name)
-    result = trainer.fit(resume=resume, stop_after=stop_after)
+    evaluate = None
+    if validation is not None:
+        val_loss = _loss_of(model, validation)
+        every = torch.arange(len(validation))
+        evaluate = lambda m: {"val_loss": float(val_loss(m, every))}  # noqa: E731
+    elif cfg.until_flat:
+        raise ValueError("until_flat needs validation frames (validation=...)")
+    args = dict(evaluate=evaluate, meta=meta, name=name)
+    if cfg.until_flat:
+        result = _fit_until_flat(model, loss, source, cfg, args, out_dir, resume, stop_after)
+    else:
+        trainer = Trainer(model, loss, source, cfg, out_dir=out_dir, **args)
+        result = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
     return result
 
 
-def _build_and_fit(build, data, cfg, name, seed_offset, out_dir, resume, return_result):
+def converged(result: TrainResult, cfg: TrainConfig) -> bool:
+    """Whether ``result``'s validation loss curve is flat by ``cfg``'s criterion
+    (:func:`sci_moe.train.is_flat`); False without evaluations."""
+    ev = [e for e in result.evals if "val_loss" in e]
+    if not ev or ev[-1]["step"] < cfg.flat_min_steps:
+        return False
+    steps = [e["step"] for e in ev]
+    return is_flat(steps, [e["val_loss"] for e in ev], tail=cfg.flat_tail, tol=cfg.flat_tol)
+
+
+_FLAT_NAME = "flat.pt"
+
+
+def _fit_until_flat(model, loss, source, cfg, args, out_dir, resume, stop_after):
+    """Train in stretches of ``eval_every`` steps (each continuing the last's checkpoint,
+    exactly) until the validation curve is flat, the step cap or ``stop_after``; a flat
+    run keeps its best weights in ``out_dir/flat.pt`` (what a resumed call returns)."""
+    tmp = tempfile.TemporaryDirectory() if out_dir is None else None
+    out = Path(tmp.name if tmp is not None else out_dir)
+    flat_file = out / _FLAT_NAME
+    try:
+        if resume and flat_file.is_file():
+            state = torch.load(flat_file, weights_only=False)
+            model.load_state_dict(state["model"])
+            return TrainResult(**state["result"])
+        if not resume and flat_file.exists():
+            raise ValueError(f"{out} already holds a finished run; resume it or choose another")
+        deadline = math.inf if cfg.max_hours is None else time.perf_counter() + 3600 * cfg.max_hours
+        ran, step, again, first = 0, None, resume, True
+
+        def log(message: str) -> None:  # the stretches' own resumes are not news
+            if first or not message.startswith("resumed at step"):
+                print(f"{args['name']}: {message}", file=sys.stderr, flush=True)
+
+        while True:
+            chunk = cfg.eval_every - (step or 0) % cfg.eval_every
+            if stop_after is not None:
+                chunk = min(chunk, stop_after - ran)
+            left = deadline - time.perf_counter()
+            part = dataclasses.replace(
+                cfg, max_hours=None if math.isinf(left) else max(left, 1e-6) / 3600
+            )
+            trainer = Trainer(model, loss, source, part, out_dir=out, log=log, **args)
+            res = trainer.fit(resume=again, stop_after=chunk)
+            ran += res.step - (step if step is not None else res.resumed_from or 0)
+            step, again, first = res.step, True, False
+            if res.reason != "interrupted":
+                return res
+            if converged(res, cfg):
+                if trainer.best_state:
+                    model.load_state_dict(trainer.best_state)
+                res = dataclasses.replace(res, reason="early_stop")
+                torch.save({"model": model.state_dict(), "result": vars(res)}, flat_file)
+                return res
+            if stop_after is not None and ran >= stop_after:
+                return res
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _build_and_fit(
+    build, data, cfg, name, seed_offset, out_dir, resume, return_result, validation=None
+):
     """Seed with ``cfg.seed + seed_offset``, ``build()`` the model and :func:`fit_model` it;
     the model, or ``(model, TrainResult)`` with ``return_result``."""
     cfg = cfg or TrainConfig()
     seed_everything(cfg.seed + seed_offset)
     model = build()
-    res = fit_model(model, data, cfg, name=name, out_dir=out_dir, resume=resume)
+    res = fit_model(
+        model, data, cfg, validation=validation, name=name, out_dir=out_dir, resume=resume
+    )
     return (model, res) if return_result else model
 
 
@@ -213,17 +320,19 @@ def train_pi(
     net: MaskNetConfig | None = None,
     cfg: TrainConfig | None = None,
     *,
+    validation: FrameTensors | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
     return_result: bool = False,
 ):
     """Train the phoneme-independent mask model on every frame.
 
-    Returns the model, or ``(model, TrainResult)`` with ``return_result``; ``out_dir``
-    and ``resume`` as in :func:`fit_model`.
+    Returns the model, or ``(model, TrainResult)`` with ``return_result``;
+    ``validation``, ``out_dir`` and ``resume`` as in :func:`fit_model` (here and in
+    :func:`train_moe`, :func:`train_oe`, :func:`train_classifier`).
     """
     build = partial(PhonemeIndependentMask, net)
-    return _build_and_fit(build, data, cfg, "PI", 0, out_dir, resume, return_result)
+    return _build_and_fit(build, data, cfg, "PI", 0, out_dir, resume, return_result, validation)
 
 
 def train_moe(
@@ -231,6 +340,7 @@ def train_moe(
     data: FrameTensors,
     cfg: TrainConfig | None = None,
     *,
+    validation: FrameTensors | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
     return_result: bool = False,
@@ -240,7 +350,7 @@ def train_moe(
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
     build = partial(PhonemeMoEMask.from_pi, copy.deepcopy(pi))
-    return _build_and_fit(build, data, cfg, "MoE", 0, out_dir, resume, return_result)
+    return _build_and_fit(build, data, cfg, "MoE", 0, out_dir, resume, return_result, validation)
 
 
 def train_oe(
@@ -250,6 +360,7 @@ def train_oe(
     *,
     scale: bool = True,
     shift: bool = True,
+    validation: FrameTensors | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
     return_result: bool = False,
@@ -259,7 +370,7 @@ def train_oe(
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
     build = partial(OmniExpertMask.from_pi, pi, scale=scale, shift=shift)
-    return _build_and_fit(build, data, cfg, "OE", 0, out_dir, resume, return_result)
+    return _build_and_fit(build, data, cfg, "OE", 0, out_dir, resume, return_result, validation)
 
 
 def train_classifier(
@@ -267,6 +378,7 @@ def train_classifier(
     net: MaskNetConfig | None = None,
     cfg: TrainConfig | None = None,
     *,
+    validation: FrameTensors | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
     return_result: bool = False,
@@ -277,4 +389,6 @@ def train_classifier(
     Returns the model, or ``(model, TrainResult)`` with ``return_result``.
     """
     build = partial(PhonemeClassifier, net)
-    return _build_and_fit(build, data, cfg, "classifier", 1, out_dir, resume, return_result)
+    return _build_and_fit(
+        build, data, cfg, "classifier", 1, out_dir, resume, return_result, validation
+    )
