@@ -51,7 +51,6 @@ with 50 molecules when missing).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -72,8 +71,17 @@ from _common import (
     verdicts_only,
     write_json_doc,
 )
+from _spice import (
+    SPLIT_SEEDS,
+    holm,
+    load_set,
+    run_key,
+    sign_flip_test,
+    train_record,
+    val_change,
+    verdict,
+)
 
-SPLIT_SEEDS = (123, 8888, 8889, 4242, 7)
 SINGLE = ("single_conformer", "random_conformer")
 ENSEMBLE = ("mean_ensemble", "deepsets", "attention_ensemble", "boltzmann_ensemble", "gnn2d_3d")
 SPICE = ("spice", "spice_dense")
@@ -123,15 +131,6 @@ def parse_args():
         "indices of --models into the checkpoint folder and exit (parallel processes)",
     )
     return p.parse_args()
-
-
-def load_set(path: Path):
-    from sci_moe.data.molecule_set import MoleculeSet, MoleculeSetConfig, build_molecule_set
-
-    if not (path / "molecule_set.npz").exists():
-        print(f"building the 50-molecule set in {path} (a few minutes)", flush=True)
-        build_molecule_set(path, MoleculeSetConfig(n_molecules=50))
-    return MoleculeSet.load(path)
 
 
 def grid(name: str, widths: list[int], size: int) -> list[dict]:
@@ -189,44 +188,8 @@ def grid(name: str, widths: list[int], size: int) -> list[dict]:
     return configs[:size]
 
 
-def run_key(data_sha: str, name: str, extra: dict, seed: int, *options) -> str:
-    """File name of one training run in ``--checkpoint``: a hash of everything it depends on."""
-    blob = json.dumps([data_sha, name, extra, seed, *options], sort_keys=True, default=str)
-    return f"{name}-s{seed}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
-    """Two-sided p-value of mean(d) = 0 by random sign flips of the paired differences."""
-    d = np.asarray(d, dtype=float)
-    if d.size == 0 or not np.any(d):
-        return 1.0
-    rng = np.random.default_rng(seed)
-    flips = rng.choice([-1.0, 1.0], size=(n, d.size))
-    null = np.abs((flips * d).mean(1))
-    return float((1 + np.sum(null >= abs(d.mean()) - 1e-15)) / (n + 1))
-
-
-def holm(p: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (family-wise error over the given tests)."""
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p)
-    adj = np.empty_like(p)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (p.size - rank) * p[i]))
-        adj[i] = running
-    return adj.tolist()
-
-
 ENSEMBLE_HELPS = "best ensemble vs best single conformer"
 CLAIM = "spice vs best ensemble"
-
-
-def verdict(test: dict, alpha: float = 0.05) -> str:
-    """``"better"``, ``"worse"`` (model ``a`` vs ``b`` after Holm) or ``"noise"``."""
-    if test["p_holm"] >= alpha:
-        return "noise"
-    return "better" if test["mean_diff"] < 0 else "worse"
 
 
 def verdict_rows(tests: dict, targets, alpha: float = 0.05) -> tuple[list[Row], dict]:
@@ -559,7 +522,7 @@ def main() -> None:
     from sci_moe.data.ligands_build import LIGAND_TARGET_UNITS
     from sci_moe.data.molecule_set_store import ELECTRONIC_TARGET_UNITS, TARGET_UNITS
     from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
-    from sci_moe.molecules.spice import MODEL_NAMES, TrainConfig, build_model, evaluate, fit
+    from sci_moe.molecules.spice import MODEL_NAMES
 
     load = OtherLoad()
     ms = load_set(args.data)
@@ -617,42 +580,8 @@ def main() -> None:
         return r
 
     def train_run(name, extra, s):
-        tr, va, te = ms.split(seed=SPLIT_SEEDS[s])
-        torch.manual_seed(s)
-        model = build_model(name, **{**base_opts, **extra})
-        t0 = time.perf_counter()
-        res = fit(
-            model,
-            [graphs[i] for i in tr],
-            [graphs[i] for i in va],
-            [graphs[i] for i in te],
-            TrainConfig(seed=s, **tcfg),
-            target_names=targets,
-        )
-        ev = evaluate(model, [graphs[i] for i in te])
-        std = model.target_std.numpy()
-        val = np.array([res["val_mae"][t] for t in targets])
-        return {
-            "seed": s,
-            "split_seed": SPLIT_SEEDS[s],
-            "config": extra,
-            "val_mae": val.tolist(),
-            "val_score": float(np.mean(val / std)),
-            "test_mae": [res["test_mae"][t] for t in targets],
-            "best_epoch": res["best_epoch"],
-            "epochs_run": res["epochs_run"],
-            "train_time_s": res["train_time_s"],
-            "wall_s": time.perf_counter() - t0,
-            "n_params": res["n_params"],
-            "history": {
-                "train_loss": res["history"]["train_loss"],
-                "val_score": [
-                    float(np.mean(np.asarray(v) / std)) for v in res["history"]["val_mae"]
-                ],
-            },
-            "test_index": te.tolist(),
-            "test_pred": ev["pred"].tolist(),
-        }
+        r = train_record(ms, graphs, targets, name, {**base_opts, **extra}, tcfg, s)
+        return {"config": extra, **r}
 
     # 1. tuning on seed 0 (validation only), or the configurations chosen in another run
     tuning: dict[str, list[dict]] = {}
@@ -774,7 +703,7 @@ def main() -> None:
             Row(
                 name,
                 f"validation score change over the last {q} epochs (mean over seeds)",
-                float(np.mean([(c[-1] - c[-1 - q]) / c[-1 - q] for c in curves])),
+                float(np.mean([val_change(c) for c in curves])),
                 "fraction",
             )
         )
