@@ -44,6 +44,8 @@ from _common import (
     verdicts_only,
     write_json,
 )
+from _omni import masks as _masks
+from _omni import time_forward as _time_forward
 from scipy.stats import wilcoxon
 
 from sci_moe.data.speech import ReverbSpeechConfig, build_reverberant_speech
@@ -60,7 +62,6 @@ from sci_moe.speech.omni import (
     label_agreement,
     log_spectral_distance,
     model_costs,
-    oracle_probs,
     train_classifier,
     train_moe,
     train_oe,
@@ -80,55 +81,6 @@ def _settings(quick: bool) -> dict:
                     n_align=2)  # fmt: skip
     return dict(rt60s=[0.3, 0.6, 1.0], n_train=16, n_test=4, n_rirs=2, pi_epochs=5, ft_epochs=4,
                 n_align=1)  # fmt: skip
-
-
-def _masks(models, frames, norm, net):
-    pi, moe, oe, clf, ablation = models
-    T = frame_tensors(frames, norm, net.context)
-    with torch.no_grad():
-        p = clf.probs(T.features)
-        k = oracle_probs(T.labels)
-        out = {
-            "reverberant": np.ones_like(frames.irm),
-            "PI": pi(T.features),
-            "MoE^p": moe(T.features, p),
-            "MoE^k": moe(T.features, k),
-            "OE^p": oe(T.features, p, "folded"),
-            "OE^p-mixture": oe(T.features, p, "mixture"),
-            "OE^k": oe(T.features, k, "folded"),
-            "IRM": frames.irm,
-        }
-        for name, m in ablation.items():
-            out[f"OE^p[{name}]"] = m(T.features, p, "folded")
-        acc = float((p.argmax(1) == T.labels).double().mean())
-    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}, acc
-
-
-def _time_forward(models, frames, norm, net, repeats=5) -> dict[str, float]:
-    """Median ms per 1000 frames of each model's forward (classifier included for ^p)."""
-    pi, moe, oe, clf, _ = models
-    T = frame_tensors(frames, norm, net.context)
-    x = T.features
-    k = oracle_probs(T.labels)
-    fns = {
-        "PI": lambda: pi(x),
-        "MoE^k": lambda: moe(x, k),
-        "MoE^p": lambda: moe(x, clf.probs(x)),
-        "OE^k": lambda: oe(x, k, "folded"),
-        "OE^p": lambda: oe(x, clf.probs(x), "folded"),
-        "OE^p-mixture": lambda: oe(x, clf.probs(x), "mixture"),
-    }
-    out = {}
-    with torch.no_grad():
-        for name, f in fns.items():
-            f()
-            ts = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t0)
-            out[name] = 1000.0 * float(np.median(ts)) / len(x) * 1000.0
-    return out
 
 
 def run_config(rt60, seed, s, net, cache_dir, progress):
