@@ -13,8 +13,10 @@ width 32, 8 experts, top-2, no cross-conformer block, the tuned optimum):
 * ``spice`` (as tuned), ``spice_cross`` (+ the hierarchical ensemble encoder, the
   paper's full architecture), ``one_expert`` / ``one_expert_cross`` (the geometric MoE
   replaced by one dense expert of the same form, without / with the encoder),
-  ``no_aux_loss`` (load-balance and z-loss weights 0), ``no_router_noise`` (no router
-  logit noise in training), ``boltzmann_readout`` (the uniform conformer mean replaced by
+  ``invariant`` (the equivariant features removed: the blocks see distances only and
+  the vectors stay zero, same parameters), ``no_aux_loss`` (load-balance and z-loss
+  weights 0), ``no_router_noise`` (no router logit noise in training),
+  ``boltzmann_readout`` (the uniform conformer mean replaced by
   the Boltzmann weights) and ``upcycled`` (dense for the first quarter of the epochs,
   then every expert copies the dense one);
 * the baselines ``boltzmann_ensemble`` (the strongest ensemble of the converged run) and
@@ -83,6 +85,11 @@ VARIANTS = {
         {"cross_conformer": True},
         "one dense expert, with the hierarchical ensemble encoder",
     ),
+    "invariant": (
+        "spice",
+        {"directions": False},
+        "equivariant features removed: the blocks see distances only, vectors stay zero",
+    ),
     "no_aux_loss": (
         "spice",
         {"load_balance_coef": 0.0, "z_loss_coef": 0.0},
@@ -108,6 +115,7 @@ PARTS = {
         "one_expert_cross",
     ),
     "the hierarchical ensemble encoder with cross-conformer attention": ("spice_cross", "spice"),
+    "the equivariant (bond-direction) features (vs distances only)": ("spice", "invariant"),
     "the MoE auxiliary loss (load balance + z-loss)": ("spice", "no_aux_loss"),
     "the router noise": ("spice", "no_router_noise"),
     "the uniform conformer readout (vs Boltzmann weights)": ("spice", "boltzmann_readout"),
@@ -171,8 +179,8 @@ def compare(a: list[dict], b: list[dict], y: np.ndarray, scale: np.ndarray, targ
         better), ``per_target`` ``{t: {mean_diff, p, p_holm, verdict}}`` (Holm over the
         targets) and ``counts`` of ``better``/``worse``/``noise`` for ``a``.
     """
-    if [r["seed"] for r in a] != [r["seed"] for r in b]:
-        raise ValueError("compare needs the same splits in the same order")
+    if [(r["seed"], r["test_index"]) for r in a] != [(r["seed"], r["test_index"]) for r in b]:
+        raise ValueError("compare needs the same splits (test molecules) in the same order")
     err = {}
     for key, runs in (("a", a), ("b", b)):
         err[key] = np.concatenate(

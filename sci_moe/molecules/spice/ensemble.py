@@ -210,6 +210,11 @@ class EnsembleEncoderConfig:
     cross_conformer : bool
         Use :class:`CrossConformerIntegration` after every block (``False``: the
         conformers are encoded independently).
+    directions : bool
+        Give the blocks the bond directions (``False``: the unit vectors are zero, so
+        the vector features stay zero and the model sees interatomic distances only: an
+        invariant model with the same backbone and parameters, SPiCE's ablation of its
+        equivariant features).
     """
 
     hidden: int = 64
@@ -220,6 +225,7 @@ class EnsembleEncoderConfig:
     heads: int = 4
     moe: GeometricMoEConfig | dict | None = None
     cross_conformer: bool = True
+    directions: bool = True
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.num_layers < 1:
@@ -292,6 +298,8 @@ class EnsembleEncoder(nn.Module):
         """
         v = h.new_zeros(h.shape[0], 3, h.shape[1])
         geometry = edge_geometry(pos, edge_index)
+        if not self.config.directions:  # distances only: vectors never leave zero
+            geometry = (geometry[0], torch.zeros_like(geometry[1]))
         num_confs = int(batch.conf_to_mol.shape[0])
         bond_attr = getattr(batch, "bond_attr", None)
         packing = conformer_packing(batch.point_to_conf, num_confs) if self.cross else None

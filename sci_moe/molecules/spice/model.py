@@ -223,6 +223,9 @@ class SPiCEConfig(_EncoderSizes):
         ``TrainConfig.upcycle_epochs``).
     cross_conformer : bool
         Cross-conformer integration after every block.
+    directions : bool
+        ``False``: the blocks see distances only, the vectors stay zero (an invariant
+        model; :class:`~sci_moe.molecules.spice.ensemble.EnsembleEncoderConfig`).
     heads : int
         Attention heads of the cross-conformer attention.
     readout : {"mean", "boltzmann", "learned"}
@@ -241,6 +244,7 @@ class SPiCEConfig(_EncoderSizes):
     z_loss_coef: float = 1e-3
     upcycle: bool = False
     cross_conformer: bool = True
+    directions: bool = True
     heads: int = 4
     readout: str = "mean"
     atom_pool: str = "sum"
@@ -294,6 +298,7 @@ class SPiCEConfig(_EncoderSizes):
             heads=self.heads,
             moe=self.moe_config(),
             cross_conformer=self.cross_conformer,
+            directions=self.directions,
         )
 
     def to_dict(self) -> dict:

@@ -278,3 +278,18 @@ def test_float64_model_is_rotation_invariant_with_graphs_built_in_float32():
         a, b = (model(collate_ensembles([g])).pred for g in graphs)
     assert a.dtype == torch.float64
     torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_without_directions_the_vectors_stay_zero_and_the_weights_are_the_same():
+    """``directions=False`` (SPiCE's invariant ablation): distances only, zero vectors."""
+    torch.manual_seed(0)
+    full, inv = small_model(), small_model(directions=False)
+    inv.load_state_dict(full.state_dict())  # same parameters, nothing added or dropped
+    b = collate_ensembles([random_graph(7, 3, seed=1), random_graph(5, 2, seed=2)])
+    h, v, _, _ = inv.encode(b)
+    assert torch.isfinite(h).all() and torch.count_nonzero(v) == 0
+    assert torch.count_nonzero(full.encode(b)[1]) > 0
+    assert not torch.allclose(inv(b).pred, full(b).pred)
+    loss, _ = inv.loss(b)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in inv.parameters() if p.grad is not None)
