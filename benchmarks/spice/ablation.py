@@ -132,6 +132,7 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=None, help="epochs (default 36, quick 3)")
     p.add_argument("--variants", default=None, help="comma-separated (default: all)")
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--plots", type=Path, default=None, help="folder for the learning curves")
     piece_arguments(p, unit="training run")
     return p.parse_args(argv)
 
@@ -272,6 +273,30 @@ def summarize(runs: dict, ms, targets, seeds: int) -> tuple[list[Row], dict]:
     return rows, det
 
 
+def plot_curves(path: Path, runs: dict) -> None:
+    """Validation score per epoch (mean over the splits run so far) of every model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (v, rs) in enumerate(runs.items()):
+        curves = [r["history"]["val_score"] for r in rs.values()]
+        n = min(len(c) for c in curves)
+        mean = np.mean([c[:n] for c in curves], axis=0)
+        style = "--" if v in (ENSEMBLE, SINGLE) else "-"
+        ax.plot(np.arange(1, n + 1), mean, style, color=f"C{i % 10}", label=f"{v} ({len(rs)})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation MAE / target std (mean over targets)")
+    ax.set_title("SPiCE ablation: learning curves (mean over splits)")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def claim_verdicts(doc: dict) -> list[dict]:
     """The verdicts: SPiCE (as tuned, and with the hierarchical encoder) against the
     ensemble baseline, then one per part, "<part> helps SPiCE" (contradicted: the part
@@ -407,14 +432,16 @@ def main(argv=None) -> None:
             continue
         if time.perf_counter() > deadline:
             print(f"--max-hours reached: continue with --resume ({args.json})")
-            write(False, True)
-            return
+            break
         name, opts, extra = unit_options(v, chosen, base, epochs)
         r = train_record(ms, graphs, targets, name, opts, {**tcfg, **extra}, s)
         runs.setdefault(v, {})[str(s)] = r
         print(f"{v:18s} split {s}: val score {r['val_score']:.4f}, {r['wall_s']:.0f} s", flush=True)
         write(False, False)
     write(all(str(s) in runs.get(v, {}) for v, s in units), True)
+    if args.plots is not None and runs:  # after the JSON: a plotting error loses no result
+        name = args.json.stem if args.json is not None else "spice_ablation"
+        plot_curves(args.plots / f"{name}_curves.png", runs)
     for e in summary["verdicts"]:
         print(f"{e['verdict']:13s} {e['claim']}: {e['why']}")
 

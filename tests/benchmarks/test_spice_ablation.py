@@ -94,9 +94,10 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
     abl.main([*argv, "--max-hours", "0"])  # a piece that starts no unit
     doc = json.loads(out.read_text())
     assert doc["complete"] is False and doc["runs"] == {}
-    abl.main([*argv, "--resume"])
+    abl.main([*argv, "--resume", "--plots", str(tmp_path / "img")])
     doc = json.loads(out.read_text())
     assert doc["complete"] is True
+    assert (tmp_path / "img" / "abl_curves.png").stat().st_size > 0
     assert {v: sorted(r) for v, r in doc["runs"].items()} == {
         v: ["0", "1"] for v in ("boltzmann_ensemble", "single_conformer", "spice", "one_expert")
     }
