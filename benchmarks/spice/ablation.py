@@ -23,22 +23,28 @@ width 32, 8 experts, top-2, no cross-conformer block, the tuned optimum):
   ``single_conformer`` (for "where ensembles help").
 
 Every run uses the shared trainer (:func:`sci_moe.molecules.spice.fit`, AdamW 1e-3,
-cosine to 1 %, 2 warm-up epochs, batch 8, best-validation weights) for ``--epochs``
-(36); a run is *flat* when its validation score improved by less than 1 % over its last
-quarter of epochs (``_spice.flat``). Statistics as in ``run.py``: per target the
-per-molecule absolute test errors of two models on the same molecules, pooled over the
-splits, a two-sided sign-flip test, Holm over the 30 targets; the all-target score (mean
-over targets of test MAE / target std) with a pooled paired test. Each part
-(:data:`PARTS`) gets a verdict on "this part helps SPiCE" (:func:`part_verdicts`), and
-every SPiCE variant is compared with the ensemble baseline, on all targets and on the
-targets where that ensemble beats the single conformer: which part costs.
+cosine to 1 %, 2 warm-up epochs, batch 8, best-validation weights) on an epoch ladder
+(``--epochs``, default 72 then 144): a run is *flat* when its validation score improved
+by less than 1 % over its last quarter of epochs (``_spice.flat``), and a run that is not
+is trained afresh at the next rung (the 36-epoch runs of
+``results/spice_ligands_budget36.json`` still improved 2-3 % over their last 9 epochs).
+Statistics as in ``run.py``: per target the per-molecule absolute test errors of two
+models on the same molecules, pooled over the splits, a two-sided sign-flip test, Holm
+over the 30 targets; the all-target score (mean over targets of test MAE / target std)
+with a pooled paired test. Each part (:data:`PARTS`) gets a verdict on "this part helps
+SPiCE" (:func:`claim_verdicts`), and every SPiCE variant is compared with the ensemble
+baseline, on all targets and on the targets where that ensemble beats the single
+conformer: which part costs.
 
 A unit is one (variant, split) training; the JSON holds every finished unit under
-``runs`` and is rewritten after each, so ``--max-hours`` / ``--resume`` continue it::
+``runs`` and is rewritten after each, so ``--max-hours`` / ``--resume`` continue it; a
+unit whose expected time (its variant's seconds per epoch so far) would end past
+``--max-hours`` is left for the next piece, so a piece stays within ``--max-hours`` plus
+the summary (about 2 minutes)::
 
     nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/spice/ablation.py --threads 1 \\
         --data data/ligand_set_full --json benchmarks/spice/results/spice_ablation.json \\
-        --max-hours 0.6 --resume
+        --plots docs/results/img --max-hours 0.6 --resume
     python benchmarks/spice/ablation.py --quick --data DIR --json /tmp/spice_ablation.json
 """
 
@@ -66,7 +72,7 @@ from _common import (
     verdicts_only,
     write_json_doc,
 )
-from _spice import flat, holm, load_set, sign_flip_test, train_record, verdict
+from _spice import flat, holm, load_set, sign_flip_test, train_record, val_change, verdict
 
 HERE = Path(__file__).resolve().parent
 CONVERGED = HERE / "results" / "spice_ligands_converged.json"
@@ -129,7 +135,12 @@ def parse_args(argv=None):
     p.add_argument("--data", type=Path, default=Path("data/ligand_set_full"))
     p.add_argument("--chosen-from", type=Path, default=CONVERGED, help="configurations")
     p.add_argument("--seeds", type=int, default=3, help="splits (default 3)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs (default 36, quick 3)")
+    p.add_argument(
+        "--epochs",
+        default=None,
+        help="comma-separated epoch ladder: a run not flat at one rung is trained afresh at "
+        "the next (default 72,144; quick 2,3)",
+    )
     p.add_argument("--variants", default=None, help="comma-separated (default: all)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--plots", type=Path, default=None, help="folder for the learning curves")
@@ -143,6 +154,18 @@ def plan(variants, seeds: int) -> list[tuple[str, int]]:
     first = [v for v in (ENSEMBLE, SINGLE, "spice") if v in variants]
     rest = [v for v in variants if v not in first]
     return [(v, s) for v in first + rest for s in range(seeds)]
+
+
+def next_rung(record: dict | None, rungs: list[int]) -> int | None:
+    """The epochs to train a unit at next: the first rung without a record; after a run
+    that is not flat (:func:`_spice.flat`), the next longer rung; None when the run is flat
+    or already at the last rung (the unit is done)."""
+    if record is None:
+        return rungs[0]
+    if flat(record["history"]["val_score"]):
+        return None
+    longer = [e for e in rungs if e > record["epochs_run"]]
+    return longer[0] if longer else None
 
 
 def unit_options(variant: str, chosen: dict, base: dict, epochs: int) -> tuple[str, dict, dict]:
@@ -244,6 +267,8 @@ def summarize(runs: dict, ms, targets, seeds: int) -> tuple[list[Row], dict]:
             Row(v, "runs with a flat validation curve", float(sum(det["flat"][v])), "count")
         )
         rows.append(Row(v, "training wall time (mean over splits)", wall, "s"))
+        ep = float(np.mean([r["epochs_run"] for r in rs]))
+        rows.append(Row(v, "epochs of the kept run (mean over splits)", ep, "epoch"))
     helps = None
     if ENSEMBLE in done and SINGLE in done:
         c = compare(done[ENSEMBLE], done[SINGLE], y, scale, targets)
@@ -356,8 +381,14 @@ def main(argv=None) -> None:
     ms = load_set(args.data)
     targets = list(ms.target_names)
     graphs = ms.graphs(heavy_only=True)
-    chosen = json.loads(args.chosen_from.read_text())["details"]["chosen"]
-    epochs = args.epochs or (3 if args.quick else 36)
+    source = json.loads(args.chosen_from.read_text())
+    chosen = source["details"]["chosen"]
+    want = source["machine"].get("data_sha256")
+    if not args.quick and want is not None and ms.content_sha256() != want:
+        raise SystemExit(f"{args.data} is not the data set of {args.chosen_from} (content hash)")
+    rungs = sorted(int(e) for e in (args.epochs or ("2,3" if args.quick else "72,144")).split(","))
+    if rungs[0] < 2:
+        raise SystemExit("--epochs: every rung needs >= 2 epochs (the flatness rule)")
     variants = args.variants.split(",") if args.variants else [ENSEMBLE, SINGLE, *VARIANTS]
     base = dict(
         n_targets=len(targets),
@@ -374,7 +405,6 @@ def main(argv=None) -> None:
     if args.quick:
         chosen = {k: {**v, "hidden": 8} for k, v in chosen.items()}
     tcfg = dict(
-        epochs=epochs,
         batch_size=args.batch_size,
         lr=1e-3,
         weight_decay=1e-3,
@@ -385,7 +415,7 @@ def main(argv=None) -> None:
     )
     setting = {
         "data_sha256": ms.content_sha256(),
-        "epochs": epochs,
+        "epochs": rungs,
         "seeds": args.seeds,
         "chosen": chosen,
         "model_options": base,
@@ -399,7 +429,7 @@ def main(argv=None) -> None:
             raise SystemExit(f"{args.json} was run with other settings; drop --resume")
         runs = prev["runs"]
     units = plan(variants, args.seeds)
-    print(f"{len(ms)} molecules, {len(targets)} targets; {len(units)} units, {epochs} epochs")
+    print(f"{len(ms)} molecules, {len(targets)} targets; {len(units)} units, epoch ladder {rungs}")
 
     summary: dict = {"rows": [], "details": {}, "verdicts": []}
     if prev is not None:
@@ -427,18 +457,48 @@ def main(argv=None) -> None:
         if args.json is not None:
             write_json_doc(args.json, doc, indent=None)
 
-    for v, s in units:
-        if str(s) in runs.get(v, {}):
-            continue
-        if time.perf_counter() > deadline:
-            print(f"--max-hours reached: continue with --resume ({args.json})")
+    def rate(v: str) -> float:
+        """Seconds per epoch of a variant so far (else the slowest model's; 0 at first)."""
+        per = {u: [r["wall_s"] / r["epochs_run"] for r in rs.values()] for u, rs in runs.items()}
+        if per.get(v):
+            return float(np.mean(per[v]))
+        return max((max(x) for x in per.values() if x), default=0.0)
+
+    skipped = set()
+    while True:
+        todo = [
+            (v, s, e)
+            for v, s in units
+            if (v, s) not in skipped
+            and (e := next_rung(runs.get(v, {}).get(str(s)), rungs)) is not None
+        ]
+        if not todo:
             break
-        name, opts, extra = unit_options(v, chosen, base, epochs)
-        r = train_record(ms, graphs, targets, name, opts, {**tcfg, **extra}, s)
+        v, s, e = todo[0]
+        if time.perf_counter() + rate(v) * e > deadline:
+            print(f"{v} split {s} ({e} epochs) would end past --max-hours: left for --resume")
+            skipped.add((v, s))
+            continue
+        name, opts, extra = unit_options(v, chosen, base, e)
+        r = train_record(ms, graphs, targets, name, opts, {**tcfg, "epochs": e, **extra}, s)
+        old = runs.get(v, {}).get(str(s))
+        r["ladder"] = [
+            *(old or {}).get("ladder", []),
+            {
+                "epochs": e,
+                "val_change": val_change(r["history"]["val_score"]),
+                "wall_s": r["wall_s"],
+            },
+        ]
         runs.setdefault(v, {})[str(s)] = r
-        print(f"{v:18s} split {s}: val score {r['val_score']:.4f}, {r['wall_s']:.0f} s", flush=True)
+        print(
+            f"{v:18s} split {s}, {e} epochs: val score {r['val_score']:.4f}, "
+            f"last-quarter change {r['ladder'][-1]['val_change']:+.3f}, {r['wall_s']:.0f} s",
+            flush=True,
+        )
         write(False, False)
-    write(all(str(s) in runs.get(v, {}) for v, s in units), True)
+    done = all(next_rung(runs.get(v, {}).get(str(s)), rungs) is None for v, s in units)
+    write(done, True)
     if args.plots is not None and runs:  # after the JSON: a plotting error loses no result
         name = args.json.stem if args.json is not None else "spice_ablation"
         plot_curves(args.plots / f"{name}_curves.png", runs)

@@ -57,6 +57,17 @@ def test_variant_options_change_one_part_of_the_chosen_spice(abl):
         abl.unit_options("nope", chosen, base, 36)
 
 
+def test_next_rung_climbs_the_ladder_until_flat(abl):
+    def rec(curve):
+        return {"epochs_run": len(curve), "history": {"val_score": curve}}
+
+    rungs = [4, 8]
+    assert abl.next_rung(None, rungs) == 4
+    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.7]), rungs) == 8  # still falling
+    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.8]), rungs) is None  # flat
+    assert abl.next_rung(rec([1.0] * 7 + [0.5]), rungs) is None  # last rung: done anyway
+
+
 def _runs(pred_noise, y, seeds=2, seed=0):
     rng = np.random.default_rng(seed)
     out = []
@@ -88,7 +99,7 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
     data = _tiny_set(tmp_path / "mols")
     out = tmp_path / "abl.json"
     argv = [
-        "--quick", "--threads", "1", "--data", str(data), "--json", str(out), "--epochs", "2",
+        "--quick", "--threads", "1", "--data", str(data), "--json", str(out), "--epochs", "2,3",
         "--seeds", "2", "--variants", "spice,one_expert,boltzmann_ensemble,single_conformer",
     ]  # fmt: skip
     abl.main([*argv, "--max-hours", "0"])  # a piece that starts no unit
@@ -101,10 +112,13 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
     assert {v: sorted(r) for v, r in doc["runs"].items()} == {
         v: ["0", "1"] for v in ("boltzmann_ensemble", "single_conformer", "spice", "one_expert")
     }
+    for r in (r for rs in doc["runs"].values() for r in rs.values()):  # the epoch ladder
+        assert [x["epochs"] for x in r["ladder"]] in ([2], [2, 3]) and r["epochs_run"] in (2, 3)
+        assert (len(r["ladder"]) == 1) == (r["ladder"][0]["val_change"] > -0.01)
     claims = [e["claim"] for e in doc["verdicts"]]
     assert "the geometric MoE (vs one dense expert) helps SPiCE" in claims
     assert "SPiCE (spice) outperforms the strongest conformer ensemble" in claims
     assert all(e["decisive"] is False or e["converged"] for e in doc["verdicts"])
-    assert doc["machine"]["epochs"] == 2 and doc["details"]["ensemble_helps"] is not None
+    assert doc["machine"]["epochs"] == [2, 3] and doc["details"]["ensemble_helps"] is not None
     with pytest.raises(SystemExit, match="other settings"):
         abl.main([*argv[:-4], "--epochs", "3", "--seeds", "2", "--resume"])
