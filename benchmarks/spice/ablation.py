@@ -324,7 +324,7 @@ def plot_curves(path: Path, runs: dict) -> None:
 
 def claim_verdicts(doc: dict) -> list[dict]:
     """The verdicts: SPiCE (as tuned, and with the hierarchical encoder) against the
-    ensemble baseline, then one per part, "<part> helps SPiCE" (contradicted: the part
+    ensemble baseline, then one per part, "<part>: SPiCE is better with it" (contradicted: the part
     costs), each by :func:`rule` on the pooled test and the per-target Holm counts;
     decisive only when every run of both models is flat and the pooled test resolves the
     difference (p < 0.05)."""
@@ -336,7 +336,7 @@ def claim_verdicts(doc: dict) -> list[dict]:
         for v in ("spice", "spice_cross")
         if v in det.get("vs_ensemble", {})
     ]
-    claims += [(f"{part} helps SPiCE", c) for part, c in det.get("parts", {}).items()]
+    claims += [(f"{part}: SPiCE is better with it", c) for part, c in det.get("parts", {}).items()]
     for claim, c in claims:
         v = rule(c)
         n = c["counts"]

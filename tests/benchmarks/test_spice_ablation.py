@@ -116,7 +116,7 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
         assert [x["epochs"] for x in r["ladder"]] in ([2], [2, 3]) and r["epochs_run"] in (2, 3)
         assert (len(r["ladder"]) == 1) == (r["ladder"][0]["val_change"] > -0.01)
     claims = [e["claim"] for e in doc["verdicts"]]
-    assert "the geometric MoE (vs one dense expert) helps SPiCE" in claims
+    assert "the geometric MoE (vs one dense expert): SPiCE is better with it" in claims
     assert "SPiCE (spice) outperforms the strongest conformer ensemble" in claims
     assert all(e["decisive"] is False or e["converged"] for e in doc["verdicts"])
     assert doc["machine"]["epochs"] == [2, 3] and doc["details"]["ensemble_helps"] is not None
