@@ -11,30 +11,37 @@ recorded per model and run. Validation: ``n_val`` utterances of the training voi
 out of training. Test: ``n_test`` utterances of two other voices.
 
 Measures per test utterance: STOI and ESTOI (Jensen & Taal 2016) of the 16-channel
-CI-vocoded estimate against the vocoded direct path, for reverberant, PI, MoE^p, MoE^k,
-OE^p, OE^k and the oracle IRM (``^p`` predicted, ``^k`` oracle phoneme labels). Per RT60,
-5 seeds (data, initialisation and order); the paired test is over the seeds (per-seed means
-of the test utterances, paired t-test). MACs per frame and the measured time per frame of
-each model side by side (``rt60=*`` medians).
+CI-vocoded estimate against the vocoded direct path, for reverberant, PI, PI-continued,
+MoE^p, MoE^k, OE^p, OE^k and the oracle IRM (``^p`` predicted, ``^k`` oracle phoneme
+labels). Per RT60, 5 seeds (data, initialisation and order); the paired test is over the
+seeds (per-seed means of the test utterances, paired t-test). MACs per frame and the
+measured time per frame of each model side by side (medians over the units).
 
 Verdicts (:func:`verdicts`), per RT60 and metric (STOI, ESTOI):
 
 * OE improves on PI: OE^p vs PI, paired t-test, reproduced if OE is better with p < 0.05;
+  and the strongest control, OE^p vs "PI-continued": PI trained on from its flat point
+  with the OE's own training (the OE without scale and shift tables) until flat again, so
+  any gain of the OE is not the extra training;
 * OE is level with the MoE at a fraction of its cost: OE^p vs MoE^p; contradicted when OE
   is worse with p < 0.05, reproduced when the one-sided paired t-test puts the difference
   above ``-LEVEL_MARGIN`` (0.01) with p < 0.05 (equivalence, TOST), not decided otherwise;
   the MAC ratio is in the why;
 * oracle labels beat predicted ones: OE^k vs OE^p.
 
+PI-continued starts from PI's best weights, so its curve is plotted from step 0 of its own
+training (the x axis is each model's own steps).
+
 Decisive only when every model behind the verdict converged in every seed and p < 0.05.
 
 Written in pieces (``--max-hours``, ``--resume``): one unit is one (RT60, seed); the JSON
 holds every finished unit under ``runs`` and is rewritten after each. Measured on the
 2-core CPU beside another training run (1 thread): one unit (RT60 0.3 s, seed 0, room
-responses simulated afresh) took 172 s wall (90 s CPU): 106 s training (51,901 training
-and 5,882 validation frames; every model flat at the first check, step 3000), the rest
-data, scoring 12 test utterances and timing. 15 units (5 seeds x 3 RT60s) are about
-45 min: two pieces of ``--max-hours 0.5`` (a piece starts no unit after 30 min).
+responses simulated afresh) took 172 s wall (90 s CPU) before PI-continued was added
+(about 10 s more): 106 s training (51,901 training and 5,882 validation frames; every model
+flat at the first check, step 3000), the rest data, scoring 12 test utterances and timing.
+15 units (5 seeds x 3 RT60s) are about 45-50 min: two pieces of ``--max-hours 0.5`` (a
+piece starts no unit after 30 min).
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/omni_expert/full.py \\
         --threads 1 --max-hours 0.5 --resume --plots docs/results/img \\
@@ -88,8 +95,8 @@ from sci_moe.speech.omni import (
 )
 
 BENCHMARK = "omni_expert_full"
-SYSTEMS = ["reverberant", "PI", "MoE^p", "MoE^k", "OE^p", "OE^k", "IRM"]
-MODELS = ["PI", "MoE", "OE", "classifier"]
+SYSTEMS = ["reverberant", "PI", "PI-continued", "MoE^p", "MoE^k", "OE^p", "OE^k", "IRM"]
+MODELS = ["PI", "PI-continued", "MoE", "OE", "classifier"]
 METRICS = {"stoi_vocoded": "vocoded STOI", "estoi_vocoded": "vocoded ESTOI"}
 COSTED = ["PI", "MoE^k", "MoE^p", "OE^k", "OE^p", "classifier"]
 LEVEL_MARGIN = 0.01  # "level with the MoE": the paired difference above -0.01 (TOST)
@@ -136,19 +143,22 @@ def run_unit(rt60: float, seed: int, s: dict, cache: Path, progress: bool) -> di
     moe, r_moe = train_moe(pi, D, cfg, **kw)
     oe, r_oe = train_oe(pi, D, cfg, **kw)
     clf, r_clf = train_classifier(D, net, cfg, **kw)
+    # PI trained on from its flat point exactly as the OE is, without the tables
+    pi_more, r_more = train_oe(pi, D, cfg, scale=False, shift=False, **kw)
     t_train = time.perf_counter() - t0
     train = {}
-    for name, r in zip(MODELS, [r_pi, r_moe, r_oe, r_clf], strict=True):
+    for name, r in zip(MODELS, [r_pi, r_more, r_moe, r_oe, r_clf], strict=True):
         train[name] = dict(steps=r.step, cap=r.steps, reason=r.reason, converged=converged(r, cfg),
                            train_time_s=r.train_time_s, best_val_loss=r.best_metric,
                            curve=[[e["step"], e["val_loss"]] for e in r.evals])  # fmt: skip
-    models = (pi, moe, oe, clf, {})
+    models = (pi, moe, oe, clf, {"none": pi_more})
     scores = {m: {n: [] for n in SYSTEMS} for m in METRICS}
     accs, test_frames = [], []
     for u in test:
         fr = utterance_frames(u.reverberant, u.direct, u.phonemes)
         test_frames.append(fr)
         mk, acc = masks(models, fr, norm, net)
+        mk["PI-continued"] = mk.pop("OE^p[none]")
         accs.append(acc)
         for n in SYSTEMS:
             est = apply_mask(u.reverberant, mk[n])
@@ -261,6 +271,13 @@ def verdicts(doc: dict) -> list[dict]:
                 metric=label, ours=oe, baseline="PI",
                 baseline_values=_per_seed(doc, rt, "PI", metric, done),
                 higher_is_better=True, converged=conv))  # fmt: skip
+            out.append(decide_verdict(
+                f"OE improves on PI trained on for as long without the tables "
+                f"(RT60 {rt} s, {label})",
+                metric=label, ours=oe, baseline="PI-continued",
+                baseline_values=_per_seed(doc, rt, "PI-continued", metric, done),
+                higher_is_better=True,
+                converged=_all_converged(doc, rt, MODELS[:2] + MODELS[3:])))  # fmt: skip
             out.append(level_verdict(
                 f"OE is level with the 40-expert MoE at a fraction of its cost "
                 f"(RT60 {rt} s, {label})", metric=label, ours=oe,
@@ -282,7 +299,7 @@ def plot_curves(runs: dict, rt60s: list, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, len(rt60s), figsize=(4 * len(rt60s), 6), squeeze=False)
-    colours = {"PI": "C0", "MoE": "C1", "OE": "C2", "classifier": "C3"}
+    colours = {"PI": "C0", "PI-continued": "C4", "MoE": "C1", "OE": "C2", "classifier": "C3"}
     for j, rt in enumerate(rt60s):
         for key, u in runs.items():
             if not key.startswith(f"rt60={rt}/"):

@@ -50,7 +50,8 @@ def test_toy_run_in_pieces_resume_and_verdicts(bench, tmp_path):
         assert ("rt60=0.6/OE^p/seed=1", m) in rows and ("rt60=0.6/MoE^p", m) in rows
     assert ("OE^p", "macs_per_frame") in rows and ("OE^p", "inference_us_per_frame") in rows
     assert ("rt60=0.6/MoE", "converged_fraction") in rows
-    assert len(doc["verdicts"]) == 6  # 3 claims x 2 metrics at one RT60
+    assert ("rt60=0.6/PI-continued/seed=1", "stoi_vocoded") in rows
+    assert len(doc["verdicts"]) == 8  # 4 claims x 2 metrics at one RT60
     assert all(v["seeds"] == 2 for v in doc["verdicts"])
     conv = [r for r in doc["rows"] if r["metric"] == "converged_fraction"]
     if any(r["value"] < 1 for r in conv):
