@@ -119,6 +119,7 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
     assert "the geometric MoE (vs one dense expert): SPiCE is better with it" in claims
     assert "SPiCE (spice) outperforms the strongest conformer ensemble" in claims
     assert all(e["decisive"] is False or e["converged"] for e in doc["verdicts"])
+    assert doc["machine"]["data_as_chosen_from"] is False
     assert doc["machine"]["epochs"] == [2, 3] and doc["details"]["ensemble_helps"] is not None
     with pytest.raises(SystemExit, match="other settings"):
         abl.main([*argv[:-4], "--epochs", "3", "--seeds", "2", "--resume"])
