@@ -21,6 +21,7 @@ __all__ = [
     "flat",
     "holm",
     "load_set",
+    "plot_curves",
     "run_key",
     "sign_flip_test",
     "train_record",
@@ -160,3 +161,31 @@ def train_record(ms, graphs, targets, name: str, options: dict, train: dict, s: 
         "test_index": te.tolist(),
         "test_pred": ev["pred"].tolist(),
     }
+
+
+def plot_curves(path: Path, runs: dict, dashed=()) -> None:
+    """Validation score per epoch (mean over the splits run so far) of every model.
+
+    ``runs[model][split]`` are :func:`train_record` records; the models in ``dashed``
+    (baselines) are drawn dashed. Writes the PNG ``path``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (v, rs) in enumerate(runs.items()):
+        curves = [r["history"]["val_score"] for r in rs.values()]
+        n = min(len(c) for c in curves)
+        mean = np.mean([c[:n] for c in curves], axis=0)
+        style = "--" if v in dashed else "-"
+        ax.plot(np.arange(1, n + 1), mean, style, color=f"C{i % 10}", label=f"{v} ({len(rs)})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation MAE / target std (mean over targets)")
+    ax.set_title(f"{path.stem}: learning curves (mean over splits)")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

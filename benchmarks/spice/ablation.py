@@ -72,7 +72,16 @@ from _common import (
     verdicts_only,
     write_json_doc,
 )
-from _spice import flat, holm, load_set, sign_flip_test, train_record, val_change, verdict
+from _spice import (
+    flat,
+    holm,
+    load_set,
+    plot_curves,
+    sign_flip_test,
+    train_record,
+    val_change,
+    verdict,
+)
 
 HERE = Path(__file__).resolve().parent
 CONVERGED = HERE / "results" / "spice_ligands_converged.json"
@@ -298,30 +307,6 @@ def summarize(runs: dict, ms, targets, seeds: int) -> tuple[list[Row], dict]:
     return rows, det
 
 
-def plot_curves(path: Path, runs: dict) -> None:
-    """Validation score per epoch (mean over the splits run so far) of every model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (v, rs) in enumerate(runs.items()):
-        curves = [r["history"]["val_score"] for r in rs.values()]
-        n = min(len(c) for c in curves)
-        mean = np.mean([c[:n] for c in curves], axis=0)
-        style = "--" if v in (ENSEMBLE, SINGLE) else "-"
-        ax.plot(np.arange(1, n + 1), mean, style, color=f"C{i % 10}", label=f"{v} ({len(rs)})")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("validation MAE / target std (mean over targets)")
-    ax.set_title("SPiCE ablation: learning curves (mean over splits)")
-    ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def claim_verdicts(doc: dict) -> list[dict]:
     """The verdicts: SPiCE (as tuned, and with the hierarchical encoder) against the
     ensemble baseline, then one per part, "<part>: SPiCE is better with it" (contradicted: the part
@@ -505,7 +490,7 @@ def main(argv=None) -> None:
     write(done, True)
     if args.plots is not None and runs:  # after the JSON: a plotting error loses no result
         name = args.json.stem if args.json is not None else "spice_ablation"
-        plot_curves(args.plots / f"{name}_curves.png", runs)
+        plot_curves(args.plots / f"{name}_curves.png", runs, dashed=(ENSEMBLE, SINGLE))
     for e in summary["verdicts"]:
         print(f"{e['verdict']:13s} {e['claim']}: {e['why']}")
 
