@@ -36,12 +36,12 @@ Decisive only when every model behind the verdict converged in every seed and p 
 
 Written in pieces (``--max-hours``, ``--resume``): one unit is one (RT60, seed); the JSON
 holds every finished unit under ``runs`` and is rewritten after each. Measured on the
-2-core CPU beside another training run (1 thread): one unit (RT60 0.3 s, seed 0, room
-responses simulated afresh) took 172 s wall (90 s CPU) before PI-continued was added
-(about 10 s more): 106 s training (51,901 training and 5,882 validation frames; every model
-flat at the first check, step 3000), the rest data, scoring 12 test utterances and timing.
-15 units (5 seeds x 3 RT60s) are about 45-50 min: two pieces of ``--max-hours 0.5`` (a
-piece starts no unit after 30 min).
+2-core CPU beside other jobs (load average 3, 1 thread): one unit (RT60 0.3 s, seed 0)
+took 121 s wall (87 s CPU): 90 s training (51,901 training and 5,882 validation frames;
+all five models flat at the first check, step 3000, MoE and OE best at steps 900-1100 and
+overfitting after), the rest data, scoring 12 test utterances and timing. 15 units (5 seeds
+x 3 RT60s) are about 30 min: one piece of ``--max-hours 0.5`` (a piece starts no unit
+after 30 min), a second one if the machine is busier.
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/omni_expert/full.py \\
         --threads 1 --max-hours 0.5 --resume --plots docs/results/img \\
@@ -110,7 +110,7 @@ def settings(quick: bool) -> dict:
                     eval_every=4, flat_min_steps=0, batch_size=256,
                     net=dict(context=3, hidden=16, classifier_hidden=16))  # fmt: skip
     return dict(rt60s=[0.3, 0.6, 1.0], n_train=96, n_val=12, n_test=12, n_rirs=2, max_epochs=40,
-                eval_every=50, flat_min_steps=3000, batch_size=256,
+                eval_every=100, flat_min_steps=3000, batch_size=256,
                 net=dict(context=5, hidden=128, classifier_hidden=128))  # fmt: skip
 
 
@@ -164,7 +164,8 @@ def run_unit(rt60: float, seed: int, s: dict, cache: Path, progress: bool) -> di
             est = apply_mask(u.reverberant, mk[n])
             scores["stoi_vocoded"][n].append(vocoded_stoi(u.direct, est, FS))
             scores["estoi_vocoded"][n].append(vocoded_stoi(u.direct, est, FS, extended=True))
-    timing = time_forward(models, FrameSet.concat(test_frames), norm, net)  # ms / 1000 frames
+    # ms per 1000 frames = us per frame, on the first three test utterances (~1,500 frames)
+    timing = time_forward(models, FrameSet.concat(test_frames[:3]), norm, net)
     costs = {k: vars(c) for k, c in model_costs(pi, moe, oe, clf).items() if k in COSTED}
     return dict(scores=scores, accuracy=float(np.mean(accs)), train=train, costs=costs,
                 us_per_frame={k: v for k, v in timing.items() if k in COSTED},
