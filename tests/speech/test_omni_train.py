@@ -123,9 +123,23 @@ def test_train_omni_expert_tiny(tmp_path):
     assert main(["train", "omni-expert", "--out", str(out), *TINY]) == 2  # holds a run
 
 
+def test_train_omni_expert_until_flat_tiny(tmp_path):
+    out = tmp_path / "flat"
+    flat = ["--until-flat", "--n-val", "1", "--eval-every", "1", "--epochs", "8"]
+    assert main(["train", "omni-expert", "--out", str(out), *TINY, *flat]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["train"]["finished"] and set(res["stages"]) == {"pi", "moe", "oe", "classifier"}
+    for stage in res["stages"].values():
+        assert isinstance(stage["converged"], bool) and stage["evals"]
+        assert "val_loss" in stage["evals"][0]
+    assert main(["train", "omni-expert", "--out", str(out), *TINY, *flat, "--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["test"] == res["test"]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        (["--until-flat", "--eval-every", "2"], "n_val"),
         (["--ft-epochs", "0"], "--ft-epochs"),
         (["--rt60", "-1"], "--rt60"),
         (["--hidden", "0"], "hidden"),

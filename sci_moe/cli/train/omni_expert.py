@@ -7,7 +7,10 @@ in its own folder of ``OUT`` (``pi/``, ``moe/``, ``oe/``, ``classifier/``: check
 ``metrics.jsonl``): the phoneme-independent mask (PI), the 40-expert phoneme MoE and the
 Omni-Expert (both from PI, oracle phoneme labels) and the frame phoneme classifier.
 ``--resume`` continues the stage that was running (finished stages load their weights);
-``--max-hours`` is the budget of the whole chain.
+``--max-hours`` is the budget of the whole chain. With ``--until-flat --n-val N
+--eval-every S`` every stage trains until its validation loss (on ``N`` held-out
+utterances of the training voices) is flat (:func:`sci_moe.train.is_flat`; ``--epochs`` and
+``--ft-epochs`` are then the caps) and ``results.json`` records ``converged`` per stage.
 
 The test utterances are then dereverberated by every system: the reverberant input, PI,
 MoE and OE with predicted (``^p``) or oracle (``^k``) phoneme probabilities, and the ideal
@@ -22,6 +25,8 @@ Examples
 
     $ sci-moe train omni-expert --out runs/oe --rt60 0.6
     $ sci-moe train omni-expert --out runs/oe --rt60 0.6 --max-hours 0.5 --resume
+    $ sci-moe train omni-expert --out runs/flat --n-train 96 --n-val 12 --n-test 12 \
+          --until-flat --eval-every 100 --flat-min-steps 3000 --epochs 40 --ft-epochs 40
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ __all__ = ["METHOD", "STAGES", "OmniRunConfig", "run"]
 
 #: The models of the chain, in training order (each trains in ``OUT/<stage>/``).
 STAGES = ("pi", "moe", "oe", "classifier")
-_ENGINE_FILES = ("checkpoint.pt", "checkpoint_prev.pt", "metrics.jsonl")
+_ENGINE_FILES = ("checkpoint.pt", "checkpoint_prev.pt", "metrics.jsonl", "flat.pt")
 _SAMPLE_RATE = 16000
 
 
@@ -53,6 +58,9 @@ class OmniRunConfig(TrainConfig):
         Epochs of the MoE and the OE (``epochs`` is PI's and the classifier's).
     n_train : int
         Training utterances.
+    n_val : int
+        Validation utterances (training voices, held out of training): the validation
+        loss of every stage; ``until_flat`` needs at least one.
     n_test : int
         Test utterances (other voices, sentences and room responses).
     rt60 : float
@@ -77,6 +85,7 @@ class OmniRunConfig(TrainConfig):
     epochs: int | None = 5
     ft_epochs: int = 4
     n_train: int = 16
+    n_val: int = 0
     n_test: int = 4
     rt60: float = 0.6
     n_rirs: int = 2
@@ -93,6 +102,9 @@ class OmniRunConfig(TrainConfig):
             raise ValueError("epochs must be an integer >= 1 (each stage trains for epochs)")
         for name in ("ft_epochs", "n_train", "n_test", "n_rirs"):
             check_int_attr(self, name, 1)
+        check_int_attr(self, "n_val", 0)
+        if self.until_flat and self.n_val < 1:
+            raise ValueError("until_flat needs validation utterances: set n_val >= 1")
         r = self.rt60
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r < 10:
             raise ValueError(f"rt60 must be a number of seconds in (0, 10), got {r!r}")
@@ -111,7 +123,7 @@ class OmniRunConfig(TrainConfig):
         from ...data.speech import ReverbSpeechConfig
 
         return ReverbSpeechConfig(
-            n_train=self.n_train,
+            n_train=self.n_train + self.n_val,
             n_test=self.n_test,
             rt60=self.rt60,
             n_rirs=self.n_rirs,
@@ -188,6 +200,7 @@ def run(cfg: OmniRunConfig, out: Path, resume: bool) -> dict:
         PhonemeClassifier,
         PhonemeIndependentMask,
         PhonemeMoEMask,
+        converged,
         fit_model,
         frame_tensors,
         model_costs,
@@ -200,9 +213,17 @@ def run(cfg: OmniRunConfig, out: Path, resume: bool) -> dict:
     data_cfg = cfg.data_config()  # a room that cannot have this RT60 is refused here
     cache = Path(cfg.cache) if cfg.cache is not None else out / "data"
     train, test = build_reverberant_speech(data_cfg, cache, progress=cfg.progress)
-    frames = FrameSet.concat([utterance_frames(u.reverberant, u.direct, u.phonemes) for u in train])
+    train, val = train[: cfg.n_train], train[cfg.n_train :]
+
+    def frame_set(utts):
+        return FrameSet.concat(
+            [utterance_frames(u.reverberant, u.direct, u.phonemes) for u in utts]
+        )
+
+    frames = frame_set(train)
     norm = FeatureNormalizer.fit(frames.log_mag)
     data = frame_tensors(frames, norm, net.context)
+    validation = frame_tensors(frame_set(val), norm, net.context) if val else None
 
     def build(stage: str, models: dict):
         seed_everything(cfg.seed + (1 if stage == "classifier" else 0))
@@ -219,15 +240,18 @@ def run(cfg: OmniRunConfig, out: Path, resume: bool) -> dict:
     last = None
     for stage in STAGES:
         model = build(stage, models)
+        stage_cfg = _stage_config(cfg, stage, t_start)
         last = fit_model(
             model,
             data,
-            _stage_config(cfg, stage, t_start),
+            stage_cfg,
+            validation=validation,
             name=f"omni-expert/{stage}",
             out_dir=out / stage,
             resume=resume,
         )
         models[stage], stages[stage] = model, last.to_dict()
+        stages[stage]["converged"] = converged(last, stage_cfg)
         if not last.finished:
             break
     results: dict = {"train": last.to_dict(), "stages": stages, "n_train_frames": len(data)}
