@@ -8,11 +8,13 @@ transformed, ``z_n = a_n * x + b_n``, and the mask is ``E(z_n)``. The 40 scale/s
 vectors come from tiny MLPs of a one-hot and fold into a 40 x 65 lookup table, so the
 model costs one expert pass plus a table lookup instead of 40 experts.
 
-Here, in a few seconds: espeak-ng speaks six sentences (synthetic speech, with espeak's
+Here, in a few seconds: espeak-ng speaks seven sentences (synthetic speech, with espeak's
 own phoneme timings as labels), a pyroomacoustics room reverberates them, and we train a
-phoneme-independent (PI) dereverberation mask, then the OE on top of it, and compare their
-ideal-ratio-mask loss and the STOI of cochlear-implant-vocoded speech on a held-out
-sentence. The full comparison with the 40-expert MoE is in ``benchmarks/omni_expert/run.py``.
+phoneme-independent (PI) dereverberation mask, then the OE on top of it, each until its
+validation loss (on a sixth sentence) is flat, and compare their ideal-ratio-mask loss and
+the STOI and ESTOI of cochlear-implant-vocoded speech on a held-out sentence. The full
+comparison with the 40-expert MoE, every model trained until flat, 5 seeds, is
+``benchmarks/omni_expert/full.py``.
 """
 
 # %%
@@ -31,6 +33,7 @@ from sci_moe.speech.omni import (
     RoomConfig,
     TrainConfig,
     apply_mask,
+    converged,
     frame_tensors,
     mask_loss,
     oracle_probs,
@@ -45,34 +48,43 @@ from sci_moe.speech.omni import (
 torch.manual_seed(0)
 texts = ["The name is rebound if it was already bound.", "Next, the subscript is evaluated.",
          "The bounds should evaluate to integers.", "This is a sequence of small words.",
-         "A new object is created for every call.", "The name is returned."]  # fmt: skip
+         "A new object is created for every call.", "The name is returned.",
+         "Each value is checked in turn."]  # fmt: skip
 room = simulate_rir(RoomConfig(rt60=0.4, room_dim=(5.0, 4.0, 3.0)), 16000, seed=0)
-utts = [synthesize(t, voice=v) for t, v in zip(texts, ["en-us", "en-us+m3"] * 3, strict=True)]
+utts = [synthesize(t, voice=v) for t, v in zip(texts, ["en-us", "en-us+m3"] * 4, strict=False)]
 sigs = [reverberate(u.audio, u.sample_rate, room) for u in utts]
 frames = [utterance_frames(r.reverberant, r.direct, u.phonemes) for r, u in zip(sigs, utts)]  # noqa: B905
 train = FrameSet.concat(frames[:5])
 norm = FeatureNormalizer.fit(train.log_mag)
 net = MaskNetConfig(context=5, hidden=64)
 D, test = frame_tensors(train, norm, net.context), frame_tensors(frames[5], norm, net.context)
+val = frame_tensors(frames[6], norm, net.context)
 
 # %%
 # PI first, then the Omni-Expert initialised from it
 # --------------------------------------------------
 # ``OmniExpertMask.from_pi`` copies the PI expert and starts every ``a_n = 1``,
 # ``b_n = 0``, so before training it *is* the PI model. Training uses the oracle phoneme
-# of each frame (espeak's event); at test time we also give oracle labels (OE^k).
-pi = train_pi(D, net, TrainConfig(epochs=12, batch_size=32))
+# of each frame (espeak's event); at test time we also give oracle labels (OE^k). Each
+# trains until its validation loss is flat: less than 1 % better over the last 20 % of the
+# steps (checked every 20 steps, at most 60 epochs); the best weights are kept.
+cfg = TrainConfig(epochs=60, batch_size=32, eval_every=20, until_flat=True, flat_min_steps=200)
+pi, r_pi = train_pi(D, net, cfg, validation=val, return_result=True)
 oe0 = OmniExpertMask.from_pi(pi)
 k = oracle_probs(test.labels)
 assert torch.allclose(oe0(test.features, k), pi(test.features))
-oe = train_oe(pi, D, TrainConfig(epochs=12, batch_size=32)).eval()
+oe, r_oe = train_oe(pi, D, cfg, validation=val, return_result=True)
+for name, r in [("PI", r_pi), ("OE", r_oe)]:
+    print(f"{name}: {r.step} steps, best validation loss {r.best_metric:.4f}, "
+          f"flat {converged(r, cfg)}")  # fmt: skip
 oe.table.fold()  # the MLPs become two 40 x 65 lookup tables
 
 with torch.no_grad():
     for name, m in [("PI", pi(test.features)), ("OE^k", oe(test.features, k))]:
         est = apply_mask(sigs[5].reverberant, m.double().numpy())
         print(f"{name:5s} mask loss {float(mask_loss(m, test.irm, test.magnitude)):.4f}  "
-              f"vocoded STOI {vocoded_stoi(sigs[5].direct, est, 16000):.3f}")  # fmt: skip
+              f"vocoded STOI {vocoded_stoi(sigs[5].direct, est, 16000):.3f}  ESTOI "
+              f"{vocoded_stoi(sigs[5].direct, est, 16000, extended=True):.3f}")  # fmt: skip
 print(f"reverberant vocoded STOI {vocoded_stoi(sigs[5].direct, sigs[5].reverberant, 16000):.3f}")
 
 # %%
