@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sci_moe._util import atomic_torch_save
 from sci_moe.train import ShuffledBatches, Trainer, TrainResult, is_flat, seed_everything
 from sci_moe.train import TrainConfig as EngineConfig
 
@@ -241,8 +242,20 @@ def fit_model(
 
 
 def converged(result: TrainResult, cfg: TrainConfig) -> bool:
-    """Whether ``result``'s validation loss curve is flat by ``cfg``'s criterion
-    (:func:`sci_moe.train.is_flat`); False without evaluations."""
+    """Whether a run's validation loss curve is flat by the config's criterion.
+
+    Parameters
+    ----------
+    result : sci_moe.train.TrainResult
+        Its ``evals`` (``step``, ``val_loss``) are the curve.
+    cfg : TrainConfig
+        ``flat_tail``, ``flat_tol`` and ``flat_min_steps`` (:func:`sci_moe.train.is_flat`).
+
+    Returns
+    -------
+    bool
+        False without validation evaluations or before ``flat_min_steps``.
+    """
     ev = [e for e in result.evals if "val_loss" in e]
     if not ev or ev[-1]["step"] < cfg.flat_min_steps:
         return False
@@ -262,7 +275,7 @@ def _fit_until_flat(model, loss, source, cfg, args, out_dir, resume, stop_after)
     flat_file = out / _FLAT_NAME
     try:
         if resume and flat_file.is_file():
-            state = torch.load(flat_file, weights_only=False)
+            state = torch.load(flat_file, weights_only=True)
             model.load_state_dict(state["model"])
             return TrainResult(**state["result"])
         if not resume and flat_file.exists():
@@ -292,7 +305,7 @@ def _fit_until_flat(model, loss, source, cfg, args, out_dir, resume, stop_after)
                 if trainer.best_state:
                     model.load_state_dict(trainer.best_state)
                 res = dataclasses.replace(res, reason="early_stop")
-                torch.save({"model": model.state_dict(), "result": vars(res)}, flat_file)
+                atomic_torch_save(flat_file, {"model": model.state_dict(), "result": vars(res)})
                 return res
             if stop_after is not None and ran >= stop_after:
                 return res
