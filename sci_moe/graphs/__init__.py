@@ -21,7 +21,9 @@ and link metrics (:func:`evaluate_scores`).
 from .experts import GCNExperts, GCNPropagation, gcn_normalize
 from .io import MultiViewGraph, load_multiview_graph, save_multiview_graph
 from .link_data import (
+    ALL_FAMILIES,
     FAMILIES,
+    SPECIALISED_FAMILIES,
     GraphCollection,
     karate_club,
     link_probability,
@@ -42,9 +44,11 @@ from .sbm import (
 )
 
 __all__ = [
+    "ALL_FAMILIES",
     "FAMILIES",
     "HEURISTICS",
     "POOLINGS",
+    "SPECIALISED_FAMILIES",
     "BayesAccuracy",
     "GCNExperts",
     "GCNPropagation",

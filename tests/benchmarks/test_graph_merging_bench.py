@@ -45,3 +45,24 @@ def test_toy_run_resume_and_verdicts(bench, tmp_path):
     before = doc["verdicts"]
     assert bench.main(["--verdicts-only", str(path)]) == 0
     assert json.loads(path.read_text())["verdicts"] == before
+
+
+def test_specialised_families_and_the_specialisation_check(bench, tmp_path):
+    path = tmp_path / "families.json"
+    args = ["--max-steps", "2", "--nodes", "30", "40", "--threads", "1", "--json", str(path)]
+    assert bench.main([*args, "--seeds", "2", "--families", "specialised"]) == 0
+    doc = json.loads(path.read_text())
+    fams = list(bench.FAMILY_SETS["specialised"])
+    assert doc["machine"]["families"] == fams and doc["machine"]["model"]["num_experts"] == 4
+    assert all(len(r["specialisation_auc"]) == len(fams) for r in doc["runs"].values())
+    rows = {(r["case"], r["metric"]): r["value"] for r in doc["rows"]}
+    wins = rows[("specialisation", "family expert wins fraction")]
+    per_family = [rows[(f"unseen {f}", "family expert wins")] for f in fams]
+    assert wins == pytest.approx(sum(per_family) / len(fams))
+    assert rows[("specialisation", "target")] == bench.SPECIALISATION_TARGET
+    assert rows[("specialisation", "target met")] == float(wins >= bench.SPECIALISATION_TARGET)
+    assert all("(family, seed) pairs" in v["why"] for v in doc["verdicts"])
+    # the rows are rebuilt with the stored families
+    assert bench.main(["--rows-only", str(path)]) == 0
+    again = {(r["case"], r["metric"]): r["value"] for r in json.loads(path.read_text())["rows"]}
+    assert again == rows
