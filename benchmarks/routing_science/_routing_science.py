@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from sci_moe.language import MoELMConfig, TrainConfig
+from sci_moe.train import is_flat
 
 __all__ = ["BETA", "FLAT_RULE", "MODEL", "SWITCH_COEF", "flat", "mcfg", "tcfg"]
 
@@ -43,12 +44,7 @@ def mcfg(E: int, k: int, **moe) -> MoELMConfig:
     return MoELMConfig(**MODEL, num_experts=E, top_k=k, moe=moe)
 
 
-def flat(steps: list[int], loss: list[float], tail: float = 0.2, tol: float = 0.01) -> bool:
-    """``FLAT_RULE``: the best loss after ``(1 - tail)`` of the steps is less than ``tol``
-    (relative) below the best loss up to there. Needs an evaluation on both sides."""
-    cut = steps[-1] * (1.0 - tail)
-    head = [v for s, v in zip(steps, loss, strict=True) if s <= cut]
-    rest = [v for s, v in zip(steps, loss, strict=True) if s > cut]
-    if not head or not rest:
-        return False
-    return (min(head) - min(rest)) < tol * min(head)
+def flat(steps: list[int], loss: list[float]) -> bool:
+    """``FLAT_RULE``: :func:`sci_moe.train.is_flat` (< 1 % lower over the last 20 % of the
+    steps), which needs an evaluation on both sides of the cut and no fewer than two."""
+    return is_flat(steps, loss, min_points=2)
