@@ -8,6 +8,8 @@ from pathlib import Path
 
 from _common import Row, decide_verdict, paired_test, row_value, verdict_entry
 
+from sci_moe.train import is_flat
+
 __all__ = [
     "FAITHFUL_RECOVERED",
     "FLAT_FRACTION",
@@ -56,18 +58,15 @@ PROBE_MARGIN = 0.02
 def flat(curve: list[list[float]], min_steps: int = 0) -> bool:
     """Whether a validation curve ``[[step, nmse], ...]`` (lower is better) is flat.
 
-    Flat: the last step is at least ``min_steps``, at least five evaluations exist, and
-    the best value after step ``(1 - FLAT_FRACTION) * last_step`` is less than
-    ``FLAT_TOL`` (relative) below the best value up to that step.
+    Flat: the last step is at least ``min_steps`` and :func:`sci_moe.train.is_flat` with
+    ``FLAT_FRACTION`` and ``FLAT_TOL``: at least five evaluations exist, and the best value
+    after step ``(1 - FLAT_FRACTION) * last_step`` is less than ``FLAT_TOL`` (relative)
+    below the best value up to that step.
     """
-    if len(curve) < 5 or curve[-1][0] < min_steps:
+    if not curve or curve[-1][0] < min_steps:
         return False
-    cut = (1.0 - FLAT_FRACTION) * curve[-1][0]
-    before = [v for s, v in curve if s <= cut]
-    tail = [v for s, v in curve if s > cut]
-    if not before or not tail:
-        return False
-    return min(tail) > (1.0 - FLAT_TOL) * min(before)
+    steps, values = [s for s, _ in curve], [v for _, v in curve]
+    return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, min_points=5)
 
 
 def run_key(layer: int, method: str, k: int, lr: float, seed: int) -> str:
