@@ -79,6 +79,7 @@ from sci_moe.functional.fame import (
     relative_l2,
     subsample,
 )
+from sci_moe.train import is_flat
 
 BENCHMARK = "fame"
 TASKS = ("regime", "linear", "elnino")
@@ -118,16 +119,11 @@ def settings(quick: bool) -> dict:
 
 
 def flat(curve: list) -> bool:
-    """Whether the best-so-far validation error improved < 1 % over the last 20 % of steps."""
-    if len(curve) < 2:
-        return False
-    steps = np.array([s for s, _ in curve], dtype=float)
-    best = np.minimum.accumulate([v for _, v in curve])
-    cut = steps[-1] - 0.2 * steps[-1]
-    before = best[steps <= cut]
-    if not len(before):
-        return False
-    return bool((before[-1] - best[-1]) / before[-1] < FLAT)
+    """Whether the best validation error of ``curve`` (``[[step, error], ...]``) improved
+    by < :data:`FLAT` over the last 20 % of the steps (:func:`sci_moe.train.is_flat`, from
+    two evaluations on)."""
+    steps, values = [s for s, _ in curve], [v for _, v in curve]
+    return is_flat(steps, values, tol=FLAT, min_points=2)
 
 
 # --------------------------------------------------------------------------- data
