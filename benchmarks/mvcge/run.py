@@ -85,7 +85,7 @@ from sci_moe.graphs.mvcge import (
     train_node_classifier,
 )
 from sci_moe.stats import mmd2, pairwise_js_divergence
-from sci_moe.train import seed_everything
+from sci_moe.train import is_flat, seed_everything
 
 BENCHMARK = "mvcge"
 SETTINGS = ("complementary", "consistent")
@@ -162,14 +162,11 @@ def build(name: str, in_dim: int, num_classes: int, num_views: int) -> torch.nn.
 
 
 def flat(val_loss: list[float]) -> bool:
-    """The convergence criterion: the best validation loss of the last 20 % of the
-    evaluations is less than 1 % below the best before them."""
-    n = len(val_loss)
-    cut = n - max(1, math.ceil(FLAT_FRACTION * n))
-    if cut < 1:
-        return False
-    before, last = min(val_loss[:cut]), min(val_loss[cut:])
-    return last >= before * (1 - FLAT_TOL)
+    """The convergence criterion: the best validation loss of the last ``FLAT_FRACTION``
+    of the evaluations is less than ``FLAT_TOL`` (relative) below the best before them
+    (:func:`sci_moe.train.is_flat` over the evaluations' ordinals, from two on)."""
+    ordinals = range(1, len(val_loss) + 1)
+    return is_flat(ordinals, val_loss, tail=FLAT_FRACTION, tol=FLAT_TOL, min_points=2)
 
 
 @torch.no_grad()
