@@ -60,6 +60,7 @@ from _common import (
     write_json_doc,
 )
 
+from sci_moe.train import is_flat
 from sci_moe.vision.cogamid import IncrementalConfig, SceneConfig, run_incremental
 
 BENCHMARK = "cogamid_long"
@@ -130,20 +131,12 @@ def flat(curve: list, reason: str | None = None) -> bool:
     True when the run stopped early (``reason == "early_stop"``: ``patience`` evaluations
     without a gain above ``min_delta``) or when the best value over its last
     :data:`FLAT_FRACTION` of steps is less than :data:`FLAT_TOL` (relative) above the best
-    before. Fewer than two evaluations are never flat.
+    before (:func:`sci_moe.train.is_flat`). Fewer than two evaluations are never flat.
     """
     if reason == "early_stop":
         return True
-    if len(curve) < 2:
-        return False
-    last = curve[-1][0]
-    cut = last * (1 - FLAT_FRACTION)
-    before = [v for s, v in curve if s <= cut]
-    if not before:
-        return False
-    best_before = max(before)
-    best = max(v for _, v in curve)
-    return best - best_before <= FLAT_TOL * max(abs(best_before), 1e-12)
+    steps, values = [s for s, _ in curve], [v for _, v in curve]
+    return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, mode="max", min_points=2)
 
 
 def _config(size: dict, seed: int, base: bool = False, **kw) -> IncrementalConfig:
