@@ -64,7 +64,12 @@ expert wins fraction`` -- the fraction of (family, seed) pairs in which the fami
 expert beats every other expert on the family's unseen graphs -- against
 ``SPECIALISATION_TARGET`` (0.8); the verdicts' note repeats it. Written to
 ``results/graph_merging_families.json``; everything else (ranks, merges, KDEM, PPEM,
-ensemble, CN/AA, 10 seeds, the verdict rule) is the same.
+ensemble, CN/AA, 10 seeds, the verdict rule) is the same. ``--specialisation-only`` runs the check
+alone (pre-training only, printed, no JSON). Measured so (``--specialisation-only
+--max-steps 1500 --nodes 100 200 --threads 1``, seeds 0-4): the own expert wins in 16 of 20
+(family, seed) pairs (80 %) on the specialised families -- heterophily 5/5,
+heterophily_quiet 5/5, feature_group4 5/5, feature_group1 1/5 (the feature_group4 expert
+often fits it too) -- against 6 of 20 (30 %) on the standard ones.
 
 Run: ``python benchmarks/graph_merging/run.py [--quick] [--json PATH] [--seeds N]
 [--families standard|specialised] [--resume] [--max-hours H] [--plots DIR] [--threads 1]``.
@@ -264,9 +269,9 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def run_seed(seed: int, cfg: dict) -> dict:
-    """Pre-train, route, fine-tune and score every strategy on seed ``seed``'s graphs."""
-    t0 = time.perf_counter()
+def _pretrained(seed: int, cfg: dict):
+    """Seed ``seed``'s graphs, their encodings and the model pre-trained with one expert per
+    family: ``(families, graphs, enc, model, pretrain result)``."""
     torch.manual_seed(seed)
     families = tuple(cfg.get("families", FAMILIES))
     model_cfg = {**MODEL, "num_experts": len(families)}
@@ -284,6 +289,49 @@ def run_seed(seed: int, cfg: dict) -> dict:
     res = pretrain(
         model, graphs["train"], pre, encoded=enc["train"], assignment=assignment, evaluate=pre_eval
     )
+    return families, graphs, enc, model, res
+
+
+def _specialisation(model, graphs, enc, families) -> list[list[float]]:
+    """AUC of every expert on every family's unseen graphs, ``[family][expert]``."""
+    return [
+        [
+            _mean(
+                [
+                    evaluate_scores(model.experts.forward_expert(e, z).detach(), g)["auc"]
+                    for g, z in zip(graphs["unseen"], enc["unseen"], strict=True)
+                    if _family(g, families) == f
+                ]
+            )
+            for e in range(len(families))
+        ]
+        for f in range(len(families))
+    ]
+
+
+def specialisation_only(seeds: list[int], cfg: dict) -> float:
+    """The specialisation check alone (pre-training only, no fine-tuning or JSON): prints
+    every seed's AUC matrix and returns the fraction of (family, seed) pairs in which the
+    family's own expert beats every other expert on the family's unseen graphs."""
+    wins = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        families, graphs, enc, model, res = _pretrained(seed, cfg)
+        special = _specialisation(model, graphs, enc, families)
+        print(f"seed {seed}: {res.train.step} steps, {time.perf_counter() - t0:.0f} s")
+        for f, row in enumerate(special):
+            win = row[f] > max(x for e, x in enumerate(row) if e != f)
+            wins.append(win)
+            aucs = " ".join(f"{x:.3f}" for x in row)
+            print(f"  {families[f]:18s} experts [{aucs}]  own expert wins: {win}", flush=True)
+    return statistics.fmean(wins)
+
+
+def run_seed(seed: int, cfg: dict) -> dict:
+    """Pre-train, route, fine-tune and score every strategy on seed ``seed``'s graphs."""
+    t0 = time.perf_counter()
+    families, graphs, enc, model, res = _pretrained(seed, cfg)
+    val = graphs["val"]
     curves = {"pretrain": _curve(res.train)}
     steps = {"pretrain": int(res.train.step)}
     routing = {k: model.route_graphs(enc[k], graphs[k], top_k=3, seed=seed) for k in graphs}
@@ -332,20 +380,7 @@ def run_seed(seed: int, cfg: dict) -> dict:
         )
         for sp in ("train", "val", "unseen")
     }
-    # specialisation: AUC of every expert on every family's unseen graphs, [family][expert]
-    special = [
-        [
-            _mean(
-                [
-                    evaluate_scores(model.experts.forward_expert(e, z).detach(), g)["auc"]
-                    for g, z in zip(graphs["unseen"], enc["unseen"], strict=True)
-                    if _family(g, families) == f
-                ]
-            )
-            for e in range(len(families))
-        ]
-        for f in range(len(families))
-    ]
+    special = _specialisation(model, graphs, enc, families)
     n_unseen = [g.num_nodes for g in graphs["unseen"]]
     flops = {
         s: _mean([inference_flops(model, v, "merge" if s in TUNED else s, K) for v in n_unseen])
@@ -628,6 +663,11 @@ def main(argv: list[str] | None = None) -> int:
         "expert cannot fit at once; write them to results/graph_merging_families.json)",
     )
     p.add_argument(
+        "--specialisation-only",
+        action="store_true",
+        help="pre-train only and print the specialisation check (no fine-tuning, no JSON)",
+    )
+    p.add_argument(
         "--rows-only",
         type=Path,
         default=None,
@@ -657,6 +697,14 @@ def main(argv: list[str] | None = None) -> int:
     families = tuple(cfg["families"])
     n_seeds = args.seeds or (3 if args.quick else 10)
     seeds = [args.seed + i for i in range(n_seeds)]
+    if args.specialisation_only:
+        wins = specialisation_only(seeds, cfg)
+        met = "met" if wins >= SPECIALISATION_TARGET else "NOT met"
+        print(
+            f"specialisation: the family's own expert wins in {wins:.0%} of (family, seed) "
+            f"pairs (target {SPECIALISATION_TARGET:.0%}: {met})"
+        )
+        return 0
     machine = machine_info(
         seed=args.seed,
         seeds=seeds,

@@ -66,3 +66,12 @@ def test_specialised_families_and_the_specialisation_check(bench, tmp_path):
     assert bench.main(["--rows-only", str(path)]) == 0
     again = {(r["case"], r["metric"]): r["value"] for r in json.loads(path.read_text())["rows"]}
     assert again == rows
+
+
+def test_specialisation_only(bench, tmp_path, capsys):
+    args = ["--max-steps", "2", "--nodes", "30", "40", "--threads", "1", "--seeds", "1"]
+    path = tmp_path / "none.json"
+    assert bench.main([*args, "--families", "specialised", "--specialisation-only"]) == 0
+    out = capsys.readouterr().out
+    assert "heterophily_quiet" in out and "(family, seed) pairs (target 80%" in out
+    assert not path.exists()
