@@ -311,8 +311,11 @@ def aggregate(p, seeds, runs, rows, tables, curves) -> dict:
     lm = [n for n in names if not n.startswith("hybrid")]
     for group, base in ((lm, "dense 1x"), (["hybrid dense", "hybrid RoM"], "hybrid dense")):
         base_bpb = statistics.mean(r["hist"]["val_loss"][-1] / LN2 for r in res[base])
-        base_final = base_bpb * LN2
-        base_reach = tokens_to(*mean_curve(res[base]), base_final)
+        # the base's own mean curve ends exactly at base_final (base_bpb * LN2 can round
+        # one ulp below it, and then the base would "never reach" its own final loss)
+        base_tok, base_curve = mean_curve(res[base])
+        base_final = base_curve[-1]
+        base_reach = tokens_to(base_tok, base_curve, base_final)
         base_flops = res[base][0]["flops"]
         for name in group:
             rs = res[name]
