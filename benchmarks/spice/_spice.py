@@ -18,6 +18,7 @@ import torch
 
 __all__ = [
     "SPLIT_SEEDS",
+    "base_model_options",
     "flat",
     "holm",
     "load_set",
@@ -30,6 +31,26 @@ __all__ = [
 ]
 
 SPLIT_SEEDS = (123, 8888, 8889, 4242, 7)
+
+
+def base_model_options(n_targets: int) -> dict:
+    """The model options every SPiCE-benchmark run shares (the grid and the ablation vary the
+    rest): the package's atom/bond features, 2 blocks, 16 RBFs to 0.5 nm, 8 experts top-2,
+    4 heads, router noise 0.1."""
+    from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
+
+    return dict(
+        n_targets=n_targets,
+        atom_dim=ATOM_FEATURE_DIM,
+        bond_dim=BOND_FEATURE_DIM,
+        num_layers=2,
+        num_rbf=16,
+        cutoff_nm=0.5,
+        num_experts=8,
+        top_k=2,
+        heads=4,
+        noise_std=0.1,
+    )
 
 
 def load_set(path: Path):

@@ -73,6 +73,7 @@ from _common import (
     write_json_doc,
 )
 from _spice import (
+    base_model_options,
     flat,
     holm,
     load_set,
@@ -360,7 +361,6 @@ def main(argv=None) -> None:
     if verdicts_only(args) is not None:
         return
     setup(args)
-    from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
 
     load, deadline = OtherLoad(), piece_deadline(args)
     ms = load_set(args.data)
@@ -375,18 +375,7 @@ def main(argv=None) -> None:
     if rungs[0] < 2:
         raise SystemExit("--epochs: every rung needs >= 2 epochs (the flatness rule)")
     variants = args.variants.split(",") if args.variants else [ENSEMBLE, SINGLE, *VARIANTS]
-    base = dict(
-        n_targets=len(targets),
-        atom_dim=ATOM_FEATURE_DIM,
-        bond_dim=BOND_FEATURE_DIM,
-        num_layers=2,
-        num_rbf=16,
-        cutoff_nm=0.5,
-        num_experts=8,
-        top_k=2,
-        heads=4,
-        noise_std=0.1,
-    )
+    base = base_model_options(len(targets))
     if args.quick:
         chosen = {k: {**v, "hidden": 8} for k, v in chosen.items()}
     tcfg = dict(

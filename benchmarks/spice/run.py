@@ -73,6 +73,7 @@ from _common import (
 )
 from _spice import (
     SPLIT_SEEDS,
+    base_model_options,
     holm,
     load_set,
     run_key,
@@ -521,7 +522,6 @@ def main() -> None:
     from sci_moe._util import atomic_save_json
     from sci_moe.data.ligands_build import LIGAND_TARGET_UNITS
     from sci_moe.data.molecule_set_store import ELECTRONIC_TARGET_UNITS, TARGET_UNITS
-    from sci_moe.molecules import ATOM_FEATURE_DIM, BOND_FEATURE_DIM
     from sci_moe.molecules.spice import MODEL_NAMES
 
     load = OtherLoad()
@@ -536,18 +536,7 @@ def main() -> None:
     widths = [int(w) for w in (args.widths or ("8,16" if args.quick else "16,32")).split(",")]
     if args.seeds > len(SPLIT_SEEDS):
         raise SystemExit(f"--seeds at most {len(SPLIT_SEEDS)}")
-    base_opts = dict(
-        n_targets=len(targets),
-        atom_dim=ATOM_FEATURE_DIM,
-        bond_dim=BOND_FEATURE_DIM,
-        num_layers=2,
-        num_rbf=16,
-        cutoff_nm=0.5,
-        num_experts=8,
-        top_k=2,
-        heads=4,
-        noise_std=0.1,
-    )
+    base_opts = base_model_options(len(targets))
     tcfg = dict(
         epochs=epochs,
         batch_size=args.batch_size,
