@@ -346,6 +346,7 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "instead of about 21k, one layer of one 135M model": "quoted: the paper's scale",
     },
     "omni_expert.rst": {
+        "and p < 0.05": "the test level of the verdicts",
         "at RT60 0.3, 0.6 and 1 s": "setup: the reverberation times",
         "of the 3 seeds": "setup: the seeds",
         "(RT60 0.6 s only, smaller sets)": "setup: the quick run",
