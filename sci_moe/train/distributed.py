@@ -31,6 +31,7 @@ __all__ = [
     "DistributedContext",
     "all_reduce_sum",
     "average_gradients",
+    "barrier",
     "broadcast_object",
     "current_context",
     "init_distributed",
@@ -122,6 +123,19 @@ def all_reduce_sum(values: list[float], ctx: DistributedContext) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     dist.all_reduce(t)
     return t.tolist()
+
+
+def barrier(ctx: DistributedContext) -> None:
+    """Wait until every rank gets here (a no-op for a single process).
+
+    The trainer calls it after each checkpoint write, so no rank reads the run's files
+    (to resume, or to decide whether a run is fresh) while another still writes them.
+    """
+    if not ctx.enabled:
+        return
+    import torch.distributed as dist
+
+    dist.barrier()
 
 
 def broadcast_object(obj, ctx: DistributedContext, src: int = 0):

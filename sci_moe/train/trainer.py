@@ -41,6 +41,7 @@ from .distributed import (
     DistributedContext,
     all_reduce_sum,
     average_gradients,
+    barrier,
     broadcast_object,
     current_context,
 )
@@ -510,6 +511,7 @@ class Trainer:
                 )
                 if due:
                     self.save_checkpoint()
+                    barrier(ctx)  # every rank's files are complete before any reads them
                     last_ckpt = time.perf_counter()
                 if stop_early:
                     reason = "early_stop"

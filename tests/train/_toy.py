@@ -7,10 +7,13 @@ step, so a test can SIGKILL it at any point and resume.
 from __future__ import annotations
 
 import sys
+import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from sci_moe._util import load_latest
 from sci_moe.train import ShuffledBatches, TrainConfig, Trainer, seed_everything
 
 
@@ -54,7 +57,18 @@ if __name__ == "__main__":  # pragma: no cover - run by the SIGKILL and torchrun
 
         ctx = init_distributed()
         t = make(steps, out, dropout=0.0, restore_best=False)
+        save = t.save_checkpoint
+
+        def slow_save():  # rank 0 writes late: no rank may return before the files are whole
+            if ctx.is_main:
+                time.sleep(0.5)
+            save()
+
+        t.save_checkpoint = slow_save
         t.fit()
+        state, _, _ = load_latest(Path(out) / "checkpoint.pt", what="checkpoint")
+        if state["step"] != steps:
+            raise SystemExit(f"rank {ctx.rank} read a checkpoint at step {state['step']}")
         if ctx.is_main:
             torch.save(weights(t), f"{out}/final.pt")
     else:
