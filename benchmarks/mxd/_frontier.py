@@ -1,9 +1,11 @@
 """Shared parts of ``benchmarks/mxd/frontier.py``: the flatness rule, the plan of runs,
-the rows, the verdict rule and the plots (importable by tests without running anything)."""
+the rows, the verdict rule and the plots (importable by tests without running anything);
+``benchmarks/mxd/run.py`` takes its thresholds and :func:`faithful_verdict` from here."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from _common import Row, decide_verdict, paired_test, row_value, verdict_entry
@@ -22,6 +24,7 @@ __all__ = [
     "PROBE_UNITS",
     "UNTRAINED_FVU",
     "best_lr",
+    "faithful_verdict",
     "final_keys",
     "flat",
     "make_rows",
@@ -262,25 +265,60 @@ def verdicts(doc: dict) -> list[dict]:
         if done:
             out.append(_probe_verdict(doc, layer, done, per_seed))
         if recovered:
-            worst = min(recovered)
-            out.append(
-                verdict_entry(
-                    f"the spliced MxD model stays faithful to the original (layer {layer})",
-                    verdict="reproduced" if worst >= FAITHFUL_RECOVERED else "not decided",
-                    why=f"MxD recovers {worst:.3f}-{max(recovered):.3f} of the mean-ablation "
-                    f"loss gap over every k and seed (rule: at least {FAITHFUL_RECOVERED} "
-                    "everywhere reproduces; a claim about MxD alone, never decisive)",
-                    metric="recovered",
-                    ours=worst,
-                    baseline="the original model",
-                    baseline_value=1.0,
-                    seeds=len(seeds),
-                    p_value=None,
-                    converged=False,
-                    decisive=False,
-                )
-            )
+            out.append(faithful_verdict(recovered, seeds=len(seeds), layer=layer))
     return out
+
+
+def faithful_verdict(
+    recovered: Sequence[float],
+    *,
+    seeds: int,
+    layer: int | None = None,
+    caveat: str = "a claim about MxD alone, never decisive",
+) -> dict:
+    """The verdict on "the spliced MxD model stays faithful to the original".
+
+    Reproduced when every MxD run recovers at least :data:`FAITHFUL_RECOVERED` of the
+    mean-ablation loss gap, otherwise not decided: a statement about MxD alone, not against
+    a baseline, so never decisive, and ``converged`` is false (the rule reads no curve).
+    Used by ``frontier.py`` (per layer) and ``run.py`` (one layer, ``layer=None``).
+
+    Parameters
+    ----------
+    recovered : sequence of float, shape (runs,)
+        Fraction of the mean-ablation loss gap that each spliced MxD run (every ``k`` and
+        seed) recovers; at least one.
+    seeds : int
+        Number of seeds behind ``recovered``.
+    layer : int or None
+        The layer, named in the claim (``None``: not named).
+    caveat : str
+        The end of the stated rule in ``why`` (after "everywhere reproduces; ").
+
+    Returns
+    -------
+    dict
+        A :func:`_common.verdict_entry`.
+    """
+    if not recovered:
+        raise ValueError("faithful_verdict needs at least one recovered fraction")
+    worst = min(recovered)
+    where = "" if layer is None else f" (layer {layer})"
+    return verdict_entry(
+        f"the spliced MxD model stays faithful to the original{where}",
+        verdict="reproduced" if worst >= FAITHFUL_RECOVERED else "not decided",
+        why=f"MxD recovers {worst:.3f}-{max(recovered):.3f} of the mean-ablation loss gap "
+        f"over every k and seed (rule: at least {FAITHFUL_RECOVERED} everywhere "
+        f"reproduces; {caveat})",
+        metric="recovered",
+        ours=worst,
+        baseline="the original model",
+        baseline_value=1.0,
+        seeds=seeds,
+        p_value=None,
+        converged=False,
+        decisive=False,
+    )
 
 
 def _probe_verdict(doc: dict, layer: int, ks: list[int], per_seed) -> dict:

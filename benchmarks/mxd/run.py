@@ -53,6 +53,7 @@ from _common import (
     warn_if_busy,
     write_json,
 )
+from _frontier import INFORMATIVE_PROBE, UNTRAINED_FVU, faithful_verdict
 
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
@@ -141,15 +142,6 @@ def _throughput(site, sizes, k, T=512):
     return res
 
 
-#: A baseline that leaves more than this fraction of the MLP output's variance unexplained
-#: (held-out FVU, mean over seeds) did not train: no comparison with it decides a claim.
-UNTRAINED_FVU = 0.5
-#: Fraction of the mean-ablation loss gap a faithful spliced layer recovers.
-FAITHFUL_RECOVERED = 0.9
-#: Below this balanced accuracy of the MLP's own neurons the probing task is at chance.
-INFORMATIVE_PROBE = 0.6
-
-
 def verdicts(doc: dict) -> list[dict]:
     """One verdict per claim of the paper, by rules applied to the run's rows (issue 41).
 
@@ -159,14 +151,17 @@ def verdicts(doc: dict) -> list[dict]:
       rows (paired t-test); **not decided** whenever that baseline's held-out FVU exceeds
       :data:`UNTRAINED_FVU`: a baseline that explains less than half of the variance has
       not trained, and beating it says nothing about the frontier;
-    * faithful: reproduced when every MxD run recovers at least
-      :data:`FAITHFUL_RECOVERED` of the mean-ablation gap, otherwise not decided (the
-      claim is about trained layers, and these had a few dozen steps);
+    * faithful (:func:`_frontier.faithful_verdict`): reproduced when every MxD run
+      recovers at least :data:`_frontier.FAITHFUL_RECOVERED` of the mean-ablation gap,
+      otherwise not decided (the claim is about trained layers, and these had a few dozen
+      steps);
     * sparse probing comparable to transcoders: not decided when the MLP's own neurons
       probe below :data:`INFORMATIVE_PROBE` (the task is at chance), otherwise MxD's mean
       probe accuracy over ``k`` vs the transcoder's by the paired test over ``k``.
 
-    Nothing is trained to convergence, so nothing is decisive.
+    The thresholds :data:`UNTRAINED_FVU` and :data:`INFORMATIVE_PROBE` are those of
+    ``_frontier.py`` (one copy for both scripts). Nothing is trained to convergence, so
+    nothing is decisive.
     """
     st = doc["machine"]["settings"]
     seeds, ks = st["seeds"], st["ks"]
@@ -215,22 +210,11 @@ def verdicts(doc: dict) -> list[dict]:
             )
         )
     recovered = [v for k in ks for v in per_seed("mxd", k, "recovered")]
-    worst = min(recovered)
     out.append(
-        verdict_entry(
-            "the spliced MxD model stays faithful to the original",
-            verdict="reproduced" if worst >= FAITHFUL_RECOVERED else "not decided",
-            why=f"MxD recovers {worst:.3f}-{max(recovered):.3f} of the mean-ablation loss gap "
-            f"over every k and seed (rule: at least {FAITHFUL_RECOVERED} everywhere "
-            "reproduces; less is no test of a claim about trained layers)",
-            metric="recovered",
-            ours=worst,
-            baseline="the original model",
-            baseline_value=1.0,
+        faithful_verdict(
+            recovered,
             seeds=len(seeds),
-            p_value=None,
-            converged=False,
-            decisive=False,
+            caveat="less is no test of a claim about trained layers",
         )
     )
     mlp = row_value(doc, "mlp_neurons", "probe_acc_top8")

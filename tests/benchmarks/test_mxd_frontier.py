@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from .conftest import load_benchmark
+from .conftest import BENCH, load_benchmark
 
 transformers = pytest.importorskip("transformers")
 
@@ -131,3 +131,27 @@ def test_a_training_run_paused_between_segments_continues_exactly(bench, tmp_pat
     assert again == json.loads(json.dumps(whole))
     for pa, pc in zip(a.parameters(), c.parameters(), strict=True):
         assert torch.equal(pa, pc)
+
+
+def test_faithful_verdict_is_one_rule_for_both_scripts():
+    with load_benchmark("mxd/_frontier.py", "mxd_frontier_helper_under_test") as mod:
+        helper = mod.faithful_verdict
+    v = helper([0.95, 0.91, 0.97], seeds=3, layer=2)
+    assert v["verdict"] == "reproduced" and v["ours"] == 0.91 and v["seeds"] == 3
+    assert v["claim"].endswith("(layer 2)") and not v["decisive"] and not v["converged"]
+    assert "a claim about MxD alone" in v["why"]
+    low = helper([0.95, 0.5], seeds=2, caveat="less is no test")
+    assert low["verdict"] == "not decided" and low["why"].endswith("reproduces; less is no test)")
+    assert low["claim"] == "the spliced MxD model stays faithful to the original"
+    with pytest.raises(ValueError, match="at least one"):
+        helper([], seeds=2)
+
+
+@pytest.mark.parametrize("name", ["mxd.json", "mxd_quick.json"])
+def test_run_py_stored_verdicts_are_its_rule(name):
+    """run.py's rule (faithfulness from ``_frontier.faithful_verdict``) gives the stored
+    verdicts exactly."""
+    path = BENCH / "mxd" / "results" / name
+    doc = json.loads(path.read_text())
+    with load_benchmark("mxd/run.py", "mxd_run_under_test") as run:
+        assert json.dumps(run.verdicts(doc)) == json.dumps(doc["verdicts"])
