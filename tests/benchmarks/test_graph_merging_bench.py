@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import BENCH, load_benchmark
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +24,32 @@ def helper():
         yield mod
 
 
+def _curve(values):
+    return [[50 * (i + 1), v] for i, v in enumerate(values)]
+
+
 def test_flat_criterion(bench):
-    # validation AUC: the last 20 % gain less than 0.005 over the best before
-    assert bench.flat([0.6, 0.7, 0.75, 0.78, 0.8, 0.8, 0.801, 0.8, 0.802, 0.803])
-    assert not bench.flat([0.6, 0.65, 0.7, 0.72, 0.74, 0.76, 0.78, 0.8, 0.82, 0.84])
-    assert not bench.flat([0.7])
+    # sci_moe.train.is_flat on the validation AUC: the last 20 % of the steps gain less
+    # than 1 % (relative) over the best before, with at least five evaluations
+    assert bench.flat(_curve([0.6, 0.7, 0.75, 0.78, 0.8, 0.8, 0.801, 0.8, 0.802, 0.803]))
+    assert not bench.flat(_curve([0.6, 0.65, 0.7, 0.72, 0.74, 0.76, 0.78, 0.8, 0.82, 0.84]))
+    assert not bench.flat(_curve([0.7, 0.71, 0.71]))  # too few evaluations
+    assert not bench.flat(_curve([0.7]))
+
+
+def test_rejudge_updates_flags_rows_and_verdicts(bench):
+    path = BENCH / "graph_merging" / "results" / "graph_merging_quick.json"
+    doc = json.loads(path.read_text())
+    again = bench.rejudge(json.loads(path.read_text()))
+    assert again == doc  # the stored file is judged by the current rule
+    assert doc["machine"]["flat_rule"].startswith("sci_moe.train.is_flat")
+    # a pre-training curve still rising: its flag, its row and every verdict on it follow
+    doc["curves"]["pretrain"]["0"] = [[50 * i, 0.5 + 0.05 * i] for i in range(1, 7)]
+    bench.rejudge(doc)
+    assert doc["runs"]["0"]["converged"]["pretrain"] is False
+    rows = {(r["case"], r["metric"]): r["value"] for r in doc["rows"]}
+    assert rows[("pretrain", "converged_fraction")] == pytest.approx(2 / 3)
+    assert not any(v["converged"] or v["decisive"] for v in doc["verdicts"])
 
 
 def test_toy_run_resume_and_verdicts(bench, helper, tmp_path):

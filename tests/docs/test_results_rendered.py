@@ -596,7 +596,8 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
             "setup: the graph collection"
         ),
         "stops after 20 % of its most evaluations": "the early-stopping rule",
-        "its last 20 % of evaluations": "the convergence criterion",
+        "its last 20 % of the steps": "the convergence criterion",
+        "the last 20 % of the evaluations and an absolute 0.005": "the older criterion",
         "p < 0.05": "the test level of the verdicts",
         "at the 5 % level": "the test level of the verdicts",
     },
