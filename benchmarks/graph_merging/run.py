@@ -45,8 +45,8 @@ the step cap or stops with fewer evaluations can fail. Learning curves are store
 ``curves``. Until this rule (the review of issue 43) a run was flat when the best AUC of
 its last 20 % of *evaluations* was less than 0.005 AUC above the best before them:
 ``graph_merging.json`` and ``graph_merging_quick.json`` were re-judged from their stored
-curves (:func:`rejudge`), ``graph_merging_families.json`` pieces written before it were
-judged by the old rule.
+curves (``--rejudge JSON``, :func:`rejudge`); ``graph_merging_families.json`` pieces
+written before it were judged by the old rule (``--rejudge`` brings them to this one).
 
 Metrics on held-out edges of the training graphs (``train``) and of the unseen graphs
 (``unseen``, zero-shot): AUC, Recall@20, NDCG@20, AUC / Bayes-optimal AUC. Per-seed rows
@@ -446,9 +446,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="recompute the rows and verdicts of a stored JSON from its runs (no training)",
     )
+    p.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="judge a stored JSON's runs flat or not again from its curves by the current "
+        "rule (flags, converged_fraction rows, verdicts; no training)",
+    )
     args = p.parse_args(argv)
     if (done := verdicts_only(args)) is not None:
         return done
+    if args.rejudge is not None:
+        write_json_doc(args.rejudge, rejudge(json.loads(args.rejudge.read_text())))
+        return 0
     if args.rows_only is not None:
         doc = json.loads(args.rows_only.read_text())
         fams = tuple(doc["machine"].get("families", FAMILIES))
