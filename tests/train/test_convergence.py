@@ -32,3 +32,17 @@ def test_max_mode_short_and_bad_curves():
         is_flat(steps, [1.0] * 5, mode="best")
     with pytest.raises(ValueError, match="values"):
         is_flat(steps, [1.0] * 4)
+
+
+def test_atol_is_the_metric_resolution():
+    steps = list(range(10, 110, 10))
+    # a top-1 accuracy over 150 items: one item better in the tail is 0.0067, 2 % relative
+    one_more = [0.1, 0.2, 0.3] + [1 / 3] * 5 + [1 / 3 + 1 / 150] * 2
+    assert not is_flat(steps, one_more, mode="max")
+    assert is_flat(steps, one_more, mode="max", atol=0.01)
+    two_more = one_more[:8] + [1 / 3 + 2 / 150] * 2
+    assert not is_flat(steps, two_more, mode="max", atol=0.01)
+    # the default atol = 0 leaves the relative rule as it was
+    assert is_flat(steps, one_more, mode="max", tol=0.05, atol=0.0)
+    with pytest.raises(ValueError, match="atol"):
+        is_flat(steps, one_more, atol=-0.1)
