@@ -71,3 +71,15 @@ def test_stored_verdicts_follow_the_rule(mb):
             continue
         doc = json.loads(path.read_text(encoding="utf-8"))
         assert doc["verdicts"] == [mb.verdict_entry(**v) for v in mb.verdicts(doc)]
+
+
+def test_flat_rule_ignores_one_validation_sentence(mb):
+    def curve(values):
+        return [[100 * (i + 1), v] for i, v in enumerate(values)]
+
+    plateau = [0.1, 0.3, 0.5, *[0.56] * 16]
+    assert mb.flat(curve([*plateau, 0.56 + 1 / 150]))
+    assert not mb.flat(curve([*plateau, 0.56 + 2 / 150]))
+    # at a transfer-sized top-1 one sentence is 10 % relative, still no gain
+    assert mb.flat(curve([0.02] * 16 + [0.02 + 1 / 150] * 4))
+    assert not mb.flat(curve([0.01 * i for i in range(20)]))
