@@ -40,7 +40,12 @@ with a paired t-test over the seeds):
    (each single LM on every pipeline's validation text) for the generalisation claim.
 
 Convergence: a torch model counts as converged when its validation metric improved by less
-than 1 % (relative) over the last 20 % of its steps; logistic regressions are convex fits.
+than 1 % (relative) over the last 20 % of its steps (:func:`sci_moe.train.is_flat`, at least
+five evaluations); logistic regressions are convex fits. Until the review of issue 43 the rule
+was point to point (the last value against the one at 80 % of the curve, three
+evaluations enough): ``--rejudge PATH`` judged the stored JSONs again from their ``curves``
+(``fingerprints.json``: no flag changed; ``fingerprints_quick.json``: its 3- and
+4-evaluation curves are no longer flat).
 Rows: ``ratio`` = accuracy / chance. The JSON's ``verdicts`` come from :func:`verdicts`;
 ``curves`` holds the learning curves and ``samples`` generations of every LM.
 Run: ``python benchmarks/fingerprints/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
@@ -51,6 +56,7 @@ passed and writes ``PATH.state.json``; ``--resume`` continues from it);
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -86,6 +92,7 @@ from sci_moe.language.provenance import (
     top_words,
     train_lm_on_texts,
 )
+from sci_moe.train import is_flat
 
 Row = _common.Row
 SOURCES = ("wiki", "newsgroups", "news")
@@ -129,15 +136,35 @@ def settings(quick: bool) -> dict:
     )
 
 
-def flat(values, frac: float = 0.2, tol: float = 0.01, higher_is_better: bool = True) -> bool:
-    """Converged: the metric at the end is < ``tol`` (relative) better than at ``1 - frac``
-    of the curve (``values`` at evenly spaced steps, at least 3)."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 3:
-        return False
-    ref = v[min(int(np.floor((1 - frac) * (v.size - 1))), v.size - 2)]
-    gain = (v[-1] - ref) if higher_is_better else (ref - v[-1])
-    return bool(gain < tol * max(abs(ref), 1e-12))
+def flat(curve, higher_is_better: bool = True) -> bool:
+    """Converged: :func:`sci_moe.train.is_flat` (defaults: < 1 % better over the last 20 % of
+    the steps) on a validation curve ``[[step, value], ...]``."""
+    steps, values = [s for s, _ in curve], [v for _, v in curve]
+    return is_flat(steps, values, mode="max" if higher_is_better else "min")
+
+
+def rejudge(doc: dict) -> dict:
+    """``doc`` (a results JSON of this script, parsed) with the convergence rows judged again
+    by :func:`flat` from its ``curves`` -- the byte classifier's ``converged_seeds``, every
+    LM's ``converged seed s`` and their seed mean and spread -- and the verdicts recomputed;
+    no other row changes (the verdicts only when the JSON has them)."""
+    rows = {(r["case"], r["metric"]): r for r in doc["rows"]}
+    K = len(doc.get("names") or []) or 4
+    byte = doc["curves"].get("byte_lm", {})
+    if (key := (f"{K}-way byte_lm", "converged_seeds")) in rows:
+        rows[key]["value"] = float(sum(flat(c) for c in byte.values()))
+    for name, by_seed in doc["curves"].get("lm", {}).items():
+        case, conv = f"propagation LM {name}", []
+        for s, curve in sorted(by_seed.items(), key=lambda kv: int(kv[0])):
+            if (key := (case, f"converged seed {s}")) in rows:
+                rows[key]["value"] = float(flat(curve, higher_is_better=False))
+                conv.append(rows[key]["value"])
+        if conv and (case, "converged") in rows:
+            rows[(case, "converged")]["value"] = float(np.mean(conv))
+            rows[(case, "converged_seed_std")]["value"] = float(np.std(conv))
+    if "verdicts" in doc:
+        doc["verdicts"] = [_common.verdict_entry(**v) for v in verdicts(doc)]
+    return doc
 
 
 def stratified_pool(data: SequenceSet, per_class: int, share, seed: int) -> np.ndarray:
@@ -294,7 +321,7 @@ def part_classify(cfg, seed, state) -> list[Row]:
         )
         preds["byte_lm"].append((yte, bc.predict(xte), gte))
         curves[str(s)] = [[int(a), float(b)] for a, b in bc.curve]
-        converged.append(flat([b for _, b in bc.curve]))
+        converged.append(flat(curves[str(s)]))
         print(
             f"seed {s}: {len(tr)} train / {len(te)} test sequences, {time.time() - t0:.0f} s; "
             f"byte_lm val curve {[round(b, 3) for _, b in bc.curve]}",
@@ -422,7 +449,7 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
         lms[n] = lm
         samples.setdefault(n, {})[str(s)] = gens[n][:3]
         wr = word_rate(gens[n], vocab)
-        conv = flat(hist["val_ppl"], higher_is_better=False)
+        conv = flat(curve, higher_is_better=False)
         case = f"propagation LM {n}"
         rows += [
             Row(case, f"val_ppl seed {s}", ppl, "token ppl"),
@@ -797,6 +824,14 @@ def main() -> int:
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
     p.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="judge a stored JSON's curves flat or not again by the current rule (the "
+        "convergence rows and the verdicts; no training)",
+    )
+    p.add_argument(
         "--finish",
         action="store_true",
         help="with --resume: write the final JSON from the parts done so far (verdicts "
@@ -805,6 +840,11 @@ def main() -> int:
     args = p.parse_args()
     if (code := _common.verdicts_only(args)) is not None:
         return code
+    if args.rejudge is not None:
+        doc = rejudge(json.loads(args.rejudge.read_text()))
+        _common.write_json_doc(args.rejudge, doc)
+        print(f"wrote {args.rejudge}")
+        return 0
     _common.setup(args)
     cfg = settings(args.quick)
     if args.no_minilm:

@@ -17,12 +17,22 @@ def bench():
         yield mod
 
 
+def _curve(values):
+    return [[50 * (i + 1), v] for i, v in enumerate(values)]
+
+
 def test_flat_rule(bench):
-    assert bench.flat([0.5, 0.7, 0.8, 0.80, 0.801])  # 0.1 % better over the last 20 %
-    assert not bench.flat([0.5, 0.6, 0.7, 0.8, 0.9])
-    assert bench.flat([9.0, 5.0, 4.0, 3.0, 3.01], higher_is_better=False)
-    assert not bench.flat([9.0, 5.0, 4.0, 3.5, 3.0], higher_is_better=False)
-    assert not bench.flat([1.0, 1.0])
+    assert bench.flat(_curve([0.5, 0.7, 0.8, 0.80, 0.801]))  # 0.1 % better over the last 20 %
+    assert not bench.flat(_curve([0.5, 0.6, 0.7, 0.8, 0.9]))
+    assert bench.flat(_curve([9.0, 5.0, 4.0, 3.0, 3.01]), higher_is_better=False)
+    assert not bench.flat(_curve([9.0, 5.0, 4.0, 3.5, 3.0]), higher_is_better=False)
+    assert not bench.flat(_curve([1.0, 1.0, 1.0, 1.0]))  # fewer than five evaluations
+
+
+@pytest.mark.parametrize("name", ["fingerprints.json", "fingerprints_quick.json"])
+def test_stored_convergence_rows_follow_the_rule(bench, name):
+    doc = json.loads((BENCH / "fingerprints" / "results" / name).read_text())
+    assert bench.rejudge(json.loads(json.dumps(doc))) == doc
 
 
 def test_stratified_pool_takes_the_shares(bench):
