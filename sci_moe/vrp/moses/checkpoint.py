@@ -1,7 +1,8 @@
 """Save and load a trained :class:`MTVRPPolicy` (plain tensors, ``weights_only``).
 
-The ``format`` tag :data:`FORMAT` predates the package's move to :mod:`sci_moe.vrp.moses`
-and stays as it is, so that saved policies still load.
+The ``format`` tag :data:`FORMAT` names the policy's input: ``sci_moe.vrp.policy/1``
+policies read 8 node features, without the open-route flag and the length limit
+(:func:`~sci_moe.vrp.moses.node_features`); they are refused with a message to retrain.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .model import MTVRPPolicy, PolicyConfig
 __all__ = ["FORMAT", "load_policy", "save_policy"]
 
 #: The ``format`` entry of a policy checkpoint.
-FORMAT = "sci_moe.vrp.policy/1"
+FORMAT = "sci_moe.vrp.policy/2"
+_OLD_FORMATS = ("sci_moe.vrp.policy/1",)
 
 
 def save_policy(path: str | os.PathLike, policy: MTVRPPolicy, **meta) -> Path:
@@ -67,6 +69,11 @@ def load_policy(path: str | os.PathLike) -> tuple[MTVRPPolicy, dict]:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         raise ValueError(f"cannot load the model checkpoint {path}: {exc}") from exc
+    if isinstance(obj, dict) and obj.get("format") in _OLD_FORMATS:
+        raise ValueError(
+            f"{path} is a policy of format {obj['format']!r}, whose encoder does not read the "
+            f"open-route flag and the length limit; retrain it (this version reads {FORMAT!r})"
+        )
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ValueError(f"{path} is not a sci_moe.vrp policy checkpoint (format {FORMAT!r})")
     policy = MTVRPPolicy(PolicyConfig(**obj["config"]))

@@ -7,6 +7,9 @@ the query is built from the current node's embedding, the graph mean and the dyn
 state (remaining linehaul/backhaul capacity, time, route length, remaining length
 budget, open flag); one masked multi-head glimpse, then a single-head pointer with
 ``10 tanh`` clipping over the feasible nodes of :meth:`~sci_moe.vrp.MTVRPEnv.action_mask`.
+The glimpse's keys and values and the pointer's keys are computed once per instance and
+the ``P`` rollouts of an instance query them as one attention of ``P`` rows (about 4x
+faster per update at 50 customers than one attention per rollout, the same numbers).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .layers import MODES, MoSESLinear
 
 __all__ = ["MTVRPPolicy", "PolicyConfig", "node_features"]
 
-_NODE_FEATURES = 8
+_NODE_FEATURES = 10
 _CONTEXT = 6
 
 
@@ -63,10 +66,15 @@ class PolicyConfig:
 
 
 def node_features(instance: MTVRPInstance) -> torch.Tensor:
-    """Input features, shape ``(B, N + 1, 8)``.
+    """Input features, shape ``(B, N + 1, 10)``.
 
     ``x, y``, linehaul and backhaul demand over capacity, window start and end over
-    :data:`~sci_moe.vrp.MAX_TIME` (``inf`` clamped to 1), service time, depot indicator.
+    :data:`~sci_moe.vrp.MAX_TIME` (``inf`` clamped to 1), service time, depot indicator,
+    and the instance's two global attributes on every node (as RouteFinder's global
+    features): the open-route flag and ``1 / max(L, 1)`` for the route length limit ``L``
+    (0 without a limit). Without the last two an O or L instance is indistinguishable
+    from its closed, unlimited twin in the encoder, so no gate reading the tokens can
+    tell these constraints apart.
     """
     ins = instance
     B, n1 = ins.locs.shape[:2]
@@ -77,8 +85,19 @@ def node_features(instance: MTVRPInstance) -> torch.Tensor:
     tw = (ins.time_windows / MAX_TIME).clamp(max=1.0)
     depot = torch.zeros(B, n1, dtype=ins.locs.dtype, device=ins.locs.device)
     depot[:, 0] = 1
+    open_ = ins.open_route.to(ins.locs.dtype)[:, None].expand(B, n1)
+    limit = (1.0 / ins.distance_limit.clamp(min=1.0))[:, None].expand(B, n1)
     return torch.cat(
-        [ins.locs, lh[..., None], bh[..., None], tw, ins.service_time[..., None], depot[..., None]],
+        [
+            ins.locs,
+            lh[..., None],
+            bh[..., None],
+            tw,
+            ins.service_time[..., None],
+            depot[..., None],
+            open_[..., None],
+            limit[..., None],
+        ],
         -1,
     )
 
@@ -189,24 +208,26 @@ class MTVRPPolicy(nn.Module):
         flags = instance.flags.repeat_interleave(P, 0)
         big = instance.repeat_interleave(P)
         env = MTVRPEnv(big, validate=False)
-        hb = h.repeat_interleave(P, 0)  # (BP, N+1, d)
-        kg, vg, kp = self.kv(hb, flags=flags[:, None, :]).chunk(3, dim=-1)
-        split = lambda t: t.view(B * P, N + 1, H, d // H).transpose(1, 2)  # noqa: E731
-        kg, vg = split(kg), split(vg)
-        graph = hb.mean(1)
+        # Keys, values and the pointer's keys once per instance (not per rollout): the P
+        # rollouts of instance b query them together, as P rows of one attention.
+        kg, vg, kp = self.kv(h, flags=instance.flags[:, None, :]).chunk(3, dim=-1)
+        split = lambda t: t.view(B, N + 1, H, d // H).transpose(1, 2)  # noqa: E731
+        kg, vg = split(kg), split(vg)  # (B, H, N+1, d/H)
+        graph = h.mean(1).repeat_interleave(P, 0)  # (BP, d)
         open_f = big.open_route.to(h.dtype)[:, None]
         first = (torch.arange(P, device=h.device) + 1).repeat(B)
         env.step(first)
         acts, logp = [first], torch.zeros(B * P, dtype=h.dtype, device=h.device)
         rows = torch.arange(B * P, device=h.device)
+        owner = rows // P  # the instance of each rollout
         while not bool(env.done.all()):
             mask = env.action_mask()
-            ctx = torch.cat([hb[rows, env.current], env.context().to(h.dtype), open_f], -1)
+            ctx = torch.cat([h[owner, env.current], env.context().to(h.dtype), open_f], -1)
             q = self.context(ctx, flags=flags) + graph
-            qh = q.view(B * P, H, 1, d // H)
-            att = F.scaled_dot_product_attention(qh, kg, vg, attn_mask=mask[:, None, None, :])
-            g = self.glimpse_out(att.reshape(B * P, d), flags=flags)
-            logits = (kp @ g[:, :, None]).squeeze(-1) / math.sqrt(d)
+            qh = q.view(B, P, H, d // H).transpose(1, 2)  # (B, H, P, d/H)
+            att = F.scaled_dot_product_attention(qh, kg, vg, attn_mask=mask.view(B, 1, P, N + 1))
+            g = self.glimpse_out(att.transpose(1, 2).reshape(B * P, d), flags=flags)
+            logits = (g.view(B, P, d) @ kp.transpose(1, 2)).view(B * P, N + 1) / math.sqrt(d)
             logits = self.config.clip * torch.tanh(logits)
             logits = logits.masked_fill(~mask, float("-inf"))
             lp = logits.log_softmax(-1)

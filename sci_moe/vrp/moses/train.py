@@ -72,6 +72,11 @@ class TrainConfig(_BaseConfig):
         Instances per update (each rolled out from every customer, POMO).
     num_customers : int
         Customers per training (and validation) instance.
+    min_customers : int
+        0: every batch has ``num_customers``; else each batch draws its size uniformly
+        from ``min_customers..num_customers`` (a size curriculum: smaller instances are
+        cheaper updates; the policy is size-agnostic). Validation stays at
+        ``num_customers``.
     val_instances : int
         Fixed validation instances of the stage's variants (drawn from ``seed``); the
         evaluation's ``val_cost`` is their mean best greedy multi-start cost. 0: no
@@ -84,12 +89,19 @@ class TrainConfig(_BaseConfig):
     eval_every: int = 50
     monitor: str = "val_cost"
     num_customers: int = 20
+    min_customers: int = 0
     val_instances: int = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int_attr(self, "num_customers", 1)
+        check_int_attr(self, "min_customers", 0)
         check_int_attr(self, "val_instances", 0)
+        if self.min_customers > self.num_customers:
+            raise ValueError(
+                f"min_customers must be at most num_customers={self.num_customers}, "
+                f"got {self.min_customers}"
+            )
 
 
 @dataclass
@@ -228,14 +240,17 @@ def reinforce_loss(policy: MTVRPPolicy, batch) -> tuple[torch.Tensor, dict]:
 
 
 def _stream(variants, config: TrainConfig) -> StreamBatches:
+    lo, hi = config.min_customers or config.num_customers, config.num_customers
+
     def sample(gen: torch.Generator, n: int):
-        ins = generate_instances(n, config.num_customers, variants, generator=gen)
+        size = hi if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=gen))
+        ins = generate_instances(n, size, variants, generator=gen)
         return ins, gen  # the same generator then samples the rollouts' actions
 
     return StreamBatches(sample, config.batch_size, seed=config.seed)
 
 
-def _validation(variants, config: TrainConfig):
+def _validation(variants, config: TrainConfig, extra=None):
     if config.val_instances == 0:
         return None
     val = generate_instances(
@@ -244,12 +259,15 @@ def _validation(variants, config: TrainConfig):
 
     def evaluate(policy: MTVRPPolicy) -> dict:
         _, _, cost = policy(val, greedy=True)
-        return {"val_cost": float(cost.min(1).values.mean())}
+        out = {"val_cost": float(cost.min(1).values.mean())}
+        if extra is not None:
+            out.update(extra(policy))
+        return out
 
     return evaluate
 
 
-def _stage_trainer(policy, stage, variants, config, out_dir) -> Trainer:
+def _stage_trainer(policy, stage, variants, config, out_dir, extra_eval=None) -> Trainer:
     params = stage_parameters(policy, stage)
     if not params:
         raise ValueError(f"stage {stage!r} has nothing to train (a policy without experts?)")
@@ -259,7 +277,7 @@ def _stage_trainer(policy, stage, variants, config, out_dir) -> Trainer:
         reinforce_loss,
         _stream(names, config),
         config,
-        evaluate=_validation(names, config),
+        evaluate=_validation(names, config, extra_eval),
         out_dir=out_dir,
         meta={"policy": asdict(policy.config), "stage": stage, "variants": names},
         name=f"vrp {stage}",
@@ -276,6 +294,7 @@ def train_stage(
     out_dir: str | Path | None = None,
     resume: bool = False,
     stop_after: int | None = None,
+    extra_eval=None,
 ) -> TrainResult:
     """Train one stage with REINFORCE and the POMO shared baseline on the engine.
 
@@ -298,15 +317,18 @@ def train_stage(
         Continue the checkpoint in ``out_dir``.
     stop_after : int, optional
         Return after this many updates (a deliberate interruption).
+    extra_eval : callable, optional
+        ``extra_eval(policy) -> dict`` of floats added to every evaluation (a learning
+        curve on a fixed set shared by several models); ``val_cost`` stays the monitor.
 
     Returns
     -------
     TrainResult
-        ``evals`` hold the validation cost (``val_cost``).
+        ``evals`` hold the validation cost (``val_cost``) and ``extra_eval``'s values.
     """
     if progress is not None:
         config = replace(config, progress=bool(progress))
-    trainer = _stage_trainer(policy, stage, variants, config, out_dir)
+    trainer = _stage_trainer(policy, stage, variants, config, out_dir, extra_eval)
     return trainer.fit(resume=resume, stop_after=stop_after)
 
 
@@ -324,6 +346,7 @@ def train_moses(
     out_dir: str | Path | None = None,
     resume: bool = False,
     stop_after: int | None = None,
+    extra_eval=None,
 ) -> dict[str, TrainResult]:
     """MoSES's three stages in turn: CVRP backbone, basis experts, adaptive gate.
 
@@ -353,6 +376,8 @@ def train_moses(
     resume : bool
     stop_after : int, optional
         Return after this many updates of this call (a deliberate interruption).
+    extra_eval : callable, optional
+        Added to every stage's evaluations (see :func:`train_stage`).
 
     Returns
     -------
@@ -370,7 +395,7 @@ def train_moses(
             seed=seed,
             progress=progress,
         )
-    run = _run_stages(policy, steps, config, variants, out_dir, resume, stop_after)
+    run = _run_stages(policy, steps, config, variants, out_dir, resume, stop_after, extra_eval)
     return dict(run.results)
 
 
@@ -408,7 +433,9 @@ def fit_moses(
     return policy, run.summary()
 
 
-def _run_stages(policy, steps, config, variants, out_dir, resume, stop_after) -> Phases:
+def _run_stages(
+    policy, steps, config, variants, out_dir, resume, stop_after, extra_eval=None
+) -> Phases:
     if policy.config.rank < 1:
         raise ValueError("train_moses needs a policy with experts (PolicyConfig.rank >= 1)")
     base = TrainConfig(**{k: getattr(config, k) for k in TrainConfig.field_names()})
@@ -422,7 +449,8 @@ def _run_stages(policy, steps, config, variants, out_dir, resume, stop_after) ->
         if not run.can_start(stage):
             break
         cfg = run.config(base, steps=int(n), seed=100 * base.seed + k)
-        run.fit(stage, _stage_trainer(policy, stage, mixes[stage], cfg, run.folder(stage)))
+        trainer = _stage_trainer(policy, stage, mixes[stage], cfg, run.folder(stage), extra_eval)
+        run.fit(stage, trainer)
         if run.paused:
             break
     return run

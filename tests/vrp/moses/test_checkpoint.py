@@ -32,3 +32,9 @@ def test_policy_checkpoint_round_trip(tmp_path):
         load_policy(tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="steps must give"):
         train_moses(pol, (1, 1))
+
+
+def test_policy_of_the_old_format_is_refused(tmp_path):
+    torch.save({"format": "sci_moe.vrp.policy/1"}, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="retrain"):
+        load_policy(tmp_path / "old.pt")

@@ -146,3 +146,62 @@ def test_augment_keeps_distances_and_solve_is_feasible():
     assert (cost <= c1.min(1).values + 1e-12).all()
     with pytest.raises(ValueError, match="k must be"):
         augment(ins, 9)
+
+
+def test_batched_rollouts_equal_one_instance_at_a_time(float_dtype):
+    # The decoder attends per instance over its rollouts (keys computed once per instance):
+    # a batch must give every instance exactly what it gets alone, in every mode.
+    torch.manual_seed(0)
+    pol = _tiny()
+    for p in pol.parameters():
+        p.data += 0.1 * torch.randn_like(p)
+    ins = generate_instances(4, 7, ["CVRP", "OVRPL", "VRPBTW", "OVRPBLTW"], seed=2)
+    ins = ins.to(float_dtype)
+    tol = {"rtol": 1e-4, "atol": 1e-4} if float_dtype == torch.float32 else {}
+    for mode in ("backbone", "expert", "gated"):
+        pol.mode = mode
+        with torch.no_grad():
+            acts, logp, cost = pol(ins, greedy=True)
+            for b in range(4):
+                a1, l1, c1 = pol(ins.index(slice(b, b + 1)), greedy=True)
+                assert torch.equal(acts[b, :, : a1.shape[2]], a1[0])
+                torch.testing.assert_close(logp[b], l1[0], **tol)
+                torch.testing.assert_close(cost[b], c1[0], **tol)
+
+
+def test_node_features_tell_open_and_limited_instances_apart():
+    from sci_moe.vrp.moses import node_features
+
+    a = generate_instances(2, 5, ["CVRP", "OVRPL"], seed=0)
+    f = node_features(a)
+    assert f.shape == (2, 6, 10)
+    assert torch.equal(f[0, :, 8], torch.zeros(6)) and torch.equal(f[1, :, 8], torch.ones(6))
+    assert torch.equal(f[0, :, 9], torch.zeros(6))  # no limit
+    lim = float(a.distance_limit[1])
+    torch.testing.assert_close(f[1, :, 9], torch.full((6,), 1 / max(lim, 1.0)))
+
+
+def test_size_curriculum_and_extra_evaluation(tmp_path):
+    from sci_moe.vrp.moses.train import _stream
+
+    cfg = _stage_cfg(num_customers=9, min_customers=5, batch_size=2, steps=6)
+    sizes = {_stream(["CVRP"], cfg).get(s, 0, 1).data[0].num_customers for s in range(40)}
+    assert sizes <= set(range(5, 10)) and len(sizes) > 2
+    torch.manual_seed(0)
+    pol = _tiny()
+    seen = []
+
+    def extra(policy):
+        seen.append(policy.training)
+        return {"curve": 1.5}
+
+    res = train_stage(pol, "backbone", "CVRP", cfg, out_dir=tmp_path / "a", extra_eval=extra)
+    assert [e["curve"] for e in res.evals] == [1.5] and seen == [False]
+    torch.manual_seed(0)
+    pol2 = _tiny()
+    part = train_stage(pol2, "backbone", "CVRP", cfg, out_dir=tmp_path / "b", stop_after=3)
+    assert part.reason == "interrupted"
+    train_stage(pol2, "backbone", "CVRP", cfg, out_dir=tmp_path / "b", resume=True)
+    assert _same(_weights(pol), _weights(pol2))
+    with pytest.raises(ValueError, match="min_customers must be at most"):
+        _stage_cfg(num_customers=5, min_customers=6)
