@@ -24,9 +24,10 @@ width 32, 8 experts, top-2, no cross-conformer block, the tuned optimum):
 
 Every run uses the shared trainer (:func:`sci_moe.molecules.spice.fit`, AdamW 1e-3,
 cosine to 1 %, 2 warm-up epochs, batch 8, best-validation weights) on an epoch ladder
-(``--epochs``, default 72 then 144): a run is *flat* when its validation score improved
-by less than 1 % over its last quarter of epochs (``_spice.flat``), and a run that is not
-is trained afresh at the next rung (the 36-epoch runs of
+(``--epochs``, default 72 then 144): a run is *flat* when its best validation score of the
+last 20 % of the epochs is less than 1 % below the best before them
+(``_spice.flat``, :func:`sci_moe.train.is_flat`; five epochs at least), and a run that is
+not is trained afresh at the next rung (the 36-epoch runs of
 ``results/spice_ligands_budget36.json`` still improved 2-3 % over their last 9 epochs).
 Statistics as in ``run.py``: per target the per-molecule absolute test errors of two
 models on the same molecules, pooled over the splits, a two-sided sign-flip test, Holm
@@ -373,7 +374,7 @@ def main(argv=None) -> None:
         print(f"warning: {args.data} is not the data set of {args.chosen_from} (content hash)")
     rungs = sorted(int(e) for e in (args.epochs or ("2,3" if args.quick else "72,144")).split(","))
     if rungs[0] < 2:
-        raise SystemExit("--epochs: every rung needs >= 2 epochs (the flatness rule)")
+        raise SystemExit("--epochs: every rung needs >= 2 epochs (the last-quarter change)")
     variants = args.variants.split(",") if args.variants else [ENSEMBLE, SINGLE, *VARIANTS]
     base = base_model_options(len(targets))
     if args.quick:

@@ -24,15 +24,14 @@ def helper():
         yield mod
 
 
-def test_flat_is_under_one_percent_over_the_last_quarter(helper):
+def test_flat_is_under_one_percent_over_the_last_fifth(helper):
     falling = [1.0] * 8 + [0.9, 0.8]  # 20 % better over the last 2 of 10 epochs
     assert not helper.flat(falling)
-    assert helper.flat([2.0, 1.5, 1.2, 1.1, 1.1, 1.1, 1.1, 1.095])
+    assert helper.flat([2.0, 1.5, 1.2, 1.1, 1.1, 1.1, 1.1, 1.095])  # 0.5 % better
+    assert not helper.flat([1.0, 1.0, 1.0, 1.0])  # fewer than five epochs
     assert helper.val_change([1.0, 0.5]) == pytest.approx(-0.5)
     with pytest.raises(ValueError):
         helper.val_change([1.0])
-    with pytest.raises(ValueError):
-        helper.flat([1.0, 1.0], tol=0)
 
 
 def test_every_part_names_two_variants_and_units_put_baselines_first(abl):
@@ -61,10 +60,10 @@ def test_next_rung_climbs_the_ladder_until_flat(abl):
     def rec(curve):
         return {"epochs_run": len(curve), "history": {"val_score": curve}}
 
-    rungs = [4, 8]
-    assert abl.next_rung(None, rungs) == 4
-    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.7]), rungs) == 8  # still falling
-    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.8]), rungs) is None  # flat
+    rungs = [5, 8]
+    assert abl.next_rung(None, rungs) == 5
+    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.75, 0.7]), rungs) == 8  # still falling
+    assert abl.next_rung(rec([1.0, 0.9, 0.8, 0.8, 0.8]), rungs) is None  # flat
     assert abl.next_rung(rec([1.0] * 7 + [0.5]), rungs) is None  # last rung: done anyway
 
 
@@ -113,8 +112,8 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
         v: ["0", "1"] for v in ("boltzmann_ensemble", "single_conformer", "spice", "one_expert")
     }
     for r in (r for rs in doc["runs"].values() for r in rs.values()):  # the epoch ladder
-        assert [x["epochs"] for x in r["ladder"]] in ([2], [2, 3]) and r["epochs_run"] in (2, 3)
-        assert (len(r["ladder"]) == 1) == (r["ladder"][0]["val_change"] > -0.01)
+        # two epochs are never flat (fewer than five): every unit climbs to the last rung
+        assert [x["epochs"] for x in r["ladder"]] == [2, 3] and r["epochs_run"] == 3
     claims = [e["claim"] for e in doc["verdicts"]]
     assert "the geometric MoE (vs one dense expert): SPiCE is better with it" in claims
     assert "SPiCE (spice) outperforms the strongest conformer ensemble" in claims
