@@ -10,8 +10,10 @@ for every Matryoshka compression rate of the audio (and video) token sequences.
   sub-modules by :class:`ParallelAdapters`.
 * Matryoshka compression: :func:`compress` (average pooling / stacking),
   :class:`MatryoshkaRates` (rates per modality, all combinations).
-* The recogniser: :class:`SpeechRecognizer` (projector -> frozen MiniLM with adapters ->
-  CTC character head), :func:`load_minilm`, :func:`matched_bottleneck`.
+* The recogniser: :class:`SpeechRecognizer` (encoder -> projector -> frozen MiniLM with
+  adapters -> CTC character head), :func:`load_minilm`, :func:`matched_bottleneck`;
+  the trainable stand-in for the paper's pretrained audio encoder,
+  :class:`SpeechEncoder` (:class:`EncoderConfig`).
 * Data: :func:`build_speech_set` (corpus phrases spoken by espeak-ng, a synthetic
   viseme stream, seeded split by phrase, cache), :class:`SpeechSet`.
 * Training: :func:`train_recognizer` (every rate combination per step, on the
@@ -38,6 +40,7 @@ from .dataset import (
     corpus_phrases,
     viseme_frames,
 )
+from .encoder import EncoderConfig, SpeechEncoder
 from .features import FRAME_RATE, add_noise, log_mel, mel_filterbank
 from .matryoshka import COMPRESSION_MODES, MatryoshkaRates, compress, compress_mask, rate_label
 from .model import (
@@ -46,6 +49,7 @@ from .model import (
     RecognizerOutput,
     SpeechRecognizer,
     load_minilm,
+    load_smollm2_decoder,
     matched_bottleneck,
 )
 from .parallel import ParallelAdapters, freeze
@@ -78,6 +82,7 @@ __all__ = [
     "VIDEO_FPS",
     "VOCAB",
     "DenseAdapter",
+    "EncoderConfig",
     "MatryoshkaRates",
     "MoMEAdapter",
     "MoMEConfig",
@@ -88,6 +93,7 @@ __all__ = [
     "RecognizerRun",
     "SingleAdapter",
     "SpeechBatch",
+    "SpeechEncoder",
     "SpeechRecognizer",
     "SpeechSet",
     "SpeechSetConfig",
@@ -107,6 +113,7 @@ __all__ = [
     "evaluate",
     "freeze",
     "load_minilm",
+    "load_smollm2_decoder",
     "log_mel",
     "matched_bottleneck",
     "mel_filterbank",

@@ -142,6 +142,10 @@ class SpeechSetConfig:
         Spoken variants per phrase (voice, rate and pitch drawn per variant).
     voices : tuple of str
         espeak-ng voices (with optional variants, ``"en-us+f3"``).
+    heldout_voices : tuple of str
+        Voices that speak only the validation and test phrases (then ``voices`` speak
+        only the training phrases): held-out speakers as well as held-out sentences.
+        Empty (default): every split draws from ``voices``.
     speaking_rates : tuple of int
         Words per minute.
     pitches : tuple of int
@@ -158,6 +162,7 @@ class SpeechSetConfig:
     num_phrases: int = 120
     variants: int = 2
     voices: tuple = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3")
+    heldout_voices: tuple = ()
     speaking_rates: tuple = (140, 175, 210)
     pitches: tuple = (35, 50, 65)
     min_words: int = 2
@@ -174,6 +179,11 @@ class SpeechSetConfig:
             if not v:
                 raise ValueError(f"{name} is empty: give at least one")
             setattr(self, name, v)
+        self.heldout_voices = tuple(self.heldout_voices)
+        if set(self.heldout_voices) & set(self.voices):
+            raise ValueError(
+                f"heldout_voices {self.heldout_voices} overlap the training voices {self.voices}"
+            )
         self.split = tuple(float(s) for s in self.split)
         if len(self.split) != 3 or min(self.split) < 0 or abs(sum(self.split) - 1) > 1e-9:
             raise ValueError(f"split must be three fractions summing to 1, got {self.split}")
@@ -182,7 +192,10 @@ class SpeechSetConfig:
 
     def key(self) -> str:
         """Hash of the configuration (the cache key)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        d = asdict(self)
+        if not d["heldout_voices"]:  # the keys of the sets built before the field existed
+            del d["heldout_voices"]
+        blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -361,7 +374,7 @@ def build_speech_set(
         if cache.is_file():
             return _load(cache, config)
     voices = set(list_voices())
-    for v in config.voices:
+    for v in config.voices + config.heldout_voices:
         base = v.split("+")[0]
         if not any(
             x.lower() == base.lower() or x.lower().endswith("/" + base.lower()) for x in voices
@@ -375,11 +388,16 @@ def build_speech_set(
             config.num_phrases, config.min_words, config.max_words, config.seed
         )
     rng = np.random.default_rng(config.seed)
+    split_of_phrase = _split_phrases(len(phrases), config.split, config.seed)
+    train_phrases = set(split_of_phrase["train"].tolist())
     texts, audio, visemes, phrase_ids = [], [], [], []
     unknown = 0
     jobs = [(p, j) for p in range(len(phrases)) for j in range(config.variants)]
     for p, _ in progress_bar(jobs, disable=not progress, desc="synthesising", unit="utt"):
-        voice = config.voices[int(rng.integers(len(config.voices)))]
+        pool = config.voices
+        if config.heldout_voices and p not in train_phrases:
+            pool = config.heldout_voices
+        voice = pool[int(rng.integers(len(pool)))]
         rate = int(config.speaking_rates[int(rng.integers(len(config.speaking_rates)))])
         pitch = int(config.pitches[int(rng.integers(len(config.pitches)))])
         utt = synthesize(phrases[p], voice, rate, pitch, config.sample_rate)
@@ -390,7 +408,6 @@ def build_speech_set(
         visemes.append(vis)
         phrase_ids.append(p)
     phrase = np.array(phrase_ids, dtype=np.int64)
-    split_of_phrase = _split_phrases(len(phrases), config.split, config.seed)
     splits = {s: np.flatnonzero(np.isin(phrase, split_of_phrase[s])) for s in _SPLITS}
     out = SpeechSet(config, texts, audio, visemes, phrase, splits, unknown)
     if cache is not None:

@@ -128,6 +128,10 @@ class MatryoshkaRates:
         E.g. ``{"audio": (4, 8, 16)}`` or ``{"audio": (4, 16), "video": (1, 2)}``.
     mode : {"avg", "stack"}
         How :func:`compress` reduces each modality.
+    paired : bool
+        Pair the modalities' rates position by position (audio 1 with video 1, audio 2
+        with video 2, ...) instead of taking every combination; every modality then needs
+        the same number of rates.
 
     Examples
     --------
@@ -137,6 +141,7 @@ class MatryoshkaRates:
 
     rates: dict = field(default_factory=lambda: {"audio": (4, 8, 16)})
     mode: str = "avg"
+    paired: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.rates, Mapping) or not self.rates:
@@ -150,6 +155,13 @@ class MatryoshkaRates:
                 raise ValueError(f"rates of {m!r} must be distinct and non-empty, got {rs}")
             clean[str(m)] = rs
         self.rates = clean
+        if not isinstance(self.paired, bool):
+            raise ValueError(f"paired must be true or false, got {self.paired!r}")
+        if self.paired and len({len(rs) for rs in clean.values()}) > 1:
+            raise ValueError(
+                f"paired rates need as many rates per modality, got {clean}; "
+                "give equal-length rate lists or paired=False"
+            )
         if self.mode not in COMPRESSION_MODES:
             raise ValueError(f"mode must be one of {COMPRESSION_MODES}, got {self.mode!r}")
 
@@ -159,8 +171,11 @@ class MatryoshkaRates:
         return tuple(self.rates)
 
     def combinations(self) -> list[dict[str, int]]:
-        """Every rate combination (the Cartesian product over modalities)."""
+        """Every rate combination: the Cartesian product over modalities, or the
+        position-wise pairs with :attr:`paired`."""
         mods = self.modalities
+        if self.paired:
+            return [dict(zip(mods, c, strict=True)) for c in zip(*self.rates.values(), strict=True)]
         return [dict(zip(mods, c, strict=True)) for c in itertools.product(*self.rates.values())]
 
     def labels(self) -> list[str]:

