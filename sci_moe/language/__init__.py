@@ -5,6 +5,8 @@
 news articles shipped in gensim's wheel (:func:`load_corpus`) on the shared engine
 (:mod:`sci_moe.train`), with exact resume from checkpoints, validation perplexity and
 routing diagnostics; ``sci-moe train lm`` runs it from the command line.
+:class:`MarkovSources` generates text with an exact loss floor (documents from one of
+several Markov chains) for experiments that must train until flat.
 """
 
 from .data import (
@@ -17,6 +19,7 @@ from .data import (
     text_corpus,
     validation_windows,
 )
+from .markov import MarkovSources, markov_corpus
 from .model import MoELMConfig, MoETransformerLM
 from .train import (
     LMConfig,
@@ -34,6 +37,7 @@ __all__ = [
     "VOCAB_SIZE",
     "LMConfig",
     "LMRun",
+    "MarkovSources",
     "MoELMConfig",
     "MoETransformerLM",
     "TextCorpus",
@@ -44,6 +48,7 @@ __all__ = [
     "finetune",
     "load_checkpoint",
     "load_corpus",
+    "markov_corpus",
     "random_windows",
     "run_training",
     "save_model",
