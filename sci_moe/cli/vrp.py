@@ -69,7 +69,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
     s = vs.add_parser("solve", help="solve a VRPLIB instance with a trained policy")
     s.add_argument("instance", help="VRPLIB instance file")
-    s.add_argument("--model", required=True, help="checkpoint written by 'sci-moe vrp train'")
+    s.add_argument(
+        "--model",
+        default=None,
+        help="checkpoint written by 'sci-moe vrp train' (default: the trained MoSES policy "
+        "shipped with the package, when it ships one)",
+    )
     s.add_argument("--augment", type=int, default=8, help="x8 symmetry augmentation (1-8)")
     s.add_argument("--out", help="write the routes as a VRPLIB .sol file")
     s.add_argument("--json", help="write the result (routes, costs, seconds) as JSON")
@@ -173,12 +178,14 @@ def _solve(args: argparse.Namespace) -> int:
         variant_name,
         write_solution,
     )
-    from ..vrp.moses import load_policy
+    from ..vrp.moses import load_policy, shipped_policy
     from ..vrp.moses import solve as policy_solve
 
     if not 1 <= args.augment <= 8:
         raise ValueError(f"--augment must be in 1..8, got {args.augment}")
     ins = read_vrplib(args.instance)  # raises ValueError naming the field / customer
+    if args.model is None:
+        args.model = str(shipped_policy())  # ValueError (exit 2) when none ships
     policy, _ = load_policy(args.model)
     unit, _ = to_unit_square(ins)  # the model sees the unit square; costs come from ins
     t0 = time.perf_counter()

@@ -81,3 +81,19 @@ def test_generate_train_solve_and_bad_input(tmp_path):
     assert "sci-moe vrp solve: error:" in p.stderr and "customer 1" in p.stderr
     assert "CAPACITY" in p.stderr
     assert main(["vrp", "solve", str(inst), "--model", str(tmp_path / "missing.pt")]) == 2
+
+
+def test_solve_defaults_to_the_shipped_policy(tmp_path, monkeypatch, capsys):
+    from sci_moe.cli.main import main
+    from sci_moe.vrp import generate_instances, write_vrplib
+    from sci_moe.vrp.moses import MTVRPPolicy, PolicyConfig, save_policy
+    from sci_moe.vrp.moses import checkpoint as ck
+
+    inst = write_vrplib(tmp_path / "a.vrp", generate_instances(1, 6, "VRPTW", seed=0), 0)
+    monkeypatch.setattr(ck, "SHIPPED_POLICY", tmp_path / "policies" / "moses.pt")
+    assert main(["vrp", "solve", str(inst)]) == 2
+    assert "no trained MoSES policy ships" in capsys.readouterr().err
+    pol = MTVRPPolicy(PolicyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=16, rank=2))
+    save_policy(ck.SHIPPED_POLICY, pol)
+    assert main(["vrp", "solve", str(inst), "--augment", "1"]) == 0
+    assert "policies/moses.pt" in capsys.readouterr().out

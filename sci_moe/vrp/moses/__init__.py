@@ -9,14 +9,15 @@ beside the backbone (:class:`BasisLoRAExperts`) mixed by an adaptive gate (the c
 shared baseline and the three training stages on the package's training engine
 (:func:`train_moses`, :func:`fit_moses`; ``sci-moe train vrp``); greedy multi-start
 decoding with augmentation (:func:`solve`); policy files (:func:`save_policy`,
-:func:`load_policy`).
+:func:`load_policy`; the trained policy shipped with the package, when there is one:
+:func:`shipped_policy`).
 
 The problem is the field's (:mod:`sci_moe.vrp`): the 16 variants, the instance
 generator, the environment, the feasibility checker, VRPLIB files, and the reference
 solvers the paper is compared with (nearest neighbour, greedy savings, PyVRP).
 """
 
-from .checkpoint import load_policy, save_policy
+from .checkpoint import SHIPPED_POLICY, load_policy, save_policy, shipped_policy
 from .layers import MODES, ROUTINGS, BasisLoRAExperts, MoSESLinear
 from .model import MTVRPPolicy, PolicyConfig, node_features
 from .train import (
@@ -38,6 +39,7 @@ __all__ = [
     "BASIS_VARIANTS",
     "MODES",
     "ROUTINGS",
+    "SHIPPED_POLICY",
     "STAGES",
     "BasisLoRAExperts",
     "MTVRPPolicy",
@@ -52,6 +54,7 @@ __all__ = [
     "node_features",
     "reinforce_loss",
     "save_policy",
+    "shipped_policy",
     "solve",
     "stage_parameters",
     "train_moses",

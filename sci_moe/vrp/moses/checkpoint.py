@@ -17,11 +17,30 @@ from sci_moe._util import atomic_torch_save
 
 from .model import MTVRPPolicy, PolicyConfig
 
-__all__ = ["FORMAT", "load_policy", "save_policy"]
+__all__ = ["FORMAT", "SHIPPED_POLICY", "load_policy", "save_policy", "shipped_policy"]
 
 #: The ``format`` entry of a policy checkpoint.
 FORMAT = "sci_moe.vrp.policy/2"
 _OLD_FORMATS = ("sci_moe.vrp.policy/1",)
+#: Where a trained MoSES policy ships with the package (package data; absent until a long
+#: run has trained one: ``benchmarks/vrp/train_long.py --ship``).
+SHIPPED_POLICY = Path(__file__).resolve().parent / "policies" / "moses.pt"
+
+
+def shipped_policy() -> Path:
+    """The trained MoSES policy that ships with the package, the default of ``sci-moe vrp solve``.
+
+    Raises
+    ------
+    ValueError
+        When this installation ships none (the message says how to train one).
+    """
+    if not SHIPPED_POLICY.is_file():
+        raise ValueError(
+            "no trained MoSES policy ships with this installation; train one with "
+            "'sci-moe train vrp --out DIR' and pass --model DIR/model.pt"
+        )
+    return SHIPPED_POLICY
 
 
 def save_policy(path: str | os.PathLike, policy: MTVRPPolicy, **meta) -> Path:
