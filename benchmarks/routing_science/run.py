@@ -46,7 +46,6 @@ rows (no training).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 import tempfile
@@ -72,10 +71,24 @@ from _common import (
     verdict_entry,
     verdicts_only,
     warn_if_busy,
-    write_json_doc,
 )
 from _common import write_json as _write_json
-from _routing_science import BETA, FLAT_RULE, MODEL, SWITCH_COEF, flat, mcfg, tcfg
+from _routing_science import (
+    BETA,
+    FLAT_RULE,
+    GRAD_WINDOWS,
+    MODEL,
+    SWITCH_COEF,
+    Pieces,
+    Stop,
+    flat,
+    log,
+    mcfg,
+    router_gradient,
+    slim,
+    tcfg,
+    tokens_to,
+)
 
 from sci_moe.language import (
     TextCorpus,
@@ -89,12 +102,6 @@ BENCHMARK = "routing_science"
 BIAS_RATE = 1e-3
 FT_COEFS = {"orthogonality_coef": 0.001, "variance_coef": 1.0}
 FT_CONFIG = (8, 2)  # the Top-K models of (a) that (b) fine-tunes
-DENSE_TOL = 1e-5  # a router-logit gradient entry counts as non-zero above this x its row's max
-GRAD_WINDOWS = 64  # validation windows of the router-gradient measurement
-
-
-class Stop(Exception):
-    """The piece's time (``--max-hours``) is up; the state holds every finished training."""
 
 
 def plan(quick: bool) -> dict:
@@ -121,85 +128,6 @@ def plan(quick: bool) -> dict:
     )
 
 
-def tokens_to(steps_tokens: list[int], ppl: list[float], target: float) -> float | None:
-    """First token count where the curve reaches ``target`` (log-linear interpolation)."""
-    for i, v in enumerate(ppl):
-        if v <= target:
-            if i == 0:
-                return float(steps_tokens[0])
-            a, b = math.log(ppl[i - 1]), math.log(v)
-            f = (a - math.log(target)) / (a - b) if a != b else 1.0
-            return steps_tokens[i - 1] + f * (steps_tokens[i] - steps_tokens[i - 1])
-    return None
-
-
-def router_gradient(model, x, y) -> dict:
-    """The router's gradient from the cross-entropy alone, on windows ``x`` -> ``y``.
-
-    Train mode (Default MoE's term is active only in training), no auxiliary loss (the
-    Switch loss gives every router a dense gradient by itself). Per MoE layer, from
-    ``g = dL/dlogits`` (tokens x experts) and ``G = dL/dW`` (the router weight):
-    ``density`` (share of non-zero entries of ``g``: above ``DENSE_TOL`` times the largest
-    of its token, since the renormalised Top-K's analytically zero entries come out as
-    float32 rounding, about 1e-8 of it), ``unselected_share`` (share of
-    ``|g|^2`` on experts the token did not select), ``norm`` (``|G|``) and ``expert_norms``
-    (the row norms of ``G``, one per expert). Default MoE's EMA buffers and the model's
-    gradients are left as they were, so the measurement does not touch a training run.
-    """
-    import torch
-
-    was_training = model.training
-    emas = [m.default.ema.clone() for m in model.moe_layers() if m.default is not None]
-    model.train()
-    model.zero_grad(set_to_none=True)
-    ce, _aux, infos = model.loss(x, y)
-    for info in infos:
-        info.routing.logits.retain_grad()
-    ce.backward()
-    out = []
-    for info, layer in zip(infos, model.moe_layers(), strict=True):
-        r = info.routing
-        g = r.logits.grad.detach()
-        sel = torch.zeros_like(g, dtype=torch.bool)
-        idx = torch.where(r.kept, r.indices, torch.zeros_like(r.indices))
-        sel.scatter_(1, idx, r.kept)
-        sq = g.square()
-        G = layer.router.weight.grad.detach()
-        out.append(
-            {
-                "density": float(
-                    (g.abs() > DENSE_TOL * g.abs().amax(1, keepdim=True)).float().mean()
-                ),
-                "unselected_share": float(sq[~sel].sum() / sq.sum().clamp_min(1e-30)),
-                "norm": float(G.norm()),
-                "expert_norms": [float(v) for v in G.norm(dim=1)],
-            }
-        )
-    model.zero_grad(set_to_none=True)
-    for m, ema in zip([m for m in model.moe_layers() if m.default is not None], emas, strict=True):
-        m.default.ema.copy_(ema)
-    model.train(was_training)
-    return {
-        "density": statistics.fmean(o["density"] for o in out),
-        "unselected_share": statistics.fmean(o["unselected_share"] for o in out),
-        "norm": statistics.fmean(o["norm"] for o in out),
-        "min_max_expert": statistics.fmean(
-            min(o["expert_norms"]) / max(max(o["expert_norms"]), 1e-30) for o in out
-        ),
-        "layers": out,
-    }
-
-
-def slim(h: dict, full_diagnostics: bool) -> dict:
-    """What the state keeps of a training history (diagnostics: first and last only,
-    unless ``full_diagnostics``; the median step time instead of every step's)."""
-    out = {k: h[k] for k in ("step", "tokens", "val_loss", "val_ppl")}
-    out["step_ms"] = statistics.median(h["step_time"]) * 1e3
-    d = h["diagnostics"]
-    out["diagnostics"] = d if full_diagnostics else [d[0], d[-1]]
-    return out
-
-
 def mean_curve(hists: list[dict], key: str = "val_ppl") -> list[float]:
     return [statistics.fmean(v) for v in zip(*(h[key] for h in hists), strict=True)]
 
@@ -211,34 +139,6 @@ def last_layer(h: dict, key: str, idx: int = -1) -> float:
 
 def sd(xs: list[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-class Pieces:
-    """Every training of the run, keyed, kept in ``state`` (and its file, after each one).
-
-    :meth:`get` returns a stored result or, while the piece has time, computes and stores
-    it; past ``deadline`` it raises :class:`Stop`.
-    """
-
-    def __init__(self, state: dict, deadline: float, path: Path | None) -> None:
-        self.state, self.deadline, self.path = state, deadline, path
-
-    def save(self) -> None:
-        if self.path is not None:
-            write_json_doc(self.path, self.state)
-
-    def get(self, key: str, compute):
-        if key in self.state:
-            return self.state[key]
-        if time.perf_counter() > self.deadline:
-            raise Stop(key)
-        self.state.update(compute())
-        self.save()
-        return self.state[key]
 
 
 # --------------------------------------------------------------------- experiments
