@@ -1,0 +1,448 @@
+"""MoME, the decisive run: recognisers that recognise, MoME vs three adapter baselines.
+
+Task (synthetic, not LRS2/LRS3): phrases of 2-4 words of the offline corpus spoken by
+espeak-ng (:func:`sci_moe.speech.mome.build_speech_set`), split by phrase **and by
+voice**: the training phrases are spoken by six voices, the validation and test phrases
+only by two other voices (held-out speakers and sentences); the video stream is the
+synthetic viseme stream (22 visemes at 25 frames/s from espeak's phoneme timings, 30 %
+of the frames zeroed). Model (issue 43, item 1): a trainable speech encoder
+(:class:`~sci_moe.speech.mome.SpeechEncoder`: convolutional subsampling of the 100 Hz
+log-mels to 50 tokens/s, as Whisper's, + two transformer layers; a one-layer encoder
+for the visemes), standing in for the paper's pretrained audio and video encoders,
+which do not ship offline; Matryoshka compression at rates 1, 2, 4, 8, 16 (average
+pooling; audio 50 to 3.1 tokens/s); a linear projector into the **frozen** pretrained
+LM (default the first two layers of all-MiniLM-L6-v2, ``--backbone smollm2`` the first
+``--lm-layers`` of SmolLM2-135M's decoder) with the adapters beside every attention
+block; a CTC character head (2 outputs per token). Why not the whole SmolLM2 decoder
+with its LM head: measured on this 2-core CPU (load ~5, 1 thread), the backward pass
+through 30 frozen layers costs 13.7 s per step (batch 8, five rates), against 1.1 s for
+its first two layers; a converged run of 1,500 steps would be 5.7 h per model, 200 h
+for the grid.
+
+Grid: modality {audio, video, audio-visual (paired rates)} x method x seed, each trained
+on every rate of its modality per step (loss = mean CTC over the rates + 0.01 Switch
+balance for MoME), at equal adapter parameters:
+
+* ``mome``: 8 routed (top-2) + 1 shared bottleneck-8 experts per layer, one router;
+* ``per_rate``: one dense adapter per rate, as many parameters in all as MoME;
+* ``shared``: one dense adapter for every rate, MoME's total parameters;
+* ``dense_active``: one dense adapter with MoME's active parameters per token.
+
+Training (the engine, ``sci_moe.train``): batch 8, AdamW 2e-3, 10 % warm-up then cosine,
+noise augmentation (clean, 10, 5 dB), validation (held-out voices) every 100 steps at
+every rate, the best mean validation CER kept, early stop after 5 evaluations without a
+better one, at most ``steps`` steps. **Flat** (converged) when the validation CER is
+< 1 % better over the last 20 % of the steps (:func:`sci_moe.train.is_flat`).
+
+Measures: test CER/WER at every rate, clean and at 10, 5, 0 dB (audio noise); routing
+consistency of MoME (mean JS divergence of expert usage across rates) trained vs the same
+model untrained (the control of ``run.py --untrained-routing``), both also against their
+shuffled-expert control; parameter counts; learning curves. The gate: a recogniser
+recognises when its test CER at audio rate 1 is <= 0.30.
+
+Verdicts (:func:`verdicts`), paired t-test over the seeds (``_common.decide_verdict``),
+CER lower is better: per modality, MoME vs each baseline on the mean CER over the rates
+and at rate 16; under noise (audio, audio-visual) MoME vs per-rate adapters per SNR (mean
+over rates); trained vs untrained routing consistency per modality. Converged only when
+every model behind it is flat in every seed and the audio models pass the gate.
+
+Written in pieces: one unit is one (modality, method, seed); the JSON holds every finished
+unit under ``runs`` and is rewritten after each; a unit cut by ``--max-hours`` leaves its
+trainer checkpoint in ``PATH_ckpt/<unit>`` and ``--resume`` continues it exactly.
+
+    nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
+        --threads 1 --max-hours 1 --resume --plots docs/results/img \\
+        --json benchmarks/mome/results/mome_full.json
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+
+import numpy as np
+from _common import (
+    OtherLoad,
+    Row,
+    base_parser,
+    decide_verdict,
+    machine_info,
+    piece_arguments,
+    piece_deadline,
+    previous_run,
+    print_table,
+    row_value,
+    setup,
+    verdict_entry,
+    verdicts_only,
+    write_json_doc,
+)
+from _mome import METHODS, MODALITIES, build_model, compression, evaluate_grid, snr_name
+
+from sci_moe.speech.mome import (
+    SpeechSetConfig,
+    TrainConfig,
+    build_speech_set,
+    load_minilm,
+    load_smollm2_decoder,
+    routing_consistency,
+    train_recognizer,
+)
+from sci_moe.train import is_flat, seed_everything
+
+BENCHMARK = "mome_full"
+TRAIN_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3", "en-gb-scotland+f1", "en-029+m2")
+HELDOUT_VOICES = ("en-us-nyc+f4", "en-gb-x-gbclan+m1")
+GATE = 0.30  # a recogniser recognises: test CER at audio rate 1 <= 0.30
+BASELINES = {
+    "per_rate": "per-rate adapters",
+    "shared": "one shared adapter",
+    "dense_active": "a dense adapter of equal active parameters",
+}
+
+
+def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2) -> dict:
+    """Data, model, cap and flatness settings of the full run (or the ``--quick`` toy)."""
+    common = dict(backbone=backbone, lm_layers=lm_layers, num_experts=8, top_k=2,
+                  num_shared=1, bottleneck=8, upsample=2, lr=2e-3,
+                  train_snr=[None, 10.0, 5.0], test_snr=[None, 10.0, 5.0, 0.0],
+                  video_dropout=0.3, flat_tail=0.2, flat_tol=0.01)  # fmt: skip
+    if quick:
+        return dict(common, num_phrases=12, variants=1, rates=[1, 2], steps=4, batch_size=4,
+                    eval_every=2, patience=0, num_experts=4, bottleneck=2, lm_layers=1,
+                    audio_encoder=dict(dim=16, layers=1, heads=2, subsample=2),
+                    video_encoder=dict(dim=8, layers=0, heads=2, subsample=1))  # fmt: skip
+    return dict(common, num_phrases=1000, variants=2, rates=[1, 2, 4, 8, 16], steps=3000,
+                batch_size=8, eval_every=100, patience=5,
+                audio_encoder=dict(dim=128, layers=2, heads=4, subsample=2),
+                video_encoder=dict(dim=64, layers=1, heads=4, subsample=1))  # fmt: skip
+
+
+def speech_config(s: dict) -> SpeechSetConfig:
+    return SpeechSetConfig(num_phrases=s["num_phrases"], variants=s["variants"],
+                           voices=TRAIN_VOICES, heldout_voices=HELDOUT_VOICES, seed=0)  # fmt: skip
+
+
+def load_backbone(s: dict):
+    if s["backbone"] == "smollm2":
+        return load_smollm2_decoder(s["lm_layers"])
+    return load_minilm(s["lm_layers"])
+
+
+def unit_key(modality: str, method: str, seed: int) -> str:
+    return f"{modality}/{method}/seed={seed}"
+
+
+def flat(curve: list, s: dict) -> bool:
+    """Whether a ``[[step, val_cer], ...]`` curve is flat (:func:`sci_moe.train.is_flat`)."""
+    if not curve:
+        return False
+    st, v = zip(*curve, strict=True)
+    return is_flat(st, v, tail=s["flat_tail"], tol=s["flat_tol"])
+
+
+def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
+             max_hours: float | None = None, progress: bool = False) -> dict | None:  # fmt: skip
+    """Train one recogniser (resuming its checkpoint in ``ckpt``) and score it; ``None``
+    when ``max_hours`` (the piece's time left) ran out first, the checkpoint kept for
+    ``--resume``."""
+    if max_hours is not None and max_hours <= 0:
+        return None
+    t0 = time.perf_counter()
+    seed_everything(seed)
+    model = build_model(method, modality, s, backbone, seed)
+    combos = model.config.compression.combinations()
+    rec: dict = {"params": model.parameter_counts()}
+    if method == "mome":  # the control: the same router before any training
+        rec["routing_untrained"] = routing_consistency(model.eval(), data, combos, "test")
+    cfg = TrainConfig(steps=s["steps"], batch_size=s["batch_size"], lr=s["lr"],
+                      eval_every=s["eval_every"], monitor="val_cer", patience=s["patience"],
+                      snr_db=tuple(s["train_snr"]), video_dropout=s["video_dropout"], seed=seed,
+                      max_hours=max_hours, progress=progress,
+                      checkpoint_minutes=5.0)  # fmt: skip
+    resume = ckpt is not None and (ckpt / "checkpoint.pt").is_file()
+    run = train_recognizer(model, data, cfg, out_dir=ckpt, resume=resume)
+    r = run.result
+    if r.reason == "budget":
+        return None
+    curve = [[e["step"], e["val_cer"]] for e in r.evals if "val_cer" in e]
+    rec["train"] = dict(steps=r.step, cap=r.steps, reason=r.reason, best_step=r.best_step,
+                        best_val_cer=r.best_metric, converged=flat(curve, s),
+                        curve=curve)  # fmt: skip
+    rec["train_s"] = time.perf_counter() - t0
+    rec["eval"] = evaluate_grid(model, data, s["test_snr"], s["video_dropout"])
+    if method == "mome":
+        rec["routing"] = routing_consistency(model, data, combos, "test")
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+def _labels(modality: str, rates) -> list[str]:
+    return compression(modality, rates).labels()
+
+
+def _rate_of(label: str) -> int:
+    return int(label.split(",")[0].split("=")[1])
+
+
+def make_rows(runs: dict, s: dict, seeds: list) -> list[Row]:
+    """Per-seed and mean rows of the finished units: CER/WER per rate and SNR, the mean CER
+    over the rates, training, parameters, routing consistency."""
+    rows: list[Row] = []
+    for mod in MODALITIES:
+        labels = _labels(mod, s["rates"])
+        snrs = [snr_name(x) for x in (s["test_snr"] if mod != "video" else [None])]
+        for method in METHODS:
+            done = [sd for sd in seeds if unit_key(mod, method, sd) in runs]
+            if not done:
+                continue
+            units = [runs[unit_key(mod, method, sd)] for sd in done]
+            base = f"{mod}/{method}"
+            for snr in snrs:
+                per_seed_mean = np.zeros(len(done))
+                for lab in labels:
+                    vals = np.array([u["eval"][f"{lab}/{snr}"] for u in units])
+                    per_seed_mean += vals[:, 0] / len(labels)
+                    case = f"{base}/{lab}/{snr}"
+                    for sd, v in zip(done, vals[:, 0], strict=True):
+                        rows.append(Row(f"{case}/seed={sd}", "cer", float(v), "fraction"))
+                    rows.append(Row(case, "cer", float(vals[:, 0].mean()), "fraction"))
+                    rows.append(Row(case, "cer_std", float(vals[:, 0].std()), "fraction"))
+                    rows.append(Row(case, "wer", float(vals[:, 1].mean()), "fraction"))
+                case = f"{base}/mean_over_rates/{snr}"
+                for sd, v in zip(done, per_seed_mean, strict=True):
+                    rows.append(Row(f"{case}/seed={sd}", "cer", float(v), "fraction"))
+                rows.append(Row(case, "cer", float(per_seed_mean.mean()), "fraction"))
+            tr = [u["train"] for u in units]
+            rows.append(Row(base, "converged_fraction",
+                            float(np.mean([t["converged"] for t in tr])), "fraction"))  # fmt: skip
+            rows.append(Row(base, "steps_median", float(np.median([t["steps"] for t in tr])),
+                            "steps"))  # fmt: skip
+            rows.append(Row(base, "train_s_mean", float(np.mean([u["train_s"] for u in units])),
+                            "s"))  # fmt: skip
+            rows.append(Row(base, "seeds_done", float(len(done)), "count"))
+            p = units[0]["params"]
+            for k in ("trainable", "adapter", "adapter_active", "frozen"):
+                rows.append(Row(base, f"params_{k}", p[k], "parameters"))
+            if method == "mome":
+                for which in ("routing", "routing_untrained"):
+                    js = [u[which]["js"] for u in units]
+                    ctl = [u[which]["js_shuffled"] for u in units]
+                    for sd, v in zip(done, js, strict=True):
+                        rows.append(Row(f"{mod}/{which}/seed={sd}", "js_across_rates", v, "nats"))
+                    ratio = float(np.mean(ctl)) / max(float(np.mean(js)), 1e-12)
+                    rows.append(Row(f"{mod}/{which}", "js_across_rates", float(np.mean(js)),
+                                    "nats", f"{mod}/{which}/shuffled", ratio))  # fmt: skip
+                    rows.append(Row(f"{mod}/{which}/shuffled", "js_across_rates",
+                                    float(np.mean(ctl)), "nats"))  # fmt: skip
+    return rows
+
+
+def _per_seed(doc, case, seeds, metric="cer") -> list[float]:
+    return [row_value(doc, f"{case}/seed={sd}", metric) for sd in seeds]
+
+
+def _converged(doc, cases) -> bool:
+    return all(row_value(doc, c, "converged_fraction") == 1.0 for c in cases)
+
+
+def gate_passed(doc: dict, seeds: list) -> bool:
+    """The audio MoME and per-rate recognisers both reach CER <= :data:`GATE` at rate 1."""
+    cases = {r["case"] for r in doc["rows"]}
+    out = True
+    for method in ("mome", "per_rate"):
+        case = f"audio/{method}/audio=1/clean"
+        if case not in cases:
+            return False
+        out &= row_value(doc, case, "cer") <= GATE
+    return bool(out)
+
+
+def verdicts(doc: dict) -> list[dict]:
+    """One verdict per claim, modality and comparison, by the rules in the module docstring;
+    comparisons with fewer than two common seeds get none yet."""
+    seeds = doc["machine"]["seeds"]
+    s = doc["machine"]["settings"]
+    cases = {r["case"] for r in doc["rows"]}
+    gate = gate_passed(doc, seeds)
+    note = "" if gate else f"the audio recognisers do not reach CER <= {GATE} at rate 1"
+    top = max(s["rates"])
+    out = []
+
+    def done(mod, method):
+        return [sd for sd in seeds if f"{mod}/{method}/mean_over_rates/clean/seed={sd}" in cases]
+
+    for mod in MODALITIES:
+        labels = _labels(mod, s["rates"])
+        top_label = next(lab for lab in labels if _rate_of(lab) == top)
+        for base, name in BASELINES.items():
+            both = sorted(set(done(mod, "mome")) & set(done(mod, base)))
+            if len(both) < 2:
+                continue
+            conv = gate and _converged(doc, [f"{mod}/mome", f"{mod}/{base}"])
+            for what, where in (("mean over rates", "mean_over_rates"), (f"rate {top}", top_label)):
+                out.append(decide_verdict(
+                    f"MoME beats {name} across scales ({mod}, {what})",
+                    metric=f"test CER ({mod}, {what}, clean)",
+                    ours=_per_seed(doc, f"{mod}/mome/{where}/clean", both),
+                    baseline=base,
+                    baseline_values=_per_seed(doc, f"{mod}/{base}/{where}/clean", both),
+                    higher_is_better=False, converged=conv, note=note))  # fmt: skip
+        both = sorted(set(done(mod, "mome")) & set(done(mod, "per_rate")))
+        if mod != "video" and len(both) >= 2:
+            conv = gate and _converged(doc, [f"{mod}/mome", f"{mod}/per_rate"])
+            for snr in s["test_snr"]:
+                if snr is None:
+                    continue
+                out.append(decide_verdict(
+                    f"MoME is more robust to noise than per-rate adapters ({mod}, {snr:g} dB)",
+                    metric=f"test CER ({mod}, mean over rates, {snr:g} dB)",
+                    ours=_per_seed(doc, f"{mod}/mome/mean_over_rates/{snr_name(snr)}", both),
+                    baseline="per_rate",
+                    baseline_values=_per_seed(
+                        doc, f"{mod}/per_rate/mean_over_rates/{snr_name(snr)}", both),
+                    higher_is_better=False, converged=conv, note=note))  # fmt: skip
+        mome = done(mod, "mome")
+        if len(mome) >= 2:
+            out.append(decide_verdict(
+                f"the trained router uses the same experts across rates ({mod})",
+                metric="JS divergence of expert usage across rates (nats)",
+                ours=_per_seed(doc, f"{mod}/routing", mome, "js_across_rates"),
+                baseline="untrained router",
+                baseline_values=_per_seed(doc, f"{mod}/routing_untrained", mome,
+                                          "js_across_rates"),
+                higher_is_better=False, converged=gate and _converged(doc, [f"{mod}/mome"]),
+                note=note))  # fmt: skip
+    return out
+
+
+def plot_curves(runs: dict, path: Path) -> None:
+    """Validation CER against steps of every model and seed, one panel per modality."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(MODALITIES), figsize=(4.5 * len(MODALITIES), 3.8))
+    for ax, mod in zip(axes, MODALITIES, strict=True):
+        for i, method in enumerate(METHODS):
+            first = True
+            for key, u in runs.items():
+                if not key.startswith(f"{mod}/{method}/"):
+                    continue
+                st, v = np.asarray(u["train"]["curve"]).T
+                ls = "-" if u["train"]["converged"] else ":"
+                ax.plot(st, v, ls, color=f"C{i}", lw=0.9, label=method if first else None)
+                first = False
+        ax.set(title=f"{mod} (dotted: not flat)", xlabel="step", ylabel="validation CER",
+               ylim=(0, 1.05))  # fmt: skip
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    piece_arguments(p, unit="(modality, method, seed) unit")
+    p.add_argument("--seeds", type=int, default=3, help="paired seeds (default 3)")
+    p.add_argument("--backbone", choices=("minilm", "smollm2"), default="minilm",
+                   help="the frozen LM (default minilm)")  # fmt: skip
+    p.add_argument("--lm-layers", type=int, default=2, help="its first layers kept (default 2)")
+    p.add_argument("--modalities", default=",".join(MODALITIES),
+                   help="comma-separated subset of audio,video,av (default all)")  # fmt: skip
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "sci-moe" / "mome",
+                   help="speech data cache")  # fmt: skip
+    p.add_argument("--plots", type=Path, default=None, help="write the learning curves here")
+    p.add_argument("--progress", action="store_true")
+    args = p.parse_args(argv)
+    if verdicts_only(args) is not None:
+        return 0
+    setup(args)
+    s = settings(args.quick, args.backbone, args.lm_layers)
+    mods = [m for m in args.modalities.split(",") if m]
+    methods = [m for m in args.methods.split(",") if m]
+    bad = sorted(set(mods) - set(MODALITIES)) + sorted(set(methods) - set(METHODS))
+    if bad:
+        raise SystemExit(f"unknown modalities/methods {bad}; choose from {MODALITIES}, {METHODS}")
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    machine = machine_info(seed=args.seed, seeds=seeds, quick=args.quick, settings=s, gate=GATE,
+                           train_voices=list(TRAIN_VOICES), heldout_voices=list(HELDOUT_VOICES),
+                           flat_rule="validation CER < 1 % better over the last 20 % of the "
+                           "steps (sci_moe.train.is_flat)")  # fmt: skip
+    runs: dict = {}
+    if (old := previous_run(args)) is not None:
+        if old["machine"]["settings"] != s:
+            raise SystemExit(f"--resume: {args.json} was run with other settings")
+        runs = old.get("runs", {})
+        machine["pieces"] = list(old["machine"].get("pieces", []))
+    machine.setdefault("pieces", []).append({"units": 0, "load": None})
+    other, t0, deadline = OtherLoad(), time.perf_counter(), piece_deadline(args)
+    data = build_speech_set(speech_config(s), args.cache, progress=args.progress)
+    machine["n_utterances"] = {k: len(v) for k, v in data.splits.items()}
+    units = [(m, meth, sd) for sd in seeds for m in mods for meth in methods]  # seed-major
+    ckpt_root = None if args.json is None else args.json.with_name(args.json.stem + "_ckpt")
+
+    def write() -> dict:
+        rows = make_rows(runs, s, seeds)
+        doc = {"benchmark": BENCHMARK, "machine": machine, "rows": [vars(r) for r in rows]}
+        doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)] if rows else []
+        doc["recognises"] = gate_passed(doc, seeds) if rows else False
+        doc["complete"] = all(unit_key(*u) in runs for u in units)
+        doc["runs"] = runs
+        if args.json is not None:
+            write_json_doc(args.json, doc)
+        return doc
+
+    pristine = None  # loaded once; each unit hooks its adapters into a fresh copy
+    for mod, method, sd in units:
+        key = unit_key(mod, method, sd)
+        if key in runs:
+            continue
+        if time.perf_counter() > deadline:
+            break
+        pristine = pristine if pristine is not None else load_backbone(s)
+        backbone = copy.deepcopy(pristine)
+        ckpt = None if ckpt_root is None else ckpt_root / key.replace("/", "_")
+        left = deadline - time.perf_counter()
+        hours = None if np.isinf(left) else left / 3600
+        rec = run_unit(mod, method, sd, s, data, backbone, ckpt, hours, args.progress)
+        if rec is None:
+            print(f"{key}: piece time spent; continue with --resume", flush=True)
+            break
+        runs[key] = rec
+        piece = machine["pieces"][-1]
+        piece.update(units=piece["units"] + 1, load=other.report())
+        ev = rec["eval"]
+        first = next(iter(ev))
+        print(f"{key}: {rec['seconds']:.0f} s, {rec['train']['steps']} steps "
+              f"({rec['train']['reason']}, flat {rec['train']['converged']}); test CER "
+              f"{first} {ev[first][0]:.3f}", flush=True)  # fmt: skip
+        write()
+    doc = write()
+    table = [
+        [r["case"], r["metric"], r["value"]]
+        for r in doc["rows"]
+        if "seed=" not in r["case"] and r["metric"] == "cer" and r["case"].endswith("clean")
+    ]
+    print_table(["case", "metric", "value"], table, BENCHMARK)
+    for v in doc["verdicts"]:
+        print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  p={v['p_value']:.2g}  "
+              f"{v['claim']}")  # fmt: skip
+    if args.plots is not None and runs:
+        tag = "_quick" if args.quick else ""
+        plot_curves(runs, args.plots / f"mome_full{tag}_curves.png")
+    print(f"piece {time.perf_counter() - t0:.0f} s; recognises: {doc['recognises']}; "
+          f"complete: {doc['complete']}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

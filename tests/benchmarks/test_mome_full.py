@@ -1,0 +1,160 @@
+"""benchmarks/mome/full.py at toy size: the grid's models at matched parameters, a unit cut
+by its time budget and resumed exactly, a toy run in pieces, the rows and the verdict
+rules (issue 43 item 1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("espeakng_loader")
+
+from tests.benchmarks.conftest import load_benchmark  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with load_benchmark("mome/full.py", "mome_full_under_test") as mod:
+        yield mod
+
+
+def _bert():
+    import torch
+
+    torch.manual_seed(0)  # the same backbone every time (a resumed unit checks its digest)
+    cfg = transformers.BertConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=8,
+        max_position_embeddings=256,
+    )
+    return transformers.BertModel(cfg)
+
+
+def test_grid_models_match_parameters(bench):
+    s = bench.settings(True)
+    s = dict(s, rates=[1, 2, 4, 8], num_experts=8, bottleneck=4)
+    models = {m: bench.build_model(m, "av", s, _bert(), 0) for m in bench.METHODS}
+    p = {m: model.parameter_counts() for m, model in models.items()}
+    one = 2 * 16 + 16 + 1  # the smallest step of a dense adapter: one bottleneck unit
+    assert abs(p["per_rate"]["adapter"] - p["mome"]["adapter"]) <= 4 * one  # 4 rate pairs
+    assert abs(p["shared"]["adapter"] - p["mome"]["adapter"]) <= one
+    assert abs(p["dense_active"]["adapter"] - p["mome"]["adapter_active"]) <= one
+    assert p["dense_active"]["adapter"] < p["shared"]["adapter"]
+    assert models["mome"].config.compression.labels()[1] == "audio=2,video=2"
+    assert set(models["mome"].encoders) == {"audio", "video"}
+    with pytest.raises(ValueError, match="method"):
+        bench.build_model("nope", "audio", s, _bert(), 0)
+
+
+@pytest.fixture(scope="module")
+def data(bench, tmp_path_factory):
+    from sci_moe.speech.mome import build_speech_set
+
+    s = bench.settings(True)
+    return build_speech_set(bench.speech_config(s), tmp_path_factory.mktemp("speech"), False)
+
+
+def test_heldout_voices_speak_only_validation_and_test(bench, data):
+    assert len(data.splits["train"]) and len(data.splits["test"])
+    train_phrases = set(data.phrase[data.splits["train"]].tolist())
+    for split in ("val", "test"):
+        assert not set(data.phrase[data.splits[split]].tolist()) & train_phrases
+
+
+def test_unit_cut_by_its_budget_resumes_exactly(bench, data, tmp_path):
+    s = bench.settings(True)
+    ref = bench.run_unit("audio", "mome", 0, s, data, _bert(), tmp_path / "a")
+    assert ref["train"]["steps"] == s["steps"] and ref["routing_untrained"]["js"] >= 0
+    assert bench.run_unit("audio", "mome", 0, s, data, _bert(), tmp_path / "b", 0.0) is None
+    # a budget spent during training: the trainer checkpoints and the unit is None
+    cut = bench.run_unit("audio", "mome", 0, s, data, _bert(), tmp_path / "b", 1e-12)
+    assert cut is None and (tmp_path / "b" / "checkpoint.pt").is_file()
+    rec = bench.run_unit("audio", "mome", 0, s, data, _bert(), tmp_path / "b")
+    assert rec["eval"] == ref["eval"] and rec["train"]["curve"] == ref["train"]["curve"]
+
+
+def _fake_doc(bench, cer_mome, cer_base, flat=True, seeds=(0, 1, 2)):
+    s = bench.settings(True)
+    runs = {}
+    for mod in bench.MODALITIES:
+        labels = bench.compression(mod, s["rates"]).labels()
+        snrs = s["test_snr"] if mod != "video" else [None]
+        for method in bench.METHODS:
+            for sd in seeds:
+                step = 0.01 if method == "mome" else 0.013  # paired differences vary
+                cer = (cer_mome if method == "mome" else cer_base) + step * sd
+                ev = {f"{lab}/{bench.snr_name(x)}": [cer, 2 * cer] for lab in labels for x in snrs}
+                rec = {
+                    "eval": ev,
+                    "params": dict(trainable=10, adapter=5, adapter_active=3, frozen=100),
+                    "train": dict(steps=10, converged=flat, curve=[[5, 0.5], [10, 0.4]]),
+                    "train_s": 1.0,
+                }
+                if method == "mome":
+                    rec["routing"] = {"js": 0.01 + 0.001 * sd, "js_shuffled": 0.1}
+                    rec["routing_untrained"] = {"js": 0.05 + 0.002 * sd, "js_shuffled": 0.1}
+                runs[bench.unit_key(mod, method, sd)] = rec
+    rows = bench.make_rows(runs, s, list(seeds))
+    machine = {"seeds": list(seeds), "settings": s}
+    return {"machine": machine, "rows": [vars(r) for r in rows]}, runs
+
+
+def test_verdict_rules(bench):
+    doc, _ = _fake_doc(bench, 0.2, 0.25)
+    assert bench.gate_passed(doc, [0, 1, 2])
+    vs = bench.verdicts(doc)
+    # per modality: 3 baselines x (mean, top rate); noise 3 SNRs for audio, av; routing
+    assert len(vs) == 3 * 6 + 2 * 3 + 3
+    beat = [v for v in vs if v["claim"].startswith("MoME beats")]
+    assert all(v["verdict"] == "reproduced" and v["decisive"] for v in beat)
+    routing = [v for v in vs if "same experts" in v["claim"]]
+    assert all(v["verdict"] == "reproduced" for v in routing)
+    # not flat: the same numbers are not decisive
+    doc, _ = _fake_doc(bench, 0.2, 0.25, flat=False)
+    assert not any(v["decisive"] for v in bench.verdicts(doc))
+    # a recogniser that does not recognise: nothing is decisive either
+    doc, _ = _fake_doc(bench, 0.5, 0.6)
+    assert not bench.gate_passed(doc, [0, 1, 2])
+    vs = bench.verdicts(doc)
+    assert not any(v["decisive"] for v in vs) and "do not reach" in vs[0]["why"]
+    # MoME worse: contradicted
+    doc, _ = _fake_doc(bench, 0.25, 0.2)
+    beat = [v for v in bench.verdicts(doc) if v["claim"].startswith("MoME beats")]
+    assert all(v["verdict"] == "contradicted" for v in beat)
+
+
+def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "load_backbone", lambda s: _bert())
+    path = tmp_path / "full.json"
+    args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
+            "--modalities", "audio", "--methods", "mome,per_rate"]  # fmt: skip
+    assert bench.main([*args, "--seeds", "1"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is True and list(doc["runs"]) == [
+        "audio/mome/seed=0",
+        "audio/per_rate/seed=0",
+    ]
+    assert doc["verdicts"] == []  # one seed: no paired test yet
+    first = doc["runs"]["audio/mome/seed=0"]
+    assert bench.main([*args, "--seeds", "2", "--resume", "--plots", str(tmp_path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is True and doc["runs"]["audio/mome/seed=0"] == first
+    assert [p["units"] for p in doc["machine"]["pieces"]] == [2, 2]
+    assert (tmp_path / "mome_full_quick_curves.png").is_file()
+    rows = {(r["case"], r["metric"]) for r in doc["rows"]}
+    assert ("audio/mome/audio=1/clean/seed=1", "cer") in rows
+    assert ("audio/mome/mean_over_rates/0dB", "cer") in rows
+    assert ("audio/routing_untrained", "js_across_rates") in rows
+    assert ("audio/per_rate", "params_adapter") in rows
+    claims = [v["claim"] for v in doc["verdicts"]]
+    assert "MoME beats per-rate adapters across scales (audio, mean over rates)" in claims
+    assert all(v["seeds"] == 2 for v in doc["verdicts"])
+    # a piece whose budget is spent starts no unit; the run stays incomplete
+    assert bench.main([*args, "--seeds", "3", "--resume", "--max-hours", "1e-9"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is False and len(doc["runs"]) == 4
