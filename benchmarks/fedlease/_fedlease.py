@@ -35,6 +35,7 @@ __all__ = [
     "plot_curves",
     "run_method",
     "settings",
+    "sweep_key",
     "unit_key",
     "warmup_sweep",
 ]
@@ -56,9 +57,26 @@ FIXED = ("fedlease_top1", "fedlease_top2", "fedlease_topmax")
 #: Flat: the mean client validation accuracy improved by less than 1 % (relative) over
 #: the last 20 % of the rounds (sci_moe.train.is_flat, mode max, from five evaluations).
 FLAT = dict(tail=0.2, tol=0.01, mode="max", min_points=5)
-#: The warm-up sweep of the diagnosis: label skew (Dirichlet alpha; 100 is nearly none)
-#: and warm-up epochs, the clustering features measured after the warm-up only.
-SWEEP = dict(alpha=(1.0, 100.0), warmup_epochs=(1, 2, 5))
+#: The warm-up sweep of the diagnosis, ``(alpha, optimizer, lr, warm-up epochs)``: label
+#: skew (Dirichlet alpha; 100 is nearly none), warm-up length, and the local optimiser
+#: (Adam as in the run, or SGD with momentum 0.9, whose B follows the accumulated gradient
+#: instead of Adam's normalised steps); the clustering features after the warm-up only.
+SWEEP = (
+    (1.0, "adam", 3e-3, 1),
+    (1.0, "adam", 3e-3, 2),
+    (1.0, "adam", 3e-3, 5),
+    (100.0, "adam", 3e-3, 1),
+    (100.0, "adam", 3e-3, 2),
+    (100.0, "adam", 3e-3, 5),
+    (1.0, "sgd", 3e-2, 2),
+    (100.0, "sgd", 3e-2, 2),
+)
+
+
+def sweep_key(alpha: float, optimizer: str, lr: float, epochs: int) -> str:
+    return f"alpha={alpha}/{optimizer}/epochs={epochs}"
+
+
 #: Every unit of a seed: the methods and the warm-up sweep.
 UNITS = (*METHODS, "warmup_sweep")
 
@@ -172,17 +190,22 @@ def clustering_diagnostics(strat, tasks: np.ndarray, max_clusters: int) -> dict:
 
 
 def warmup_sweep(seed: int, s: dict, cache: Path | None) -> dict:
-    """The clustering diagnostics after the warm-up only, for every label skew and warm-up
-    length of :data:`SWEEP` (same texts and seed; no federated rounds)."""
-    t0, out = time.perf_counter(), {}
-    for alpha in SWEEP["alpha"]:
-        fs = build_seed(seed, s, cache, alpha=alpha)
-        for ep in SWEEP["warmup_epochs"]:
-            plan = RoundPlan(rounds=1, warmup_epochs=ep, seed=seed)
-            strat = FedLEASE(fs.spec, len(fs.clients), plan, max_clusters=s["max_clusters"])
-            Server(strat).step(Simulator(fs.clients))
-            diag = clustering_diagnostics(strat, fs.tasks, s["max_clusters"])
-            out[f"alpha={alpha}/epochs={ep}"] = diag
+    """The clustering diagnostics after the warm-up only, for every label skew, optimiser and
+    warm-up length of :data:`SWEEP` (same texts and seed; no federated rounds)."""
+    t0, out, sets = time.perf_counter(), {}, {}
+    for alpha, opt, lr, ep in SWEEP:
+        if alpha not in sets:
+            sets[alpha] = build_seed(seed, s, cache, alpha=alpha)
+        fs = sets[alpha]
+        clients = [
+            dataclasses.replace(c, train=dataclasses.replace(c.train, optimizer=opt, lr=lr))
+            for c in fs.clients
+        ]
+        plan = RoundPlan(rounds=1, warmup_epochs=ep, seed=seed)
+        strat = FedLEASE(fs.spec, len(clients), plan, max_clusters=s["max_clusters"])
+        Server(strat).step(Simulator(clients))
+        diag = clustering_diagnostics(strat, fs.tasks, s["max_clusters"])
+        out[sweep_key(alpha, opt, lr, ep)] = diag
     return {"sweep": out, "seconds": time.perf_counter() - t0}
 
 
@@ -323,21 +346,18 @@ def make_rows(runs: dict, seeds: list, row) -> list:
                     unit,
                 )
             )
-    for a in SWEEP["alpha"]:
-        for ep in SWEEP["warmup_epochs"]:
-            key = f"alpha={a}/epochs={ep}"
-            sw = [runs[unit_key(s, "warmup_sweep")]["sweep"][key] for s in done]
-            for feat in ("B", "B_query", "B_value", "head"):
-                for k in ("ari", "M"):
-                    v = float(np.mean([d[feat][k] for d in sw]))
-                    rows.append(
-                        row(
-                            f"sweep {key} {feat}",
-                            k if k == "M" else "ARI",
-                            v,
-                            "experts" if k == "M" else "ARI",
-                        )
-                    )
+    for cfg in SWEEP:
+        key = sweep_key(*cfg)
+        sw = [runs[unit_key(s, "warmup_sweep")]["sweep"][key] for s in done]
+        for feat in ("B", "B_query", "B_value", "head"):
+            for k, unit in (
+                ("ari", "ARI"),
+                ("within", "cosine distance"),
+                ("between", "cosine distance"),
+                ("M", "experts"),
+            ):
+                v = float(np.mean([d[feat][k] for d in sw]))
+                rows.append(row(f"sweep {key} {feat}", k, v, unit))
     rows.append(row("run", "seeds done", float(len(done)), "count"))
     rows.append(row("run", "true tasks", float(k_true), "count"))
     return rows

@@ -48,11 +48,12 @@ seed.
 
 Written in pieces (``--max-hours``, ``--resume``): one unit is one (seed, method) or a
 seed's warm-up sweep (:data:`_fedlease.SWEEP`: the clustering diagnostics after the
-warm-up only, label skew alpha 1 and 100 x warm-up 1, 2, 5 epochs); the JSON holds every
+warm-up only, label skew alpha 1 and 100 x warm-up 1, 2, 5 epochs with Adam, and 2 epochs
+with SGD); the JSON holds every
 finished unit under ``runs`` and is rewritten after each (the seed's hidden states are
 cached under ``--cache``). Measured on the 2-core CPU beside other jobs (1 thread, seed 0,
 20 clients with 9-191 training and 20-115 test examples): hidden states 47 s (8-13 s once
-cached), warm-up sweep 53 s, fedlease 35 s (6 rounds to flat), fedlease_oracle 35 s (9),
+cached), warm-up sweep about 70 s, fedlease 35 s (6 rounds to flat), fedlease_oracle 35 s (9),
 fedit 34 s (6), local 24 s (6), ifca 95 s (6; it scores every cluster model on every
 client each round), fedlease_top1 62 s (10), fedlease_topmax 38 s (6): about 8 min a
 seed, 10 seeds about 1.3 h (up to 2 h if more methods need the 30 rounds): two pieces.
@@ -231,7 +232,7 @@ def main(argv=None) -> int:
         settings=s,
         methods=list(METHODS),
         ari_target=ARI_TARGET,
-        sweep={k: list(v) for k, v in SWEEP.items()},
+        sweep=[list(c) for c in SWEEP],
         flat_rule="mean client validation accuracy < 1 % better over the "
         f"last 20 % of the rounds (sci_moe.train.is_flat {FLAT})",
     )

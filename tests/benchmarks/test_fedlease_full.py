@@ -62,12 +62,12 @@ def test_toy_run_in_pieces_resume_and_verdicts(bench, tmp_path):
         assert used["query"] == used["value"] == min(k, M)
     assert doc["runs"]["seed=1/fedlease_oracle"]["ari"] == 1.0
     sweep = doc["runs"]["seed=0/warmup_sweep"]["sweep"]
-    assert sorted(sweep) == sorted(
-        f"alpha={a}/epochs={e}" for a in bench.SWEEP["alpha"] for e in bench.SWEEP["warmup_epochs"]
-    )
+    assert sorted(sweep) == sorted(f"alpha={c[0]}/{c[1]}/epochs={c[3]}" for c in bench.SWEEP)
+    assert all(set(d) == {"B", "B_query", "B_value", "head"} for d in sweep.values())
     rows = {(r["case"], r["metric"]) for r in doc["rows"]}
     assert ("fedlease seed 1", "ARI vs true tasks") in rows and ("run", "seeds done") in rows
     assert ("fedlease", "bytes down per round") in rows
+    assert ("sweep alpha=1.0/sgd/epochs=2 B", "ari") in rows
     claims = [v["claim"] for v in doc["verdicts"]]
     assert len(claims) == 10 and claims[0].startswith("B-matrix clustering")
     assert all(v["seeds"] == 2 for v in doc["verdicts"])
