@@ -27,6 +27,17 @@ def test_clustering_verdict_rule(bench):
     assert v["verdict"] == "reproduced" and v["p_value"] == 0.0
 
 
+def test_alpha_override_is_a_setting(bench, tmp_path):
+    path = tmp_path / "a.json"
+    args = ["--quick", "--json", str(path), "--max-hours", "0", "--cache", str(tmp_path)]
+    assert bench.main([*args, "--alpha", "100"]) == 0
+    assert json.loads(path.read_text())["machine"]["settings"]["alpha"] == 100.0
+    with pytest.raises(SystemExit, match="other settings"):
+        bench.main([*args, "--resume"])
+    with pytest.raises(SystemExit, match="alpha"):
+        bench.main([*args, "--alpha", "0"])
+
+
 def test_verdicts_need_two_complete_seeds(bench):
     doc = {"machine": {"seeds": [0, 1]}, "rows": []}
     assert bench.verdicts(doc) == []
