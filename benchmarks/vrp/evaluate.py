@@ -200,6 +200,9 @@ def main(argv=None) -> int:
     p.add_argument("--customers", type=int, default=None, help="(50)")
     p.add_argument("--pyvrp-limits", type=float, nargs="+", default=None, help="s (1 10)")
     p.add_argument("--augment", type=int, default=8)
+    p.add_argument(
+        "--chunk", type=int, default=10, help="instances per solve call (memory: x8 x N rollouts)"
+    )
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = p.parse_args(argv)
     if (done := _common.verdicts_only(args)) is not None:
@@ -264,8 +267,16 @@ def main(argv=None) -> int:
             for v, idx in by_v.items():
                 ins = batch.index(torch.tensor(idx))
                 ts = time.perf_counter()
-                cost, acts = solve(pol, ins, augmentations=args.augment)
+                parts = [
+                    solve(pol, ins.index(slice(c, c + args.chunk)), augmentations=args.augment)
+                    for c in range(0, len(idx), args.chunk)
+                ]
                 rec["seconds"][v] = (time.perf_counter() - ts) / len(idx)
+                cost = torch.cat([c for c, _ in parts])
+                width = max(a.shape[1] for _, a in parts)
+                acts = torch.cat(
+                    [torch.nn.functional.pad(a, (0, width - a.shape[1])) for _, a in parts]
+                )
                 bad = [
                     keys[i]
                     for j, i in enumerate(idx)

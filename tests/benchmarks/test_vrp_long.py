@@ -84,6 +84,8 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
         str(tmp_path / "whole.json"),
         "--references",
         str(tmp_path / "refs.json"),
+        "--chunk",
+        "1",
         "--variants",
         "CVRP",
         "OVRPB",
