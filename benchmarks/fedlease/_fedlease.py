@@ -107,7 +107,7 @@ def settings(quick: bool) -> dict:
         test_fraction=0.4,
         eval_per_client=120,
         warmup_epochs=2,
-        min_rounds=6,
+        min_rounds=10,
         max_rounds=30,
         lr=3e-3,
         batch_size=16,

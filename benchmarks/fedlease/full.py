@@ -51,12 +51,15 @@ seed's warm-up sweep (:data:`_fedlease.SWEEP`: the clustering diagnostics after 
 warm-up only, label skew alpha 1 and 100 x warm-up 1, 2, 5 epochs with Adam, and 2 epochs
 with SGD); the JSON holds every
 finished unit under ``runs`` and is rewritten after each (the seed's hidden states are
-cached under ``--cache``). Measured on the 2-core CPU beside other jobs (1 thread, seed 0,
-20 clients with 9-191 training and 20-115 test examples): hidden states 47 s (8-13 s once
-cached), warm-up sweep about 70 s, fedlease 35 s (6 rounds to flat), fedlease_oracle 35 s (9),
-fedit 34 s (6), local 24 s (6), ifca 95 s (6; it scores every cluster model on every
-client each round), fedlease_top1 62 s (10), fedlease_topmax 38 s (6): about 8 min a
-seed, 10 seeds about 1.3 h (up to 2 h if more methods need the 30 rounds): two pieces.
+cached under ``--cache``). Measured on the 2-core CPU beside other jobs (1 thread, seeds 0
+and 1, 20 clients with 9-191 training and 20-115 test examples), with the flat check from
+round 6: hidden states 38-47 s (8-13 s once cached), warm-up sweep 65 s, fedlease 35 s (6
+rounds), fedlease_oracle 35 s (9), fedit 34 s (6), local 24 s (6), ifca 95 s (6; it scores
+every cluster model on every client each round), fedlease_top1 62 s (10),
+fedlease_topmax 38 s (6), i.e. 3.5-5.5 s a round (ifca 14 s). The run checks from round 10
+(``min_rounds``; a tail of two rounds after six was within the validation noise of about
+1 %): about 10 min a seed, 10 seeds about 1.7 h (more if methods need up to the 30
+rounds): two pieces of ``--max-hours 1``.
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fedlease/full.py \\
         --threads 1 --max-hours 1 --resume --plots docs/results/img \\
