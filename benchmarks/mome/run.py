@@ -68,6 +68,7 @@ from _common import (
     verdicts_only,
     write_json_doc,
 )
+from _mome import snr_name
 
 from sci_moe.speech.mome import (
     MatryoshkaRates,
@@ -107,10 +108,6 @@ def settings(
         encoder_dim=0,
         train_snr=(None, 10.0, 5.0),
     )
-
-
-def snr_name(snr) -> str:
-    return "clean" if snr is None else f"{snr:g}dB"
 
 
 def build_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognizer:
