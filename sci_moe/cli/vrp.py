@@ -8,6 +8,7 @@ Examples
     $ sci-moe vrp train --out moses.pt --steps 200 80 80 --customers 20
     $ sci-moe vrp solve instances/VRPTW_000.vrp --model moses.pt --out VRPTW_000.sol
     $ sci-moe vrp solve my_instance.vrp --model moses.pt --pyvrp-seconds 2 --json result.json
+    $ sci-moe vrp solve my_instance.vrp   # the policy shipped in the package, if any
 
 Instance files follow VRPLIB (see :mod:`sci_moe.vrp.vrplib_io` for the fields of the 16
 variants). Exit codes: 0 success, 2 bad input (malformed file, demand above the capacity,
