@@ -5,7 +5,9 @@ models of a long run, and the plot of the curves.
 Every evaluation or validation instance is generated alone from its own seed
 (:func:`instance_seed`), so a reference cost (PyVRP at a time limit, greedy savings) is
 stored once under ``"<variant>/N<customers>/<seed>"`` in a JSON cache
-(:class:`ReferenceCache`) that any number of pieces fill in turn.
+(:class:`ReferenceCache`) that any number of pieces fill in turn. The cache lives in
+``benchmarks/vrp/cache/``, not in ``results/`` (the docs render every results JSON as a
+table of rows; the cache has none).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class ReferenceCache:
             self.entries = doc["entries"]
 
     def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_save_json(self.path, {"format": CACHE_FORMAT, "entries": self.entries})
 
     def missing(self, keys, fields) -> int:

@@ -22,7 +22,7 @@ Pieces: one unit is one (seed, model); the JSON keeps the finished units under `
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/evaluate.py \\
         --threads 1 --references-only --max-hours 3 --pyvrp-limits 1 10
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/evaluate.py \\
-        --threads 1 --max-hours 3 --resume --json benchmarks/vrp/results/vrp_long.json
+        --threads 1 --max-hours 3 --resume --json benchmarks/vrp/results/vrp_evaluate.json
 """
 
 from __future__ import annotations
@@ -190,10 +190,10 @@ def main(argv=None) -> int:
     _common.piece_arguments(p, unit="(seed, model)")
     p.add_argument("--run-dir", type=Path, default=Path("benchmarks/.vrp_long"))
     p.add_argument(
-        "--train-json", type=Path, default=Path("benchmarks/vrp/results/vrp_long_train.json")
+        "--train-json", type=Path, default=Path("benchmarks/vrp/results/vrp_train_long.json")
     )
     p.add_argument(
-        "--references", type=Path, default=Path("benchmarks/vrp/results/vrp_references.json")
+        "--references", type=Path, default=Path("benchmarks/vrp/cache/vrp_references.json")
     )
     p.add_argument("--references-only", action="store_true")
     p.add_argument("--instances", type=int, default=None, help="per variant (100)")
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     prev = _common.previous_run(args)
     if prev is not None and {k: prev["machine"].get(k) for k in machine} != machine:
         raise SystemExit(f"{args.json} holds another evaluation; resume with the same flags")
-    doc = prev or {"benchmark": "vrp_long", "runs": {}}
+    doc = prev or {"benchmark": "vrp_evaluate", "runs": {}, "rows": []}
     doc["converged"] = {
         m: all(
             (train.get("runs") or {}).get(str(s), {}).get(m, {}).get("converged", False)
@@ -289,7 +289,7 @@ def main(argv=None) -> int:
                     ref = cache.costs([keys[i] for i in idx], f)
                     rec["gaps"][f][v] = _vrp.gap(cost, ref).tolist()
             doc["runs"].setdefault(str(seed), {})[m] = rec
-            _common.write_json_doc(args.json, {**doc, "machine": {**machine}})
+            _common.write_json_doc(args.json, {**doc, "machine": {**machine}, "rows": []})
             print(f"seed {seed} {m} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     complete = all(m in doc["runs"].get(str(s), {}) for s in seeds for m in models)
     doc["complete"] = complete

@@ -40,7 +40,7 @@ Full run (the commands of docs/results/vrp.rst)::
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/train_long.py \\
         --threads 1 --max-hours 3 --resume \\
-        --json benchmarks/vrp/results/vrp_long_train.json --plot docs/results/img/vrp_curves.png
+        --json benchmarks/vrp/results/vrp_train_long.json --plot docs/results/img/vrp_curves.png
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     _common.piece_arguments(p, unit="stage")
     p.add_argument("--run-dir", type=Path, default=Path("benchmarks/.vrp_long"))
     p.add_argument(
-        "--references", type=Path, default=Path("benchmarks/vrp/results/vrp_references.json")
+        "--references", type=Path, default=Path("benchmarks/vrp/cache/vrp_references.json")
     )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--models", nargs="+", default=list(_vrp.MODELS), choices=_vrp.MODELS)
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
             f"{args.json} was written with other settings; resume with the same flags:\n"
             f"stored {prev['settings']}\nnow    {st}"
         )
-    doc = prev or {"benchmark": "vrp_long_train", "settings": st, "runs": {}, "complete": False}
+    doc = prev or {"benchmark": "vrp_train_long", "settings": st, "runs": {}, "complete": False}
     load = _common.OtherLoad()
 
     def write():

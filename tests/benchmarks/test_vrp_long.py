@@ -31,7 +31,7 @@ def _common_args(tmp_path, name):
         "--threads",
         "1",
         "--references",
-        str(tmp_path / "refs.json"),
+        str(tmp_path / "cache" / "refs.json"),
         "--run-dir",
         str(tmp_path / name),
         "--json",
@@ -83,7 +83,7 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
         "--train-json",
         str(tmp_path / "whole.json"),
         "--references",
-        str(tmp_path / "refs.json"),
+        str(tmp_path / "cache" / "refs.json"),
         "--chunk",
         "1",
         "--variants",
@@ -96,6 +96,7 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
     out = tmp_path / "eval.json"
     assert evaluate.main([*ev, "--json", str(out)]) == 0
     res = json.loads(out.read_text())
+    assert res["benchmark"] == "vrp_evaluate" and doc["benchmark"] == "vrp_train_long"
     assert res["complete"] and sorted(res["runs"]) == ["0", "1"]
     claims = [v["claim"] for v in res["verdicts"]]
     assert len(claims) == 4 and all(v["verdict"] for v in res["verdicts"])
