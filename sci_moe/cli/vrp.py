@@ -9,6 +9,7 @@ Examples
     $ sci-moe vrp solve instances/VRPTW_000.vrp --model moses.pt --out VRPTW_000.sol
     $ sci-moe vrp solve my_instance.vrp --model moses.pt --pyvrp-seconds 2 --json result.json
     $ sci-moe vrp solve my_instance.vrp   # the policy shipped in the package, if any
+    $ sci-moe vrp solve my_instance.vrp --model moses.pt --plot routes.png
 
 Instance files follow VRPLIB (see :mod:`sci_moe.vrp.vrplib_io` for the fields of the 16
 variants). Exit codes: 0 success, 2 bad input (malformed file, demand above the capacity,
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ._threads import add_threads_argument, torch_threads
 
-__all__ = ["add_parser", "generate", "solve", "train"]
+__all__ = ["add_parser", "generate", "plot_routes", "solve", "train"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -79,6 +80,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--augment", type=int, default=8, help="x8 symmetry augmentation (1-8)")
     s.add_argument("--out", help="write the routes as a VRPLIB .sol file")
     s.add_argument("--json", help="write the result (routes, costs, seconds) as JSON")
+    s.add_argument("--plot", help="draw the routes into this image file (.png, .pdf, .svg)")
     s.add_argument(
         "--pyvrp-seconds",
         type=float,
@@ -228,8 +230,53 @@ def _solve(args: argparse.Namespace) -> int:
     if args.out:
         write_solution(args.out, routes, cost, Model=args.model, Variant=variant)
         print(f"wrote {args.out}")
+    if args.plot:
+        plot_routes(args.plot, ins, routes, f"{variant}, cost {cost:.4f}, {len(routes)} routes")
+        print(f"wrote {args.plot}")
     if args.json:
         from .._util import atomic_save_json
 
         atomic_save_json(args.json, res)
     return 0
+
+
+def plot_routes(path, instance, routes, title: str = "") -> Path:
+    """Draw the routes of instance 0 of ``instance`` into the image file ``path``.
+
+    The depot is a black square, linehaul customers circles, backhaul customers triangles;
+    each route has its own colour and starts and ends at the depot (open routes end at
+    their last customer).
+
+    Parameters
+    ----------
+    path : path-like
+        Image file (the format from its suffix).
+    instance : MTVRPInstance
+    routes : list of list of int
+        Customer indices (1-based) of each route.
+    title : str
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xy = instance.locs[0].detach().cpu().double()
+    open_ = bool(instance.open_route[0])
+    backhaul = (instance.demand_backhaul[0] > 0).tolist()
+    fig, ax = plt.subplots(figsize=(6, 6), constrained_layout=True)
+    cmap = plt.get_cmap("tab20")
+    for k, r in enumerate(routes):
+        path_nodes = [0, *r] + ([] if open_ else [0])
+        pts = xy[path_nodes]
+        ax.plot(pts[:, 0], pts[:, 1], "-", color=cmap(k % 20), lw=1.4)
+    for j in range(1, xy.shape[0]):
+        ax.plot(*xy[j].tolist(), "^" if backhaul[j - 1] else "o", color="0.25", ms=4)
+    ax.plot(*xy[0].tolist(), "s", color="k", ms=9)
+    ax.set_aspect("equal")
+    ax.set_title(title)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -95,5 +95,7 @@ def test_solve_defaults_to_the_shipped_policy(tmp_path, monkeypatch, capsys):
     assert "no trained MoSES policy ships" in capsys.readouterr().err
     pol = MTVRPPolicy(PolicyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=16, rank=2))
     save_policy(ck.SHIPPED_POLICY, pol)
-    assert main(["vrp", "solve", str(inst), "--augment", "1"]) == 0
+    png = tmp_path / "routes.png"
+    assert main(["vrp", "solve", str(inst), "--augment", "1", "--plot", str(png)]) == 0
     assert "policies/moses.pt" in capsys.readouterr().out
+    assert png.read_bytes()[:4] == b"\x89PNG"
