@@ -50,7 +50,8 @@ every model behind it is flat in every seed and the audio models pass the gate.
 
 Written in pieces: one unit is one (modality, method, seed); the JSON holds every finished
 unit under ``runs`` and is rewritten after each; a unit cut by ``--max-hours`` leaves its
-trainer checkpoint in ``PATH_ckpt/<unit>`` and ``--resume`` continues it exactly.
+trainer checkpoint in ``WORK/<json stem>/<unit>`` (``--work``, default
+``benchmarks/.mome_full``, ignored by git) and ``--resume`` continues it exactly.
 
 Measured before the run (2-core CPU beside other jobs, load 3-5, 1 thread, 2026-12-06):
 a training step (batch 8, all five rates) takes 0.43-0.95 s for audio MoME, 0.44 s for
@@ -376,6 +377,8 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "sci-moe" / "mome",
                    help="speech data cache")  # fmt: skip
     p.add_argument("--plots", type=Path, default=None, help="write the learning curves here")
+    p.add_argument("--work", type=Path, default=Path(__file__).resolve().parents[1] / ".mome_full",
+                   help="trainer checkpoints (default benchmarks/.mome_full)")  # fmt: skip
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     if verdicts_only(args) is not None:
@@ -403,7 +406,7 @@ def main(argv=None) -> int:
     data = build_speech_set(speech_config(s), args.cache, progress=args.progress)
     machine["n_utterances"] = {k: len(v) for k, v in data.splits.items()}
     units = [(m, meth, sd) for sd in seeds for m in mods for meth in methods]  # seed-major
-    ckpt_root = None if args.json is None else args.json.with_name(args.json.stem + "_ckpt")
+    ckpt_root = None if args.json is None else args.work / args.json.stem
 
     def write() -> dict:
         rows = make_rows(runs, s, seeds)

@@ -132,7 +132,8 @@ def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "load_backbone", lambda s: _bert())
     path = tmp_path / "full.json"
     args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
-            "--modalities", "audio", "--methods", "mome,per_rate"]  # fmt: skip
+            "--modalities", "audio", "--methods", "mome,per_rate",
+            "--work", str(tmp_path / "w")]  # fmt: skip
     assert bench.main([*args, "--seeds", "1"]) == 0
     doc = json.loads(path.read_text())
     assert doc["complete"] is True and list(doc["runs"]) == [
@@ -158,3 +159,4 @@ def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
     assert bench.main([*args, "--seeds", "3", "--resume", "--max-hours", "1e-9"]) == 0
     doc = json.loads(path.read_text())
     assert doc["complete"] is False and len(doc["runs"]) == 4
+    assert (tmp_path / "w" / "full" / "audio_mome_seed=1" / "checkpoint.pt").is_file()
