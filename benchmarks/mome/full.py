@@ -56,12 +56,15 @@ trainer checkpoint in ``WORK/<json stem>/<unit>`` (``--work``, default
 Measured before the run (2-core CPU beside other jobs, load 3-5, 1 thread, 2026-12-06):
 a training step (batch 8, all five rates) takes 0.43-0.95 s for audio MoME, 0.44 s for
 audio per-rate adapters, 0.37 s for video MoME and 0.62 s for audio-visual MoME; audio
-MoME with this script's settings ran 0.57 s per step with its evaluations, its held-out
-validation CER at rate 1 falling from 0.99 (step 200) to 0.66 (500), 0.53 (900) and 0.46
-(1,600 of 3,000), still improving by ~1 % per 100 steps. The same model on a 1,200-step
-schedule ended flat at test CER 0.47 / 0.45 / 0.45 / 0.49 / 0.60 (rates 1-16, clean; 0.36
-on training utterances at rate 1, so under-trained more than over-fitted), against
-0.87-0.99 of ``run.py`` without an encoder. A unit of up to 3,000 steps is 20-45 min;
+MoME with this script's settings (one unit, seed 0, in 3-minute pieces) ran 0.36 s per
+training step, 3,000 steps, and ended at test CER 0.42 / 0.40 / 0.39 / 0.46 / 0.57 (rates
+1-16, clean; 0.63 at rate 1 and 0 dB), not flat (validation CER 0.46 at step 1,600, 0.44
+at 2,900) and short of the 0.30 gate; the encoder alone (CTC at rate 1, no LM, 0.05 s per
+step) stalls at validation CER ~0.40 after 2,000 steps with 6 or 36 training voices and
+with 1,000 or 3,500 phrases, so the limit is most likely spelling unseen voices' words
+from sound, not the LM or the adapters. The first 1,200-step schedule ended flat at test CER 0.47 /
+0.45 / 0.45 / 0.49 / 0.60 (0.36 on training utterances at rate 1), against 0.87-0.99 of
+``run.py`` without an encoder. A unit of up to 3,000 steps is 20-45 min;
 the grid (3 modalities x 4 methods x 3 seeds) about 15 h, in pieces of ``--max-hours 1``.
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
