@@ -13,7 +13,11 @@ for every Matryoshka compression rate of the audio (and video) token sequences.
 * The recogniser: :class:`SpeechRecognizer` (encoder -> projector -> frozen MiniLM with
   adapters -> CTC character head), :func:`load_minilm`, :func:`matched_bottleneck`;
   the trainable stand-in for the paper's pretrained audio encoder,
-  :class:`SpeechEncoder` (:class:`EncoderConfig`).
+  :class:`SpeechEncoder` (:class:`EncoderConfig`, SpecAugment masking :func:`spec_mask`).
+* Encoder pretraining: :func:`pretrain_encoder` (CTC alone, :class:`PretrainConfig`,
+  :class:`EncoderCTC`, :class:`PretrainRun`, :func:`evaluate_encoder`), then
+  :func:`save_encoder` / :func:`load_encoder` (verified, frozen by default) into a
+  recogniser.
 * Data: :func:`build_speech_set` (corpus phrases spoken by espeak-ng, a synthetic
   viseme stream, seeded split by phrase, cache), :class:`SpeechSet`.
 * Training: :func:`train_recognizer` (every rate combination per step, on the
@@ -40,7 +44,7 @@ from .dataset import (
     corpus_phrases,
     viseme_frames,
 )
-from .encoder import EncoderConfig, SpeechEncoder
+from .encoder import ARCHITECTURE_FIELDS, EncoderConfig, SpeechEncoder, spec_mask
 from .features import FRAME_RATE, add_noise, log_mel, mel_filterbank
 from .matryoshka import COMPRESSION_MODES, MatryoshkaRates, compress, compress_mask, rate_label
 from .model import (
@@ -53,6 +57,15 @@ from .model import (
     matched_bottleneck,
 )
 from .parallel import ParallelAdapters, freeze
+from .pretrain import (
+    EncoderCTC,
+    PretrainConfig,
+    PretrainRun,
+    evaluate_encoder,
+    load_encoder,
+    pretrain_encoder,
+    save_encoder,
+)
 from .text import (
     BLANK,
     VOCAB,
@@ -76,18 +89,22 @@ from .train import (
 
 __all__ = [
     "ADAPTER_KINDS",
+    "ARCHITECTURE_FIELDS",
     "BLANK",
     "COMPRESSION_MODES",
     "FRAME_RATE",
     "VIDEO_FPS",
     "VOCAB",
     "DenseAdapter",
+    "EncoderCTC",
     "EncoderConfig",
     "MatryoshkaRates",
     "MoMEAdapter",
     "MoMEConfig",
     "ParallelAdapters",
     "PerRateAdapter",
+    "PretrainConfig",
+    "PretrainRun",
     "RecognizerConfig",
     "RecognizerOutput",
     "RecognizerRun",
@@ -111,16 +128,21 @@ __all__ = [
     "edit_distance",
     "encode_text",
     "evaluate",
+    "evaluate_encoder",
     "freeze",
+    "load_encoder",
     "load_minilm",
     "load_smollm2_decoder",
     "log_mel",
     "matched_bottleneck",
     "mel_filterbank",
     "normalize_text",
+    "pretrain_encoder",
     "rate_label",
     "recognizer_meta",
     "routing_consistency",
+    "save_encoder",
+    "spec_mask",
     "train_recognizer",
     "viseme_frames",
     "word_error_rate",

@@ -355,9 +355,14 @@ class SpeechRecognizer(nn.Module):
             self.adapters = ParallelAdapters(targets, lambda i: SingleAdapter(d, c.bottleneck))
 
     def train(self, mode: bool = True) -> SpeechRecognizer:
-        """Train mode for the trainable parts; the frozen backbone stays in eval mode."""
+        """Train mode for the trainable parts; the frozen backbone, and any encoder whose
+        parameters are all frozen (a pretrained one, :func:`~sci_moe.speech.mome.load_encoder`),
+        stay in eval mode (no dropout, no masking)."""
         super().train(mode)
         self.backbone.eval()
+        for enc in self.encoders.values():
+            if not any(p.requires_grad for p in enc.parameters()):
+                enc.eval()
         return self
 
     def encode(self, streams: dict) -> dict:

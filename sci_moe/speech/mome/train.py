@@ -75,6 +75,10 @@ class TrainConfig(EngineConfig):
     video_dropout : float
         Probability of a zeroed video frame in training batches (and in the validation
         batches), in [0, 1).
+    encoder_lr : float, optional
+        Peak learning rate of the encoders' trainable parameters (fine-tuning a
+        pretrained encoder, :func:`~sci_moe.speech.mome.load_encoder` with
+        ``freeze=False``, more gently than the adapters), > 0; ``None``: ``lr``.
     """
 
     steps: int = 300
@@ -87,9 +91,15 @@ class TrainConfig(EngineConfig):
     train_rates: dict | None = None
     snr_db: tuple[float | None, ...] = (None,)
     video_dropout: float = 0.3
+    encoder_lr: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        e = self.encoder_lr
+        if e is not None and (
+            isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e) or e <= 0
+        ):
+            raise ValueError(f"encoder_lr must be a number > 0 or None, got {e!r}")
         b = self.balance_coef
         if isinstance(b, bool) or not isinstance(b, int | float) or not b >= 0:
             raise ValueError(f"balance_coef must be a number >= 0, got {b!r}")
@@ -190,24 +200,47 @@ class TrainableParts(nn.Module):
 
     def backbone_digest(self) -> str:
         """SHA-256 (16 hex digits) of the frozen backbone's tensors."""
-        h = hashlib.sha256()
-        for k, v in self.model.backbone.state_dict().items():
-            h.update(k.encode())
-            h.update(v.detach().cpu().contiguous().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return _tensor_digest(self.model.backbone)
+
+
+def _tensor_digest(module: nn.Module) -> str:
+    """SHA-256 (16 hex digits) of a module's state (names and tensors)."""
+    h = hashlib.sha256()
+    for k, v in module.state_dict().items():
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _data_meta(data: SpeechSet) -> dict:
+    """The data set's key and a digest of its utterances (espeak-ng is not
+    bit-reproducible across machines, so the audio itself is hashed)."""
+    h = hashlib.sha256("\n".join(data.texts).encode())
+    for a in data.audio:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return {"key": data.config.key(), "audio": h.hexdigest()[:16]}
 
 
 def recognizer_meta(model: SpeechRecognizer, data: SpeechSet | None = None) -> dict:
-    """Plain JSON data describing the recogniser (and the data set): the engine's ``meta``."""
+    """Plain JSON data describing the recogniser (and the data set): the engine's ``meta``.
+
+    Encoders whose parameters are all frozen (pretrained, loaded by
+    :func:`~sci_moe.speech.mome.load_encoder`) add their digest under ``frozen_encoders``,
+    so a run resumes only with the same pretrained encoder.
+    """
     meta = {
         "recognizer": dataclasses.asdict(model.config),
         "backbone": TrainableParts(model).backbone_digest(),
     }
-    if data is not None:  # the utterances themselves: espeak-ng is not bit-reproducible
-        h = hashlib.sha256("\n".join(data.texts).encode())
-        for a in data.audio:
-            h.update(np.ascontiguousarray(a).tobytes())
-        meta["data"] = {"key": data.config.key(), "audio": h.hexdigest()[:16]}
+    frozen = {
+        m: _tensor_digest(enc)
+        for m, enc in model.encoders.items()
+        if not any(p.requires_grad for p in enc.parameters())
+    }
+    if frozen:
+        meta["frozen_encoders"] = frozen
+    if data is not None:
+        meta["data"] = _data_meta(data)
     return json.loads(json.dumps(meta))
 
 
@@ -342,11 +375,20 @@ def train_recognizer(
         history.append({"step": info.step - 1, **info.metrics})
 
     view = TrainableParts(model)
+    groups = None
+    if config.encoder_lr is not None:  # the encoders at their own (smaller) peak rate
+        enc = {id(p) for p in model.encoders.parameters() if p.requires_grad}
+        rest = [p for p in model.parameters() if p.requires_grad and id(p) not in enc]
+        groups = [{"params": rest, "lr": config.lr}]
+        if enc:
+            params = [p for p in model.encoders.parameters() if p.requires_grad]
+            groups.append({"params": params, "lr": config.encoder_lr})
     trainer = Trainer(
         view,
         loss_fn,
         StreamBatches(sample, config.batch_size, seed=config.seed),
         config,
+        param_groups=groups,
         evaluate=_validation(model, data, combos, config),
         out_dir=out_dir,
         hooks=[record],
