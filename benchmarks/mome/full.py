@@ -101,12 +101,19 @@ from _common import (
 from _mome import METHODS, MODALITIES, build_model, compression, evaluate_grid, snr_name
 
 from sci_moe.speech.mome import (
+    EncoderConfig,
+    PretrainConfig,
     SpeechSetConfig,
     TrainConfig,
     build_speech_set,
+    evaluate_encoder,
+    load_encoder,
     load_minilm,
     load_smollm2_decoder,
+    pretrain_encoder,
+    read_encoder,
     routing_consistency,
+    save_encoder,
     train_recognizer,
 )
 from sci_moe.train import is_flat, seed_everything
@@ -122,18 +129,32 @@ BASELINES = {
 }
 
 
-def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2) -> dict:
-    """Data, model, cap and flatness settings of the full run (or the ``--quick`` toy)."""
+def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2,
+             pretrain: bool = False, encoder_lr: float | None = None) -> dict:  # fmt: skip
+    """Data, model, cap and flatness settings of the full run (or the ``--quick`` toy).
+
+    ``pretrain``: the audio encoder is pretrained alone with CTC first (``s["pretrain"]``,
+    else ``None``) and the units load it, frozen, or fine-tuned at peak learning rate
+    ``encoder_lr``."""
     common = dict(backbone=backbone, lm_layers=lm_layers, num_experts=8, top_k=2,
                   num_shared=1, bottleneck=8, upsample=8, lr=2e-3,
                   train_snr=[None, 10.0, 5.0], test_snr=[None, 10.0, 5.0, 0.0],
-                  video_dropout=0.3, flat_tail=0.2, flat_tol=0.01)  # fmt: skip
+                  video_dropout=0.3, flat_tail=0.2, flat_tol=0.01,
+                  encoder_lr=encoder_lr if pretrain else None)  # fmt: skip
+    masks = dict(time_masks=2, time_mask_width=20, time_mask_ratio=0.2, freq_masks=2,
+                 freq_mask_width=8)  # fmt: skip
     if quick:
+        common["pretrain"] = (dict(steps=4, batch_size=4, lr=2e-3, eval_every=2, patience=0,
+                                   rates=[1], upsample=2, spec_mask=masks)
+                              if pretrain else None)  # fmt: skip
         return dict(common, num_phrases=12, variants=1, split=[0.7, 0.15, 0.15], rates=[1, 2],
                     steps=4, batch_size=4, eval_every=2, patience=0, num_experts=4, bottleneck=2,
                     lm_layers=1, upsample=4,
                     audio_encoder=dict(dim=16, layers=1, heads=2, subsample=2),
                     video_encoder=dict(dim=8, layers=0, heads=2, subsample=1))  # fmt: skip
+    common["pretrain"] = (dict(steps=20000, batch_size=8, lr=2e-3, eval_every=500, patience=8,
+                               rates=[1], upsample=2, spec_mask=masks)
+                          if pretrain else None)  # fmt: skip
     return dict(common, num_phrases=1000, variants=2, split=[0.8, 0.1, 0.1],
                 rates=[1, 2, 4, 8, 16], steps=3000, batch_size=8, eval_every=100, patience=5,
                 audio_encoder=dict(dim=128, layers=2, heads=4, subsample=2),
@@ -164,24 +185,77 @@ def flat(curve: list, s: dict) -> bool:
     return is_flat(st, v, tail=s["flat_tail"], tol=s["flat_tol"])
 
 
+def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
+                   progress: bool = False) -> dict | None:  # fmt: skip
+    """Pretrain the audio encoder alone with CTC (:func:`sci_moe.speech.mome.pretrain_encoder`)
+    and write it to ``path``; its trainer checkpoints go to ``<path stem>_run/`` beside it
+    (resumed when there). Returns the record (curve, flatness, test CER/WER at rate 1 per
+    test SNR), also kept in the file; ``None`` when ``max_hours`` ran out first.
+
+    A ``path`` that exists already is read instead (verified); it must have been
+    pretrained with these settings."""
+    p = s["pretrain"]
+    if path.is_file():
+        _, info = read_encoder(path)
+        if info.get("settings") != {"pretrain": p, "audio_encoder": s["audio_encoder"]}:
+            raise SystemExit(f"{path} was pretrained with other settings; remove it (and its "
+                             "_run folder) or give another --pretrain-encoder PATH")  # fmt: skip
+        return info
+    if max_hours is not None and max_hours <= 0:
+        return None
+    t0 = time.perf_counter()
+    enc = EncoderConfig(**s["audio_encoder"], **p["spec_mask"])
+    cfg = PretrainConfig(steps=p["steps"], batch_size=p["batch_size"], lr=p["lr"],
+                         eval_every=p["eval_every"], monitor="val_cer", patience=p["patience"],
+                         rates=tuple(p["rates"]), upsample=p["upsample"],
+                         snr_db=tuple(s["train_snr"]), seed=0, max_hours=max_hours,
+                         progress=progress, checkpoint_minutes=5.0)  # fmt: skip
+    run_dir = path.parent / f"{path.stem}_run"
+    resume = (run_dir / "checkpoint.pt").is_file()
+    run = pretrain_encoder(data, enc, cfg, out_dir=run_dir, resume=resume)
+    r = run.result
+    if r.reason == "budget":
+        return None
+    curve = [[e["step"], e["val_cer"]] for e in r.evals if "val_cer" in e]
+    test = {}
+    for snr in s["test_snr"]:
+        ev = evaluate_encoder(run.model, data, "test", rate=1, snr_db=snr, seed=0)
+        test[f"audio=1/{snr_name(snr)}"] = [float(ev["cer"]), float(ev["wer"])]
+    info = dict(settings={"pretrain": p, "audio_encoder": s["audio_encoder"]},
+                steps=r.step, cap=r.steps, reason=r.reason, best_step=r.best_step,
+                best_val_cer=r.best_metric, converged=flat(curve, s), curve=curve, test=test,
+                train_s=r.train_time_s, stage_s=time.perf_counter() - t0)  # fmt: skip
+    save_encoder(path, run.model.encoder, "audio", info)
+    _, info = read_encoder(path)  # as the units will see it (with its digest)
+    return info
+
+
 def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
-             max_hours: float | None = None, progress: bool = False) -> dict | None:  # fmt: skip
+             max_hours: float | None = None, progress: bool = False,
+             encoder: Path | None = None) -> dict | None:  # fmt: skip
     """Train one recogniser (resuming its checkpoint in ``ckpt``) and score it; ``None``
     when ``max_hours`` (the piece's time left) ran out first, the checkpoint kept for
-    ``--resume``."""
+    ``--resume``. ``encoder``: the pretrained audio encoder file (:func:`pretrain_stage`),
+    loaded (verified) into audio and audio-visual models, frozen unless
+    ``s["encoder_lr"]`` is set."""
     if max_hours is not None and max_hours <= 0:
         return None
     t0 = time.perf_counter()
     seed_everything(seed)
     model = build_model(method, modality, s, backbone, seed)
+    enc_info = None
+    if encoder is not None and "audio" in model.config.encoders:
+        enc_info = load_encoder(model, encoder, "audio", freeze=s["encoder_lr"] is None)
     combos = model.config.compression.combinations()
     rec: dict = {"params": model.parameter_counts()}
+    if enc_info is not None:
+        rec["encoder"] = {"digest": enc_info["digest"], "frozen": enc_info["frozen"]}
     if method == "mome":  # the control: the same router before any training
         rec["routing_untrained"] = routing_consistency(model.eval(), data, combos, "test")
     cfg = TrainConfig(steps=s["steps"], batch_size=s["batch_size"], lr=s["lr"],
                       eval_every=s["eval_every"], monitor="val_cer", patience=s["patience"],
                       snr_db=tuple(s["train_snr"]), video_dropout=s["video_dropout"], seed=seed,
-                      max_hours=max_hours, progress=progress,
+                      max_hours=max_hours, progress=progress, encoder_lr=s["encoder_lr"],
                       checkpoint_minutes=5.0)  # fmt: skip
     resume = ckpt is not None and (ckpt / "checkpoint.pt").is_file()
     run = train_recognizer(model, data, cfg, out_dir=ckpt, resume=resume)
@@ -208,10 +282,20 @@ def _rate_of(label: str) -> int:
     return int(label.split(",")[0].split("=")[1])
 
 
-def make_rows(runs: dict, s: dict, seeds: list) -> list[Row]:
+def make_rows(runs: dict, s: dict, seeds: list, pretrain: dict | None = None) -> list[Row]:
     """Per-seed and mean rows of the finished units: CER/WER per rate and SNR, the mean CER
-    over the rates, training, parameters, routing consistency."""
+    over the rates, training, parameters, routing consistency; and of the pretrained audio
+    encoder (``pretrain``, its record): test CER/WER at rate 1 per SNR, flatness, steps."""
     rows: list[Row] = []
+    if pretrain is not None:
+        base = "audio/pretrained_encoder"
+        for key, (cer, wer) in pretrain["test"].items():
+            rows.append(Row(f"{base}/{key}", "cer", float(cer), "fraction"))
+            rows.append(Row(f"{base}/{key}", "wer", float(wer), "fraction"))
+        rows.append(Row(base, "converged_fraction", float(bool(pretrain["converged"])),
+                        "fraction"))  # fmt: skip
+        rows.append(Row(base, "steps", float(pretrain["steps"]), "steps"))
+        rows.append(Row(base, "train_s", float(pretrain["train_s"]), "s"))
     for mod in MODALITIES:
         labels = _labels(mod, s["rates"])
         snrs = [snr_name(x) for x in (s["test_snr"] if mod != "video" else [None])]
@@ -266,6 +350,12 @@ def _per_seed(doc, case, seeds, metric="cer") -> list[float]:
 
 
 def _converged(doc, cases) -> bool:
+    """Every case flat in every seed, and the pretrained audio encoder flat where the
+    cases hear audio and one was used."""
+    have = {r["case"] for r in doc["rows"]}
+    enc = "audio/pretrained_encoder"
+    if enc in have and any(not c.startswith("video/") for c in cases):
+        cases = [*cases, enc]
     return all(row_value(doc, c, "converged_fraction") == 1.0 for c in cases)
 
 
@@ -339,8 +429,9 @@ def verdicts(doc: dict) -> list[dict]:
     return out
 
 
-def plot_curves(runs: dict, path: Path) -> None:
-    """Validation CER against steps of every model and seed, one panel per modality."""
+def plot_curves(runs: dict, path: Path, pretrain: dict | None = None) -> None:
+    """Validation CER against steps of every model and seed, one panel per modality (the
+    pretrained audio encoder's, CTC alone, in black in the audio panel)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -357,6 +448,10 @@ def plot_curves(runs: dict, path: Path) -> None:
                 ls = "-" if u["train"]["converged"] else ":"
                 ax.plot(st, v, ls, color=f"C{i}", lw=0.9, label=method if first else None)
                 first = False
+        if mod == "audio" and pretrain is not None and pretrain["curve"]:
+            st, v = np.asarray(pretrain["curve"]).T
+            ls = "-" if pretrain["converged"] else ":"
+            ax.plot(st, v, ls, color="k", lw=0.9, label="encoder pretraining (CTC)")
         ax.set(title=f"{mod} (dotted: not flat)", xlabel="step", ylabel="validation CER",
                ylim=(0, 1.05))  # fmt: skip
         if ax.get_legend_handles_labels()[0]:
@@ -382,12 +477,27 @@ def main(argv=None) -> int:
     p.add_argument("--plots", type=Path, default=None, help="write the learning curves here")
     p.add_argument("--work", type=Path, default=Path(__file__).resolve().parents[1] / ".mome_full",
                    help="trainer checkpoints (default benchmarks/.mome_full)")  # fmt: skip
+    p.add_argument("--pretrain-encoder", type=Path, nargs="?", const=Path(""), default=None,
+                   metavar="PATH",
+                   help="first pretrain the audio encoder alone with CTC (resumable) into PATH "
+                   "(default WORK/<json stem>/audio_encoder.pt) and load it, frozen, into "
+                   "every audio and audio-visual unit")  # fmt: skip
+    p.add_argument("--finetune-encoder", type=float, default=None, metavar="LR",
+                   help="with --pretrain-encoder: fine-tune the loaded encoder at peak "
+                   "learning rate LR instead of freezing it")  # fmt: skip
+    p.add_argument("--pretrain-only", action="store_true",
+                   help="stop after the encoder pretraining stage")  # fmt: skip
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     if verdicts_only(args) is not None:
         return 0
+    pretrain = args.pretrain_encoder is not None
+    if not pretrain and (args.finetune_encoder is not None or args.pretrain_only):
+        raise SystemExit("--finetune-encoder and --pretrain-only need --pretrain-encoder")
+    if args.finetune_encoder is not None and not args.finetune_encoder > 0:
+        raise SystemExit(f"--finetune-encoder must be > 0, got {args.finetune_encoder}")
     setup(args)
-    s = settings(args.quick, args.backbone, args.lm_layers)
+    s = settings(args.quick, args.backbone, args.lm_layers, pretrain, args.finetune_encoder)
     mods = [m for m in args.modalities.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]
     bad = sorted(set(mods) - set(MODALITIES)) + sorted(set(methods) - set(METHODS))
@@ -399,10 +509,12 @@ def main(argv=None) -> int:
                            flat_rule="validation CER < 1 % better over the last 20 % of the "
                            "steps (sci_moe.train.is_flat)")  # fmt: skip
     runs: dict = {}
+    pre: dict | None = None  # the pretrained encoder's record
     if (old := previous_run(args)) is not None:
         if old["machine"]["settings"] != s:
             raise SystemExit(f"--resume: {args.json} was run with other settings")
         runs = old.get("runs", {})
+        pre = old.get("pretrain")
         machine["pieces"] = list(old["machine"].get("pieces", []))
     machine.setdefault("pieces", []).append({"units": 0, "load": None})
     other, t0, deadline = OtherLoad(), time.perf_counter(), piece_deadline(args)
@@ -410,10 +522,21 @@ def main(argv=None) -> int:
     machine["n_utterances"] = {k: len(v) for k, v in data.splits.items()}
     units = [(m, meth, sd) for sd in seeds for m in mods for meth in methods]  # seed-major
     ckpt_root = None if args.json is None else args.work / args.json.stem
+    enc_path = None
+    if pretrain:
+        enc_path = args.pretrain_encoder
+        if enc_path == Path(""):
+            enc_path = (ckpt_root if ckpt_root is not None else args.work) / "audio_encoder.pt"
+        machine["encoder_file"] = str(enc_path)
+        if pre is not None and not enc_path.is_file():
+            raise SystemExit(f"--resume: the pretrained encoder {enc_path} of this run is "
+                             "missing; restore it or start the run afresh")  # fmt: skip
 
     def write() -> dict:
-        rows = make_rows(runs, s, seeds)
+        rows = make_rows(runs, s, seeds, pre)
         doc = {"benchmark": BENCHMARK, "machine": machine, "rows": [vars(r) for r in rows]}
+        if pre is not None:
+            doc["pretrain"] = pre
         doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)] if rows else []
         doc["recognises"] = gate_passed(doc, seeds) if rows else False
         doc["complete"] = all(unit_key(*u) in runs for u in units)
@@ -422,8 +545,28 @@ def main(argv=None) -> int:
             write_json_doc(args.json, doc)
         return doc
 
+    stop = False
+    if pretrain:
+        left = deadline - time.perf_counter()
+        info = pretrain_stage(s, data, enc_path, None if np.isinf(left) else left / 3600,
+                              args.progress)  # fmt: skip
+        if info is None:
+            print("encoder pretraining: piece time spent; continue with --resume", flush=True)
+            stop = True
+        else:
+            if pre is not None and pre.get("digest") != info["digest"]:
+                raise SystemExit(f"--resume: {enc_path} is not the encoder this run used "
+                                 f"(digest {info['digest']} != {pre.get('digest')})")  # fmt: skip
+            pre = info
+            print(f"encoder pretraining: {pre['steps']} steps ({pre['reason']}, flat "
+                  f"{pre['converged']}); test CER at rate 1 "
+                  f"{pre['test']['audio=1/clean'][0]:.3f}", flush=True)  # fmt: skip
+        write()
+        stop = stop or args.pretrain_only
     pristine = None  # loaded once; each unit hooks its adapters into a fresh copy
     for mod, method, sd in units:
+        if stop:
+            break
         key = unit_key(mod, method, sd)
         if key in runs:
             continue
@@ -434,7 +577,7 @@ def main(argv=None) -> int:
         ckpt = None if ckpt_root is None else ckpt_root / key.replace("/", "_")
         left = deadline - time.perf_counter()
         hours = None if np.isinf(left) else left / 3600
-        rec = run_unit(mod, method, sd, s, data, backbone, ckpt, hours, args.progress)
+        rec = run_unit(mod, method, sd, s, data, backbone, ckpt, hours, args.progress, enc_path)
         if rec is None:
             print(f"{key}: piece time spent; continue with --resume", flush=True)
             break
@@ -457,9 +600,9 @@ def main(argv=None) -> int:
     for v in doc["verdicts"]:
         print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  p={v['p_value']:.2g}  "
               f"{v['claim']}")  # fmt: skip
-    if args.plots is not None and runs:
+    if args.plots is not None and (runs or pre is not None):
         tag = "_quick" if args.quick else ""
-        plot_curves(runs, args.plots / f"mome_full{tag}_curves.png")
+        plot_curves(runs, args.plots / f"mome_full{tag}_curves.png", pre)
     print(f"piece {time.perf_counter() - t0:.0f} s; recognises: {doc['recognises']}; "
           f"complete: {doc['complete']}")  # fmt: skip
     return 0

@@ -160,3 +160,48 @@ def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
     doc = json.loads(path.read_text())
     assert doc["complete"] is False and len(doc["runs"]) == 4
     assert (tmp_path / "w" / "full" / "audio_mome_seed=1" / "checkpoint.pt").is_file()
+
+
+def test_pretrained_encoder_stage_then_frozen_units(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "load_backbone", lambda s: _bert())
+    path = tmp_path / "pre.json"
+    args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
+            "--modalities", "audio", "--methods", "mome", "--seeds", "1",
+            "--work", str(tmp_path / "w"), "--pretrain-encoder"]  # fmt: skip
+    enc = tmp_path / "w" / "pre" / "audio_encoder.pt"
+    # a piece whose budget is spent before the stage: nothing pretrained, no unit
+    assert bench.main([*args, "--max-hours", "1e-9"]) == 0
+    assert not enc.exists() and json.loads(path.read_text())["runs"] == {}
+    assert bench.main([*args, "--pretrain-only", "--resume"]) == 0
+    doc = json.loads(path.read_text())
+    assert enc.is_file() and doc["runs"] == {} and doc["complete"] is False
+    pre = doc["pretrain"]
+    assert pre["steps"] == 4 and set(pre["test"]) >= {"audio=1/clean", "audio=1/0dB"}
+    assert [c[0] for c in pre["curve"]] == [2, 4] and isinstance(pre["converged"], bool)
+    rows = {(r["case"], r["metric"]) for r in doc["rows"]}
+    assert ("audio/pretrained_encoder/audio=1/clean", "cer") in rows
+    assert bench.main([*args, "--resume", "--plots", str(tmp_path)]) == 0
+    doc = json.loads(path.read_text())
+    unit = doc["runs"]["audio/mome/seed=0"]
+    assert unit["encoder"] == {"digest": pre["digest"], "frozen": True}
+    assert doc["pretrain"] == pre and doc["complete"] is True
+    assert (tmp_path / "mome_full_quick_curves.png").is_file()
+    # the units' trainable parameters exclude the frozen encoder
+    s = bench.settings(True, pretrain=True)
+    plain = bench.build_model("mome", "audio", s, _bert(), 0).parameter_counts()
+    assert unit["params"]["trainable"] < plain["trainable"]
+    # the encoder file no longer fits the settings: a clear exit
+    s_other = dict(s, audio_encoder=dict(s["audio_encoder"], dim=8))
+    with pytest.raises(SystemExit, match="other settings"):
+        bench.pretrain_stage(s_other, None, enc)
+    # a unit given an encoder of another architecture: ValueError saying what to do
+    from sci_moe.speech.mome import EncoderConfig, SpeechEncoder, save_encoder
+
+    bad = save_encoder(tmp_path / "bad.pt", SpeechEncoder(40, EncoderConfig(dim=8, heads=2)))
+    with pytest.raises(ValueError, match="pretrain it again"):
+        bench.run_unit("audio", "mome", 0, s, None, _bert(), None, encoder=bad)
+
+
+def test_pretrain_flags_need_the_stage(bench, tmp_path):
+    with pytest.raises(SystemExit, match="need --pretrain-encoder"):
+        bench.main(["--quick", "--pretrain-only", "--work", str(tmp_path)])

@@ -16,8 +16,8 @@ for every Matryoshka compression rate of the audio (and video) token sequences.
   :class:`SpeechEncoder` (:class:`EncoderConfig`, SpecAugment masking :func:`spec_mask`).
 * Encoder pretraining: :func:`pretrain_encoder` (CTC alone, :class:`PretrainConfig`,
   :class:`EncoderCTC`, :class:`PretrainRun`, :func:`evaluate_encoder`), then
-  :func:`save_encoder` / :func:`load_encoder` (verified, frozen by default) into a
-  recogniser.
+  :func:`save_encoder`, :func:`read_encoder` and :func:`load_encoder` (verified, into a
+  recogniser, frozen by default).
 * Data: :func:`build_speech_set` (corpus phrases spoken by espeak-ng, a synthetic
   viseme stream, seeded split by phrase, cache), :class:`SpeechSet`.
 * Training: :func:`train_recognizer` (every rate combination per step, on the
@@ -64,6 +64,7 @@ from .pretrain import (
     evaluate_encoder,
     load_encoder,
     pretrain_encoder,
+    read_encoder,
     save_encoder,
 )
 from .text import (
@@ -139,6 +140,7 @@ __all__ = [
     "normalize_text",
     "pretrain_encoder",
     "rate_label",
+    "read_encoder",
     "recognizer_meta",
     "routing_consistency",
     "save_encoder",

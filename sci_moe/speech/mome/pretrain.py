@@ -54,6 +54,7 @@ __all__ = [
     "evaluate_encoder",
     "load_encoder",
     "pretrain_encoder",
+    "read_encoder",
     "save_encoder",
 ]
 
@@ -414,6 +415,57 @@ def save_encoder(
     return save_verified(Path(path), obj, keep_previous=False)
 
 
+def read_encoder(path: str | Path) -> tuple[SpeechEncoder, dict]:
+    """A :func:`save_encoder` file as a fresh :class:`~sci_moe.speech.mome.SpeechEncoder`.
+
+    Parameters
+    ----------
+    path : path-like
+
+    Returns
+    -------
+    encoder : SpeechEncoder
+        In eval mode, trainable (freeze it as needed).
+    info : dict
+        The file's ``info`` plus ``digest`` (of the weights), ``modality``, ``d_in`` and
+        ``config`` (the :class:`~sci_moe.speech.mome.EncoderConfig` fields).
+
+    Raises
+    ------
+    ValueError
+        The file is missing, damaged (checksum) or not an encoder file.
+    """
+    path = Path(path)
+    try:
+        obj = load_verified(path, what="pretrained encoder")
+    except CheckpointError as err:
+        raise ValueError(
+            f"{err}; pretrain the encoder again (pretrain_encoder, then save_encoder) or "
+            "give the path of an intact file"
+        ) from err
+    if not isinstance(obj, dict) or obj.get("format") != _ENCODER_FORMAT:
+        raise ValueError(
+            f"{path} is not a pretrained-encoder file of save_encoder (format "
+            f"{_ENCODER_FORMAT!r}); pretrain the encoder again or give the right path"
+        )
+    enc = SpeechEncoder(int(obj["d_in"]), EncoderConfig(**obj["config"]))
+    own = enc.state_dict()
+    state = obj["state"]
+    bad = sorted(set(own) ^ set(state)) + [
+        k for k in own if k in state and tuple(own[k].shape) != tuple(state[k].shape)
+    ]
+    if bad:
+        raise ValueError(
+            f"the tensors in {path} do not match its own EncoderConfig ({bad[:5]}); the file "
+            "is not a save_encoder file of this version: pretrain the encoder again"
+        )
+    enc.load_state_dict(state)
+    enc.eval()
+    info = {**obj["info"], "digest": _tensor_digest(enc), "modality": obj["modality"],
+            "d_in": int(obj["d_in"]), "config": dict(obj["config"])}  # fmt: skip
+    return enc, info
+
+
 def load_encoder(
     model: SpeechRecognizer,
     path: str | Path,
@@ -442,8 +494,7 @@ def load_encoder(
     Returns
     -------
     dict
-        The file's ``info`` plus ``digest`` (of the loaded weights), ``modality`` and
-        ``frozen``.
+        :func:`read_encoder`'s ``info`` plus ``frozen``.
 
     Raises
     ------
@@ -452,18 +503,8 @@ def load_encoder(
         recogniser (the message says what differs and what to do).
     """
     path = Path(path)
-    try:
-        obj = load_verified(path, what="pretrained encoder")
-    except CheckpointError as err:
-        raise ValueError(
-            f"{err}; pretrain the encoder again (pretrain_encoder, then save_encoder) or "
-            "give the path of an intact file"
-        ) from err
-    if not isinstance(obj, dict) or obj.get("format") != _ENCODER_FORMAT:
-        raise ValueError(
-            f"{path} is not a pretrained-encoder file of save_encoder (format "
-            f"{_ENCODER_FORMAT!r}); pretrain the encoder again or give the right path"
-        )
+    saved_enc, info = read_encoder(path)
+    obj = {"modality": info["modality"], "config": info["config"], "d_in": info["d_in"]}
     m = obj["modality"] if modality is None else modality
     if m != obj["modality"]:
         raise ValueError(
@@ -493,20 +534,10 @@ def load_encoder(
             "or build the recogniser with the file's"
         )
     enc = model.encoders[m]
-    own = enc.state_dict()
-    state = obj["state"]
-    bad = sorted(set(own) ^ set(state)) + [
-        k for k in own if k in state and tuple(own[k].shape) != tuple(state[k].shape)
-    ]
-    if bad:
-        raise ValueError(
-            f"the tensors in {path} do not match the recogniser's {m!r} encoder ({bad[:5]}); "
-            "pretrain the encoder again with the recogniser's EncoderConfig"
-        )
-    enc.load_state_dict(state)
+    enc.load_state_dict(saved_enc.state_dict())  # same architecture: same tensors
     if freeze:
         freeze_module(enc).eval()
     else:
         for p in enc.parameters():
             p.requires_grad_(True)
-    return {**obj["info"], "digest": _tensor_digest(enc), "modality": m, "frozen": bool(freeze)}
+    return {**info, "digest": _tensor_digest(enc), "frozen": bool(freeze)}

@@ -23,6 +23,7 @@ from sci_moe.speech.mome import (  # noqa: E402
     evaluate_encoder,
     load_encoder,
     pretrain_encoder,
+    read_encoder,
     recognizer_meta,
     save_encoder,
     spec_mask,
@@ -152,6 +153,9 @@ def test_pretrain_writes_an_encoder_the_recogniser_loads_frozen(data, tmp_path):
     assert 0.0 <= ev["cer"] and len(ev["hyps"]) == len(data.splits["test"])
     path = save_encoder(tmp_path / "enc.pt", run.model.encoder, "audio", {"test_cer": ev["cer"]})
 
+    enc, meta = read_encoder(path)
+    assert meta["test_cer"] == ev["cer"] and meta["config"]["time_masks"] == 1
+    assert torch.equal(enc.conv[0].weight, run.model.encoder.conv[0].weight)
     model = _recognizer()
     info = load_encoder(model, path)
     assert info["test_cer"] == ev["cer"] and info["frozen"] and info["modality"] == "audio"
@@ -210,6 +214,9 @@ def test_mismatched_or_damaged_encoder_file_raises_value_error(data, tmp_path):
         load_encoder(_recognizer(), damaged)
     with pytest.raises(ValueError, match="does not exist"):
         load_encoder(_recognizer(), tmp_path / "missing.pt")
+    torch.save({"format": "something else"}, tmp_path / "plain.pt")
+    with pytest.raises(ValueError):
+        read_encoder(tmp_path / "plain.pt")
     # dropout and masking do not count: a masked pretraining loads into a plain encoder
     masked = EncoderConfig(**ENC, dropout=0.0, time_masks=2, freq_masks=2)
     ok = save_encoder(tmp_path / "masked.pt", SpeechEncoder(40, masked))
