@@ -53,6 +53,42 @@ unit under ``runs`` and is rewritten after each; a unit cut by ``--max-hours`` l
 trainer checkpoint in ``WORK/<json stem>/<unit>`` (``--work``, default
 ``benchmarks/.mome_full``, ignored by git) and ``--resume`` continues it exactly.
 
+Pretrained encoder (``--pretrain-encoder [PATH]``, the fix for the stall below): before
+the units, the audio encoder is trained once alone with CTC at its own token rate
+(:func:`sci_moe.speech.mome.pretrain_encoder`; encoder -> linear head, 2 characters per
+token) on the training voices, with the units' noise augmentation and SpecAugment masking
+(2 time masks of up to 20 frames and at most 20 % of the utterance, 2 bands of up to 8 of
+the 40 mel bins; :func:`sci_moe.speech.mome.spec_mask`), batch 8, AdamW 2e-3, 5 % warm-up
+then cosine over at most 20,000 steps, validation CER (held-out voices) every 500 steps,
+the best kept, early stop after 8 evaluations without a better one; flat by the same
+rule. It is written (verified, with its record) to PATH (default
+``WORK/<json stem>/audio_encoder.pt``; the trainer checkpoints to ``<PATH stem>_run/``
+beside it, resumed by ``--resume`` and cut by ``--max-hours`` like a unit), its held-out
+test CER/WER at rate 1 per SNR and learning curve go to the JSON (``pretrain`` and the
+``audio/pretrained_encoder`` rows; the curve in black in the audio panel of the plot),
+and every audio and audio-visual unit loads it (shape and config checked) **frozen**
+(eval mode, out of the optimiser; the units train projector, adapters, router, norm and
+head), or fine-tuned at peak learning rate ``--finetune-encoder LR``; ``--pretrain-only``
+stops after the stage. Verdicts then also need the pretrained encoder flat. The video
+encoder still trains with the units.
+Measured (2-core CPU, the other core busy with another long run, 1 thread, nice 10,
+2026-12-06), pretraining with these settings: 0.063 s per step over 60 steps (0.078 s
+when the CTC loss averages rates 1-16; batch 16 costs 0.16 s per step), 0.071 s per step
+over 1,500 steps with the evaluations; a short run of 1,500 steps (its own cosine
+schedule, 1.8 min) reached validation CER 0.60 / 0.49 / 0.44 at steps 500 / 1,000 /
+1,500 and held-out test CER 0.447 at rate 1 (clean), and 2,000 steps reached validation
+CER 0.42 (2.9 min), about where the unmasked encoder stalled at that step (the masks
+are a regulariser: their gain, if any, comes later in training); so the full 20,000
+steps take about 24 min (30 min under more load), less if it stops early. Whether it
+gets under the 0.30 gate is not yet measured.
+
+    nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
+        --threads 1 --max-hours 1 --resume --pretrain-encoder --pretrain-only \\
+        --plots docs/results/img --json benchmarks/mome/results/mome_full.json
+
+then the grid with the same flags minus ``--pretrain-only``, in pieces of
+``--max-hours 1`` with ``--resume``.
+
 Measured before the run (2-core CPU beside other jobs, load 3-5, 1 thread, 2026-12-06):
 a training step (batch 8, all five rates) takes 0.43-0.95 s for audio MoME, 0.44 s for
 audio per-rate adapters, 0.37 s for video MoME and 0.62 s for audio-visual MoME; audio
@@ -64,8 +100,9 @@ step) stalls at validation CER ~0.40 after 2,000 steps with 6 or 36 training voi
 with 1,000 or 3,500 phrases, so the limit is most likely spelling unseen voices' words
 from sound, not the LM or the adapters. The first 1,200-step schedule ended flat at test CER 0.47 /
 0.45 / 0.45 / 0.49 / 0.60 (0.36 on training utterances at rate 1), against 0.87-0.99 of
-``run.py`` without an encoder. A unit of up to 3,000 steps is 20-45 min;
-the grid (3 modalities x 4 methods x 3 seeds) about 15 h, in pieces of ``--max-hours 1``.
+``run.py`` without an encoder. A unit of up to 3,000 steps (its encoder trained with it)
+is 20-45 min; the grid (3 modalities x 4 methods x 3 seeds) about 15 h, in pieces of
+``--max-hours 1``; that grid, without ``--pretrain-encoder``:
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
         --threads 1 --max-hours 1 --resume --plots docs/results/img \\
