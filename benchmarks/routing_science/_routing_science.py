@@ -43,7 +43,7 @@ BETA = {(8, 1): 0.9, (8, 2): 0.9, (32, 1): 0.65, (32, 2): 0.95}
 # 1.26-1.42 % over the last fifth at 2x, 4x and 8x these steps).
 MODEL = dict(d_model=16, n_layers=3, n_heads=2, seq_len=64, d_hidden=16, dense_first_layer=True)
 SWITCH_COEF = 0.01
-DENSE_TOL = 1e-5  # a router-logit gradient entry counts as non-zero above this x its row's max
+DENSE_TOL = 1e-6  # a router-logit gradient entry counts as non-zero above this x its layer's max
 GRAD_WINDOWS = 64  # validation windows of the router-gradient measurement
 FLAT_RULE = (
     "validation loss: the best value of the last 20 % of the steps is < 1 % lower than "
@@ -100,8 +100,10 @@ def router_gradient(model, x, y) -> dict:
     Switch loss gives every router a dense gradient by itself). Per MoE layer, from
     ``g = dL/dlogits`` (tokens x experts) and ``G = dL/dW`` (the router weight):
     ``density`` (share of non-zero entries of ``g``: above ``DENSE_TOL`` times the largest
-    of its token, since the renormalised Top-K's analytically zero entries come out as
-    float32 rounding, about 1e-8 of it), ``unselected_share`` (share of
+    entry of the layer, since the renormalised Top-K's analytically zero entries come out as
+    float32 rounding, about 1e-8 of it; a threshold per token instead counts rounding as
+    non-zero on tokens whose own selected entries are tiny, e.g. 1e-11 next to 9e-7 where
+    the layer's largest is 1e-3), ``unselected_share`` (share of
     ``|g|^2`` on experts the token did not select), ``norm`` (``|G|``) and ``expert_norms``
     (the row norms of ``G``, one per expert). Default MoE's EMA buffers and the model's
     gradients are left as they were, so the measurement does not touch a training run.
@@ -127,9 +129,7 @@ def router_gradient(model, x, y) -> dict:
         G = layer.router.weight.grad.detach()
         out.append(
             {
-                "density": float(
-                    (g.abs() > DENSE_TOL * g.abs().amax(1, keepdim=True)).float().mean()
-                ),
+                "density": float((g.abs() > DENSE_TOL * g.abs().amax()).float().mean()),
                 "unselected_share": float(sq[~sel].sum() / sq.sum().clamp_min(1e-30)),
                 "norm": float(G.norm()),
                 "expert_norms": [float(v) for v in G.norm(dim=1)],
