@@ -1,6 +1,7 @@
 """Shared by the FedLEASE scripts (full.py): the settings, the clients of one seed, one
-method trained round by round until its validation accuracy is flat, the clustering
-diagnostics of the warm-up, the rows and the learning-curve plot."""
+method trained round by round until its validation accuracy is flat (:func:`run_flat`,
+:func:`flat_rule`), the per-client majority-class predictor, the clustering diagnostics
+of the warm-up, the rows and the learning-curve plot."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ __all__ = [
     "FIXED",
     "FLAT",
     "METHODS",
+    "SILENT",
     "SWEEP",
+    "TRIVIAL",
     "UNITS",
     "build_seed",
     "clustering_diagnostics",
+    "flat_rule",
+    "majority_class",
     "make_rows",
     "plot_curves",
+    "run_flat",
     "run_method",
     "settings",
     "sweep_key",
@@ -53,6 +59,12 @@ METHODS = (
     "fedlease_topmax",
 )
 BASELINES = ("fedit", "local", "ifca")
+#: Methods that send nothing in a deployment: the simulator still ships a local method's
+#: state down and up (its clients keep no state between rounds), but the bytes per round
+#: of these are 0.
+SILENT = ("local",)
+#: The non-learned baseline: each client predicts its most frequent training label.
+TRIVIAL = "majority"
 FIXED = ("fedlease_top1", "fedlease_top2", "fedlease_topmax")
 #: Flat: the mean client validation accuracy improved by less than 1 % (relative) over
 #: the last 20 % of the rounds (sci_moe.train.is_flat, mode max, from five evaluations).
@@ -77,8 +89,8 @@ def sweep_key(alpha: float, optimizer: str, lr: float, epochs: int) -> str:
     return f"alpha={alpha}/{optimizer}/epochs={epochs}"
 
 
-#: Every unit of a seed: the methods and the warm-up sweep.
-UNITS = (*METHODS, "warmup_sweep")
+#: Every unit of a seed: the majority-class predictor, the methods and the warm-up sweep.
+UNITS = (TRIVIAL, *METHODS, "warmup_sweep")
 
 
 def settings(quick: bool) -> dict:
@@ -92,7 +104,10 @@ def settings(quick: bool) -> dict:
             test_fraction=0.4,
             eval_per_client=12,
             warmup_epochs=1,
+            warmup_optimizer="adam",
+            warmup_lr=3e-3,
             min_rounds=2,
+            patience=2,
             max_rounds=3,
             lr=3e-3,
             batch_size=16,
@@ -107,13 +122,53 @@ def settings(quick: bool) -> dict:
         test_fraction=0.4,
         eval_per_client=120,
         warmup_epochs=2,
-        min_rounds=10,
-        max_rounds=30,
+        warmup_optimizer="adam",
+        warmup_lr=3e-3,
+        min_rounds=30,
+        patience=3,
+        max_rounds=60,
         lr=3e-3,
         batch_size=16,
         rank=4,
         max_clusters=8,
     )
+
+
+def flat_rule(s: dict) -> str:
+    """The stopping rule of :func:`run_flat` in words (the JSON's ``machine.flat_rule``)."""
+    return (
+        f"flat when, at each of {s.get('patience', 1)} consecutive rounds from round "
+        f"{s['min_rounds']} on (rounds counted after the warm-up round), the mean client "
+        f"validation accuracy improved by less than {100 * FLAT['tol']:g} % (relative) over "
+        f"the last {100 * FLAT['tail']:g} % of the rounds so far (sci_moe.train.is_flat "
+        f"{FLAT}); so never before round {s['min_rounds'] + s.get('patience', 1) - 1}; at "
+        f"most {s['max_rounds']} rounds, else not flat (converged false)"
+    )
+
+
+def run_flat(values: list[float], s: dict) -> bool:
+    """Whether a run whose validation curve after the warm-up is ``values`` (round 1, 2, ...)
+    may stop as flat: :func:`sci_moe.train.is_flat` (:data:`FLAT`) holds on the curve up to
+    each of the last ``patience`` rounds, all of them at least ``min_rounds``
+    (:func:`flat_rule`)."""
+    n, patience = len(values), s.get("patience", 1)
+    if n - patience + 1 < s["min_rounds"]:
+        return False
+    rounds = list(range(1, n + 1))
+    return all(is_flat(rounds[:k], values[:k], **FLAT) for k in range(n - patience + 1, n + 1))
+
+
+def majority_class(fs) -> dict:
+    """The trivial predictor of each client: its most frequent training label (the smaller
+    label on a tie), scored on the client's test set."""
+    acc, label = [], []
+    for c in fs.clients:
+        y_train = c.data.y_train.numpy()
+        y_test = c.data.y_test.numpy()
+        k = int(np.bincount(y_train).argmax())
+        label.append(k)
+        acc.append(float(np.mean(y_test == k)))
+    return dict(accuracy=acc, label=label, n_test=[len(c.data.y_test) for c in fs.clients])
 
 
 def build_seed(seed: int, s: dict, cache: Path | None, alpha: float | None = None):
@@ -215,8 +270,11 @@ def _mean_accuracy(metrics: dict, n: int) -> list[float]:
 
 def run_method(method: str, seed: int, fs, s: dict, progress: bool = False) -> dict:
     """Train ``method`` round by round until the mean client validation accuracy is flat
-    (:data:`FLAT`, from ``min_rounds``, at most ``max_rounds`` rounds after the warm-up),
-    then evaluate every client on its test set."""
+    (:func:`run_flat`, at most ``max_rounds`` rounds after the warm-up), then evaluate every
+    client on its test set. The warm-up round trains with ``warmup_optimizer`` at
+    ``warmup_lr`` (Adam at ``lr`` when absent), the later rounds with Adam at ``lr``. The
+    bytes per round of a :data:`SILENT` method are 0 (the simulator's in
+    ``simulator_bytes_down`` / ``_up``)."""
     from sklearn.metrics import adjusted_rand_score
 
     t0 = time.perf_counter()
@@ -225,10 +283,19 @@ def run_method(method: str, seed: int, fs, s: dict, progress: bool = False) -> d
     )
     strat, val, test = _strategy(method, fs, s, plan)
     engine, n = Simulator(val), len(fs.clients)
+    opt, wlr = s.get("warmup_optimizer", "adam"), s.get("warmup_lr", s["lr"])
+    warm = engine
+    if (opt, wlr) != ("adam", s["lr"]):  # round 0 (the warm-up) with its own optimiser
+        warm = Simulator(
+            [
+                dataclasses.replace(c, train=dataclasses.replace(c.train, optimizer=opt, lr=wlr))
+                for c in val
+            ]
+        )
     server = Server(strat)
     curve, flat = [], False
     while not server.done:
-        entry = server.step(engine)
+        entry = server.step(warm if server.round == 0 else engine)
         val_acc = _mean_accuracy(server.evaluate(engine), n)
         curve.append([entry["round"], float(np.nanmean(val_acc)), float(entry["loss"])])
         if progress:
@@ -237,8 +304,7 @@ def run_method(method: str, seed: int, fs, s: dict, progress: bool = False) -> d
                 f"loss {entry['loss']:.4f}",
                 flush=True,
             )
-        rounds = [c[0] for c in curve[1:]]  # the curve after the warm-up
-        if entry["round"] >= s["min_rounds"] and is_flat(rounds, [c[1] for c in curve[1:]], **FLAT):
+        if run_flat([c[1] for c in curve[1:]], s):  # the curve after the warm-up
             flat = True
             break
     metrics = server.evaluate(Simulator(test))
@@ -254,6 +320,13 @@ def run_method(method: str, seed: int, fs, s: dict, progress: bool = False) -> d
         excluded=sum(len(h["excluded"]) for h in hist),
         seconds=time.perf_counter() - t0,
     )
+    if method in SILENT:  # nothing leaves the client; the simulator's traffic kept apart
+        out.update(
+            simulator_bytes_down=out["bytes_down"],
+            simulator_bytes_up=out["bytes_up"],
+            bytes_down=0.0,
+            bytes_up=0.0,
+        )
     if method.startswith("fedlease"):
         used = [metrics[c]["experts_used"] for c in range(n) if c in metrics]
         out["experts_used"] = {p: float(np.mean([u[p] for u in used])) for p in ("query", "value")}
@@ -275,13 +348,34 @@ def unit_key(seed: int, method: str) -> str:
 
 def make_rows(runs: dict, seeds: list, row) -> list:
     """Rows (``row(case, metric, value, unit, vs=None, ratio=None)``) of the seeds whose every
-    method is done: per seed and method the mean client test accuracy, the ARIs, the chosen
-    M, rounds, flatness; means over those seeds; communication per round."""
+    unit is done: per seed and method (and the :data:`TRIVIAL` predictor) the mean client
+    test accuracy, the ARIs, the chosen M, rounds, flatness; means over those seeds;
+    communication per round (0 for the :data:`SILENT` methods)."""
     done = [s for s in seeds if all(unit_key(s, m) in runs for m in UNITS)]
     rows = []
     if not done:
         return rows
-    acc = {m: [float(np.mean(runs[unit_key(s, m)]["accuracy"])) for s in done] for m in METHODS}
+
+    def sent(m, key):  # mean bytes per round over the seeds
+        return 0.0 if m in SILENT else float(np.mean([runs[unit_key(s, m)][key] for s in done]))
+
+    acc = {
+        m: [float(np.mean(runs[unit_key(s, m)]["accuracy"])) for s in done]
+        for m in (TRIVIAL, *METHODS)
+    }
+    for s, v in zip(done, acc[TRIVIAL], strict=True):
+        rows.append(row(f"{TRIVIAL} seed {s}", "mean client accuracy", v, "fraction"))
+    v = float(np.mean(acc[TRIVIAL]))
+    rows.append(
+        row(
+            TRIVIAL,
+            "mean client accuracy",
+            v,
+            "fraction",
+            "fedit",
+            float(v / np.mean(acc["fedit"])),
+        )
+    )
     for m in METHODS:
         for s, v in zip(done, acc[m], strict=True):
             rows.append(row(f"{m} seed {s}", "mean client accuracy", v, "fraction"))
@@ -293,24 +387,10 @@ def make_rows(runs: dict, seeds: list, row) -> list:
             row(m, "converged fraction", float(np.mean([x["converged"] for x in r])), "fraction")
         )
         rows.append(row(m, "rounds (median)", float(np.median([x["rounds"] for x in r])), "rounds"))
-        rows.append(
-            row(
-                m,
-                "bytes down per round",
-                float(np.mean([x["bytes_down"] for x in r])),
-                "bytes",
-                None if m == "fedit" else "fedit",
-                None
-                if m == "fedit"
-                else float(
-                    np.mean([x["bytes_down"] for x in r])
-                    / np.mean([runs[unit_key(s, "fedit")]["bytes_down"] for s in done])
-                ),
-            )
-        )
-        rows.append(
-            row(m, "bytes up per round", float(np.mean([x["bytes_up"] for x in r])), "bytes")
-        )
+        down, vs = sent(m, "bytes_down"), None if m == "fedit" else "fedit"
+        ratio = None if vs is None else down / sent("fedit", "bytes_down")
+        rows.append(row(m, "bytes down per round", down, "bytes", vs, ratio))
+        rows.append(row(m, "bytes up per round", sent(m, "bytes_up"), "bytes"))
         rows.append(row(m, "seconds per run", float(np.mean([x["seconds"] for x in r])), "s"))
         if m.startswith("fedlease"):
             for p in ("query", "value"):

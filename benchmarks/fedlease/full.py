@@ -13,15 +13,30 @@ frozen all-MiniLM-L6-v2 of ``run.py`` (cached hidden states, LoRA rank 4 on the 
 layer's query and value, a linear head per expert), Adam 3e-3, batch 16.
 
 Methods (:data:`_fedlease.METHODS`), one warm-up round of ``warmup_epochs`` local epochs
-and then one local epoch per round, each trained round by round until the mean client
-validation accuracy is flat (:data:`_fedlease.FLAT`: less than 1 % better over the last
-20 % of the rounds, :func:`sci_moe.train.is_flat`, checked from ``min_rounds`` on; at most
-``max_rounds``; ``converged`` records which); then every client's test accuracy:
+(``warmup_optimizer`` at ``warmup_lr``: Adam at 3e-3 as in the rounds, or with
+``--warmup-optimizer sgd`` SGD with momentum 0.9 at 3e-2, the warm-up sweep's setting, for
+every method) and then one local epoch per round with Adam, each trained round by round
+until the mean client validation accuracy is flat; then every client's test accuracy.
+
+The flat rule (:func:`_fedlease.run_flat`; the JSON's ``machine.flat_rule`` states it in
+words): at round ``r`` (counted after the warm-up) :func:`sci_moe.train.is_flat`
+(:data:`_fedlease.FLAT`: less than 1 % better over the last 20 % of the rounds so far)
+must hold at each of the last ``patience`` rounds, all at least ``min_rounds``; so no run
+stops before round ``min_rounds + patience - 1`` (30 and 3: round 32). At most
+``max_rounds`` (60); ``converged`` records whether the run stopped flat. (The first run,
+from round 10 with a single check, called most runs flat at round 10 while FedIT was still
+rising: a 20 % tail of 10 rounds is 2 rounds, within the validation noise.)
+
+The trivial baseline (:data:`_fedlease.TRIVIAL`, :func:`_fedlease.majority_class`): every
+client predicts its most frequent training label; its mean client test accuracy is a row
+per seed like a method's.
 
 * ``fedlease``: B-matrix clustering (M by silhouette, M_max = 8), adaptive top-M router;
 * ``fedlease_oracle``: the true tasks as clusters (separates the clustering from the rest);
-* ``fedit`` (one shared LoRA), ``local`` (no communication), ``ifca`` (K = the true number
-  of tasks, an oracle K);
+* ``fedit`` (one shared LoRA), ``local`` (no communication: its bytes per round are 0;
+  the simulator's traffic, which only stands in for the client's own memory, is kept as
+  ``simulator_bytes_down`` / ``_up`` in its runs), ``ifca`` (K = the true number of tasks,
+  an oracle K);
 * ``fedlease_top1``, ``fedlease_top2``, ``fedlease_topmax``: FedLEASE's clustering and
   experts with a fixed top-k router (k = 1, 2, M_max; renormalised weights) instead of the
   adaptive top-M (:class:`sci_moe.federated.fedlease.ModelSpec` ``top_k``).
@@ -41,25 +56,34 @@ alpha 0.05, :func:`_common.decide_verdict`):
   accuracy);
 * the true-cluster oracle beats the strongest baseline, and beats FedLEASE (what the
   clustering costs);
-* adaptive top-M beats fixed top-k for k = 1, 2 and M_max.
+* adaptive top-M beats fixed top-k for k = 1, 2 and M_max. Fixed top-k takes
+  ``min(k, M)`` experts, so where the chosen M is at most 2, top-M_max is the same model as
+  top-2: that comparison uses only the seeds with M > 2, and is "not decided" (why: in how
+  many seeds the two are identical) when fewer than two such seeds are left;
+* last (from runs with the trivial baseline): every learned method beats the per-client
+  majority class (:func:`trivial_check`: paired t-test of each method against it,
+  beaten when higher with p < 0.05); reproduced when all do, contradicted when one is below
+  it with p < 0.05, else not decided. The JSON's ``beats_trivial`` holds the test per
+  method; a comparison above whose method or baseline does not beat the majority class
+  says so in its why and is not decisive (a model no better than the trivial predictor is
+  not a result).
 
 ``converged`` (and so ``decisive``) needs every method of the comparison flat in every
-seed.
+seed. ``--verdicts-only`` reads older JSONs too (no trivial rows: no trivial check; the M
+of a seed from its ``fedlease`` row when ``runs`` lacks it).
 
 Written in pieces (``--max-hours``, ``--resume``): one unit is one (seed, method) or a
 seed's warm-up sweep (:data:`_fedlease.SWEEP`: the clustering diagnostics after the
 warm-up only, label skew alpha 1 and 100 x warm-up 1, 2, 5 epochs with Adam, and 2 epochs
 with SGD); the JSON holds every
 finished unit under ``runs`` and is rewritten after each (the seed's hidden states are
-cached under ``--cache``). Measured on the 2-core CPU beside other jobs (1 thread, seeds 0
-and 1, 20 clients with 9-191 training and 20-115 test examples), with the flat check from
-round 6: hidden states 38-47 s (8-13 s once cached), warm-up sweep 65 s, fedlease 35 s (6
-rounds), fedlease_oracle 35 s (9), fedit 34 s (6), local 24 s (6), ifca 95 s (6; it scores
-every cluster model on every client each round), fedlease_top1 62 s (10),
-fedlease_topmax 38 s (6), i.e. 3.5-5.5 s a round (ifca 14 s). The run checks from round 10
-(``min_rounds``; a tail of two rounds after six was within the validation noise of about
-1 %): about 10 min a seed, 10 seeds about 1.7 h (more if methods need up to the 30
-rounds): two pieces of ``--max-hours 1``.
+cached under ``--cache``). Timing of the first full run (10 seeds, checks from round 10,
+2-core CPU beside other jobs, 1 thread): about 2.0-2.4 s a round per method (ifca 4.9 s:
+it scores every cluster model on every client each round), warm-up sweep 27 s a seed,
+2,700 s of units in all. With the flat rule above every method runs at least 32 rounds: about
+11 min a seed, 10 seeds about 1.9 h if every run is flat at round 32, 3.5 h if every run
+goes to 60: two to four pieces of ``--max-hours 1`` (the plot is named after ``--json``;
+``--resume`` refuses a JSON of other settings, so a run with new settings needs a new one).
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fedlease/full.py \\
         --threads 1 --max-hours 1 --resume --plots docs/results/img \\
@@ -84,6 +108,7 @@ from _common import (
     base_parser,
     decide_verdict,
     machine_info,
+    paired_test,
     piece_arguments,
     piece_deadline,
     previous_run,
@@ -97,11 +122,13 @@ from _common import (
 from _fedlease import (
     BASELINES,
     FIXED,
-    FLAT,
     METHODS,
     SWEEP,
+    TRIVIAL,
     UNITS,
     build_seed,
+    flat_rule,
+    majority_class,
     make_rows,
     plot_curves,
     run_method,
@@ -158,6 +185,125 @@ def clustering_verdict(ari: list[float], chosen: list[float], k_true: int, conve
     )
 
 
+def _has_rows(doc: dict, case: str) -> bool:
+    return any(r["case"] == case for r in doc["rows"])
+
+
+def trivial_check(doc: dict) -> dict | None:
+    """Whether each learned method beats the per-client majority class
+    (:data:`_fedlease.TRIVIAL`) on mean client test accuracy over the done seeds: paired
+    t-test, beaten when the method is higher with p < 0.05. ``{method: {"beats", "accuracy",
+    "majority", "wins", "seeds", "p_value"}}``; None before two seeds or without the trivial
+    rows (older runs)."""
+    seeds = _done_seeds(doc)
+    if len(seeds) < 2 or not _has_rows(doc, f"{TRIVIAL} seed {seeds[0]}"):
+        return None
+    base = [row_value(doc, f"{TRIVIAL} seed {s}", "mean client accuracy") for s in seeds]
+    out = {}
+    for m in METHODS:
+        ours = [row_value(doc, f"{m} seed {s}", "mean client accuracy") for s in seeds]
+        res = paired_test(ours, base)
+        out[m] = dict(
+            beats=bool(res["mean_diff"] > 0 and res["t"] < 0.05),
+            accuracy=float(np.mean(ours)),
+            majority=float(np.mean(base)),
+            wins=res["wins"],
+            seeds=res["n"],
+            p_value=res["t"],
+        )
+    return out
+
+
+def trivial_verdict(check: dict, converged: bool) -> dict:
+    """Every learned method beats the majority class (:func:`trivial_check`): reproduced
+    when all do, contradicted when one is below it with p < 0.05, else not decided."""
+    failing = [m for m, c in check.items() if not c["beats"]]
+    below = [m for m in failing if check[m]["accuracy"] < check[m]["majority"]]
+    below = [m for m in below if check[m]["p_value"] < 0.05]
+    if not failing:
+        verdict, p = "reproduced", max(c["p_value"] for c in check.values())
+    elif below:
+        verdict, p = "contradicted", min(check[m]["p_value"] for m in below)
+    else:
+        verdict, p = "not decided", max(check[m]["p_value"] for m in failing)
+    weakest = min(check, key=lambda m: check[m]["accuracy"])
+    c0 = check[weakest]
+    why = (
+        f"paired t-test of each method's mean client accuracy against the per-client "
+        f"majority class ({c0['majority']:.4g}) over {c0['seeds']} seeds: "
+        + "; ".join(
+            f"{m} {c['accuracy']:.4g} ({c['wins']} wins, p = {c['p_value']:.2g})"
+            for m, c in check.items()
+        )
+        + (f"; not above the majority class: {', '.join(failing)}" if failing else "; all above it")
+    )
+    return verdict_entry(
+        "every learned method beats the per-client majority-class predictor (sanity check)",
+        verdict=verdict,
+        why=why,
+        metric="mean client accuracy",
+        ours=c0["accuracy"],
+        baseline=f"{TRIVIAL} (weakest method: {weakest})",
+        baseline_value=c0["majority"],
+        seeds=c0["seeds"],
+        p_value=p,
+        converged=converged,
+        decisive=converged and verdict != "not decided" and p < 0.05,
+    )
+
+
+def _seed_m(doc: dict, seed: int) -> int:
+    """The M of a seed's fixed top-M_max run (its ``runs`` record; older JSONs without it:
+    FedLEASE's chosen M, the same clustering of the same warm-up)."""
+    rec = doc.get("runs", {}).get(unit_key(seed, "fedlease_topmax"))
+    if rec is not None and "M" in rec:
+        return int(rec["M"])
+    return int(row_value(doc, f"fedlease seed {seed}", "chosen M"))
+
+
+def topmax_verdict(doc: dict, seeds: list[int], claim: str, note: str) -> dict:
+    """Adaptive top-M against fixed top-M_max on the seeds where M > 2 only (elsewhere
+    top-M_max is top-2: fixed top-k takes ``min(k, M)`` experts); "not decided" when fewer
+    than two such seeds are left."""
+    ms = [_seed_m(doc, s) for s in seeds]
+    keep = [s for s, m in zip(seeds, ms, strict=True) if m > 2]
+    same = len(seeds) - len(keep)
+    why_same = (
+        f"top-M_max is the same model as top-2 when M <= 2 (fixed top-k takes min(k, M) "
+        f"experts): identical in {same} of {len(seeds)} seeds (chosen M {ms})"
+    )
+    converged = _converged(doc, ["fedlease", "fedlease_topmax"])
+    acc = {
+        m: [row_value(doc, f"{m} seed {s}", "mean client accuracy") for s in keep or seeds]
+        for m in ("fedlease", "fedlease_topmax")
+    }
+    if len(keep) < 2:
+        return verdict_entry(
+            claim,
+            verdict="not decided",
+            why=f"{why_same}; {len(keep)} seed(s) with M > 2 left, too few for a paired "
+            f"test; {note}",
+            metric="mean client accuracy",
+            ours=float(np.mean(acc["fedlease"])),
+            baseline="fedlease_topmax",
+            baseline_value=float(np.mean(acc["fedlease_topmax"])),
+            seeds=len(seeds),
+            p_value=None,
+            converged=converged,
+            decisive=False,
+        )
+    return decide_verdict(
+        claim,
+        metric="mean client accuracy",
+        ours=acc["fedlease"],
+        baseline="fedlease_topmax",
+        baseline_values=acc["fedlease_topmax"],
+        higher_is_better=True,
+        converged=converged,
+        note=f"only the {len(keep)} seeds with M > 2 ({why_same}); {note}",
+    )
+
+
 def verdicts(doc: dict) -> list[dict]:
     """One verdict per claim by the rules of the module docstring; none before two seeds
     are complete."""
@@ -167,6 +313,19 @@ def verdicts(doc: dict) -> list[dict]:
 
     def per_seed(m, metric="mean client accuracy"):
         return [row_value(doc, f"{m} seed {s}", metric) for s in seeds]
+
+    check = trivial_check(doc)
+
+    def flag(v: dict, methods) -> dict:  # a method not above the majority class: no result
+        bad = [m for m in methods if check is not None and not check[m]["beats"]]
+        if bad:
+            v = dict(
+                v,
+                why=f"{v['why']}; not above the per-client majority class: {', '.join(bad)} "
+                "(so not decisive)",
+                decisive=False,
+            )
+        return v
 
     k_true = int(row_value(doc, "run", "true tasks"))
     out = [
@@ -195,21 +354,24 @@ def verdicts(doc: dict) -> list[dict]:
             "fedlease",
         ),
     ]
-    for k, m in zip(("1", "2", "M_max"), FIXED, strict=True):
+    for k, m in zip(("1", "2"), FIXED[:2], strict=True):
         pairs.append((f"adaptive top-M routing beats fixed top-{k}", "fedlease", m))
     for claim, ours, base in pairs:
-        out.append(
-            decide_verdict(
-                claim,
-                metric="mean client accuracy",
-                ours=per_seed(ours),
-                baseline=base,
-                baseline_values=per_seed(base),
-                higher_is_better=True,
-                converged=_converged(doc, [ours, base]),
-                note=note,
-            )
+        v = decide_verdict(
+            claim,
+            metric="mean client accuracy",
+            ours=per_seed(ours),
+            baseline=base,
+            baseline_values=per_seed(base),
+            higher_is_better=True,
+            converged=_converged(doc, [ours, base]),
+            note=note,
         )
+        out.append(flag(v, [ours, base]))
+    claim = "adaptive top-M routing beats fixed top-M_max"
+    out.append(flag(topmax_verdict(doc, seeds, claim, note), ["fedlease", "fedlease_topmax"]))
+    if check is not None:
+        out.append(trivial_verdict(check, _converged(doc, METHODS)))
     return out
 
 
@@ -226,6 +388,14 @@ def main(argv=None) -> int:
     p.add_argument("--plots", type=Path, default=None, help="write the learning curves here")
     p.add_argument("--progress", action="store_true", help="print every round")
     p.add_argument(
+        "--warmup-optimizer",
+        choices=("adam", "sgd"),
+        default=None,
+        help="optimiser of the warm-up round of every method: adam (3e-3, the setting's) "
+        "or sgd (momentum 0.9, 3e-2: B closer to the accumulated gradient, the warm-up "
+        "sweep's better clustering); recorded in the settings",
+    )
+    p.add_argument(
         "--alpha",
         type=float,
         default=None,
@@ -241,6 +411,8 @@ def main(argv=None) -> int:
         if not args.alpha > 0:
             raise SystemExit(f"--alpha must be > 0, got {args.alpha}")
         s["alpha"] = args.alpha
+    if args.warmup_optimizer == "sgd":
+        s.update(warmup_optimizer="sgd", warmup_lr=3e-2)
     seeds = list(range(args.seed, args.seed + args.seeds))
     machine = machine_info(
         seed=args.seed,
@@ -250,8 +422,7 @@ def main(argv=None) -> int:
         methods=list(METHODS),
         ari_target=ARI_TARGET,
         sweep=[list(c) for c in SWEEP],
-        flat_rule="mean client validation accuracy < 1 % better over the "
-        f"last 20 % of the rounds (sci_moe.train.is_flat {FLAT})",
+        flat_rule=flat_rule(s),
     )
     runs: dict = {}
     if (old := previous_run(args)) is not None:
@@ -266,6 +437,7 @@ def main(argv=None) -> int:
         rows = make_rows(runs, seeds, Row)
         doc = {"benchmark": BENCHMARK, "machine": machine, "rows": [vars(r) for r in rows]}
         doc["verdicts"] = [verdict_entry(**v) for v in verdicts(doc)]
+        doc["beats_trivial"] = trivial_check(doc)
         doc["complete"] = all(unit_key(sd, m) in runs for sd in seeds for m in UNITS)
         doc["runs"] = runs
         if args.json is not None:
@@ -280,6 +452,13 @@ def main(argv=None) -> int:
         for m in todo:
             if time.perf_counter() > deadline:
                 break
+            if m == TRIVIAL:
+                runs[unit_key(sd, m)] = rec = majority_class(fs)
+                piece = machine["pieces"][-1]
+                piece.update(units=piece["units"] + 1, load=other.report())
+                print(f"seed {sd} {m}: test {np.mean(rec['accuracy']):.4f}", flush=True)
+                write()
+                continue
             if m == "warmup_sweep":
                 rec = warmup_sweep(sd, s, args.cache)
                 runs[unit_key(sd, m)] = rec
@@ -304,12 +483,13 @@ def main(argv=None) -> int:
     table = [[r["case"], r["metric"], r["value"]] for r in doc["rows"] if "seed" not in r["case"]]
     print_table(["case", "metric", "value"], table, BENCHMARK)
     for v in doc["verdicts"]:
-        print(
-            f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  p={v['p_value']:.2g}  {v['claim']}"
-        )
+        p_value = "-" if v["p_value"] is None else f"{v['p_value']:.2g}"
+        print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  p={p_value}  {v['claim']}")
     if args.plots is not None and runs:
-        tag = "_quick" if args.quick else ""
-        plot_curves(runs, args.plots / f"fedlease_full{tag}_curves.png")
+        name = f"fedlease_full{'_quick' if args.quick else ''}"
+        plot_curves(
+            runs, args.plots / f"{name if args.json is None else args.json.stem}_curves.png"
+        )
     print(f"piece {time.perf_counter() - t0:.0f} s; complete: {doc['complete']}")
     return 0
 
