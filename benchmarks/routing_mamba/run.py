@@ -25,7 +25,11 @@ The run goes seed by seed (every model of seed 0, then seed 1, ...); with
 the complete seeds so far (each finished run is kept in ``PATH.state.json``);
 ``--resume`` continues it. ``--verdicts-only PATH`` recomputes a stored JSON's verdicts
 from its rows (no training). ``--steps N`` trains every run N steps instead of the plan's
-240 (the longer runs the issue asks for; give them their own ``--json``).
+240 (the longer runs the issue asks for; give them their own ``--json``). The plots are
+named after the JSON (``<stem>_curves.png``, ``<stem>_hybrid_curves.png``,
+``<stem>_scaling.png``; ``routing_mamba_*`` without ``--json``), so runs do not overwrite
+each other's; ``--plots-only --json PATH --plots DIR`` re-renders them from the stored
+JSON and its state file, training nothing and leaving both files as they are.
 """
 
 from __future__ import annotations
@@ -468,23 +472,34 @@ def exp_scan(p, rows, table, state):
         table.append([name, v, tps["parallel scan"] / v])
 
 
-def save_plots(curves, scaling, out_dir):
-    """Validation curves (mean of seeds) and the scaling fit, as PNGs."""
+def plot_names(stem: str) -> dict[str, str]:
+    """The PNG file names of the run whose JSON is ``<stem>.json``, by plot."""
+    return {
+        "curves": f"{stem}_curves.png",
+        "hybrid": f"{stem}_hybrid_curves.png",
+        "scaling": f"{stem}_scaling.png",
+    }
+
+
+def save_plots(curves, scaling, out_dir, stem: str = BENCHMARK):
+    """Validation curves (mean of seeds) and the scaling fit, as PNGs named by
+    :func:`plot_names` of ``stem`` (the JSON's stem)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    fnames = plot_names(stem)
     paths = []
     for fname, names, title in (
         (
-            "routing_mamba_curves.png",
+            fnames["curves"],
             [n for n in curves if not n.startswith("hybrid")],
             "Mamba stacks",
         ),
         (
-            "routing_mamba_hybrid_curves.png",
+            fnames["hybrid"],
             [n for n in curves if n.startswith("hybrid")],
             "hybrid (Mamba + attention) stacks",
         ),
@@ -530,7 +545,7 @@ def save_plots(curves, scaling, out_dir):
     ax.set_ylabel("final validation bits per byte")
     ax.legend()
     fig.tight_layout()
-    path = out_dir / "routing_mamba_scaling.png"
+    path = out_dir / fnames["scaling"]
     fig.savefig(path, dpi=120)
     plt.close(fig)
     paths.append(path)
@@ -650,7 +665,31 @@ def verdicts(doc: dict) -> list[dict]:
     return out
 
 
-def main() -> None:
+def plots_only(json_path: Path, out_dir: Path) -> list[Path]:
+    """Re-render the plots of a stored run from its JSON and ``.state.json``.
+
+    The plan is the state's, the seeds are the JSON's ``machine.seeds`` (the complete
+    seeds the JSON's rows were computed from). Nothing is trained and neither file is
+    written. Raises ``ValueError`` when a file or one of those seeds' runs is missing.
+    """
+    json_path = Path(json_path)
+    spath = state_path(json_path)
+    for path in (json_path, spath):
+        if not path.is_file():
+            raise ValueError(f"--plots-only: no stored run file {path}")
+    doc = json.loads(json_path.read_text())
+    state = json.loads(spath.read_text())
+    p, seeds = state["plan"], doc["machine"]["seeds"]
+    runs = state.get("runs", {})
+    missing = [f"{n} seed {s}" for s in seeds for n in models(p) if f"{n} seed {s}" not in runs]
+    if missing:
+        raise ValueError(f"--plots-only: {spath} lacks the runs {missing}")
+    rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
+    scaling = aggregate(p, seeds, runs, rows, tables, curves)
+    return save_plots(curves, scaling, out_dir, json_path.stem)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     piece_arguments(parser, unit="training run")
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR")
@@ -669,8 +708,24 @@ def main() -> None:
         help="training steps of every run instead of the plan's (evaluated every N/10 steps); "
         "write to another --json: --resume refuses a state with another plan",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--plots-only",
+        action="store_true",
+        help="re-render the plots of the stored run of --json (with its .state.json) into "
+        "--plots DIR; trains nothing and rewrites neither file",
+    )
+    args = parser.parse_args(argv)
     if verdicts_only(args) is not None:
+        return
+    if args.plots_only:
+        if args.json is None or args.plots is None:
+            parser.error("--plots-only needs --json PATH (a stored run) and --plots DIR")
+        try:
+            paths = plots_only(args.json, args.plots)
+        except ValueError as err:
+            parser.error(str(err))
+        for path in paths:
+            print(f"saved {path}")
         return
     if args.steps is not None and args.steps < 10:
         parser.error(f"--steps must be an integer >= 10, got {args.steps}")
@@ -728,7 +783,8 @@ def main() -> None:
     print_table(heads, tables["hyb"], "(d) hybrid")
     print_table(["scan", "fwd+bwd tokens/s", "parallel / this"], tables["scan"], f"(e) {p['scan']}")
     if args.plots is not None:
-        for path in save_plots(curves, scaling, args.plots):
+        stem = BENCHMARK if args.json is None else Path(args.json).stem
+        for path in save_plots(curves, scaling, args.plots, stem):
             print(f"saved {path}")
     machine = machine_info(
         seed=args.seed,

@@ -107,3 +107,65 @@ def test_steps_override_the_plan(bench):
         text=True,
     )
     assert bad.returncode == 2 and "--steps must be an integer >= 10" in bad.stderr
+
+
+def _stored_run(bench, tmp_path, seeds=(0, 1)):
+    """A tiny stored run (JSON + state) of the quick plan, made up: nothing is trained."""
+    p = json.loads(json.dumps(bench.plan(True)))  # as the state stores it (lists, not tuples)
+    runs = {}
+    for i, (name, keys) in enumerate(bench.models(p).items()):
+        params = list(bench.count(p, keys))
+        for s in seeds:
+            loss = [4.0, 3.0 - 0.01 * params[0] / 1000, 2.5 - 0.02 * i - 0.01 * s]
+            runs[f"{name} seed {s}"] = dict(
+                hist={"tokens": [0, 128, 256], "val_loss": loss},
+                tps=1000.0,
+                params=params,
+                flops=2.0 * params[0],
+                converged=True,
+            )
+            if not name.startswith("hybrid"):
+                runs[f"{name} seed {s}"]["ctx"] = {"1": 3.6, "2": 3.7, "4": 3.8}
+    path = tmp_path / "rm_tiny.json"
+    doc = {"benchmark": "routing_mamba", "machine": {"seeds": list(seeds)}, "rows": []}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.with_suffix(".state.json").write_text(json.dumps({"plan": p, "runs": runs}))
+    return path
+
+
+def test_plots_only_renders_without_touching_the_run(bench, tmp_path):
+    path = _stored_run(bench, tmp_path)
+    state = path.with_suffix(".state.json")
+    before = path.read_bytes(), state.read_bytes()
+    bench.main(["--plots-only", "--json", str(path), "--plots", str(tmp_path / "img")])
+    assert (path.read_bytes(), state.read_bytes()) == before
+    names = bench.plot_names("rm_tiny")
+    assert sorted(names.values()) == sorted(
+        ["rm_tiny_curves.png", "rm_tiny_hybrid_curves.png", "rm_tiny_scaling.png"]
+    )
+    for name in names.values():
+        assert (tmp_path / "img" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == sorted(names.values())
+
+
+def test_plot_names_follow_the_json_and_match_the_committed_images(bench):
+    """The short and the long run's plots differ by name; the page shows both sets."""
+    img = BENCH.parent / "docs" / "results" / "img"
+    short, long = bench.plot_names("routing_mamba"), bench.plot_names("routing_mamba_long")
+    assert not set(short.values()) & set(long.values())
+    for name in [*short.values(), *long.values()]:
+        assert (img / name).is_file(), name
+
+
+def test_plots_only_needs_a_complete_stored_run(bench, tmp_path):
+    path = _stored_run(bench, tmp_path, seeds=(0,))
+    doc = json.loads(path.read_text())
+    doc["machine"]["seeds"] = [0, 1]  # seed 1 is not in the state
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit):
+        bench.main(["--plots-only", "--json", str(path), "--plots", str(tmp_path / "img")])
+    with pytest.raises(SystemExit):
+        bench.main(["--plots-only", "--json", str(tmp_path / "none.json"), "--plots", "x"])
+    with pytest.raises(SystemExit):
+        bench.main(["--plots-only", "--json", str(path)])
+    assert not (tmp_path / "img").exists()
