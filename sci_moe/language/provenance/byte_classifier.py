@@ -168,16 +168,35 @@ class ByteTransformerClassifier:
         *,
         val: tuple[Sequence[str], Sequence[int]] | None = None,
         eval_every: int = 0,
+        warm_start: bool = False,
     ):
         """Fine-tune on ``texts`` with integer ``labels``; returns ``self``.
 
         With ``val = (texts, labels)`` and ``eval_every > 0``, the accuracy on ``val`` is
-        measured every ``eval_every`` steps and after the last, into :attr:`curve`.
+        measured every ``eval_every`` steps and after the last, into :attr:`curve` (steps
+        counted from this call's start). With ``warm_start`` the fitted model (same
+        classes) trains on instead of a fresh one: a further cycle of ``config.steps``
+        steps with a fresh optimiser and schedule (change ``config.seed`` to draw other
+        batches than the previous cycle).
+
+        Raises
+        ------
+        ValueError
+            With ``warm_start`` when the classifier is not fitted or the classes differ.
         """
         y = torch.as_tensor(_check_labels(texts, labels))
-        self.classes = _class_names(y, classes)
+        names = _class_names(y, classes)
         c = self.config
-        self.model = self._build(len(self.classes))
+        if warm_start:
+            if self.model is None:
+                raise ValueError("warm_start needs a fitted classifier: call fit first")
+            if names != self.classes:
+                raise ValueError(
+                    f"warm_start: classes {names} differ from the fitted {self.classes}"
+                )
+        else:
+            self.model = self._build(len(names))
+        self.classes = names
         x = encode_batch(texts, c.lm_config().seq_len)
         self.curve = []
         evaluate = None

@@ -14,6 +14,7 @@ sample a word-piece LM, which writes words after far fewer steps than a byte LM;
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -118,12 +119,16 @@ def train_lm_on_texts(
     train_cfg: TrainConfig,
     val_fraction: float = 0.1,
     tokenizer: PieceTokenizer | None = None,
+    init_from: str | os.PathLike | None = None,
 ) -> tuple[MoETransformerLM, dict]:
     """Train a byte-level MoE LM on ``documents`` (joined by blank lines).
 
     With ``tokenizer`` the tokens are its pieces (``model_cfg.vocab_size`` must equal its
     size) instead of bytes. The token stream is split at ``1 - val_fraction`` of its length
-    into training and validation parts (:class:`sci_moe.language.TextCorpus`).
+    into training and validation parts (:class:`sci_moe.language.TextCorpus`). With
+    ``init_from`` (a model file of :func:`sci_moe.language.save_model` or a checkpoint of
+    :func:`sci_moe.language.train`) the model starts from those weights with a fresh
+    optimiser and schedule: a further training cycle of the same data split.
 
     Returns
     -------
@@ -148,7 +153,9 @@ def train_lm_on_texts(
             f"val_fraction={val_fraction}; give more text or a shorter seq_len"
         )
     corpus = TextCorpus(stream[:cut], stream[cut:], {"texts": (cut, stream.numel() - cut)})
-    history, model = train(model_cfg, train_cfg, corpus=corpus, return_model=True)
+    history, model = train(
+        model_cfg, train_cfg, corpus=corpus, return_model=True, init_from=init_from
+    )
     model.eval()
     return model, history
 

@@ -168,3 +168,22 @@ def test_bow_idf_is_the_document_frequency_per_n_gram():
     assert idf["a"] == pytest.approx(np.log(6 / 6) + 1)  # in all 5 texts
     assert idf["b"] == pytest.approx(np.log(6 / 3) + 1)  # in 2
     assert idf["c"] == pytest.approx(np.log(6 / 2) + 1)  # in 1
+
+
+def test_byte_transformer_warm_start_trains_on_from_the_fitted_model():
+    x, y = _data(n=12)
+    xv, yv = _data(n=6, seed=5)
+    cfg = ByteClassifierConfig(lm=_tiny_lm(seq_len=32), steps=4, batch_size=8)
+    clf = ByteTransformerClassifier(cfg, progress=False)
+    with pytest.raises(ValueError, match="fitted"):
+        clf.fit(x, y, warm_start=True)
+    clf.fit(x, y, val=(xv, yv), eval_every=2)
+    model = clf.model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fresh = ByteTransformerClassifier(cfg, progress=False).fit(x, y)
+    clf.fit(x, y, val=(xv, yv), eval_every=2, warm_start=True)
+    assert clf.model is model and [s for s, _ in clf.curve] == [2, 4]  # steps of this cycle
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed and not torch.equal(model.head.weight, fresh.model.head.weight)
+    with pytest.raises(ValueError, match="differ"):
+        clf.fit(x, y, ["a", "b"], warm_start=True)

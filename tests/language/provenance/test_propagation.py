@@ -81,3 +81,19 @@ def test_piece_tokenizer_round_trip_and_word_lm():
     )
     with pytest.raises(ValueError, match="vocab_size"):
         train_lm_on_texts(docs, bad, tcfg, tokenizer=tok)
+
+
+def test_train_lm_on_texts_init_from_continues_the_weights(tmp_path):
+    from sci_moe.language import save_model
+
+    docs = ["- alpha beta\n- gamma delta\n"] * 20
+    cfg = MoELMConfig(
+        d_model=16, n_layers=1, n_heads=2, seq_len=16, d_hidden=16, num_experts=2, top_k=1
+    )
+    tcfg = TrainConfig(steps=6, batch_size=4, eval_every=3, eval_batches=1, progress=False)
+    model, hist = train_lm_on_texts(docs, cfg, tcfg)
+    path = save_model(tmp_path / "cycle0.pt", cfg, model.state_dict())
+    _, hist2 = train_lm_on_texts(docs, cfg, tcfg, init_from=path)
+    # the second cycle's first evaluation (before any step) is the first cycle's last
+    assert hist2["val_loss"][0] == pytest.approx(hist["val_loss"][-1], rel=1e-6)
+    assert hist2["step"] == [0, 3, 6]
