@@ -21,9 +21,10 @@ with a paired t-test over the seeds):
    with a linear (logistic-regression) head (``minilm_linear``; fine-tuning it does not fit
    the one-thread budget: ``minilm | embed_seconds_per_sequence`` times three passes per
    epoch and seed) and the byte-level MoE transformer fine-tuned as a classifier
-   (``byte_lm``, validation-accuracy curve every ``byte_eval`` steps on held-out training
-   documents); ablations of the bag-of-words model re-trained on transformed text
-   (formatting removed; vocabulary restricted to the 1000 most frequent training words);
+   (``byte_lm``, validation accuracy every ``byte_eval`` steps on held-out training
+   documents, trained until flat: see Convergence); ablations of the bag-of-words model
+   re-trained on transformed text (formatting removed; vocabulary restricted to the 1000
+   most frequent training words);
    the smallest processing difference alone (``c4`` vs ``dedup``, 2-way);
 2. ``null``: the null control -- the ``dedup`` pipeline (whose MinHash seed matters) run
    with two seeds on disjoint random halves of the documents, document-level split (must be
@@ -31,27 +32,54 @@ with a paired t-test over the seeds):
 3. ``propagation seed s``: MoE LMs on word-piece tokens
    (:class:`~sci_moe.language.provenance.PieceTokenizer`, ``vocab`` tokens; a byte-level LM
    of the same cost still wrote letter soup after 1500 steps) trained on ``c4``, ``gopher``,
-   ``norm`` and on a known mixture (0.5, 0.3, 0.2 of the bytes), ``lm_steps`` steps with
-   the validation perplexity every ``lm_eval`` steps; samples and the share of generated
-   words found in the training vocabulary (``word_rate``, vs real text's) show whether they
-   write words; a bag-of-words classifier trained on real windows of ``gen_tokens`` tokens
-   classifies ``gen`` generations of that length per LM;
+   ``norm`` and on a known mixture (0.5, 0.3, 0.2 of the bytes) until flat (see
+   Convergence), the validation perplexity every ``lm_eval`` steps; samples and the share
+   of generated words found in the training vocabulary (``word_rate``, vs real text's) show
+   whether they write words; a bag-of-words classifier trained on real windows of
+   ``gen_tokens`` tokens classifies ``gen`` generations of that length per LM;
    mixture estimated by classify-and-count and adjusted count; cross-pipeline perplexity
    (each single LM on every pipeline's validation text) for the generalisation claim.
 
-Convergence: a torch model counts as converged when its validation metric improved by less
-than 1 % (relative) over the last 20 % of its steps (:func:`sci_moe.train.is_flat`, at least
-five evaluations); logistic regressions are convex fits. Until the review of issue 43 the rule
-was point to point (the last value against the one at 80 % of the curve, three
-evaluations enough): ``--rejudge PATH`` judged the stored JSONs again from their ``curves``
-(``fingerprints.json``: no flag changed; ``fingerprints_quick.json``: its 3- and
-4-evaluation curves are no longer flat).
+Convergence (``_cycles.FLAT_RULE``, stated in the JSON's ``machine.flat_rule``): the byte
+classifier trains in cycles of ``byte_steps`` steps (at most ``byte_cycles``), each LM in
+cycles of ``lm_steps`` (at most ``lm_cycles``); a cycle is a fresh warm-up + cosine schedule
+from the previous cycle's weights, and training stops after the first cycle whose
+concatenated validation curve is flat: the best value of its last 20 % of the steps less
+than 1 % better (relative) than the best before (:func:`sci_moe.train.is_flat`, at least
+five evaluations) -- the byte classifier's validation accuracy, the LMs' validation loss
+(ln of the stored perplexity). Rows per model and seed: ``converged seed s`` (flat),
+``cycles seed s`` and ``steps seed s``; a model at its cap unflat has ``converged`` 0, and
+a verdict is decisive only when the models it compares are flat (logistic regressions are
+convex fits). Until the review of issue 43 the rule was point to point, then one run of
+``lm_steps`` = 1200 / ``byte_steps`` = 800 steps judged on the perplexity (the stored
+``fingerprints.json``: 0 of 12 LMs and 2 of 3 byte classifiers flat, the same on the loss;
+``--rejudge PATH`` judges a stored JSON's ``curves`` again by the current rule).
 Rows: ``ratio`` = accuracy / chance. The JSON's ``verdicts`` come from :func:`verdicts`;
-``curves`` holds the learning curves and ``samples`` generations of every LM.
+``curves`` holds the learning curves (cycles concatenated) and ``samples`` generations of
+every LM.
+
 Run: ``python benchmarks/fingerprints/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
-[--max-hours H] [--resume]`` (pieces: the run stops after the part during which ``H`` hours
-passed and writes ``PATH.state.json``; ``--resume`` continues from it);
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows.
+[--max-hours H] [--resume [--finish]] [--seeds N] [--byte-steps N] [--byte-cycles N]
+[--lm-steps N] [--lm-cycles N]`` (pieces: the run stops after the part during which ``H``
+hours passed and writes ``PATH.state.json``; ``--resume`` continues from it);
+``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows. The full run::
+
+    flock /work/notes/longrun.lock nice -n 10 env OMP_NUM_THREADS=1 \
+        .venv/bin/python benchmarks/fingerprints/run.py --threads 1 \
+        --json benchmarks/fingerprints/results/fingerprints.json --plots docs/results/img \
+        --max-hours 1      # then the same with --resume until it writes the verdicts
+
+Time (one thread of the 2-core EPYC, from the 3-seed run of 1,263 s: MiniLM embedding
+132 s, about 25 s of bag-of-words fits per seed, 0.135 s per byte-classifier step with its
+evaluations, 0.045 s per LM step, about 30 s per propagation seed besides the LMs): the
+5 paired seeds, with the byte classifiers flat after 1-2 cycles of 800 steps (2 of 3 were
+flat after one) and the LMs after 3-4 cycles of 1200 steps (their loss still fell 1.1-2.0 %
+over the last fifth of one cycle; a power law in the steps halves that per doubling or
+faster, and they overfit from about 6 epochs of their ~0.8M tokens, 1200 steps being
+1.6 epochs), take about 1,100 s to classify, 5 s for the null control and 800 s per
+propagation seed: **about 5,000 s (1.4 h) in all**; at every cap (4 byte cycles, 5 LM
+cycles) about 8,000 s (2.2 h). ``--max-hours 1`` ends the first piece after the
+propagation seed that crosses the hour (about 4 of 5), the second finishes.
 """
 
 from __future__ import annotations
@@ -66,6 +94,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 
 import _common
 import numpy as np
+from _cycles import FLAT_RULE, fit_byte_classifier, flat, lm_flat, train_lm
 
 from sci_moe.data.wiki_pipelines import (
     build_pipeline_corpora,
@@ -90,9 +119,7 @@ from sci_moe.language.provenance import (
     remove_formatting,
     restrict_vocabulary,
     top_words,
-    train_lm_on_texts,
 )
-from sci_moe.train import is_flat
 
 Row = _common.Row
 SOURCES = ("wiki", "newsgroups", "news")
@@ -101,9 +128,10 @@ TRUTH = (0.5, 0.3, 0.2)
 
 
 def settings(quick: bool) -> dict:
+    """The run's plan: data sizes, seeds, and the cycle sizes (``byte_steps``,
+    ``lm_steps``) and caps (``byte_cycles``, ``lm_cycles``) of the training until flat."""
     common = dict(
         quick=quick,
-        seeds=3,
         seq_words=64,
         source_share=[0.5, 0.25, 0.25],
         byte_seq=256,
@@ -112,10 +140,13 @@ def settings(quick: bool) -> dict:
     if quick:
         return dict(
             common,
+            seeds=3,
             pool=120,
             byte_steps=60,
+            byte_cycles=2,
             byte_eval=20,
             lm_steps=60,
+            lm_cycles=2,
             lm_eval=20,
             gen=16,
             vocab=1024,
@@ -124,10 +155,13 @@ def settings(quick: bool) -> dict:
         )
     return dict(
         common,
+        seeds=5,
         pool=1000,
         byte_steps=800,
+        byte_cycles=4,
         byte_eval=50,
         lm_steps=1200,
+        lm_cycles=5,
         lm_eval=100,
         gen=100,
         vocab=4096,
@@ -136,32 +170,31 @@ def settings(quick: bool) -> dict:
     )
 
 
-def flat(curve, higher_is_better: bool = True) -> bool:
-    """Converged: :func:`sci_moe.train.is_flat` (defaults: < 1 % better over the last 20 % of
-    the steps) on a validation curve ``[[step, value], ...]``."""
-    steps, values = [s for s, _ in curve], [v for _, v in curve]
-    return is_flat(steps, values, mode="max" if higher_is_better else "min")
-
-
 def rejudge(doc: dict) -> dict:
     """``doc`` (a results JSON of this script, parsed) with the convergence rows judged again
-    by :func:`flat` from its ``curves`` -- the byte classifier's ``converged_seeds``, every
-    LM's ``converged seed s`` and their seed mean and spread -- and the verdicts recomputed;
-    no other row changes (the verdicts only when the JSON has them)."""
+    by :func:`flat` (byte classifier) and :func:`lm_flat` (LMs) from its ``curves`` -- the
+    byte classifier's ``converged_seeds`` and ``converged seed s``, every LM's ``converged
+    seed s`` and their seed means and spreads -- and the verdicts recomputed; no other row
+    changes (the verdicts only when the JSON has them)."""
     rows = {(r["case"], r["metric"]): r for r in doc["rows"]}
     K = len(doc.get("names") or []) or 4
-    byte = doc["curves"].get("byte_lm", {})
-    if (key := (f"{K}-way byte_lm", "converged_seeds")) in rows:
-        rows[key]["value"] = float(sum(flat(c) for c in byte.values()))
-    for name, by_seed in doc["curves"].get("lm", {}).items():
-        case, conv = f"propagation LM {name}", []
+
+    def judge(case, by_seed, rule):
+        conv = []
         for s, curve in sorted(by_seed.items(), key=lambda kv: int(kv[0])):
+            conv.append(float(rule(curve)))
             if (key := (case, f"converged seed {s}")) in rows:
-                rows[key]["value"] = float(flat(curve, higher_is_better=False))
-                conv.append(rows[key]["value"])
+                rows[key]["value"] = conv[-1]
         if conv and (case, "converged") in rows:
             rows[(case, "converged")]["value"] = float(np.mean(conv))
             rows[(case, "converged_seed_std")]["value"] = float(np.std(conv))
+        return conv
+
+    conv = judge(f"{K}-way byte_lm", doc["curves"].get("byte_lm", {}), flat)
+    if (key := (f"{K}-way byte_lm", "converged_seeds")) in rows:
+        rows[key]["value"] = float(sum(conv))
+    for name, by_seed in doc["curves"].get("lm", {}).items():
+        judge(f"propagation LM {name}", by_seed, lm_flat)
     if "verdicts" in doc:
         doc["verdicts"] = [_common.verdict_entry(**v) for v in verdicts(doc)]
     return doc
@@ -310,21 +343,28 @@ def part_classify(cfg, seed, state) -> list[Row]:
         # byte-level model: validation documents held out of the training side
         sub = data.subset(tr)
         fit_i, val_i = document_split(sub, 0.15, seed=seed + 100 + s)
-        bc = ByteTransformerClassifier(
-            ByteClassifierConfig(lm=byte_lm, steps=cfg["byte_steps"], seed=s), progress=False
-        ).fit(
+        bc, curves[str(s)], cycles, conv = fit_byte_classifier(
+            ByteTransformerClassifier(
+                ByteClassifierConfig(lm=byte_lm, steps=cfg["byte_steps"], seed=s), progress=False
+            ),
             [sub.texts[i] for i in fit_i],
             sub.labels[fit_i],
             names,
-            val=([sub.texts[i] for i in val_i], sub.labels[val_i]),
-            eval_every=cfg["byte_eval"],
+            ([sub.texts[i] for i in val_i], sub.labels[val_i]),
+            cfg["byte_eval"],
+            cfg["byte_cycles"],
         )
         preds["byte_lm"].append((yte, bc.predict(xte), gte))
-        curves[str(s)] = [[int(a), float(b)] for a, b in bc.curve]
-        converged.append(flat(curves[str(s)]))
+        converged.append(conv)
+        rows += [
+            Row(f"{K}-way byte_lm", f"converged seed {s}", float(conv), "bool"),
+            Row(f"{K}-way byte_lm", f"cycles seed {s}", float(cycles), "cycles"),
+            Row(f"{K}-way byte_lm", f"steps seed {s}", float(curves[str(s)][-1][0]), "steps"),
+        ]
         print(
             f"seed {s}: {len(tr)} train / {len(te)} test sequences, {time.time() - t0:.0f} s; "
-            f"byte_lm val curve {[round(b, 3) for _, b in bc.curve]}",
+            f"byte_lm {cycles} cycle(s), flat {conv}, val curve "
+            f"{[round(b, 3) for _, b in curves[str(s)]]}",
             flush=True,
         )
     for case in ("bow", "bow_lower", "minilm_linear", "byte_lm"):
@@ -439,25 +479,26 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
     L = cfg["gen_tokens"]
     for i, (n, docs) in enumerate(sources.items()):
         t0 = time.time()
-        lm, hist = train_lm_on_texts(docs, lm_cfg, tcfg, tokenizer=tok)
-        curve = [[int(a), float(b)] for a, b in zip(hist["step"], hist["val_ppl"], strict=True)]
+        lm, curve, cycles, conv = train_lm(docs, lm_cfg, tcfg, tok, cfg["lm_cycles"])
         curves.setdefault(n, {})[str(s)] = curve
-        ppl = hist["val_ppl"][-1]
+        ppl = curve[-1][1]
         gens[n] = generate(
             lm, cfg["gen"], L, seed=seed + 100 * s + i, prompt="\n", burn_in=16, tokenizer=tok
         )
         lms[n] = lm
         samples.setdefault(n, {})[str(s)] = gens[n][:3]
         wr = word_rate(gens[n], vocab)
-        conv = flat(curve, higher_is_better=False)
         case = f"propagation LM {n}"
         rows += [
             Row(case, f"val_ppl seed {s}", ppl, "token ppl"),
             Row(case, f"word_rate seed {s}", wr, "fraction"),
             Row(case, f"converged seed {s}", float(conv), "bool"),
+            Row(case, f"cycles seed {s}", float(cycles), "cycles"),
+            Row(case, f"steps seed {s}", float(curve[-1][0]), "steps"),
         ]
         print(
-            f"seed {s} LM {n}: val ppl {ppl:.1f}, word rate {wr:.2f}, flat {conv} "
+            f"seed {s} LM {n}: val ppl {ppl:.1f}, word rate {wr:.2f}, {cycles} cycle(s), "
+            f"flat {conv} "
             f"({time.time() - t0:.0f} s); sample {gens[n][0][:80]!r}",
             flush=True,
         )
@@ -549,7 +590,11 @@ def _decide(claim, *, ours, baseline_values, **kw) -> dict:
 
 def lms_converged(doc) -> bool:
     """Every propagation LM of every seed has a flat validation curve."""
-    rows = [r for r in doc["rows"] if r["metric"].startswith("converged seed")]
+    rows = [
+        r
+        for r in doc["rows"]
+        if r["case"].startswith("propagation LM") and r["metric"].startswith("converged seed")
+    ]
     return bool(rows) and all(r["value"] == 1.0 for r in rows)
 
 
@@ -747,17 +792,21 @@ def plot(doc: dict, folder: Path, quick: bool) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for s, c in curves.get("byte_lm", {}).items():
         a = np.array(c)
-        axes[0].plot(a[:, 0], a[:, 1], marker=".", label=f"seed {s}")
+        ls = "-" if flat(c) else "--"
+        axes[0].plot(a[:, 0], a[:, 1], marker=".", ls=ls, label=f"seed {s}")
     axes[0].axhline(0.25, color="grey", ls=":", label="chance")
-    axes[0].set(xlabel="step", ylabel="validation accuracy", title="byte-level classifier")
+    axes[0].set(xlabel="step", ylabel="validation accuracy")
+    axes[0].set_title("byte-level classifier (dashed: not flat)")
     axes[0].legend(fontsize=7)
     colors = dict(zip(["c4", "gopher", "norm", "mixture"], ["C0", "C1", "C2", "C3"], strict=True))
     for n, per in curves.get("lm", {}).items():
         for j, (_s, c) in enumerate(per.items()):
             a = np.array(c)
-            axes[1].plot(a[:, 0], a[:, 1], color=colors[n], alpha=0.8, label=n if j == 0 else None)
+            ls = "-" if lm_flat(c) else "--"
+            label = n if j == 0 else None
+            axes[1].plot(a[:, 0], a[:, 1], color=colors[n], ls=ls, alpha=0.8, label=label)
     axes[1].set(xlabel="step", ylabel="validation perplexity (tokens)", yscale="log")
-    axes[1].set_title("propagation LMs (all seeds)")
+    axes[1].set_title("propagation LMs, all seeds (dashed: not flat)")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(folder / f"{tag}_curves.png", dpi=110)
@@ -823,6 +872,14 @@ def main() -> int:
     _common.piece_arguments(p, unit="part")
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
+    for flag, key, what in (
+        ("--byte-steps", "byte_steps", "steps per training cycle of the byte classifier"),
+        ("--byte-cycles", "byte_cycles", "most cycles of the byte classifier"),
+        ("--lm-steps", "lm_steps", "steps per training cycle of each propagation LM"),
+        ("--lm-cycles", "lm_cycles", "most cycles of each propagation LM"),
+        ("--seeds", "seeds", "paired split/training seeds"),
+    ):
+        p.add_argument(flag, type=int, default=None, dest=key, help=f"{what} (default: the plan's)")
     p.add_argument(
         "--rejudge",
         type=Path,
@@ -849,6 +906,11 @@ def main() -> int:
     cfg = settings(args.quick)
     if args.no_minilm:
         cfg["minilm"] = False
+    for key in ("byte_steps", "byte_cycles", "lm_steps", "lm_cycles", "seeds"):
+        if (value := getattr(args, key)) is not None:
+            if value < 1:
+                raise SystemExit(f"--{key.replace('_', '-')} must be >= 1, got {value}")
+            cfg[key] = value
     state = _common.resume_state(args)
     if state and state.get("settings") != cfg:
         raise SystemExit("--resume: the state file was written with other settings")
@@ -896,7 +958,7 @@ def main() -> int:
 
 def write(args, cfg, state, final: bool) -> dict:
     """The results JSON: rows, verdicts (when every part is done), curves and samples."""
-    machine = _common.machine_info(seed=args.seed, settings=cfg)
+    machine = _common.machine_info(seed=args.seed, settings=cfg, flat_rule=FLAT_RULE)
     doc = {
         "benchmark": "fingerprints",
         "machine": machine,

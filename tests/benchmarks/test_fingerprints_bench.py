@@ -4,6 +4,7 @@ the verdict rule re-derived from the stored JSON."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,12 @@ from .conftest import BENCH, load_benchmark
 def bench():
     with load_benchmark("fingerprints/run.py", "fingerprints_run") as mod:
         yield mod
+
+
+@pytest.fixture
+def cycles(bench):
+    """The script's helper module ``_cycles`` (imported by it)."""
+    return sys.modules[bench.train_lm.__module__]
 
 
 def _curve(values):
@@ -62,3 +69,82 @@ def test_stored_verdicts_follow_the_rule(bench):
     again = bench.verdicts(doc)
     assert [v["verdict"] for v in again] == [v["verdict"] for v in doc["verdicts"]]
     assert len(again) == 9 and not any(v["decisive"] for v in again)  # quick: not converged
+
+
+def test_full_plan_has_five_paired_seeds_and_cycle_caps(bench):
+    full, quick = bench.settings(False), bench.settings(True)
+    assert full["seeds"] == 5 and full["byte_cycles"] >= 3 and full["lm_cycles"] >= 3
+    assert quick["byte_steps"] < full["byte_steps"] and quick["lm_steps"] < full["lm_steps"]
+
+
+def test_lm_curves_are_judged_on_the_loss(bench):
+    # perplexity 3 % better over the last fifth (not flat on it), the loss 0.6 % (flat)
+    ppl = _curve([400.0, 200.0, 150.0, 140.0, 135.8])
+    assert not bench.flat(ppl, higher_is_better=False) and bench.lm_flat(ppl)
+
+
+def _fake(curves):
+    """A fake training: cycle ``c`` returns ``curves[c]`` (steps of its own, 0-based)."""
+    ran = []
+
+    def cycle(c):
+        ran.append(c)
+        return curves[c]
+
+    return cycle, ran
+
+
+def test_a_run_that_is_not_flat_gets_another_cycle(bench, cycles):
+    rising = [[0, 0.1], [10, 0.2], [20, 0.3], [30, 0.4], [40, 0.5]]
+    level = [[10, 0.5], [20, 0.5], [30, 0.501], [40, 0.501]]
+    cycle, ran = _fake([rising, level, level])
+    curve, n, conv = cycles.until_flat(cycle, bench.flat, max_cycles=3, cycle_steps=40)
+    assert ran == [0, 1] and n == 2 and conv  # flat after the second cycle: no third
+    assert [s for s, _ in curve] == [0, 10, 20, 30, 40, 50, 60, 70, 80]
+
+
+def test_a_run_at_its_cap_records_not_converged(bench, cycles):
+    falling = [[[0, 9.0], [10, 8.0], [20, 7.0]], [[0, 7.0], [10, 6.0], [20, 5.0]]]
+    cycle, ran = _fake(falling)
+    curve, n, conv = cycles.until_flat(cycle, bench.lm_flat, max_cycles=2, cycle_steps=20)
+    assert ran == [0, 1] and n == 2 and not conv
+    want = [[0, 9.0], [10, 8.0], [20, 7.0], [30, 6.0], [40, 5.0]]
+    assert curve == cycles.concat(falling, 20) == want
+    with pytest.raises(ValueError, match="max_cycles"):
+        cycles.until_flat(cycle, bench.flat, max_cycles=0, cycle_steps=20)
+
+
+def test_tiny_trainings_record_cycles_steps_and_converged(bench):
+    from sci_moe.language import MoELMConfig, TrainConfig
+    from sci_moe.language.provenance import (
+        ByteClassifierConfig,
+        ByteTransformerClassifier,
+        PieceTokenizer,
+    )
+
+    rng = np.random.default_rng(0)
+    texts = [("a b c " if k else "x; y; z\n") * int(rng.integers(2, 5)) for k in (0, 1) * 8]
+    labels = np.array([0, 1] * 8)
+    lm = dict(d_model=16, n_layers=1, n_heads=2, seq_len=32, d_hidden=16, num_experts=2, top_k=1)
+    clf = ByteTransformerClassifier(ByteClassifierConfig(lm=lm, steps=6, seed=3), progress=False)
+    clf, curve, n, conv = bench.fit_byte_classifier(
+        clf, texts, labels, ["p", "q"], (texts[:6], labels[:6]), 2, max_cycles=2
+    )
+    assert 1 <= n <= 2 and conv == bench.flat(curve) and curve[-1][0] == 6 * n
+    assert clf.config.seed == 3 and (n == 2 or conv)  # a second cycle only when not flat
+    docs = ["- alpha beta\n- gamma delta\n"] * 20
+    tok = PieceTokenizer.fit(docs, 64)
+    cfg = MoELMConfig(**{**lm, "seq_len": 16}, vocab_size=len(tok))
+    tcfg = TrainConfig(steps=4, batch_size=4, eval_every=1, eval_batches=1, progress=False)
+    model, curve, n, conv = bench.train_lm(docs, cfg, tcfg, tok, max_cycles=2)
+    assert 1 <= n <= 2 and conv == bench.lm_flat(curve) and (n == 2 or conv)
+    assert [s for s, _ in curve] == list(range(4 * n + 1)) and not model.training
+
+
+def test_lms_converged_counts_only_the_lms(bench):
+    rows = [
+        {"case": "4-way byte_lm", "metric": "converged seed 0", "value": 0.0},
+        {"case": "propagation LM c4", "metric": "converged seed 0", "value": 1.0},
+    ]
+    assert bench.lms_converged({"rows": rows})
+    assert not bench.lms_converged({"rows": rows[:1]})
