@@ -8,7 +8,10 @@ over the hit experts). transformers' own default, when a model is built with
 ``batched_mm`` gathers one copy of the expert weights per (token, slot) pair and runs
 ``bmm``. A block built by hand takes the implementation from
 ``config._experts_implementation`` (read per call by the ``use_experts_implementation``
-decorator of ``MixtralExperts``), which :func:`_moe_layer.mixtral_block` sets.
+decorator of ``MixtralExperts``), which :func:`_moe_layer.mixtral_block` sets; the block
+and its check against sci-moe are :func:`_moe_layer.peer_step` and
+:func:`_moe_layer.agreement`, shared with the grid's grouped_mm contestant
+(``run.py --grid-peers``, ``_grid_peers.py``).
 
 Contestants per shape, all holding a copy of the same weights and timed **interleaved** in
 one process (every repeat runs each once, the order rotated per repeat; one warm-up each):
@@ -56,7 +59,8 @@ from _common import (
     warn_if_busy,
     write_json,
 )
-from _moe_layer import ATOL, RTOL, SCI, Step, automatic_path, mixtral_block
+from _moe_layer import GRADS as _GRADS
+from _moe_layer import SCI, Step, _leaf, agreement, automatic_path, peer_step
 
 BENCHMARK = "moe_layer_hf_peers"
 IMPLS = ("grouped_mm", "batched_mm", "eager")
@@ -110,30 +114,6 @@ GRID_LARGE = [
 QUICK = [PeerCase(128, 64, 64, 8, 2), PeerCase(128, 64, 128, 8, 2)]
 
 
-def _leaf(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().clone().requires_grad_(True)
-
-
-def _agree(name: str, got: torch.Tensor, want: torch.Tensor, scale: float = 1.0) -> float:
-    diff = (got.float() - want.float()).abs()
-    bound = scale * (ATOL + RTOL * want.float().abs())
-    if not bool((diff <= bound).all()):
-        raise SystemExit(
-            f"{name}: max |diff| {diff.max().item():.3g} exceeds the tolerance "
-            f"(atol={scale * ATOL:g}, rtol={scale * RTOL:g}); not timing a wrong result"
-        )
-    return diff.max().item()
-
-
-#: sci-moe gradient name -> transformers' (the router and both expert weights, and x).
-_GRADS = {
-    "x": "x",
-    "router.weight": "gate.weight",
-    "experts.gate_up": "experts.gate_up_proj",
-    "experts.down": "experts.down_proj",
-}
-
-
 def build(case: PeerCase, seed: int) -> tuple[dict, dict]:
     """Steps of sci-moe and of every peer of ``case``, each checked against sci-moe first.
 
@@ -153,18 +133,12 @@ def build(case: PeerCase, seed: int) -> tuple[dict, dict]:
     if missing:
         raise SystemExit(f"sci-moe has no gradient named {missing}: update _GRADS")
     gaps = {}
-    shape = (1, case.T, case.d)
     for impl in IMPLS:
         peer = PEERS[impl]
         if peer not in case.peers():
             continue
-        block = mixtral_block(moe, case, implementation=impl)
-        step = Step(block, _leaf(x), g, lambda v, b=block: b(v.view(shape)).view(case.T, case.d))
-        got = {"output": _agree(f"{case.label} {peer} output", step(), y_ref)}
-        theirs = step.grads()
-        for a, b in _GRADS.items():
-            got[a] = _agree(f"{case.label} {peer} gradient of {a}", theirs[b], ours[a], 10.0)
-        steps[peer], gaps[peer] = step, got
+        step = peer_step(moe, case, impl, x, g)
+        steps[peer], gaps[peer] = step, agreement(f"{case.label} {peer}", step, y_ref, ours)
     return steps, gaps
 
 

@@ -1,9 +1,11 @@
 """Shared pieces of the MoE layer benchmarks: cases, contestants, the core's path, bandwidth.
 
-The problem sizes (:class:`Case`), the contestants' steps (:func:`build`: sci-moe, the
-dense SwiGLU baseline :class:`sci_moe.moe.DenseSwiGLU`, transformers'
-``MixtralSparseMoeBlock``), the CPU path the core takes (:func:`automatic_path`) and the
-machine's copy bandwidth (:func:`memory_rates`).
+The problem sizes (:class:`Case`, the grid :func:`full_grid` with its :data:`TARGETS`),
+the contestants' steps (:func:`build`: sci-moe, the dense SwiGLU baseline
+:class:`sci_moe.moe.DenseSwiGLU`, transformers' ``MixtralSparseMoeBlock``; :func:`peer_step`:
+that block with a chosen experts implementation, checked against sci-moe), the interleaved
+timing of a grid case (:func:`measure`), the CPU path the core takes
+(:func:`automatic_path`) and the machine's copy bandwidth (:func:`memory_rates`).
 Used by ``run.py``, ``_moe_layer_gpu.py``, ``attainable.py``,
 ``fused_ab.py`` and ``paths.py``: benchmark scripts import no other
 script, only the ``_`` helpers (the import contracts in ``pyproject.toml``).
@@ -11,6 +13,7 @@ script, only the ``_`` helpers (the import contracts in ``pyproject.toml``).
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -28,6 +31,8 @@ BENCHMARK = "moe_layer"
 HF, SCI, ALT, DENSE = "transformers", "sci-moe", "sci-moe other path", "dense"
 ATOL = RTOL = 1e-4  # float32 agreement required before timing a baseline
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: transformers' default experts implementation on this CPU, as a grid contestant.
+GROUPED = "transformers grouped_mm"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,28 @@ class Case:
     def contestants(self) -> list[str]:
         alt = [ALT] if HAS_PATHS and self.d <= 256 else []
         return [SCI, *alt, DENSE, HF]
+
+
+GRID_D, GRID_E, GRID_K, GRID_T = (64, 128, 256, 1024), (8, 32, 64), (1, 2, 4, 8), (256, 1024, 4096)
+
+#: The cases the targets are stated at (d=1024), run first by ``--full`` / ``--grid-peers``.
+TARGETS = [Case(T, 1024, E, k, "float32") for T in (256, 1024) for E in (8, 32) for k in (1, 2)] + [
+    Case(256, 1024, E, 1, "bfloat16") for E in (8, 32)
+]
+
+
+def full_grid() -> list[Case]:
+    """All 288 cases of the grid (``ffn = d``), float32 and bfloat16."""
+    return [
+        Case(T, d, E, k, dt)
+        for d, E, k, T, dt in itertools.product(GRID_D, GRID_E, GRID_K, GRID_T, DTYPES)
+    ]
+
+
+def full_grid_by_cost() -> list[Case]:
+    """All 288 cases of ``--full``: the target cases first, then by model GFLOP per step."""
+    rest = sorted((c for c in full_grid() if c not in TARGETS), key=lambda c: (c.gflop(), c.label))
+    return TARGETS + rest
 
 
 def mixtral_block(moe: MoE, case, implementation: str = "eager") -> nn.Module:
@@ -159,6 +186,40 @@ def build(case: Case, seed: int, transformers: bool = True) -> dict:
     return steps
 
 
+#: sci-moe gradient name -> transformers' (the router and both expert weights, and x).
+GRADS = {
+    "x": "x",
+    "router.weight": "gate.weight",
+    "experts.gate_up": "experts.gate_up_proj",
+    "experts.down": "experts.down_proj",
+}
+
+
+def peer_step(moe: MoE, case, implementation: str, x: torch.Tensor, g: torch.Tensor) -> Step:
+    """transformers' block with experts ``implementation`` (:func:`mixtral_block`) as a step.
+
+    It holds a copy of ``moe``'s weights and runs on a copy of the ``(T, d)`` input ``x``
+    (viewed as one sequence of ``T`` tokens), with the output gradient ``g``.
+    """
+    block = mixtral_block(moe, case, implementation=implementation)
+    shape = (1, case.T, case.d)
+    return Step(block, _leaf(x), g, lambda v: block(v.view(shape)).view(case.T, case.d))
+
+
+def agreement(name: str, step: Step, y_ref: torch.Tensor, ours: dict) -> dict[str, float]:
+    """Run a transformers ``step`` once and check it against sci-moe's output and gradients.
+
+    ``y_ref`` and ``ours`` (gradients by sci-moe's names, :data:`GRADS`) come from sci-moe's
+    step on the same input. Returns the largest absolute difference of the output and of
+    each gradient; raises ``SystemExit`` beyond ``ATOL + RTOL |ref|`` (gradients 10x).
+    """
+    got = {"output": _check(f"{name} output", step(), y_ref)}
+    theirs = step.grads()
+    for a, b in GRADS.items():
+        got[a] = _check(f"{name} gradient of {a}", theirs[b], ours[a], 10.0)
+    return got
+
+
 def automatic_path(moe: MoE, x: torch.Tensor, k: int) -> str:
     """The CPU path the installed core takes for ``moe`` on the ``(T, d)`` input ``x``.
 
@@ -181,6 +242,66 @@ def automatic_path(moe: MoE, x: torch.Tensor, k: int) -> str:
     if getattr(_moe, "chunked_path", lambda *a: False)(x, plan, moe.experts):
         return "chunked"  # the cache-blocked sorted path (absent in older cores)
     return auto
+
+
+def measure(
+    case: Case, seed: int, repeats: int, transformers: bool = True, grouped_mm: bool = False
+) -> dict:
+    """Interleaved timings (seconds per step) of every contestant of ``case``.
+
+    Every repeat runs each contestant once, in an order rotated per repeat, after one
+    warm-up step each. ``"_paths"`` holds sci-moe's automatic path and the other path.
+    ``grouped_mm=True`` adds transformers' ``grouped_mm`` experts (:data:`GROUPED`; float32
+    at ``T <= 1024`` checked against sci-moe first, the check being its warm-up) and
+    ``"_notes"``: ``grouped_mm_not_run`` (why it could not run the case: the error of its
+    first step) or ``grouped_mm_check`` (a disagreement beyond the tolerance, reported and
+    timed all the same, as for the eager block).
+    """
+    steps = build(case, seed, transformers)
+    notes, warmed = {}, set()
+    if grouped_mm:
+        sci = steps[SCI]
+        try:
+            step = peer_step(sci.module, case, "grouped_mm", sci.x, sci.g)
+            if case.dtype == "float32" and case.T <= 1024:
+                y_ref = sci()
+                ours = {n: t.clone() for n, t in sci.grads().items()}
+                try:
+                    agreement(f"{case.label} {GROUPED}", step, y_ref, ours)
+                except SystemExit as e:
+                    notes["grouped_mm_check"] = str(e)
+            else:
+                step()
+            steps[GROUPED] = step
+            warmed.add(GROUPED)
+        except (RuntimeError, MemoryError, NotImplementedError, ValueError) as e:
+            notes["grouped_mm_not_run"] = f"{type(e).__name__}: {e}"
+    auto = automatic_path(steps[SCI].module, steps[SCI].x, case.k)
+    # The other path: the other GEMM formulation, or for the per-expert loop and the
+    # chunked path the (unchunked) sorted path with its grouped_mm.
+    other = "bmm" if auto == "grouped_mm" else "grouped_mm"
+
+    def run(who):
+        set_grouped_path(other if who == ALT else None)
+        try:
+            t0 = time.perf_counter()
+            steps[who]()
+            return time.perf_counter() - t0
+        finally:
+            set_grouped_path(None)
+
+    names = list(steps)
+    for who in names:  # warm-up
+        if who not in warmed:
+            run(who)
+    times = {who: [] for who in names}
+    for r in range(repeats):
+        for who in names[r % len(names) :] + names[: r % len(names)]:
+            times[who].append(run(who))
+    times["_paths"] = [auto, other]
+    if grouped_mm:
+        times["_notes"] = notes
+    return times
 
 
 def parse_label(label: str) -> Case:

@@ -60,6 +60,26 @@ rows: the medians the targets are stated in); ``--plot PNG`` the ratio-to-dense 
 Run: ``python benchmarks/moe_layer/run.py [--quick | --grid | --profile] [--json PATH]
 [--plot PNG] [--seed 0] [--threads 1] [--repeats 3]``.
 
+* ``--grid-peers``: all 288 cases (the order of ``--full``) against transformers'
+  ``grouped_mm`` experts (its default CPU path) besides the eager block, dense and the
+  other path, interleaved as above; rows ``vs=<case> transformers grouped_mm`` with a
+  ratio at every case, per-region verdicts; written in pieces (``--max-hours H``,
+  ``--stop-after N``, ``--resume``) into ``--json``: see ``_grid_peers.py``. Estimated
+  CPU time of the whole grid on one thread (:func:`_grid_peers.estimate_cpu_s` on the
+  committed ``moe_layer_grid.json``): 6,640 s of timed steps for the contestants of that
+  run (the eager block at E=64, d=1024 alone about half of it: up to 70 s a step) plus
+  480-610 s for grouped_mm (its step 0.84-1.21x sci-moe's on six cases measured here,
+  d 64-1024, both dtypes), times 1.05-1.2 for building the models (the parts' wall
+  time against their steps), times about 1.07 for this EPYC against that Xeon (sci-moe's
+  float32 steps, ``moe_layer_grid_epyc_fp32.json``): 8,000-9,200 s (about 2.4 h); the slowest
+  case about 6 minutes. The command (three pieces of at most an hour each, started one
+  after the other; every piece after the first continues the stored run)::
+
+      python benchmarks/moe_layer/run.py --grid-peers --threads 1 --repeats 3 --seed 0 \
+          --json benchmarks/moe_layer/results/moe_layer_grid_peers.json --max-hours 1 --resume
+
+  (run it again until it prints ``complete``; ``--resume`` on a missing file starts it).
+
 GPU section (``--gpu``; needs CUDA, replaces the CPU run): see ``_moe_layer_gpu.py``.
 Against transformers' ``grouped_mm`` and ``batched_mm`` experts too, ``ffn != d``, with
 verdicts (``--hf-peers [--quick] [--no-large]``; ``--verdicts-only PATH``): see
@@ -83,12 +103,16 @@ from _common import (
     Row,
     base_parser,
     machine_info,
+    piece_arguments,
     print_table,
     setup,
     verdicts_only,
     warn_if_busy,
     write_json,
 )
+from _grid_peers import BENCHMARK as GRID_PEERS
+from _grid_peers import grid_peers_main
+from _grid_peers import verdicts as grid_peers_verdicts
 from _hf_peers import hf_peers_main
 from _hf_peers import verdicts as hf_peers_verdicts
 from _moe_layer import (
@@ -96,32 +120,22 @@ from _moe_layer import (
     BENCHMARK,
     DENSE,
     DTYPES,
+    GRID_D,
+    GRID_T,
     HF,
     SCI,
+    TARGETS,
     Case,
     _best_of,
     _copy_rate,
     _timed,
-    automatic_path,
     build,
+    full_grid,
+    full_grid_by_cost,
+    measure,
     memory_rates,
     parse_label,
-    set_grouped_path,
 )
-
-GRID_D, GRID_E, GRID_K, GRID_T = (64, 128, 256, 1024), (8, 32, 64), (1, 2, 4, 8), (256, 1024, 4096)
-
-
-TARGETS = [Case(T, 1024, E, k, "float32") for T in (256, 1024) for E in (8, 32) for k in (1, 2)] + [
-    Case(256, 1024, E, 1, "bfloat16") for E in (8, 32)
-]
-
-
-def full_grid() -> list[Case]:
-    return [
-        Case(T, d, E, k, dt)
-        for d, E, k, T, dt in itertools.product(GRID_D, GRID_E, GRID_K, GRID_T, DTYPES)
-    ]
 
 
 def grid_cases(seed: int, sample: int, max_gflop: float, max_gflop_bf16: float) -> list[Case]:
@@ -130,12 +144,6 @@ def grid_cases(seed: int, sample: int, max_gflop: float, max_gflop_bf16: float) 
     fits = [c for c in full_grid() if c.gflop() <= cap[c.dtype] and c not in TARGETS]
     picked = random.Random(seed).sample(fits, min(sample, len(fits)))
     return sorted(TARGETS + picked, key=lambda c: (c.dtype, c.d, c.E, c.k, c.T))
-
-
-def full_grid_by_cost() -> list[Case]:
-    """All 288 cases of ``--full``: the target cases first, then by model GFLOP per step."""
-    rest = sorted((c for c in full_grid() if c not in TARGETS), key=lambda c: (c.gflop(), c.label))
-    return TARGETS + rest
 
 
 def load_checkpoint(path) -> dict:
@@ -162,36 +170,6 @@ def quick_cases() -> list[Case]:
     f32 += [Case(256, 256, 8, 1, "float32"), Case(4096, 128, 8, 2, "float32")]
     bf16 = [Case(256, 256, 32, 4, "bfloat16"), Case(256, 128, 8, 2, "bfloat16")]
     return f32 + bf16 + [Case(256, 256, 8, 1, "bfloat16")]
-
-
-def measure(
-    case: Case, seed: int, repeats: int, transformers: bool = True
-) -> dict[str, list[float]]:
-    """Interleaved timings (seconds per step) of every contestant of ``case``."""
-    steps = build(case, seed, transformers)
-    auto = automatic_path(steps[SCI].module, steps[SCI].x, case.k)
-    # The other path: the other GEMM formulation, or for the per-expert loop and the
-    # chunked path the (unchunked) sorted path with its grouped_mm.
-    other = "bmm" if auto == "grouped_mm" else "grouped_mm"
-
-    def run(who):
-        set_grouped_path(other if who == ALT else None)
-        try:
-            t0 = time.perf_counter()
-            steps[who]()
-            return time.perf_counter() - t0
-        finally:
-            set_grouped_path(None)
-
-    names = list(steps)
-    for who in names:  # warm-up
-        run(who)
-    times = {who: [] for who in names}
-    for r in range(repeats):
-        for who in names[r % len(names) :] + names[: r % len(names)]:
-            times[who].append(run(who))
-    times["_paths"] = [auto, other]
-    return times
 
 
 def _ratios(times: dict, who: str, base: str) -> float:
@@ -665,8 +643,15 @@ def profile_main(args) -> int:
     return 0
 
 
+def verdict_rule(doc: dict) -> list[dict]:
+    """``--verdicts-only``: the rule of the stored run's mode (``--grid-peers``, ``--hf-peers``)."""
+    if doc.get("benchmark") == GRID_PEERS:
+        return grid_peers_verdicts(doc)
+    return hf_peers_verdicts(doc)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=hf_peers_verdicts)
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdict_rule)
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
     parser.add_argument("--grid", action="store_true", help="the (sampled) full grid")
     parser.add_argument("--profile", action="store_true", help="profile the small shape")
@@ -694,6 +679,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--hf-peers", action="store_true", help="transformers' experts impls")
     parser.add_argument("--no-large", action="store_true", help="--hf-peers: T = 256 only")
+    parser.add_argument(
+        "--grid-peers", action="store_true", help="all 288 cases against grouped_mm and eager"
+    )
+    piece_arguments(parser, unit="case (--grid-peers)")
     args = parser.parse_args(argv)
     if (done := verdicts_only(args)) is not None:  # an --hf-peers JSON
         return done
@@ -709,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
     setup(args)
     if args.hf_peers:
         return hf_peers_main(args)
+    if args.grid_peers:
+        cases = [parse_label(c) for c in args.case] if args.case else full_grid_by_cost()
+        return grid_peers_main(args, cases)
     return cpu_main(args)
 
 
