@@ -163,6 +163,13 @@ def _doc(val_loss: dict, pre: float = 1.0) -> dict:
     return {"machine": {"seeds": [0, 1, 2]}, "rows": rows}
 
 
+def test_best_point_has_both_losses_on(helper):
+    # a one-loss ablation with the lowest loss does not stand in for L_o + L_v
+    doc = _doc({"o0_v0": 2.0, "o0.01_v1": 1.9, "o0_v1": 1.8, "o0.01_v0": 1.7})
+    assert helper.best_point(doc) == "o0.01_v1"
+    assert helper.best_point(_doc({"o0_v0": 2.0, "o0_v1": 1.8})) is None
+
+
 def test_verdict_rule(bench, helper):
     doc = _doc({"o0_v0": 2.0, "o0.01_v1": 1.9, "o0_v1": 1.95})
     assert helper.best_point(doc) == "o0.01_v1"
