@@ -79,15 +79,76 @@ schedule, 1.8 min) reached validation CER 0.60 / 0.49 / 0.44 at steps 500 / 1,00
 1,500 and held-out test CER 0.447 at rate 1 (clean), and 2,000 steps reached validation
 CER 0.42 (2.9 min), about where the unmasked encoder stalled at that step (the masks
 are a regulariser: their gain, if any, comes later in training); so the full 20,000
-steps take about 24 min (30 min under more load), less if it stops early. Whether it
-gets under the 0.30 gate is not yet measured.
+steps take about 24 min (30 min under more load), less if it stops early. The run
+(``mome_full.json``, 2026-12-06): 20,000 steps in 1,312 s, flat, best validation CER
+0.329 at step 16,000, held-out test CER 0.331 at rate 1, just above the gate, so the
+grid was not started.
+
+**What limits it: generalisation, not capacity** (issue 43; the stored best encoder of
+that run, greedy CTC, clean, rate 1): CER 0.154 on its own training utterances, 0.209
+on new draws (voice, rate, pitch) of 100 training phrases by the training voices, 0.281
+on 100 training phrases by the held-out voices, 0.280 on the validation phrases by the
+training voices and 0.329 on the validation set (held-out phrases and voices): new
+voices and new phrases each cost about 0.07. Its training loss still fell (1.06 to 1.02
+per character over steps 16,000-20,000) while the validation CTC loss was flat from step
+~13,000; the errors are phonetic spellings of words it never saw ("prapalontsin" for
+"propellants in"): 44 % of the validation words (40 % of the test words) are not in the
+1,206-word vocabulary of the 800 training phrases. Hence ``--extra-train-phrases N``
+and ``--train-variants V`` (:class:`~sci_moe.speech.mome.SpeechSetConfig`): N more
+corpus phrases (the corpus has 3,730 distinct 2-4-word phrases, so at most 2,700), in
+the training split only and spoken by the training voices, and V variants of every
+training phrase; they are synthesised after the other utterances (about 40 s for 8,900
+more), so the validation and test utterances are those of the run above. With 2,700
+and 3 the training split grows from 1,600 to 10,500 utterances (vocabulary 3,658 words:
+72 % of the validation and 75 % of the test words seen); the units train on the same
+set. ``--encoder-dim`` and ``--encoder-layers`` set the audio encoder's size (also the
+units'). These flags enter ``machine.settings`` (the extra data only when given) and the
+encoder file's settings, so ``--resume`` refuses a run or file of other settings.
+
+Probes (short pretraining runs, each with its own cosine schedule over its steps,
+otherwise the settings above; seed 0 unless said; validation CER at the last step;
+s/step with the evaluations, 1 thread, nice 10, the other core busy; 2026-12-06):
+
+===================================================  =====  =========  ======  =============
+probe                                                steps  val CER    s/step  train CER (*)
+===================================================  =====  =========  ======  =============
+baseline (dim 128, 2 layers, 1,600 utterances)       2,000  0.424      0.064   0.346
+baseline, seed 1                                     2,000  0.415      0.061   0.342
+baseline on 1/6 of the training phrases (266 utt.)   2,000  0.488      0.056   0.155
+same, 4 time and 4 frequency masks (2x)              2,000  0.482      0.080   0.284
++2,700 phrases, 3 variants (10,500 utterances)       2,000  0.412      0.065   0.365
+same, seed 1                                         2,000  0.417      0.057   0.373
+same, lr 3e-3                                        2,000  0.417      0.059   0.370
+same, dim 192                                        2,000  0.426      0.086   0.371
+same, 4 layers                                       2,000  0.405      0.098   0.360
+same, 4 layers, seed 1                               2,000  0.414      0.096   0.368
+baseline                                             3,000  0.384      0.063   0.303
++2,700 phrases, 3 variants                           3,000  0.389      0.065   0.325
+===================================================  =====  =========  ======  =============
+
+(*) CER on 400 of the utterances it trained on (the first 400 of the training split).
+At 2,000-3,000 steps (10-15 passes over 1,600 utterances) no lever is resolved: the
+differences are within the seed spread (~0.01). The data lever acts in the regime the
+full run ends in (100 passes, training CER 0.15): there, at equal passes, 6 times the
+data made the difference (266 utterances: 60 passes, training CER 0.155, val 0.488;
+1,600: 0.424), while twice the masks there cut the memorising (training CER 0.284) but
+not the held-out CER (0.482; that probe ran under more load). The 4 layers were ahead
+in both seeds but within the spread; they are recommended as cheap capacity for 6.5
+times the data, not as a measured gain. Recommended next pretraining (a new JSON; est.
+20,000 steps x 0.098 s + evaluations and synthesis ~35 min, ~40 min under more load,
+less if it stops early; without ``--encoder-layers 4`` ~23 min):
+
+    nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
+        --threads 1 --max-hours 1 --resume --pretrain-encoder --pretrain-only \\
+        --extra-train-phrases 2700 --train-variants 3 --encoder-layers 4 \\
+        --plots docs/results/img --json benchmarks/mome/results/mome_full_v2.json
+
+then the grid with the same flags minus ``--pretrain-only``, in pieces of
+``--max-hours 1`` with ``--resume``. The first pretraining (without the three flags):
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/mome/full.py \\
         --threads 1 --max-hours 1 --resume --pretrain-encoder --pretrain-only \\
         --plots docs/results/img --json benchmarks/mome/results/mome_full.json
-
-then the grid with the same flags minus ``--pretrain-only``, in pieces of
-``--max-hours 1`` with ``--resume``.
 
 Measured before the run (2-core CPU beside other jobs, load 3-5, 1 thread, 2026-12-06):
 a training step (batch 8, all five rates) takes 0.43-0.95 s for audio MoME, 0.44 s for
@@ -159,6 +220,8 @@ BENCHMARK = "mome_full"
 TRAIN_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3", "en-gb-scotland+f1", "en-029+m2")
 HELDOUT_VOICES = ("en-us-nyc+f4", "en-gb-x-gbclan+m1")
 GATE = 0.30  # a recogniser recognises: test CER at audio rate 1 <= 0.30
+#: The corpus has 3,730 distinct 2-4-word phrases; the full set uses the first 1,000.
+MAX_EXTRA_PHRASES = 2700
 BASELINES = {
     "per_rate": "per-rate adapters",
     "shared": "one shared adapter",
@@ -167,12 +230,31 @@ BASELINES = {
 
 
 def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2,
-             pretrain: bool = False, encoder_lr: float | None = None) -> dict:  # fmt: skip
+             pretrain: bool = False, encoder_lr: float | None = None,
+             encoder_dim: int | None = None, encoder_layers: int | None = None,
+             extra_train_phrases: int = 0, train_variants: int | None = None) -> dict:  # fmt: skip
     """Data, model, cap and flatness settings of the full run (or the ``--quick`` toy).
 
     ``pretrain``: the audio encoder is pretrained alone with CTC first (``s["pretrain"]``,
     else ``None``) and the units load it, frozen, or fine-tuned at peak learning rate
-    ``encoder_lr``."""
+    ``encoder_lr``. ``encoder_dim``, ``encoder_layers``: the audio encoder's width and
+    transformer layers (default 128 and 2; the toy's 16 and 1). ``extra_train_phrases``,
+    ``train_variants``: more training utterances
+    (:class:`~sci_moe.speech.mome.SpeechSetConfig`; the validation and test utterances
+    stay), kept in the settings only when given, so the settings of the runs before
+    them are unchanged."""
+    s = _settings(quick, backbone, lm_layers, pretrain, encoder_lr)
+    enc = s["audio_encoder"]
+    s["audio_encoder"] = dict(enc, dim=encoder_dim or enc["dim"],
+                              layers=encoder_layers or enc["layers"])  # fmt: skip
+    if extra_train_phrases:
+        s["extra_train_phrases"] = int(extra_train_phrases)
+    if train_variants is not None and train_variants != s["variants"]:
+        s["train_variants"] = int(train_variants)
+    return s
+
+
+def _settings(quick, backbone, lm_layers, pretrain, encoder_lr) -> dict:
     common = dict(backbone=backbone, lm_layers=lm_layers, num_experts=8, top_k=2,
                   num_shared=1, bottleneck=8, upsample=8, lr=2e-3,
                   train_snr=[None, 10.0, 5.0], test_snr=[None, 10.0, 5.0, 0.0],
@@ -198,10 +280,15 @@ def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2,
                 video_encoder=dict(dim=64, layers=1, heads=4, subsample=1))  # fmt: skip
 
 
+def _data_extras(s: dict) -> dict:
+    """The settings' extra training data (empty: none)."""
+    return {k: s[k] for k in ("extra_train_phrases", "train_variants") if k in s}
+
+
 def speech_config(s: dict) -> SpeechSetConfig:
     return SpeechSetConfig(num_phrases=s["num_phrases"], variants=s["variants"],
                            voices=TRAIN_VOICES, heldout_voices=HELDOUT_VOICES,
-                           split=tuple(s["split"]), seed=0)  # fmt: skip
+                           split=tuple(s["split"]), seed=0, **_data_extras(s))  # fmt: skip
 
 
 def load_backbone(s: dict):
@@ -222,6 +309,15 @@ def flat(curve: list, s: dict) -> bool:
     return is_flat(st, v, tail=s["flat_tail"], tol=s["flat_tol"])
 
 
+def pretrain_settings(s: dict) -> dict:
+    """What an encoder file must have been pretrained with: the stage's settings, the
+    encoder's and the extra training data (only when there is some, as before it existed)."""
+    out = {"pretrain": s["pretrain"], "audio_encoder": s["audio_encoder"]}
+    if extra := _data_extras(s):
+        out["data"] = extra
+    return out
+
+
 def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
                    progress: bool = False) -> dict | None:  # fmt: skip
     """Pretrain the audio encoder alone with CTC (:func:`sci_moe.speech.mome.pretrain_encoder`)
@@ -232,9 +328,10 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
     A ``path`` that exists already is read instead (verified); it must have been
     pretrained with these settings."""
     p = s["pretrain"]
+    want = pretrain_settings(s)
     if path.is_file():
         _, info = read_encoder(path)
-        if info.get("settings") != {"pretrain": p, "audio_encoder": s["audio_encoder"]}:
+        if info.get("settings") != want:
             raise SystemExit(f"{path} was pretrained with other settings; remove it (and its "
                              "_run folder) or give another --pretrain-encoder PATH")  # fmt: skip
         return info
@@ -258,7 +355,7 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
     for snr in s["test_snr"]:
         ev = evaluate_encoder(run.model, data, "test", rate=1, snr_db=snr, seed=0)
         test[f"audio=1/{snr_name(snr)}"] = [float(ev["cer"]), float(ev["wer"])]
-    info = dict(settings={"pretrain": p, "audio_encoder": s["audio_encoder"]},
+    info = dict(settings=want,
                 steps=r.step, cap=r.steps, reason=r.reason, best_step=r.best_step,
                 best_val_cer=r.best_metric, converged=flat(curve, s), curve=curve, test=test,
                 train_s=r.train_time_s, stage_s=time.perf_counter() - t0)  # fmt: skip
@@ -511,7 +608,8 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "sci-moe" / "mome",
                    help="speech data cache")  # fmt: skip
-    p.add_argument("--plots", type=Path, default=None, help="write the learning curves here")
+    p.add_argument("--plots", type=Path, default=None,
+                   help="write the learning curves here (<json stem>_curves.png)")  # fmt: skip
     p.add_argument("--work", type=Path, default=Path(__file__).resolve().parents[1] / ".mome_full",
                    help="trainer checkpoints (default benchmarks/.mome_full)")  # fmt: skip
     p.add_argument("--pretrain-encoder", type=Path, nargs="?", const=Path(""), default=None,
@@ -524,6 +622,16 @@ def main(argv=None) -> int:
                    "learning rate LR instead of freezing it")  # fmt: skip
     p.add_argument("--pretrain-only", action="store_true",
                    help="stop after the encoder pretraining stage")  # fmt: skip
+    p.add_argument("--encoder-dim", type=int, default=None,
+                   help="audio encoder width, a multiple of its 4 heads (default 128)")  # fmt: skip
+    p.add_argument("--encoder-layers", type=int, default=None,
+                   help="audio encoder transformer layers (default 2)")  # fmt: skip
+    p.add_argument("--extra-train-phrases", type=int, default=0, metavar="N",
+                   help="N more corpus phrases, training split only, spoken by the training "
+                   "voices (the validation and test utterances stay; default 0, at most "
+                   f"{MAX_EXTRA_PHRASES})")  # fmt: skip
+    p.add_argument("--train-variants", type=int, default=None, metavar="V",
+                   help="spoken variants of every training phrase (default 2)")  # fmt: skip
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     if verdicts_only(args) is not None:
@@ -533,8 +641,22 @@ def main(argv=None) -> int:
         raise SystemExit("--finetune-encoder and --pretrain-only need --pretrain-encoder")
     if args.finetune_encoder is not None and not args.finetune_encoder > 0:
         raise SystemExit(f"--finetune-encoder must be > 0, got {args.finetune_encoder}")
+    for name, low in (("encoder_dim", 1), ("encoder_layers", 1), ("train_variants", 1)):
+        v = getattr(args, name)
+        if v is not None and v < low:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= {low}, got {v}")
+    if args.encoder_dim is not None and args.encoder_dim % 4:
+        raise SystemExit(f"--encoder-dim must be a multiple of 4 (the heads), got "
+                         f"{args.encoder_dim}")  # fmt: skip
+    if not 0 <= args.extra_train_phrases <= MAX_EXTRA_PHRASES:
+        raise SystemExit(f"--extra-train-phrases must be in 0..{MAX_EXTRA_PHRASES}, got "
+                         f"{args.extra_train_phrases}")  # fmt: skip
     setup(args)
-    s = settings(args.quick, args.backbone, args.lm_layers, pretrain, args.finetune_encoder)
+    s = settings(args.quick, args.backbone, args.lm_layers, pretrain, args.finetune_encoder,
+                 args.encoder_dim, args.encoder_layers, args.extra_train_phrases,
+                 args.train_variants)  # fmt: skip
+    if s.get("train_variants", s["variants"]) < s["variants"]:
+        raise SystemExit(f"--train-variants must be >= the set's {s['variants']} variants")
     mods = [m for m in args.modalities.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]
     bad = sorted(set(mods) - set(MODALITIES)) + sorted(set(methods) - set(METHODS))
@@ -639,7 +761,8 @@ def main(argv=None) -> int:
               f"{v['claim']}")  # fmt: skip
     if args.plots is not None and (runs or pre is not None):
         tag = "_quick" if args.quick else ""
-        plot_curves(runs, args.plots / f"mome_full{tag}_curves.png", pre)
+        stem = BENCHMARK if args.json is None else args.json.stem  # mome_full.json: as before
+        plot_curves(runs, args.plots / f"{stem}{tag}_curves.png", pre)
     print(f"piece {time.perf_counter() - t0:.0f} s; recognises: {doc['recognises']}; "
           f"complete: {doc['complete']}")  # fmt: skip
     return 0

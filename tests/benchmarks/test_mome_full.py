@@ -146,7 +146,7 @@ def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
     doc = json.loads(path.read_text())
     assert doc["complete"] is True and doc["runs"]["audio/mome/seed=0"] == first
     assert [p["units"] for p in doc["machine"]["pieces"]] == [2, 2]
-    assert (tmp_path / "mome_full_quick_curves.png").is_file()
+    assert (tmp_path / "full_quick_curves.png").is_file()  # named after the JSON
     rows = {(r["case"], r["metric"]) for r in doc["rows"]}
     assert ("audio/mome/audio=1/clean/seed=1", "cer") in rows
     assert ("audio/mome/mean_over_rates/0dB", "cer") in rows
@@ -185,7 +185,7 @@ def test_pretrained_encoder_stage_then_frozen_units(bench, tmp_path, monkeypatch
     unit = doc["runs"]["audio/mome/seed=0"]
     assert unit["encoder"] == {"digest": pre["digest"], "frozen": True}
     assert doc["pretrain"] == pre and doc["complete"] is True
-    assert (tmp_path / "mome_full_quick_curves.png").is_file()
+    assert (tmp_path / "pre_quick_curves.png").is_file()
     # the units' trainable parameters exclude the frozen encoder
     s = bench.settings(True, pretrain=True)
     plain = bench.build_model("mome", "audio", s, _bert(), 0).parameter_counts()
@@ -205,3 +205,53 @@ def test_pretrained_encoder_stage_then_frozen_units(bench, tmp_path, monkeypatch
 def test_pretrain_flags_need_the_stage(bench, tmp_path):
     with pytest.raises(SystemExit, match="need --pretrain-encoder"):
         bench.main(["--quick", "--pretrain-only", "--work", str(tmp_path)])
+
+
+def test_encoder_and_data_flags_enter_the_settings(bench):
+    plain = bench.settings(False, pretrain=True)
+    assert "extra_train_phrases" not in plain and "train_variants" not in plain
+    assert bench.pretrain_settings(plain) == {"pretrain": plain["pretrain"],
+                                              "audio_encoder": plain["audio_encoder"]}  # fmt: skip
+    # the defaults given explicitly: the settings of the runs before the flags
+    assert bench.settings(False, pretrain=True, encoder_dim=128, encoder_layers=2,
+                          train_variants=2) == plain  # fmt: skip
+    s = bench.settings(False, pretrain=True, encoder_dim=192, encoder_layers=4,
+                       extra_train_phrases=2700, train_variants=3)  # fmt: skip
+    assert s["audio_encoder"] == dict(plain["audio_encoder"], dim=192, layers=4)
+    assert s["extra_train_phrases"] == 2700 and s["train_variants"] == 3
+    cfg = bench.speech_config(s)
+    assert (cfg.extra_train_phrases, cfg.train_variants) == (2700, 3)
+    assert bench.speech_config(plain).key() == cfg.__class__(
+        **{**vars(cfg), "extra_train_phrases": 0, "train_variants": None}).key()  # fmt: skip
+    assert bench.pretrain_settings(s)["data"] == {"extra_train_phrases": 2700,
+                                                  "train_variants": 3}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--encoder-dim", "130"], ["--encoder-layers", "0"], ["--extra-train-phrases", "-1"],
+     ["--extra-train-phrases", "5000"], ["--train-variants", "1"]],
+)  # fmt: skip
+def test_bad_encoder_and_data_flags_exit(bench, tmp_path, flags):
+    with pytest.raises(SystemExit, match="must be"):
+        bench.main(["--threads", "1", "--work", str(tmp_path), *flags])
+
+
+def test_pretrain_with_extra_training_data(bench, tmp_path):
+    path = tmp_path / "more.json"
+    args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
+            "--work", str(tmp_path / "w"), "--pretrain-encoder", "--pretrain-only",
+            "--extra-train-phrases", "2", "--train-variants", "2",
+            "--encoder-layers", "2"]  # fmt: skip
+    assert bench.main(args) == 0
+    doc = json.loads(path.read_text())
+    s = doc["machine"]["settings"]
+    assert s["extra_train_phrases"] == 2 and s["train_variants"] == 2
+    assert s["audio_encoder"]["layers"] == 2
+    n = doc["machine"]["n_utterances"]
+    plain = bench.settings(True)
+    assert n["train"] == 2 * (round(0.7 * plain["num_phrases"]) + 2)  # 2 variants each
+    assert doc["pretrain"]["settings"]["data"] == {"extra_train_phrases": 2, "train_variants": 2}
+    # resuming with other data settings is refused (the run's settings differ)
+    with pytest.raises(SystemExit, match="other settings"):
+        bench.main([*args[:-4], "--resume"])

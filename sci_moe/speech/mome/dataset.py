@@ -11,6 +11,10 @@ one-hot frames; at batch time frames are dropped (zeroed) with a given probabili
 stands in for lip video only in its information content: no image is involved.
 
 The split is seeded and **by phrase**: every variant of a phrase is in the same split.
+More training data can be added without touching the validation and test utterances
+(``extra_train_phrases``, ``train_variants``): those utterances are synthesised after the
+others, from the same seeded draws, so the first ``num_phrases * variants`` utterances and
+the split of the first ``num_phrases`` phrases are the set without them.
 Built sets are cached in an ``.npz`` keyed by a hash of the configuration.
 """
 
@@ -157,6 +161,13 @@ class SpeechSetConfig:
     split : tuple of float
         Train/val/test fractions of the phrases.
     seed : int
+    extra_train_phrases : int
+        Further phrases (the next ones of :func:`corpus_phrases`), in the training split
+        only and spoken by ``voices``, >= 0.
+    train_variants : int or None
+        Variants of every training phrase (those of the split and the extra ones), >=
+        ``variants``; ``None``: ``variants``. The additional variants of the split's
+        training phrases come after every other utterance.
     """
 
     num_phrases: int = 120
@@ -170,10 +181,15 @@ class SpeechSetConfig:
     sample_rate: int = 16000
     split: tuple = (0.7, 0.15, 0.15)
     seed: int = 0
+    extra_train_phrases: int = 0
+    train_variants: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_phrases", "variants"):
             check_int_attr(self, name, 1)
+        check_int_attr(self, "extra_train_phrases", 0)
+        if self.train_variants is not None:
+            check_int_attr(self, "train_variants", self.variants)
         for name in ("voices", "speaking_rates", "pitches"):
             v = tuple(getattr(self, name))
             if not v:
@@ -193,8 +209,13 @@ class SpeechSetConfig:
     def key(self) -> str:
         """Hash of the configuration (the cache key)."""
         d = asdict(self)
-        if not d["heldout_voices"]:  # the keys of the sets built before the field existed
+        # the keys of the sets built before these fields existed
+        if not d["heldout_voices"]:
             del d["heldout_voices"]
+        if not d["extra_train_phrases"]:
+            del d["extra_train_phrases"]
+        if d["train_variants"] in (None, self.variants):
+            del d["train_variants"]
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -347,7 +368,7 @@ def build_speech_set(
         Show a progress bar while synthesising.
     phrases : list of str, optional
         Use these phrases instead of :func:`corpus_phrases` (tests, custom text);
-        ``config.num_phrases`` must equal their number.
+        ``config.num_phrases + config.extra_train_phrases`` must equal their number.
 
     Returns
     -------
@@ -356,14 +377,16 @@ def build_speech_set(
     from sci_moe.speech import list_voices, synthesize
 
     config = SpeechSetConfig() if config is None else config
+    n_all = config.num_phrases + config.extra_train_phrases
     if phrases is not None:
         phrases = [str(p) for p in phrases]
         for p in phrases:
             if not normalize_text(p):
                 raise ValueError(f"phrase {p!r} is empty after normalisation: give words")
-        if len(phrases) != config.num_phrases:
+        if len(phrases) != n_all:
             raise ValueError(
-                f"{len(phrases)} phrases given but config.num_phrases={config.num_phrases}"
+                f"{len(phrases)} phrases given but config.num_phrases + "
+                f"config.extra_train_phrases = {n_all}"
             )
     cache = None
     if cache_dir is not None:
@@ -384,15 +407,19 @@ def build_speech_set(
                 "(e.g. 'en-us', 'en-gb-x-rp', with an optional variant '+f3')"
             )
     if phrases is None:
-        phrases = corpus_phrases(
-            config.num_phrases, config.min_words, config.max_words, config.seed
-        )
+        phrases = corpus_phrases(n_all, config.min_words, config.max_words, config.seed)
     rng = np.random.default_rng(config.seed)
-    split_of_phrase = _split_phrases(len(phrases), config.split, config.seed)
+    n, v, tv = config.num_phrases, config.variants, config.train_variants or config.variants
+    split_of_phrase = _split_phrases(n, config.split, config.seed)
+    split_of_phrase["train"] = np.concatenate([split_of_phrase["train"], np.arange(n, n_all)])
     train_phrases = set(split_of_phrase["train"].tolist())
     texts, audio, visemes, phrase_ids = [], [], [], []
     unknown = 0
-    jobs = [(p, j) for p in range(len(phrases)) for j in range(config.variants)]
+    # the set without extra training data first, then its training phrases' further
+    # variants, then the extra phrases: the first n * v utterances do not depend on them
+    jobs = [(p, j) for p in range(n) for j in range(v)]
+    jobs += [(p, j) for p in sorted(train_phrases) if p < n for j in range(v, tv)]
+    jobs += [(p, j) for p in range(n, n_all) for j in range(tv)]
     for p, _ in progress_bar(jobs, disable=not progress, desc="synthesising", unit="utt"):
         pool = config.voices
         if config.heldout_voices and p not in train_phrases:
