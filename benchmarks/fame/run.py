@@ -36,6 +36,7 @@ from ``JSON.state.json``; the JSON is rewritten from the finished seeds after ev
         benchmarks/fame/run.py --threads 1 --json benchmarks/fame/results/full.json \\
         --plots docs/results/img --max-hours 0.5 [--resume]
 
+``--seeds N`` with ``--resume`` adds seeds to a stored run (the finished fits are kept).
 ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows (no training).
 """
 
@@ -475,11 +476,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     piece_arguments(parser, unit="fit")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="paired seeds (default: 5, quick 2); raising it with --resume adds seeds to a "
+        "stored run",
+    )
     args = parser.parse_args(argv)
     if (done := verdicts_only(args)) is not None:
         return done
     setup(args)
     cfg = settings(args.quick)
+    if args.seeds is not None:
+        if args.seeds < 2:
+            parser.error(f"--seeds must be >= 2 (a paired test needs two), got {args.seeds}")
+        cfg["seeds"] = args.seeds
     state = resume_state(args)
     deadline = piece_deadline(args)
     other = OtherLoad()

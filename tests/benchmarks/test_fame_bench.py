@@ -50,3 +50,18 @@ def test_verdict_rule_reproduced_and_contradicted(bench):
     bad = bench.verdicts(_doc(bench, [0.60, 0.62, 0.61], [0.30, 0.31, 0.29]))
     assert bad[0]["verdict"] == "contradicted"
     assert {v["claim"] for v in good} >= {"more experts help: K = 2 vs K = 1 (regime task)"}
+
+
+def test_seeds_flag_sets_the_plan(bench, monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run(args, cfg, state, deadline):
+        seen.update(cfg)
+        return False
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    assert bench.main(["--quick", "--seeds", "3", "--json", str(tmp_path / "f.json")]) == 0
+    assert seen["seeds"] == 3
+    with pytest.raises(SystemExit) as err:
+        bench.main(["--quick", "--seeds", "1"])
+    assert err.value.code == 2
