@@ -37,7 +37,9 @@ case by case (a region of one case: paired over its repeats). ``why`` adds the r
 the geometric mean of the per-case ratios ``g``: *level* when ``|g - 1| <`` :data:`LEVEL`,
 else *faster* (``g > 1``) or *slower*, with the spread of the per-case ratios and of the
 per-repeat paired ratios. A timing trains nothing (``converged`` true); the pairs are cases
-(or repeats), not seeds.
+(or repeats), not seeds. A *level* region is "not decided" (not decisive) whatever its
+p-value: a tie within ``1 +- LEVEL`` is not "faster", and a resolved 2 % is no claim about
+speed a user would act on.
 """
 
 from __future__ import annotations
@@ -155,19 +157,26 @@ def verdicts(doc: dict) -> list[dict]:
             f"{min(every):.3f}-{max(every):.3f}); paired over {paired}; "
             f"{left} cases of the region without grouped_mm; a timing, nothing trained"
         )
-        out.append(
-            decide_verdict(
-                f"sci-moe's MoE layer step (forward + backward, one thread) is faster than "
-                f"transformers' grouped_mm experts over the grid region {name}",
-                metric=metric,
-                ours=ours,
-                baseline=GROUPED,
-                baseline_values=base,
-                higher_is_better=True,
-                converged=True,
-                note=note,
-            )
+        entry = decide_verdict(
+            f"sci-moe's MoE layer step (forward + backward, one thread) is faster than "
+            f"transformers' grouped_mm experts over the grid region {name}",
+            metric=metric,
+            ours=ours,
+            baseline=GROUPED,
+            baseline_values=base,
+            higher_is_better=True,
+            converged=True,
+            note=note,
         )
+        if reading == "level":
+            # a tie within 1 +- LEVEL is not "faster", however well resolved
+            entry.update(
+                verdict="not decided",
+                decisive=False,
+                why=f"a practical tie (geometric mean ratio within 1 +- {LEVEL:g}), "
+                f"not faster; {entry['why']}",
+            )
+        out.append(entry)
     return out
 
 

@@ -112,7 +112,10 @@ def test_verdict_rule(peers):
     assert found["d"]["verdict"] == "reproduced"  # "float32, every d": paired over 2 cases
     assert "reading: faster" in found["d"]["why"] and found["d"]["seeds"] == 2
     level = _doc(peers, [[1.0, 1.1, 1.0], [2.0, 2.1, 2.0]], [[1.01, 1.09, 1.0], [2.0, 2.1, 2.01]])
-    assert all("reading: level" in v["why"] for v in peers.verdicts(level))
+    tied = peers.verdicts(level)
+    assert tied and all("reading: level" in v["why"] for v in tied)
+    assert all(v["verdict"] == "not decided" and not v["decisive"] for v in tied)
+    assert all(v["why"].startswith("a practical tie") for v in tied)
 
 
 def test_estimate_counts_every_step(peers):
