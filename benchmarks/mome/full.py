@@ -54,87 +54,19 @@ trainer checkpoint in ``WORK/<json stem>/<unit>`` (``--work``, default
 ``benchmarks/.mome_full``, ignored by git) and ``--resume`` continues it exactly.
 
 Pretrained encoder (``--pretrain-encoder [PATH]``, the fix for the stall below): before
-the units, the audio encoder is trained once alone with CTC at its own token rate
-(:func:`sci_moe.speech.mome.pretrain_encoder`; encoder -> linear head, 2 characters per
-token) on the training voices, with the units' noise augmentation and SpecAugment masking
-(2 time masks of up to 20 frames and at most 20 % of the utterance, 2 bands of up to 8 of
-the 40 mel bins; :func:`sci_moe.speech.mome.spec_mask`), batch 8, AdamW 2e-3, 5 % warm-up
-then cosine over at most 20,000 steps, validation CER (held-out voices) every 500 steps,
-the best kept, early stop after 8 evaluations without a better one; flat by the same
-rule. It is written (verified, with its record) to PATH (default
-``WORK/<json stem>/audio_encoder.pt``; the trainer checkpoints to ``<PATH stem>_run/``
-beside it, resumed by ``--resume`` and cut by ``--max-hours`` like a unit), its held-out
-test CER/WER at rate 1 per SNR and learning curve go to the JSON (``pretrain`` and the
-``audio/pretrained_encoder`` rows; the curve in black in the audio panel of the plot),
-and every audio and audio-visual unit loads it (shape and config checked) **frozen**
-(eval mode, out of the optimiser; the units train projector, adapters, router, norm and
-head), or fine-tuned at peak learning rate ``--finetune-encoder LR``; ``--pretrain-only``
-stops after the stage. Verdicts then also need the pretrained encoder flat. The video
-encoder still trains with the units.
-Measured (2-core CPU, the other core busy with another long run, 1 thread, nice 10,
-2026-12-06), pretraining with these settings: 0.063 s per step over 60 steps (0.078 s
-when the CTC loss averages rates 1-16; batch 16 costs 0.16 s per step), 0.071 s per step
-over 1,500 steps with the evaluations; a short run of 1,500 steps (its own cosine
-schedule, 1.8 min) reached validation CER 0.60 / 0.49 / 0.44 at steps 500 / 1,000 /
-1,500 and held-out test CER 0.447 at rate 1 (clean), and 2,000 steps reached validation
-CER 0.42 (2.9 min), about where the unmasked encoder stalled at that step (the masks
-are a regulariser: their gain, if any, comes later in training); so the full 20,000
-steps take about 24 min (30 min under more load), less if it stops early. The run
-(``mome_full.json``, 2026-12-06): 20,000 steps in 1,312 s, flat, best validation CER
-0.329 at step 16,000, held-out test CER 0.331 at rate 1, just above the gate, so the
-grid was not started.
-
-**What limits it: generalisation, not capacity** (issue 43; the stored best encoder of
-that run, greedy CTC, clean, rate 1): CER 0.154 on its own training utterances, 0.209
-on new draws (voice, rate, pitch) of 100 training phrases by the training voices, 0.281
-on 100 training phrases by the held-out voices, 0.280 on the validation phrases by the
-training voices and 0.329 on the validation set (held-out phrases and voices): new
-voices and new phrases each cost about 0.07. Its training loss still fell (1.06 to 1.02
-per character over steps 16,000-20,000) while the validation CTC loss was flat from step
-~13,000; the errors are phonetic spellings of words it never saw ("prapalontsin" for
-"propellants in"): 44 % of the validation words (40 % of the test words) are not in the
-1,206-word vocabulary of the 800 training phrases. Hence ``--extra-train-phrases N``
-and ``--train-variants V`` (:class:`~sci_moe.speech.mome.SpeechSetConfig`): N more
-corpus phrases (the corpus has 3,730 distinct 2-4-word phrases, so at most 2,700), in
-the training split only and spoken by the training voices, and V variants of every
-training phrase; they are synthesised after the other utterances (about 40 s for 8,900
-more), so the validation and test utterances are those of the run above. With 2,700
-and 3 the training split grows from 1,600 to 10,500 utterances (vocabulary 3,658 words:
-72 % of the validation and 75 % of the test words seen); the units train on the same
-set. ``--encoder-dim`` and ``--encoder-layers`` set the audio encoder's size (also the
-units'). These flags enter ``machine.settings`` (the extra data only when given) and the
-encoder file's settings, so ``--resume`` refuses a run or file of other settings.
-
-Probes (short pretraining runs, each with its own cosine schedule over its steps,
-otherwise the settings above; seed 0 unless said; validation CER at the last step;
-s/step with the evaluations, 1 thread, nice 10, the other core busy; 2026-12-06):
-
-===================================================  =====  =========  ======  =============
-probe                                                steps  val CER    s/step  train CER (*)
-===================================================  =====  =========  ======  =============
-baseline (dim 128, 2 layers, 1,600 utterances)       2,000  0.424      0.064   0.346
-baseline, seed 1                                     2,000  0.415      0.061   0.342
-baseline on 1/6 of the training phrases (266 utt.)   2,000  0.488      0.056   0.155
-same, 4 time and 4 frequency masks (2x)              2,000  0.482      0.080   0.284
-+2,700 phrases, 3 variants (10,500 utterances)       2,000  0.412      0.065   0.365
-same, seed 1                                         2,000  0.417      0.057   0.373
-same, lr 3e-3                                        2,000  0.417      0.059   0.370
-same, dim 192                                        2,000  0.426      0.086   0.371
-same, 4 layers                                       2,000  0.405      0.098   0.360
-same, 4 layers, seed 1                               2,000  0.414      0.096   0.368
-baseline                                             3,000  0.384      0.063   0.303
-+2,700 phrases, 3 variants                           3,000  0.389      0.065   0.325
-===================================================  =====  =========  ======  =============
-
-(*) CER on 400 of the utterances it trained on (the first 400 of the training split).
-At 2,000-3,000 steps (10-15 passes over 1,600 utterances) no lever is resolved: the
-differences are within the seed spread (~0.01). The data lever acts in the regime the
-full run ends in (100 passes, training CER 0.15): there, at equal passes, 6 times the
-data made the difference (266 utterances: 60 passes, training CER 0.155, val 0.488;
-1,600: 0.424), while twice the masks there cut the memorising (training CER 0.284) but
-not the held-out CER (0.482; that probe ran under more load). The 4 layers were ahead
-in both seeds but within the spread; they are recommended as cheap capacity for 6.5
-times the data, not as a measured gain. Recommended next pretraining (a new JSON; est.
+the units, the audio encoder is trained once alone with CTC, written (verified, with its
+record) to PATH (default ``WORK/<json stem>/audio_encoder.pt``), resumable and cut by
+``--max-hours`` like a unit, and loaded **frozen** into every audio and audio-visual unit
+(or fine-tuned at peak learning rate ``--finetune-encoder LR``); its held-out test
+CER/WER at rate 1 per SNR and curve go to the JSON (``pretrain``, the
+``audio/pretrained_encoder`` rows, black in the audio panel of the plot);
+``--pretrain-only`` stops after the stage; verdicts then also need it flat.
+``--extra-train-phrases N``, ``--train-variants V``, ``--encoder-dim`` and
+``--encoder-layers`` add training utterances and size the audio encoder; they enter
+``machine.settings`` and the encoder file's settings, so ``--resume`` refuses a run or
+file of other settings. The stage and these flags, with their measurements, the
+diagnosis (generalisation, not capacity) and the probes: ``_mome.py``.
+Recommended next pretraining (a new JSON; est.
 20,000 steps x 0.098 s + evaluations and synthesis ~35 min, ~40 min under more load,
 less if it stops early; without ``--encoder-layers 4`` ~23 min):
 
@@ -196,32 +128,39 @@ from _common import (
     verdicts_only,
     write_json_doc,
 )
-from _mome import METHODS, MODALITIES, build_model, compression, evaluate_grid, snr_name
+from _mome import (
+    HELDOUT_VOICES,
+    METHODS,
+    MODALITIES,
+    TRAIN_VOICES,
+    add_encoder_arguments,
+    build_model,
+    check_data_settings,
+    check_encoder_arguments,
+    compression,
+    encoder_path,
+    evaluate_grid,
+    flat,
+    pretrain_defaults,
+    pretrain_piece,
+    snr_name,
+    speech_config,
+    with_encoder_and_data,
+)
 
 from sci_moe.speech.mome import (
-    EncoderConfig,
-    PretrainConfig,
-    SpeechSetConfig,
     TrainConfig,
     build_speech_set,
-    evaluate_encoder,
     load_encoder,
     load_minilm,
     load_smollm2_decoder,
-    pretrain_encoder,
-    read_encoder,
     routing_consistency,
-    save_encoder,
     train_recognizer,
 )
-from sci_moe.train import is_flat, seed_everything
+from sci_moe.train import seed_everything
 
 BENCHMARK = "mome_full"
-TRAIN_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3", "en-gb-scotland+f1", "en-029+m2")
-HELDOUT_VOICES = ("en-us-nyc+f4", "en-gb-x-gbclan+m1")
 GATE = 0.30  # a recogniser recognises: test CER at audio rate 1 <= 0.30
-#: The corpus has 3,730 distinct 2-4-word phrases; the full set uses the first 1,000.
-MAX_EXTRA_PHRASES = 2700
 BASELINES = {
     "per_rate": "per-rate adapters",
     "shared": "one shared adapter",
@@ -244,14 +183,8 @@ def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2,
     stay), kept in the settings only when given, so the settings of the runs before
     them are unchanged."""
     s = _settings(quick, backbone, lm_layers, pretrain, encoder_lr)
-    enc = s["audio_encoder"]
-    s["audio_encoder"] = dict(enc, dim=encoder_dim or enc["dim"],
-                              layers=encoder_layers or enc["layers"])  # fmt: skip
-    if extra_train_phrases:
-        s["extra_train_phrases"] = int(extra_train_phrases)
-    if train_variants is not None and train_variants != s["variants"]:
-        s["train_variants"] = int(train_variants)
-    return s
+    return with_encoder_and_data(s, encoder_dim, encoder_layers, extra_train_phrases,
+                                 train_variants)  # fmt: skip
 
 
 def _settings(quick, backbone, lm_layers, pretrain, encoder_lr) -> dict:
@@ -259,36 +192,18 @@ def _settings(quick, backbone, lm_layers, pretrain, encoder_lr) -> dict:
                   num_shared=1, bottleneck=8, upsample=8, lr=2e-3,
                   train_snr=[None, 10.0, 5.0], test_snr=[None, 10.0, 5.0, 0.0],
                   video_dropout=0.3, flat_tail=0.2, flat_tol=0.01,
-                  encoder_lr=encoder_lr if pretrain else None)  # fmt: skip
-    masks = dict(time_masks=2, time_mask_width=20, time_mask_ratio=0.2, freq_masks=2,
-                 freq_mask_width=8)  # fmt: skip
+                  encoder_lr=encoder_lr if pretrain else None,
+                  pretrain=pretrain_defaults(quick) if pretrain else None)  # fmt: skip
     if quick:
-        common["pretrain"] = (dict(steps=4, batch_size=4, lr=2e-3, eval_every=2, patience=0,
-                                   rates=[1], upsample=2, spec_mask=masks)
-                              if pretrain else None)  # fmt: skip
         return dict(common, num_phrases=12, variants=1, split=[0.7, 0.15, 0.15], rates=[1, 2],
                     steps=4, batch_size=4, eval_every=2, patience=0, num_experts=4, bottleneck=2,
                     lm_layers=1, upsample=4,
                     audio_encoder=dict(dim=16, layers=1, heads=2, subsample=2),
                     video_encoder=dict(dim=8, layers=0, heads=2, subsample=1))  # fmt: skip
-    common["pretrain"] = (dict(steps=20000, batch_size=8, lr=2e-3, eval_every=500, patience=8,
-                               rates=[1], upsample=2, spec_mask=masks)
-                          if pretrain else None)  # fmt: skip
     return dict(common, num_phrases=1000, variants=2, split=[0.8, 0.1, 0.1],
                 rates=[1, 2, 4, 8, 16], steps=3000, batch_size=8, eval_every=100, patience=5,
                 audio_encoder=dict(dim=128, layers=2, heads=4, subsample=2),
                 video_encoder=dict(dim=64, layers=1, heads=4, subsample=1))  # fmt: skip
-
-
-def _data_extras(s: dict) -> dict:
-    """The settings' extra training data (empty: none)."""
-    return {k: s[k] for k in ("extra_train_phrases", "train_variants") if k in s}
-
-
-def speech_config(s: dict) -> SpeechSetConfig:
-    return SpeechSetConfig(num_phrases=s["num_phrases"], variants=s["variants"],
-                           voices=TRAIN_VOICES, heldout_voices=HELDOUT_VOICES,
-                           split=tuple(s["split"]), seed=0, **_data_extras(s))  # fmt: skip
 
 
 def load_backbone(s: dict):
@@ -299,69 +214,6 @@ def load_backbone(s: dict):
 
 def unit_key(modality: str, method: str, seed: int) -> str:
     return f"{modality}/{method}/seed={seed}"
-
-
-def flat(curve: list, s: dict) -> bool:
-    """Whether a ``[[step, val_cer], ...]`` curve is flat (:func:`sci_moe.train.is_flat`)."""
-    if not curve:
-        return False
-    st, v = zip(*curve, strict=True)
-    return is_flat(st, v, tail=s["flat_tail"], tol=s["flat_tol"])
-
-
-def pretrain_settings(s: dict) -> dict:
-    """What an encoder file must have been pretrained with: the stage's settings, the
-    encoder's and the extra training data (only when there is some, as before it existed)."""
-    out = {"pretrain": s["pretrain"], "audio_encoder": s["audio_encoder"]}
-    if extra := _data_extras(s):
-        out["data"] = extra
-    return out
-
-
-def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
-                   progress: bool = False) -> dict | None:  # fmt: skip
-    """Pretrain the audio encoder alone with CTC (:func:`sci_moe.speech.mome.pretrain_encoder`)
-    and write it to ``path``; its trainer checkpoints go to ``<path stem>_run/`` beside it
-    (resumed when there). Returns the record (curve, flatness, test CER/WER at rate 1 per
-    test SNR), also kept in the file; ``None`` when ``max_hours`` ran out first.
-
-    A ``path`` that exists already is read instead (verified); it must have been
-    pretrained with these settings."""
-    p = s["pretrain"]
-    want = pretrain_settings(s)
-    if path.is_file():
-        _, info = read_encoder(path)
-        if info.get("settings") != want:
-            raise SystemExit(f"{path} was pretrained with other settings; remove it (and its "
-                             "_run folder) or give another --pretrain-encoder PATH")  # fmt: skip
-        return info
-    if max_hours is not None and max_hours <= 0:
-        return None
-    t0 = time.perf_counter()
-    enc = EncoderConfig(**s["audio_encoder"], **p["spec_mask"])
-    cfg = PretrainConfig(steps=p["steps"], batch_size=p["batch_size"], lr=p["lr"],
-                         eval_every=p["eval_every"], monitor="val_cer", patience=p["patience"],
-                         rates=tuple(p["rates"]), upsample=p["upsample"],
-                         snr_db=tuple(s["train_snr"]), seed=0, max_hours=max_hours,
-                         progress=progress, checkpoint_minutes=5.0)  # fmt: skip
-    run_dir = path.parent / f"{path.stem}_run"
-    resume = (run_dir / "checkpoint.pt").is_file()
-    run = pretrain_encoder(data, enc, cfg, out_dir=run_dir, resume=resume)
-    r = run.result
-    if r.reason == "budget":
-        return None
-    curve = [[e["step"], e["val_cer"]] for e in r.evals if "val_cer" in e]
-    test = {}
-    for snr in s["test_snr"]:
-        ev = evaluate_encoder(run.model, data, "test", rate=1, snr_db=snr, seed=0)
-        test[f"audio=1/{snr_name(snr)}"] = [float(ev["cer"]), float(ev["wer"])]
-    info = dict(settings=want,
-                steps=r.step, cap=r.steps, reason=r.reason, best_step=r.best_step,
-                best_val_cer=r.best_metric, converged=flat(curve, s), curve=curve, test=test,
-                train_s=r.train_time_s, stage_s=time.perf_counter() - t0)  # fmt: skip
-    save_encoder(path, run.model.encoder, "audio", info)
-    _, info = read_encoder(path)  # as the units will see it (with its digest)
-    return info
 
 
 def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
@@ -612,51 +464,17 @@ def main(argv=None) -> int:
                    help="write the learning curves here (<json stem>_curves.png)")  # fmt: skip
     p.add_argument("--work", type=Path, default=Path(__file__).resolve().parents[1] / ".mome_full",
                    help="trainer checkpoints (default benchmarks/.mome_full)")  # fmt: skip
-    p.add_argument("--pretrain-encoder", type=Path, nargs="?", const=Path(""), default=None,
-                   metavar="PATH",
-                   help="first pretrain the audio encoder alone with CTC (resumable) into PATH "
-                   "(default WORK/<json stem>/audio_encoder.pt) and load it, frozen, into "
-                   "every audio and audio-visual unit")  # fmt: skip
-    p.add_argument("--finetune-encoder", type=float, default=None, metavar="LR",
-                   help="with --pretrain-encoder: fine-tune the loaded encoder at peak "
-                   "learning rate LR instead of freezing it")  # fmt: skip
-    p.add_argument("--pretrain-only", action="store_true",
-                   help="stop after the encoder pretraining stage")  # fmt: skip
-    p.add_argument("--encoder-dim", type=int, default=None,
-                   help="audio encoder width, a multiple of its 4 heads (default 128)")  # fmt: skip
-    p.add_argument("--encoder-layers", type=int, default=None,
-                   help="audio encoder transformer layers (default 2)")  # fmt: skip
-    p.add_argument("--extra-train-phrases", type=int, default=0, metavar="N",
-                   help="N more corpus phrases, training split only, spoken by the training "
-                   "voices (the validation and test utterances stay; default 0, at most "
-                   f"{MAX_EXTRA_PHRASES})")  # fmt: skip
-    p.add_argument("--train-variants", type=int, default=None, metavar="V",
-                   help="spoken variants of every training phrase (default 2)")  # fmt: skip
+    add_encoder_arguments(p)
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     if verdicts_only(args) is not None:
         return 0
-    pretrain = args.pretrain_encoder is not None
-    if not pretrain and (args.finetune_encoder is not None or args.pretrain_only):
-        raise SystemExit("--finetune-encoder and --pretrain-only need --pretrain-encoder")
-    if args.finetune_encoder is not None and not args.finetune_encoder > 0:
-        raise SystemExit(f"--finetune-encoder must be > 0, got {args.finetune_encoder}")
-    for name, low in (("encoder_dim", 1), ("encoder_layers", 1), ("train_variants", 1)):
-        v = getattr(args, name)
-        if v is not None and v < low:
-            raise SystemExit(f"--{name.replace('_', '-')} must be >= {low}, got {v}")
-    if args.encoder_dim is not None and args.encoder_dim % 4:
-        raise SystemExit(f"--encoder-dim must be a multiple of 4 (the heads), got "
-                         f"{args.encoder_dim}")  # fmt: skip
-    if not 0 <= args.extra_train_phrases <= MAX_EXTRA_PHRASES:
-        raise SystemExit(f"--extra-train-phrases must be in 0..{MAX_EXTRA_PHRASES}, got "
-                         f"{args.extra_train_phrases}")  # fmt: skip
+    pretrain = check_encoder_arguments(args)
     setup(args)
     s = settings(args.quick, args.backbone, args.lm_layers, pretrain, args.finetune_encoder,
                  args.encoder_dim, args.encoder_layers, args.extra_train_phrases,
                  args.train_variants)  # fmt: skip
-    if s.get("train_variants", s["variants"]) < s["variants"]:
-        raise SystemExit(f"--train-variants must be >= the set's {s['variants']} variants")
+    check_data_settings(s)
     mods = [m for m in args.modalities.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]
     bad = sorted(set(mods) - set(MODALITIES)) + sorted(set(methods) - set(METHODS))
@@ -681,15 +499,10 @@ def main(argv=None) -> int:
     machine["n_utterances"] = {k: len(v) for k, v in data.splits.items()}
     units = [(m, meth, sd) for sd in seeds for m in mods for meth in methods]  # seed-major
     ckpt_root = None if args.json is None else args.work / args.json.stem
-    enc_path = None
-    if pretrain:
-        enc_path = args.pretrain_encoder
-        if enc_path == Path(""):
-            enc_path = (ckpt_root if ckpt_root is not None else args.work) / "audio_encoder.pt"
+    root = ckpt_root if ckpt_root is not None else args.work
+    enc_path = encoder_path(args.pretrain_encoder, root, pre)
+    if enc_path is not None:
         machine["encoder_file"] = str(enc_path)
-        if pre is not None and not enc_path.is_file():
-            raise SystemExit(f"--resume: the pretrained encoder {enc_path} of this run is "
-                             "missing; restore it or start the run afresh")  # fmt: skip
 
     def write() -> dict:
         rows = make_rows(runs, s, seeds, pre)
@@ -707,19 +520,8 @@ def main(argv=None) -> int:
     stop = False
     if pretrain:
         left = deadline - time.perf_counter()
-        info = pretrain_stage(s, data, enc_path, None if np.isinf(left) else left / 3600,
-                              args.progress)  # fmt: skip
-        if info is None:
-            print("encoder pretraining: piece time spent; continue with --resume", flush=True)
-            stop = True
-        else:
-            if pre is not None and pre.get("digest") != info["digest"]:
-                raise SystemExit(f"--resume: {enc_path} is not the encoder this run used "
-                                 f"(digest {info['digest']} != {pre.get('digest')})")  # fmt: skip
-            pre = info
-            print(f"encoder pretraining: {pre['steps']} steps ({pre['reason']}, flat "
-                  f"{pre['converged']}); test CER at rate 1 "
-                  f"{pre['test']['audio=1/clean'][0]:.3f}", flush=True)  # fmt: skip
+        pre, stop = pretrain_piece(s, data, enc_path, pre, None if np.isinf(left) else left / 3600,
+                                   args.progress)  # fmt: skip
         write()
         stop = stop or args.pretrain_only
     pristine = None  # loaded once; each unit hooks its adapters into a fresh copy

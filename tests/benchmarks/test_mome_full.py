@@ -5,6 +5,7 @@ rules (issue 43 item 1)."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -18,6 +19,15 @@ from tests.benchmarks.conftest import load_benchmark  # noqa: E402
 def bench():
     with load_benchmark("mome/full.py", "mome_full_under_test") as mod:
         yield mod
+
+
+@pytest.fixture(scope="module")
+def helpers(bench):
+    """benchmarks/mome/_mome.py as full.py imported it: the speech data flags' settings and
+    the encoder pretraining stage."""
+    mod = sys.modules["_mome"]
+    assert mod.build_model is bench.build_model
+    return mod
 
 
 def _bert():
@@ -52,11 +62,11 @@ def test_grid_models_match_parameters(bench):
 
 
 @pytest.fixture(scope="module")
-def data(bench, tmp_path_factory):
+def data(bench, helpers, tmp_path_factory):
     from sci_moe.speech.mome import build_speech_set
 
     s = bench.settings(True)
-    return build_speech_set(bench.speech_config(s), tmp_path_factory.mktemp("speech"), False)
+    return build_speech_set(helpers.speech_config(s), tmp_path_factory.mktemp("speech"), False)
 
 
 def test_heldout_voices_speak_only_validation_and_test(bench, data):
@@ -162,7 +172,7 @@ def test_toy_run_in_pieces_and_resume(bench, tmp_path, monkeypatch):
     assert (tmp_path / "w" / "full" / "audio_mome_seed=1" / "checkpoint.pt").is_file()
 
 
-def test_pretrained_encoder_stage_then_frozen_units(bench, tmp_path, monkeypatch):
+def test_pretrained_encoder_stage_then_frozen_units(bench, helpers, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "load_backbone", lambda s: _bert())
     path = tmp_path / "pre.json"
     args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
@@ -193,7 +203,7 @@ def test_pretrained_encoder_stage_then_frozen_units(bench, tmp_path, monkeypatch
     # the encoder file no longer fits the settings: a clear exit
     s_other = dict(s, audio_encoder=dict(s["audio_encoder"], dim=8))
     with pytest.raises(SystemExit, match="other settings"):
-        bench.pretrain_stage(s_other, None, enc)
+        helpers.pretrain_stage(s_other, None, enc)
     # a unit given an encoder of another architecture: ValueError saying what to do
     from sci_moe.speech.mome import EncoderConfig, SpeechEncoder, save_encoder
 
@@ -207,10 +217,10 @@ def test_pretrain_flags_need_the_stage(bench, tmp_path):
         bench.main(["--quick", "--pretrain-only", "--work", str(tmp_path)])
 
 
-def test_encoder_and_data_flags_enter_the_settings(bench):
+def test_encoder_and_data_flags_enter_the_settings(bench, helpers):
     plain = bench.settings(False, pretrain=True)
     assert "extra_train_phrases" not in plain and "train_variants" not in plain
-    assert bench.pretrain_settings(plain) == {"pretrain": plain["pretrain"],
+    assert helpers.pretrain_settings(plain) == {"pretrain": plain["pretrain"],
                                               "audio_encoder": plain["audio_encoder"]}  # fmt: skip
     # the defaults given explicitly: the settings of the runs before the flags
     assert bench.settings(False, pretrain=True, encoder_dim=128, encoder_layers=2,
@@ -219,11 +229,11 @@ def test_encoder_and_data_flags_enter_the_settings(bench):
                        extra_train_phrases=2700, train_variants=3)  # fmt: skip
     assert s["audio_encoder"] == dict(plain["audio_encoder"], dim=192, layers=4)
     assert s["extra_train_phrases"] == 2700 and s["train_variants"] == 3
-    cfg = bench.speech_config(s)
+    cfg = helpers.speech_config(s)
     assert (cfg.extra_train_phrases, cfg.train_variants) == (2700, 3)
-    assert bench.speech_config(plain).key() == cfg.__class__(
+    assert helpers.speech_config(plain).key() == cfg.__class__(
         **{**vars(cfg), "extra_train_phrases": 0, "train_variants": None}).key()  # fmt: skip
-    assert bench.pretrain_settings(s)["data"] == {"extra_train_phrases": 2700,
+    assert helpers.pretrain_settings(s)["data"] == {"extra_train_phrases": 2700,
                                                   "train_variants": 3}  # fmt: skip
 
 
