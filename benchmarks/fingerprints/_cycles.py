@@ -7,31 +7,29 @@ in cycle ``c``, so cycle 0 is the plain run) until its concatenated validation c
 better, relative, than the best before; at least five evaluations) or the cap of cycles is
 spent. The byte classifier is judged on its validation accuracy, the propagation LMs on
 their validation loss (the log of the perplexity the curves store), as the other LM
-benchmarks of ``benchmarks/`` judge theirs. A helper module: ``run.py`` imports it.
+benchmarks of ``benchmarks/`` judge theirs. The cycles themselves are
+:func:`_common.until_flat`'s. A helper module: ``run.py`` imports it.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+
+from _common import until_flat
 
 from sci_moe.train import is_flat
 
 __all__ = [
-    "CYCLE_SEED",
     "FLAT_RULE",
-    "concat",
     "fit_byte_classifier",
     "flat",
     "lm_flat",
     "train_lm",
-    "until_flat",
 ]
 
-CYCLE_SEED = 100  # cycle c draws its batches with seed + CYCLE_SEED * c
 FLAT_RULE = (
     "trained in cycles (byte classifier: byte_steps steps, at most byte_cycles; propagation "
     "LMs: lm_steps steps, at most lm_cycles; each a fresh warm-up + cosine schedule from the "
@@ -56,47 +54,18 @@ def lm_flat(curve) -> bool:
     return flat([[s, math.log(v)] for s, v in curve], higher_is_better=False)
 
 
-def concat(cycles: list[list[list[float]]], cycle_steps: int) -> list[list[float]]:
-    """The curves of consecutive cycles of ``cycle_steps`` steps on one step axis (a later
-    cycle's evaluation at its step 0 repeats the previous cycle's end and is left out)."""
-    out = []
-    for c, curve in enumerate(cycles):
-        out += [[c * cycle_steps + s, v] for s, v in curve if not (c and s == 0)]
-    return out
-
-
-def until_flat(
-    cycle: Callable[[int], list[list[float]]],
-    judge: Callable[[list[list[float]]], bool],
-    max_cycles: int,
-    cycle_steps: int,
-) -> tuple[list[list[float]], int, bool]:
-    """Run ``cycle(c)`` (returns cycle ``c``'s curve, steps from its own start) for
-    ``c = 0, 1, ...`` until ``judge`` finds the concatenated curve flat or ``max_cycles``
-    ran. Returns ``(curve, cycles run, converged)``."""
-    if max_cycles < 1:
-        raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
-    curves: list[list[list[float]]] = []
-    while len(curves) < max_cycles:
-        curves.append(cycle(len(curves)))
-        if judge(concat(curves, cycle_steps)):
-            break
-    curve = concat(curves, cycle_steps)
-    return curve, len(curves), judge(curve)
-
-
 def fit_byte_classifier(clf, texts, labels, names, val, eval_every: int, max_cycles: int):
     """Fit ``clf`` (a :class:`~sci_moe.language.provenance.ByteTransformerClassifier`) in
     cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat.
     Returns ``(clf, curve, cycles, converged)``."""
     seed = clf.config.seed
 
-    def cycle(c: int):
-        clf.config = replace(clf.config, seed=seed + CYCLE_SEED * c)
+    def cycle(c: int, cycle_seed: int):
+        clf.config = replace(clf.config, seed=cycle_seed)
         clf.fit(texts, labels, names, val=val, eval_every=eval_every, warm_start=c > 0)
         return [[int(s), float(a)] for s, a in clf.curve]
 
-    curve, n, conv = until_flat(cycle, flat, max_cycles, clf.config.steps)
+    curve, n, conv = until_flat(cycle, flat, max_cycles, seed, clf.config.steps)
     clf.config = replace(clf.config, seed=seed)
     return clf, curve, n, conv
 
@@ -111,18 +80,18 @@ def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int):
     held = {}
     with tempfile.TemporaryDirectory() as tmp:
 
-        def cycle(c: int):
+        def cycle(c: int, cycle_seed: int):
             init = None
             if c:
                 init = save_model(Path(tmp) / "previous.pt", lm_cfg, held["lm"].state_dict())
             held["lm"], hist = train_lm_on_texts(
                 docs,
                 lm_cfg,
-                replace(tcfg, seed=tcfg.seed + CYCLE_SEED * c),
+                replace(tcfg, seed=cycle_seed),
                 tokenizer=tokenizer,
                 init_from=init,
             )
             return [[int(s), float(p)] for s, p in zip(hist["step"], hist["val_ppl"], strict=True)]
 
-        curve, n, conv = until_flat(cycle, lm_flat, max_cycles, tcfg.steps)
+        curve, n, conv = until_flat(cycle, lm_flat, max_cycles, tcfg.seed, tcfg.steps)
     return held["lm"], curve, n, conv

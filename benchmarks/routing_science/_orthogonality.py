@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from _common import Row, row_value, seed_verdict
+from _common import Row, concat, row_value, seed_verdict
 from _routing_science import flat
 
 ORTHO = (0.0, 1e-3, 1e-2)  # orthogonality_coef (L_o, per-token mean)
@@ -27,18 +27,27 @@ UNITS = {"converged": "bool", "steps": "steps"}
 DIAG = ("overlap", "score_variance", "max_violation")  # routing diagnostics of evaluate()
 
 
-def concat(cycles: list[dict]) -> tuple[list[int], list[float]]:
-    """The validation curve of consecutive cycles on one step axis (a later cycle's
+def record_curve(rec: dict) -> list[list[float]]:
+    """One training cycle's record as its validation curve ``[[step, val_loss], ...]``
+    (steps from the cycle's own start)."""
+    return [[s, v] for s, v in zip(rec["step"], rec["val_loss"], strict=True)]
+
+
+def unzip(curve: list[list[float]]) -> tuple[list[int], list[float]]:
+    """A curve ``[[step, value], ...]`` as ``(steps, values)``."""
+    return [s for s, _ in curve], [v for _, v in curve]
+
+
+def cycles_curve(cycles: list[dict]) -> tuple[list[int], list[float]]:
+    """The validation curve ``(steps, losses)`` of consecutive cycle records on one step axis
+    (:func:`_common.concat`: each cycle ends at its last evaluation, and a later cycle's
     evaluation before its first step repeats the previous end and is left out)."""
-    steps, loss, offset = [], [], 0
-    for i, c in enumerate(cycles):
-        for s, v in zip(c["step"], c["val_loss"], strict=True):
-            if i and s == 0:
-                continue
-            steps.append(offset + s)
-            loss.append(v)
-        offset += c["step"][-1]
-    return steps, loss
+    return unzip(concat([record_curve(c) for c in cycles]))
+
+
+def curve_flat(curve: list[list[float]]) -> bool:
+    """``FLAT_RULE`` (:func:`_routing_science.flat`) on a curve ``[[step, loss], ...]``."""
+    return flat(*unzip(curve))
 
 
 def case_name(ortho: float, var: float) -> str:
@@ -140,7 +149,7 @@ def make_rows(p: dict, seeds: list[int], runs: dict) -> list[Row]:
     rows: list[Row] = []
     if not runs.get("pretrain"):
         return rows
-    steps, loss = concat(runs["pretrain"])
+    steps, loss = cycles_curve(runs["pretrain"])
     rows += [
         Row("pretrain", "val_loss", loss[-1], "nats/byte"),
         Row("pretrain", "steps", float(steps[-1]), "steps"),
@@ -276,7 +285,7 @@ def save_plots(p: dict, seeds: list[int], runs: dict, out: Path) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    steps, loss = concat(runs["pretrain"])
+    steps, loss = cycles_curve(runs["pretrain"])
     axes[0].plot(steps, loss, color="black")
     axes[0].set_title("pretraining (all text)")
     axes[0].set_xlabel("step")
@@ -288,7 +297,7 @@ def save_plots(p: dict, seeds: list[int], runs: dict, out: Path) -> list[Path]:
             rec = ft.get(f"{name}/s{s}")
             if rec is None:
                 continue
-            st, lo = concat(rec["cycles"])
+            st, lo = cycles_curve(rec["cycles"])
             color = "tab:red" if name == BASELINE else cmap(i / max(1, len(grid(p)) - 1))
             axes[1].plot(st, lo, color=color, alpha=0.7, lw=0.9, label=name if j == 0 else None)
     axes[1].set_title("fine-tuning on news (every seed)")

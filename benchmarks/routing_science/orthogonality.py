@@ -73,6 +73,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
 
 from _common import (
+    CYCLE_SEED,
     OtherLoad,
     base_parser,
     machine_info,
@@ -82,6 +83,7 @@ from _common import (
     print_table,
     row_value,
     setup,
+    until_flat,
     verdict_entry,
     verdicts_only,
     warn_if_busy,
@@ -93,13 +95,16 @@ from _orthogonality import (
     ORTHO,
     VAR,
     byte_features,
-    concat,
+    curve_flat,
+    cycles_curve,
     grid,
     make_rows,
     model_features,
     probe_accuracy,
     probe_tasks,
+    record_curve,
     save_plots,
+    unzip,
     verdicts,
 )
 from _routing_science import FLAT_RULE, MODEL, SWITCH_COEF, flat
@@ -270,7 +275,7 @@ def pretrain_cycle(p, state, env, files: Path) -> dict:
     if c:
         init = check_pretrained(files, cycles)
     rec, _, _ = one_cycle(
-        train_keys(p, "pretrain"), 100 * c, env, load_corpus(), init, files / "pretrained.pt"
+        train_keys(p, "pretrain"), CYCLE_SEED * c, env, load_corpus(), init, files / "pretrained.pt"
     )
     rec["sha256"] = sha256(files / "pretrained.pt")
     return rec
@@ -296,32 +301,35 @@ def finetune_unit(p, state, env, files: Path, name, ortho, var, seed, tasks) -> 
     from sci_moe.language import text_corpus
 
     corpus = text_corpus(news_text(), name="lee_news")
-    init = check_pretrained(files, state["pretrain"])
+    last = {"init": check_pretrained(files, state["pretrain"])}  # the latest cycle's
     cycles, t0 = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        for c in range(p["ft_cycles"]):
+
+        def cycle(c: int, cycle_seed: int) -> list[list[float]]:
             save = Path(tmp) / f"cycle{c}.pt"
             keys = train_keys(p, "ft", ortho, var)
-            rec, h, model = one_cycle(keys, seed + 100 * c, env, corpus, init, save)
+            rec, h, last["model"] = one_cycle(keys, cycle_seed, env, corpus, last["init"], save)
             cycles.append(rec)
             if c == 0:  # the pretrained model on the news validation windows
                 initial = {"val_loss": h["val_loss"][0]}
                 initial.update({k: mean_over_layers(h["diagnostics"][0], k) for k in DIAG})
-            init = save
-            if flat(*concat(cycles)):
-                break
-    steps, loss = concat(cycles)
-    diag = h["diagnostics"][-1]
+                last["initial"] = initial
+            last["init"], last["diag"] = save, h["diagnostics"][-1]
+            return record_curve(rec)
+
+        curve, _, converged = until_flat(cycle, curve_flat, p["ft_cycles"], seed)
+    steps, loss = unzip(curve)
+    diag, model = last["diag"], last["model"]
     out = {
         "cycles": cycles,
-        "initial": initial,
+        "initial": last["initial"],
         "val_loss": loss[-1],
         **{k: mean_over_layers(diag, k) for k in DIAG},
         "probe": {
             t: probe_accuracy(model_features(model, x), y, g) for t, (x, y, g) in tasks.items()
         },
         "steps": steps[-1],
-        "converged": flat(steps, loss),
+        "converged": converged,
         "seconds": time.perf_counter() - t0,
     }
     print(
@@ -374,7 +382,7 @@ def run_units(p, seeds, runs, env, files: Path, deadline: float, budget: list, s
     while not runs.get("pretrain_done"):
         may_start(f"pretraining cycle {len(runs['pretrain']) + 1}")
         runs["pretrain"].append(pretrain_cycle(p, runs, env, files))
-        steps, loss = concat(runs["pretrain"])
+        steps, loss = cycles_curve(runs["pretrain"])
         done = flat(steps, loss) or len(runs["pretrain"]) >= p["pretrain_cycles"]
         runs["pretrain_done"] = done
         print(

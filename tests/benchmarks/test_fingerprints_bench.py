@@ -4,7 +4,6 @@ the verdict rule re-derived from the stored JSON."""
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
@@ -19,9 +18,9 @@ def bench():
 
 
 @pytest.fixture
-def cycles(bench):
-    """The script's helper module ``_cycles`` (imported by it)."""
-    return sys.modules[bench.train_lm.__module__]
+def common(bench):
+    """``benchmarks/_common`` as the script imported it (its cycles: ``until_flat``)."""
+    return bench._common
 
 
 def _curve(values):
@@ -87,31 +86,32 @@ def _fake(curves):
     """A fake training: cycle ``c`` returns ``curves[c]`` (steps of its own, 0-based)."""
     ran = []
 
-    def cycle(c):
+    def cycle(c, seed):
+        assert seed == 3 + 100 * c
         ran.append(c)
         return curves[c]
 
     return cycle, ran
 
 
-def test_a_run_that_is_not_flat_gets_another_cycle(bench, cycles):
+def test_a_run_that_is_not_flat_gets_another_cycle(bench, common):
     rising = [[0, 0.1], [10, 0.2], [20, 0.3], [30, 0.4], [40, 0.5]]
     level = [[10, 0.5], [20, 0.5], [30, 0.501], [40, 0.501]]
     cycle, ran = _fake([rising, level, level])
-    curve, n, conv = cycles.until_flat(cycle, bench.flat, max_cycles=3, cycle_steps=40)
+    curve, n, conv = common.until_flat(cycle, bench.flat, max_cycles=3, seed=3, cycle_steps=40)
     assert ran == [0, 1] and n == 2 and conv  # flat after the second cycle: no third
     assert [s for s, _ in curve] == [0, 10, 20, 30, 40, 50, 60, 70, 80]
 
 
-def test_a_run_at_its_cap_records_not_converged(bench, cycles):
+def test_a_run_at_its_cap_records_not_converged(bench, common):
     falling = [[[0, 9.0], [10, 8.0], [20, 7.0]], [[0, 7.0], [10, 6.0], [20, 5.0]]]
     cycle, ran = _fake(falling)
-    curve, n, conv = cycles.until_flat(cycle, bench.lm_flat, max_cycles=2, cycle_steps=20)
+    curve, n, conv = common.until_flat(cycle, bench.lm_flat, max_cycles=2, seed=3, cycle_steps=20)
     assert ran == [0, 1] and n == 2 and not conv
     want = [[0, 9.0], [10, 8.0], [20, 7.0], [30, 6.0], [40, 5.0]]
-    assert curve == cycles.concat(falling, 20) == want
+    assert curve == common.concat(falling, 20) == want
     with pytest.raises(ValueError, match="max_cycles"):
-        cycles.until_flat(cycle, bench.flat, max_cycles=0, cycle_steps=20)
+        common.until_flat(cycle, bench.flat, max_cycles=0, seed=3, cycle_steps=20)
 
 
 def test_tiny_trainings_record_cycles_steps_and_converged(bench):

@@ -81,7 +81,7 @@ def test_cycles_form_one_curve(bench):
         {"step": [0, 5, 10], "val_loss": [5.0, 3.0, 2.0]},
         {"step": [0, 5, 10], "val_loss": [2.0, 2.1, 1.99]},
     ]
-    steps, loss = bench.concat(cycles)
+    steps, loss = bench.cycles_curve(cycles)
     assert steps == [0, 5, 10, 15, 20] and loss == [5.0, 3.0, 2.0, 2.1, 1.99]
     assert bench.flat(steps, loss)  # 0.5 % better over the last fifth
 

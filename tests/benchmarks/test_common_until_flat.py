@@ -1,0 +1,58 @@
+"""``benchmarks/_common``: training in cycles until the joined validation curve is flat
+(:func:`until_flat`, :func:`concat`), the helper of the fingerprints and orthogonality
+benchmarks."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def common():
+    with load_benchmark("_common.py", "bench_common_until_flat") as mod:
+        yield mod
+
+
+def last_value_judge(curve):
+    """Flat when the joined curve's last value is 1.0 (a stand-in for a flatness rule)."""
+    return curve[-1][1] == 1.0
+
+
+def fake(curves):
+    """A fake training whose cycle ``c`` returns ``curves[c]``; records ``(c, seed)``."""
+    calls = []
+
+    def cycle(c, seed):
+        calls.append((c, seed))
+        return curves[c]
+
+    return cycle, calls
+
+
+def test_stops_at_the_first_flat_cycle(common):
+    curves = [[[0, 0.0], [5, 0.5]], [[0, 0.5], [5, 0.9]], [[0, 0.9], [5, 1.0]]]
+    cycle, calls = fake([*curves, [[0, 1.0], [5, 1.0]]])
+    curve, n, conv = common.until_flat(cycle, last_value_judge, max_cycles=4, seed=7)
+    assert calls == [(0, 7), (1, 107), (2, 207)]  # flat at cycle 2: no cycle 3
+    assert (n, conv) == (3, True) and common.CYCLE_SEED == 100
+    assert curve == [[0, 0.0], [5, 0.5], [10, 0.9], [15, 1.0]]
+
+
+def test_a_never_flat_run_stops_at_max_cycles(common):
+    cycle, calls = fake([[[0, 0.0], [4, 0.1]]] * 5)
+    curve, n, conv = common.until_flat(cycle, last_value_judge, max_cycles=3, cycle_steps=4)
+    assert calls == [(0, 0), (1, 100), (2, 200)] and (n, conv) == (3, False)
+    assert [s for s, _ in curve] == [0, 4, 8, 12]
+    with pytest.raises(ValueError, match="max_cycles"):
+        common.until_flat(cycle, last_value_judge, max_cycles=0)
+
+
+def test_concat_shifts_by_cycle_steps_or_by_each_cycles_end(common):
+    curves = [[[0, 5.0], [3, 4.0], [7, 3.5]], [[0, 3.5], [4, 3.2], [6, 3.1]], [[2, 3.0]]]
+    by_end = common.concat(curves)
+    assert by_end == [[0, 5.0], [3, 4.0], [7, 3.5], [11, 3.2], [13, 3.1], [15, 3.0]]
+    fixed = common.concat(curves, cycle_steps=10)
+    assert fixed == [[0, 5.0], [3, 4.0], [7, 3.5], [14, 3.2], [16, 3.1], [22, 3.0]]
+    assert common.concat([]) == [] and isinstance(by_end[-1][0], int)
