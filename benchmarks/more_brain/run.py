@@ -17,14 +17,24 @@ Contestants (subjects 1-2 trained jointly, validated and tested on subject 1):
 * ``flat MoE``: one expert-choice level of 16 experts (same front end, experts, loss);
 * ``MoRE-Brain``: the 2 -> 4 -> 8 -> 16 expert-choice tree (:class:`MoREBrainEncoder`).
 
-Both MoEs train on the shared trainer (AdamW, cosine schedule) for ``steps`` steps with a
-validation evaluation every ``eval_every`` steps and the best validation top-1 weights
-kept. A fit is *flat* (:func:`sci_moe.train.is_flat`, :data:`FLAT_RULE`) when its best
-validation top-1 of the last 20 % of its steps beat the best before them by less than
-``FLAT_ATOL`` = 0.01 (the resolution of a top-1 over 150 validation sentences, steps of
-1/150: one sentence more is no gain) or by less than 1 % relative (never the looser one
-below a top-1 of 1). The stored runs were judged by the same rule written by hand (the
-best of the whole curve against the best of its first 80 %, < 0.01); on their stored
+Every learned fit (both MoEs, the linear-data tree, the three transfer fits) trains on the
+shared trainer (AdamW, cosine schedule, no warm-up) *until flat*, in cycles
+(:func:`_common.until_flat`, :func:`fit_until_flat`): a cycle is ``steps`` steps (transfer:
+``ft_steps``) with a validation evaluation every ``eval_every`` (``ft_eval_every``) steps;
+cycle ``c`` draws its batches with the seed ``seed + 100 c`` (cycle 0 is the plain
+fixed-step run of before, bit for bit) and is a fresh cosine schedule from the previous
+cycle's best validation top-1 weights. After each cycle the concatenated validation curve is
+judged; the first flat one ends the fit, and at most ``cycles`` cycles run (full plan 4,
+``--quick`` 2; ``--max-cycles N`` overrides), a fit that reaches the cap unflat records
+``flat`` false. The fit's result is the best validation top-1 weights over all its cycles
+(a later cycle replaces them only when strictly better). Recorded per fit: the
+concatenated curve, ``cycles``, ``steps`` (all cycles together) and ``flat``. A curve is
+*flat* (:func:`sci_moe.train.is_flat`, :data:`FLAT_RULE`) when its best validation top-1
+of the last 20 % of its steps beat the best before them by less than ``FLAT_ATOL`` = 0.01
+(the resolution of a top-1 over 150 validation sentences, steps of 1/150: one sentence more
+is no gain) or by less than 1 % relative (never the looser one below a top-1 of 1). The
+stored runs of the fixed-step plan (one cycle) were judged by the same rule written by hand
+(the best of the whole curve against the best of its first 80 %, < 0.01); on their stored
 curves both give the same flags, so their ``flat`` rows stand.
 
 Measured per seed (data and model seed ``seed + i``): top-1/top-5 retrieval; ARI of the
@@ -39,9 +49,16 @@ tree trained by the old recipe (``old_steps`` steps, constant learning rate, no
 validation) and by this run's, against ridge.
 
 Run: ``python benchmarks/more_brain/run.py [--quick] [--json PATH] [--seed 0] [--seeds 5]
-[--plots DIR] [--max-hours H] [--resume]``; ``--max-hours`` stops between seeds,
-``--resume`` continues from ``JSON.state.json``; the JSON is rewritten from the finished
-seeds after every seed. ``--verdicts-only PATH`` recomputes a stored JSON's verdicts.
+[--max-cycles N] [--plots DIR] [--max-hours H] [--resume]``; ``--max-hours`` stops between
+seeds, ``--resume`` continues from ``JSON.state.json`` (which stores the settings: a state
+of other settings, such as one of the fixed-step plan, which stored none, is refused); the
+JSON is rewritten from the finished seeds after every seed. ``--verdicts-only PATH``
+recomputes a stored JSON's verdicts.
+
+Cost (one thread): a seed of the fixed-step plan (one cycle per fit) took ~290 s, ~95 % of
+it in the fits; a fit's cost grows with its cycles, so the worst case (every fit at the cap
+of 4 cycles) is ~4 x 290 s, about 20 min a seed and ~3.2 h for 10 seeds; fits flat after
+one cycle cost what they did.
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ import copy
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
@@ -69,6 +87,7 @@ from _common import (
     seed_verdict,
     setup,
     state_path,
+    until_flat,
     verdict_entry,
     verdicts_only,
     write_json,
@@ -98,13 +117,28 @@ ALPHAS = tuple(float(a) for a in np.logspace(-1, 5, 13))
 FLAT_ATOL = 0.01
 FLAT_RULE = (
     "sci_moe.train.is_flat: best validation top-1 of the last 20 % of the steps beat the best "
-    "before them by < 0.01 (atol) or < 1 % (relative)"
+    "before them by < 0.01 (atol) or < 1 % (relative); every learned fit trains in cycles "
+    "(steps / ft_steps each, a fresh cosine schedule from the previous cycle's best weights, "
+    "batch seed + 100 per cycle) until its concatenated curve is flat, at most `cycles`"
 )
 TRANSFER = ("router-only", "full fine-tuning", "scratch", "ridge")
 
 
-def settings(quick: bool) -> dict:
-    """Sizes of the run (``--quick``: tiny, for CI and checks)."""
+def settings(quick: bool, max_cycles: int | None = None) -> dict:
+    """Sizes of the run (``--quick``: tiny, for CI and checks).
+
+    ``cycles`` is the most training cycles of a fit (full plan 4, quick 2); ``max_cycles``
+    (``--max-cycles``) overrides it.
+    """
+    if max_cycles is not None and max_cycles < 1:
+        raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
+    cfg = _plan(quick)
+    if max_cycles is not None:
+        cfg["cycles"] = int(max_cycles)
+    return cfg
+
+
+def _plan(quick: bool) -> dict:
     if quick:
         return {
             "voxels": 64,
@@ -119,6 +153,7 @@ def settings(quick: bool) -> dict:
             "lr": 3e-3,
             "old_steps": 100,
             "linear_snr": 0.3,
+            "cycles": 2,
         }
     return {
         "voxels": 128,
@@ -133,6 +168,7 @@ def settings(quick: bool) -> dict:
         "lr": 3e-3,
         "old_steps": 300,
         "linear_snr": 0.3,
+        "cycles": 4,
     }
 
 
@@ -141,6 +177,56 @@ def flat(curve: list) -> bool:
     (higher is better, the default tail and relative tolerance) with ``atol=FLAT_ATOL``."""
     steps, values = [s for s, _ in curve], [v for _, v in curve]
     return is_flat(steps, values, mode="max", atol=FLAT_ATOL)
+
+
+def fit_until_flat(model, train, cfg: dict, seed: int, steps: int, eval_every: int, batch: int):
+    """Train ``model`` in cycles until its validation top-1 curve is :func:`flat`.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Trained in place; left with the best validation top-1 weights over all cycles.
+    train : callable
+        ``train(config)`` runs one cycle on ``model`` with the
+        :class:`~sci_moe.neuro.more_brain.TrainConfig` ``config`` (validation top-1
+        monitored, the cycle's best weights restored) and returns its
+        :class:`~sci_moe.neuro.more_brain.EncoderRun`.
+    cfg : dict
+        The run's settings (:func:`settings`): ``lr`` and ``cycles``, the most cycles.
+    seed : int
+        The seed of cycle 0; cycle ``c`` uses ``seed + 100 c`` (:func:`_common.until_flat`).
+    steps, eval_every, batch : int
+        Steps of a cycle, steps between validation evaluations, batch size.
+
+    Returns
+    -------
+    dict
+        ``curve`` (``[[step, val_top1], ...]``, the cycles' curves on one step axis),
+        ``cycles``, ``steps`` (of all cycles), ``flat`` (the joined curve by :func:`flat`)
+        and ``fit_seconds``.
+    """
+    t0 = time.perf_counter()
+    best: dict = {"top1": None, "state": None}
+
+    def cycle(c: int, cycle_seed: int) -> list:
+        run = train(_config(cfg, cycle_seed, steps, eval_every, batch))
+        top1 = run.result.best_metric
+        if top1 is not None and (best["top1"] is None or top1 > best["top1"]):
+            best["top1"] = top1
+            best["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return [[int(e["step"]), float(e["val_top1"])] for e in run.result.evals]
+
+    curve, cycles, converged = until_flat(cycle, flat, cfg["cycles"], seed, steps)
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    model.eval()
+    return {
+        "curve": curve,
+        "cycles": cycles,
+        "steps": cycles * steps,
+        "flat": converged,
+        "fit_seconds": time.perf_counter() - t0,
+    }
 
 
 def _split(x, y):
@@ -176,16 +262,6 @@ def _ret(pred, y):
     return {"top1": r[1], "top5": r[5]}
 
 
-def _fit_record(run, t0):
-    curve = [[int(e["step"]), float(e["val_top1"])] for e in run.result.evals]
-    return {
-        "curve": curve,
-        "steps": int(run.result.step),
-        "flat": flat(curve),
-        "fit_seconds": time.perf_counter() - t0,
-    }
-
-
 def _spectral(x: np.ndarray, k: int, seed: int) -> np.ndarray:
     """Spectral clustering of the voxels on their absolute correlations."""
     from sklearn.cluster import SpectralClustering
@@ -218,16 +294,21 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
     for name, experts in (("flat MoE", (16,)), ("MoRE-Brain", (2, 4, 8, 16))):
         torch.manual_seed(seed)
         m = _model((s1, s2), cfg, experts)
-        t0 = time.perf_counter()
-        run = train_encoder(
+        fit = fit_until_flat(
             m,
-            train2,
-            _config(cfg, seed, cfg["steps"], cfg["eval_every"], cfg["batch"]),
-            validation={s1: (xva, yva)},
+            partial(train_encoder, m, train2, validation={s1: (xva, yva)}),
+            cfg,
+            seed,
+            cfg["steps"],
+            cfg["eval_every"],
+            cfg["batch"],
         )
-        out[name] = {**_ret(predict(m, xte, s1), yte), **_fit_record(run, t0)}
+        out[name] = {**_ret(predict(m, xte, s1), yte), **fit}
         models[name] = m
-        print(f"  seed {seed} {name}: {out[name]['top1']:.3f} top-1, flat {out[name]['flat']}")
+        print(
+            f"  seed {seed} {name}: {out[name]['top1']:.3f} top-1, flat {fit['flat']} "
+            f"after {fit['cycles']} cycle(s)"
+        )
     print(f"  seed {seed} ridge: {out['ridge']['top1']:.3f} top-1")
     # voxel groups: learned assignments and spectral clustering vs the planted truth
     tree_assign = voxel_assignments(models["MoRE-Brain"], xte, s1)
@@ -248,22 +329,37 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
     (xn, yn), (xnv, ynv), (xnt, ynt) = sp[s3]
     for n in cfg["new_rows"]:
         xs, ys = xn[:n], yn[:n]
-        ft_cfg = _config(cfg, seed, cfg["ft_steps"], cfg["ft_eval_every"], min(cfg["batch"], n))
+        ft = (cfg["ft_steps"], cfg["ft_eval_every"], min(cfg["batch"], n))
         res = {}
-        t0 = time.perf_counter()
         m = copy.deepcopy(models["MoRE-Brain"])
-        run = finetune_routers(m, s3, xs, ys, ft_cfg, validation=(xnv, ynv))
-        res["router-only"] = {**_ret(predict(m, xnt, s3), ynt), **_fit_record(run, t0)}
-        t0 = time.perf_counter()
+        fit = fit_until_flat(
+            m,
+            partial(finetune_routers, m, s3, xs, ys, validation=(xnv, ynv)),
+            cfg,
+            seed,
+            *ft,
+        )
+        res["router-only"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         m = copy.deepcopy(models["MoRE-Brain"])
         m.add_subject(s3, cfg["voxels"])
-        run = train_encoder(m, {s3: (xs, ys)}, ft_cfg, validation={s3: (xnv, ynv)})
-        res["full fine-tuning"] = {**_ret(predict(m, xnt, s3), ynt), **_fit_record(run, t0)}
-        t0 = time.perf_counter()
+        fit = fit_until_flat(
+            m,
+            partial(train_encoder, m, {s3: (xs, ys)}, validation={s3: (xnv, ynv)}),
+            cfg,
+            seed,
+            *ft,
+        )
+        res["full fine-tuning"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         torch.manual_seed(seed)
         m = _model((s3,), cfg, (2, 4, 8, 16))
-        run = train_encoder(m, {s3: (xs, ys)}, ft_cfg, validation={s3: (xnv, ynv)})
-        res["scratch"] = {**_ret(predict(m, xnt, s3), ynt), **_fit_record(run, t0)}
+        fit = fit_until_flat(
+            m,
+            partial(train_encoder, m, {s3: (xs, ys)}, validation={s3: (xnv, ynv)}),
+            cfg,
+            seed,
+            *ft,
+        )
+        res["scratch"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         rr = RidgeDecoder(alphas=ALPHAS, seed=seed).fit(xs.numpy(), ys.numpy())
         res["ridge"] = _ret(rr.predict(xnt.numpy()), ynt)
         out[f"new {n}"] = res
@@ -277,7 +373,9 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
 def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray) -> dict:
     """Why the issue-41 run lost to ridge: on its linear planted data (one subject), the
     tree trained by the old recipe (``old_steps`` steps, constant learning rate, no
-    validation) and by this run's (``steps``, cosine, best validation weights), and ridge."""
+    validation: a fixed recipe, not trained until flat) and by this run's (cycles of
+    ``steps``, cosine, until flat, best validation weights; :func:`fit_until_flat`), and
+    ridge."""
     lin = plant_voxels(
         targets, num_voxels=cfg["voxels"], num_subjects=1, snr=cfg["linear_snr"], seed=seed
     )
@@ -285,19 +383,22 @@ def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray) -> dict:
     ridge = RidgeDecoder(alphas=ALPHAS, seed=seed).fit(xtr.numpy(), ytr.numpy())
     out = {"ridge": _ret(ridge.predict(xte.numpy()), yte)}
     old = TrainConfig(steps=cfg["old_steps"], batch_size=cfg["batch"], lr=cfg["lr"], seed=seed)
-    for name, tcfg, val in (
-        ("old recipe", old, None),
-        ("MoRE-Brain", _config(cfg, seed, cfg["steps"], cfg["eval_every"], cfg["batch"]), True),
-    ):
-        torch.manual_seed(seed)
-        m = _model(("subj01",), cfg, (2, 4, 8, 16))
-        t0 = time.perf_counter()
-        run = train_encoder(
-            m, {"subj01": (xtr, ytr)}, tcfg, validation={"subj01": (xva, yva)} if val else None
-        )
-        out[name] = _ret(predict(m, xte, "subj01"), yte)
-        if val:
-            out[name].update(_fit_record(run, t0))
+    torch.manual_seed(seed)
+    m = _model(("subj01",), cfg, (2, 4, 8, 16))
+    train_encoder(m, {"subj01": (xtr, ytr)}, old)
+    out["old recipe"] = _ret(predict(m, xte, "subj01"), yte)
+    torch.manual_seed(seed)
+    m = _model(("subj01",), cfg, (2, 4, 8, 16))
+    fit = fit_until_flat(
+        m,
+        partial(train_encoder, m, {"subj01": (xtr, ytr)}, validation={"subj01": (xva, yva)}),
+        cfg,
+        seed,
+        cfg["steps"],
+        cfg["eval_every"],
+        cfg["batch"],
+    )
+    out["MoRE-Brain"] = {**_ret(predict(m, xte, "subj01"), yte), **fit}
     print(
         f"  seed {seed} linear data top-1: "
         + ", ".join(f"{k} {v['top1']:.3f}" for k, v in out.items())
@@ -332,10 +433,16 @@ def rows_of(state: dict, cfg: dict, seeds: list[int]) -> tuple[list[Row], dict]:
             vals = [r[case][metric] for r in runs]
             vs = None if case == "ridge" else "ridge"
             add(case, metric, vals, vs=vs, base=None if vs is None else base)
+
+    def fit_rows(case, fits):
+        """``flat``, ``cycles`` and ``steps`` rows of one learned fit (``fits``: per seed)."""
+        add(case, "flat", [float(f["flat"]) for f in fits], "fraction")
+        add(case, "cycles", [f["cycles"] for f in fits], "cycles")
+        add(case, "steps", [f["steps"] for f in fits], "steps")
+        curves[case] = {str(s): f["curve"] for s, f in zip(seeds, fits, strict=True)}
+
     for case in ("flat MoE", "MoRE-Brain"):
-        add(case, "steps", [r[case]["steps"] for r in runs], "steps")
-        add(case, "flat", [float(r[case]["flat"]) for r in runs], "fraction")
-        curves[case] = {str(s): r[case]["curve"] for s, r in zip(seeds, runs, strict=True)}
+        fit_rows(case, [r[case] for r in runs])
     add("ridge", "alpha", [r["ridge"]["alpha"] for r in runs], "")
     for metric in ("top1", "top5"):
         base = float(np.mean([r["linear"]["ridge"][metric] for r in runs]))
@@ -343,10 +450,7 @@ def rows_of(state: dict, cfg: dict, seeds: list[int]) -> tuple[list[Row], dict]:
             vals = [r["linear"][case][metric] for r in runs]
             vs = None if case == "ridge" else "linear ridge"
             add(f"linear {case}", metric, vals, vs=vs, base=None if vs is None else base)
-    add("linear MoRE-Brain", "flat", [float(r["linear"]["MoRE-Brain"]["flat"]) for r in runs])
-    curves["linear MoRE-Brain"] = {
-        str(s): r["linear"]["MoRE-Brain"]["curve"] for s, r in zip(seeds, runs, strict=True)
-    }
+    fit_rows("linear MoRE-Brain", [r["linear"]["MoRE-Brain"] for r in runs])
     for case in runs[0]["groups"]:
         for metric in ("ari", "nmi"):
             add(case, metric, [r["groups"][case][metric] for r in runs], "score")
@@ -358,14 +462,7 @@ def rows_of(state: dict, cfg: dict, seeds: list[int]) -> tuple[list[Row], dict]:
                 vs = None if case == "scratch" else "scratch"
                 add(f"new subject {n} rows {case}", metric, vals, vs=vs, base=base)
         for case in TRANSFER[:3]:
-            add(
-                f"new subject {n} rows {case}",
-                "flat",
-                [float(r[f"new {n}"][case]["flat"]) for r in runs],
-            )
-            curves[f"new subject {n} rows {case}"] = {
-                str(s): r[f"new {n}"][case]["curve"] for s, r in zip(seeds, runs, strict=True)
-            }
+            fit_rows(f"new subject {n} rows {case}", [r[f"new {n}"][case] for r in runs])
     print_table(
         ["case", "metric", "mean", "sd", "vs", "ratio"],
         [t for t in table if t[1] in ("top1", "top5", "ari")],
@@ -522,17 +619,54 @@ def plot(doc: dict, folder: Path) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def check_settings(state: dict, cfg: dict) -> None:
+    """Refuse to ``--resume`` a state written with other settings (``state["settings"]``).
+
+    A state of the fixed-step plan (one cycle per fit) stored no settings and is refused
+    too. An empty state (a new run) passes.
+
+    Raises
+    ------
+    SystemExit
+        With a message naming the differing settings.
+    """
+    if not state:
+        return
+    stored = state.get("settings")
+    if stored is None:
+        raise SystemExit(
+            "--resume: the stored state holds no settings; it was written by the fixed-step "
+            "plan (one training cycle per fit), not this run's training until flat. Start a "
+            "new run (another --json, or without --resume)"
+        )
+    if stored != cfg:
+        keys = sorted(k for k in set(stored) | set(cfg) if stored.get(k) != cfg.get(k))
+        diff = ", ".join(f"{k}: stored {stored.get(k)!r}, now {cfg.get(k)!r}" for k in keys)
+        raise SystemExit(f"--resume: the stored state ran other settings ({diff})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument(
+        "--max-cycles",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the most training cycles of a fit (default: the plan's, 4; --quick 2)",
+    )
     piece_arguments(ap)
     args = ap.parse_args(argv)
     if (done := verdicts_only(args)) is not None:
         return done
-    setup(args)
-    cfg = settings(args.quick)
+    if args.max_cycles is not None and args.max_cycles < 1:
+        ap.error(f"--max-cycles must be >= 1, got {args.max_cycles}")
+    cfg = settings(args.quick, args.max_cycles)
     state = resume_state(args)
+    check_settings(state, cfg)
+    state["settings"] = cfg
+    setup(args)
     deadline = piece_deadline(args)
     load = OtherLoad()
     t0 = time.perf_counter()
