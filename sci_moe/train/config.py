@@ -74,6 +74,17 @@ class TrainConfig:
         than ``min_delta`` (0: never stop early).
     min_delta : float
         The smallest change of ``monitor`` that counts as an improvement.
+    stop_when_flat : float or None
+        Stop at the first evaluation (at a step >= ``flat_min_steps``) where the curve of
+        ``monitor`` so far is flat by :func:`~sci_moe.train.is_flat`: its best value over
+        the last ``flat_tail`` of the steps is less than this relative tolerance (>= 0;
+        0.01: 1 %) better than its best before, in the direction of ``mode``, over at
+        least five evaluations. ``steps`` is then the cap (and still sets the learning
+        rate schedule). ``None`` (the default): never.
+    flat_tail : float
+        The tail of the flat rule as a fraction of the steps run, in (0, 1).
+    flat_min_steps : int
+        No flat stop at an evaluation before this step (>= 0).
     restore_best : bool
         Load the best evaluated weights into the model when the run ends.
     checkpoint_every : int
@@ -111,6 +122,9 @@ class TrainConfig:
     mode: str = "min"
     patience: int = 0
     min_delta: float = 0.0
+    stop_when_flat: float | None = None
+    flat_tail: float = 0.2
+    flat_min_steps: int = 0
     restore_best: bool = True
     checkpoint_every: int = 0
     checkpoint_minutes: float = 10.0
@@ -124,7 +138,7 @@ class TrainConfig:
         for name in ("steps", "batch_size", "log_every"):
             check_int_attr(self, name, minimum=1)
         check_int_attr(self, "seed")
-        for name in ("eval_every", "patience", "checkpoint_every"):
+        for name in ("eval_every", "patience", "checkpoint_every", "flat_min_steps"):
             check_int_attr(self, name, minimum=0)
         _check_positive(self, "lr")
         if self.schedule not in SCHEDULES:
@@ -146,6 +160,15 @@ class TrainConfig:
             _check_positive(self, "grad_clip")
         if self.max_hours is not None:
             _check_positive(self, "max_hours")
+        if self.stop_when_flat is not None and not (
+            _is_number(self.stop_when_flat) and self.stop_when_flat >= 0
+        ):
+            raise ValueError(
+                "stop_when_flat must be None (off) or a relative tolerance >= 0 (0.01: stop "
+                f"when < 1 % better over the last flat_tail of the steps), got "
+                f"{self.stop_when_flat!r}"
+            )
+        _check_open(self, "flat_tail", 0.0, 1.0)
         if self.threads is not None:
             check_int_attr(self, "threads", minimum=0)
         if not isinstance(self.monitor, str) or not self.monitor:
@@ -177,6 +200,12 @@ def _check_positive(cfg, name: str) -> None:
     value = getattr(cfg, name)
     if not _is_number(value) or not value > 0:
         raise ValueError(f"{name} must be a number > 0, got {value!r}")
+
+
+def _check_open(cfg, name: str, lo: float, hi: float) -> None:
+    value = getattr(cfg, name)
+    if not _is_number(value) or not lo < value < hi:
+        raise ValueError(f"{name} must be a number in ({lo}, {hi}), got {value!r}")
 
 
 def _check_range(cfg, name: str, lo: float, hi: float, closed_right: bool = True) -> None:

@@ -71,8 +71,9 @@ class TrainResult:
     steps : int
         The run's target.
     reason : str
-        ``"completed"``, ``"early_stop"``, ``"budget"`` (``max_hours`` spent: resume to
-        continue) or ``"interrupted"`` (``stop_after``).
+        ``"completed"``, ``"early_stop"``, ``"flat"`` (the monitored curve was flat:
+        ``stop_when_flat``), ``"budget"`` (``max_hours`` spent: resume to continue) or
+        ``"interrupted"`` (``stop_after``).
     best_step : int or None
         The step of the best evaluation of ``monitor``.
     best_metric : float or None
@@ -95,8 +96,8 @@ class TrainResult:
 
     @property
     def finished(self) -> bool:
-        """Whether the run is over (completed or stopped early), not paused."""
-        return self.reason in ("completed", "early_stop")
+        """Whether the run is over (completed, stopped early or flat), not paused."""
+        return self.reason in ("completed", "early_stop", "flat")
 
     @property
     def last_eval(self) -> dict | None:

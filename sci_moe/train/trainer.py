@@ -3,9 +3,10 @@
 A method gives a model, a loss, its data as a :class:`~sci_moe.train.BatchSource` and an
 evaluation; :class:`Trainer` gives everything else, with no per-method code: seeding,
 optimiser, learning-rate schedule, gradient clipping, evaluation every ``eval_every``
-steps, the best weights and early stopping, a progress bar (plain lines in a log), a
-``metrics.jsonl`` log, verified atomic checkpoints with exact resume, a wall-time budget,
-the thread count and data parallelism under ``torchrun``.
+steps, the best weights, early stopping and the flat stop (``stop_when_flat``), a
+progress bar (plain lines in a log), a ``metrics.jsonl`` log, verified atomic checkpoints
+with exact resume, a wall-time budget, the thread count and data parallelism under
+``torchrun``.
 
 Exact resume: the batch of step ``s`` is a function of ``(seed, s)``, the learning rate a
 function of ``s``, and the checkpoint holds the model, the optimiser, every global
@@ -20,6 +21,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from .._util import (
     set_threads,
 )
 from .config import RESUMABLE_CHANGES, TrainConfig
+from .convergence import is_flat
 from .data import BatchSource, as_source
 from .distributed import (
     DistributedContext,
@@ -282,7 +285,9 @@ class Trainer:
                 f"resume with steps >= {at} (the run's steps were {saved.get('steps')})"
             )
         keys = sorted((set(saved) | set(now)) - RESUMABLE_CHANGES)
-        diff = [k for k in keys if saved.get(k) != now.get(k)]
+        # a field added since the checkpoint was written counts as its default there
+        default = {f.name: f.default for f in fields(self.config) if f.default is not MISSING}
+        diff = [k for k in keys if saved.get(k, default.get(k)) != now.get(k)]
         if diff:
             shown = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
             raise ValueError(
@@ -352,6 +357,19 @@ class Trainer:
             self.bad_evals += 1
         return cfg.patience > 0 and self.bad_evals >= cfg.patience
 
+    def _flat(self) -> bool:
+        """Whether the ``monitor`` curve of the evaluations so far is flat by the rule of
+        ``stop_when_flat`` (a function of the evaluations alone, so a resumed run stops
+        where an uninterrupted one does)."""
+        cfg = self.config
+        if cfg.stop_when_flat is None or not self.evals:
+            return False
+        if self.evals[-1]["step"] < cfg.flat_min_steps:
+            return False
+        steps = [e["step"] for e in self.evals]
+        values = [float(e[cfg.monitor]) for e in self.evals]
+        return is_flat(steps, values, tail=cfg.flat_tail, tol=cfg.stop_when_flat, mode=cfg.mode)
+
     def _loss(self, data) -> tuple[torch.Tensor, dict, Any]:
         out = self.loss_fn(self.model, data)
         metrics, extra = {}, None
@@ -368,7 +386,7 @@ class Trainer:
         return loss.reshape(()), metrics, extra
 
     def fit(self, resume: bool = False, *, stop_after: int | None = None) -> TrainResult:
-        """Train until ``config.steps``, early stopping, the budget or ``stop_after``.
+        """Train until ``config.steps``, a stop rule (patience, flat), the budget or ``stop_after``.
 
         Parameters
         ----------
@@ -430,9 +448,11 @@ class Trainer:
         ran = 0
         trained = [p for g in self.optimizer.param_groups for p in g["params"]]
         try:
-            if self.step >= cfg.steps or (cfg.patience and self.bad_evals >= cfg.patience):
-                reason = "completed" if self.step >= cfg.steps else "early_stop"
-            while self.step < cfg.steps and not (cfg.patience and self.bad_evals >= cfg.patience):
+            flat = self._flat()  # a resumed run that had stopped flat stays stopped
+            patient = bool(cfg.patience) and self.bad_evals >= cfg.patience
+            if flat or patient or self.step >= cfg.steps:
+                reason = "flat" if flat else "early_stop" if patient else "completed"
+            while self.step < cfg.steps and not flat and not patient:
                 t0 = time.perf_counter()
                 lr = self._set_lr()
                 batch = self.source.get(self.step, ctx.rank, ctx.world_size)
@@ -477,7 +497,7 @@ class Trainer:
                     bar.set_postfix(loss=f"{rec['train_loss']:.4g}", lr=f"{lr:.2e}", refresh=False)
                     acc, acc_n = {}, 0
                 evaluated = False
-                stop_early = False
+                stop_early = stop_flat = False
                 last = self.step == cfg.steps
                 if self.evaluate_fn is not None and (
                     last or (cfg.eval_every and self.step % cfg.eval_every == 0)
@@ -486,6 +506,7 @@ class Trainer:
                     stop_early = self._observe(ev)
                     ev = {"step": self.step, **ev}
                     self.evals.append(ev)
+                    stop_flat = self._flat()
                     log.write({"time_s": self.train_time, **ev})
                     shown = ev.get(cfg.monitor)
                     if isinstance(shown, float):
@@ -500,6 +521,7 @@ class Trainer:
                 due = (
                     last
                     or stop_early
+                    or stop_flat
                     or over_budget
                     or interrupted
                     or (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0)
@@ -513,6 +535,14 @@ class Trainer:
                     self.save_checkpoint()
                     barrier(ctx)  # every rank's files are complete before any reads them
                     last_ckpt = time.perf_counter()
+                if stop_flat:
+                    reason = "flat"
+                    self.say(
+                        f"flat at step {self.step}: {cfg.monitor} improved by less than "
+                        f"{cfg.stop_when_flat:g} (relative) over the last {cfg.flat_tail:g} of "
+                        f"the steps (best {self.best_metric:.6g} at step {self.best_step})"
+                    )
+                    break
                 if stop_early:
                     reason = "early_stop"
                     self.say(
@@ -534,7 +564,7 @@ class Trainer:
                     break
         finally:
             bar.close()
-        if reason in ("completed", "early_stop") and cfg.restore_best and self.best_state:
+        if reason in ("completed", "early_stop", "flat") and cfg.restore_best and self.best_state:
             self.model.load_state_dict(self.best_state)
         return TrainResult(
             step=self.step,

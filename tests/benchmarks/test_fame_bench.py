@@ -65,3 +65,15 @@ def test_seeds_flag_sets_the_plan(bench, monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as err:
         bench.main(["--quick", "--seeds", "1"])
     assert err.value.code == 2
+
+
+def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "run", lambda args, cfg, state, deadline: False)
+    path = tmp_path / "f.json"
+    (tmp_path / "f.state.json").write_text('{"regime|FAME K=1|0": {"steps": 500}}')
+    with pytest.raises(SystemExit, match=r"another plan \(none stored: a fixed-step run"):
+        bench.main(["--quick", "--json", str(path), "--resume"])
+    assert bench.main(["--quick", "--json", str(tmp_path / "g.json")]) == 0
+    assert bench.main(["--quick", "--json", str(tmp_path / "g.json"), "--resume"]) == 0
+    with pytest.raises(SystemExit, match=r"another plan \(other settings"):
+        bench.main(["--json", str(tmp_path / "g.json"), "--resume"])  # full vs quick plan

@@ -9,7 +9,11 @@
 
 Outputs are predicted on the training output grid and linearly interpolated to the
 query times. The two neural baselines train on the package's engine
-(:class:`sci_moe.train.Trainer`: full batches, constant learning rate).
+(:class:`sci_moe.train.Trainer`: full batches, constant learning rate). Given validation
+data, their ``fit`` evaluates ``val_rel_l2`` (the mean relative L2 error of the validation
+outputs) every ``eval_every`` steps and keeps the best weights; with ``stop_when_flat``
+``steps`` is a cap and the fit stops once that curve is flat (the engine's rule,
+:class:`~sci_moe.train.TrainConfig`).
 """
 
 from __future__ import annotations
@@ -53,8 +57,17 @@ def bspline_basis(t: np.ndarray, num_basis: int, degree: int = 3) -> np.ndarray:
 
 
 class _Baseline:
-    def __init__(self, seed: int = 0, domain=None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        domain=None,
+        eval_every: int = 25,
+        stop_when_flat: float | None = None,
+        flat_min_steps: int = 0,
+    ) -> None:
         self.seed, self.domain = seed, domain
+        self.eval_every, self.stop_when_flat = eval_every, stop_when_flat
+        self.flat_min_steps = flat_min_steps
         self.scaler: FunctionScaler | None = None
         self.fit_seconds = 0.0
         self.result = None  # the engine's TrainResult of the neural baselines
@@ -69,17 +82,47 @@ class _Baseline:
         target = np.array([np.interp(self.out_grid, t, v) for t, v in outs])
         return scaled, target
 
-    def fit(self, inputs: Sequence, outputs: Sequence):
-        """Train on ``inputs[i]`` (list of ``J`` ``(times, values)``) -> ``outputs[i]``."""
+    def fit(self, inputs: Sequence, outputs: Sequence, *, validation=None):
+        """Train on ``inputs[i]`` (list of ``J`` ``(times, values)``) -> ``outputs[i]``.
+
+        Parameters
+        ----------
+        inputs, outputs
+            Training samples.
+        validation : (inputs, outputs), optional
+            Evaluated every ``eval_every`` steps and at the end (``val_rel_l2``); the
+            best weights are kept, and ``stop_when_flat`` stops a flat curve.
+
+        Returns
+        -------
+        self
+        """
         torch.manual_seed(self.seed)
         t0 = time.perf_counter()
         scaled, target = self._setup(inputs, outputs)
+        self._validation = None
+        if validation is not None:  # scaled once: the inputs and (times, values) outputs
+            v_in = self.scaler.transform_inputs(validation[0])
+            self._validation = (v_in, self.scaler.transform_outputs(validation[1], len(v_in)))
         self._fit(scaled, target)
         self.fit_seconds = time.perf_counter() - t0
         return self
 
+    def _val_rel_l2(self) -> dict:
+        """The mean relative L2 error of the validation outputs at their own times."""
+        scaled, outs = self._validation
+        errs = []
+        for row, (t, v) in zip(self._predict(scaled), outs, strict=True):
+            seen = np.isfinite(v)
+            p = self.scaler.inverse_outputs(np.interp(t[seen], self.out_grid, row))
+            y = self.scaler.inverse_outputs(np.asarray(v)[seen])
+            errs.append(np.linalg.norm(p - y) / max(float(np.linalg.norm(y)), 1e-12))
+        return {"val_rel_l2": float(np.mean(errs))}
+
     def _train(self, module: nn.Module, loss_fn, n: int, collate, **options) -> None:
-        """``self.steps`` full-batch steps of ``module`` on the engine (constant LR)."""
+        """At most ``self.steps`` full-batch steps of ``module`` on the engine (constant
+        LR), with the validation curve and the flat stop when :meth:`fit` got validation."""
+        check = getattr(self, "_validation", None) is not None
         cfg = TrainConfig(
             **{
                 "steps": self.steps,
@@ -89,13 +132,18 @@ class _Baseline:
                 "schedule": "constant",
                 "warmup": 0.0,
                 "grad_clip": None,
-                "eval_every": 0,
+                "eval_every": self.eval_every if check else 0,
+                "monitor": "val_rel_l2",
+                "stop_when_flat": self.stop_when_flat if check else None,
+                "flat_min_steps": self.flat_min_steps,
                 "progress": False,
                 **options,
             }
         )
         data = ShuffledBatches(n, n, collate, self.seed, shuffle=False)
-        self.result = Trainer(module, loss_fn, data, cfg, name=type(self).__name__).fit()
+        evaluate = (lambda _: self._val_rel_l2()) if check else None
+        trainer = Trainer(module, loss_fn, data, cfg, evaluate=evaluate, name=type(self).__name__)
+        self.result = trainer.fit()
 
     def predict(self, inputs: Sequence, query_times) -> np.ndarray:
         """Predictions at ``query_times``, shape ``(N, M)``, in output units."""
@@ -154,11 +202,14 @@ class GridMLP(_Baseline):
         Interpolation points per input function.
     hidden : int
     steps : int
-        Full-batch AdamW steps (>= 1).
+        Full-batch AdamW steps (>= 1); with ``stop_when_flat``, the cap.
     lr, weight_decay : float
         Learning rate and AdamW's decoupled decay of the weight matrices.
     seed : int
     domain : (float, float), optional
+    eval_every, stop_when_flat, flat_min_steps
+        The validation curve and its flat stop (module docstring;
+        :class:`~sci_moe.train.TrainConfig`): used when :meth:`fit` gets validation data.
     """
 
     def __init__(
@@ -170,8 +221,11 @@ class GridMLP(_Baseline):
         weight_decay=1e-4,
         seed=0,
         domain=None,
+        eval_every: int = 25,
+        stop_when_flat: float | None = None,
+        flat_min_steps: int = 0,
     ) -> None:
-        super().__init__(seed, domain)
+        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps)
         self.grid_size, self.hidden, self.steps = grid_size, hidden, steps
         self.lr, self.weight_decay = lr, weight_decay
 
@@ -211,14 +265,27 @@ class ObservationGRU(_Baseline):
     ----------
     hidden : int
     steps : int
-        Full-batch Adam steps (>= 1).
+        Full-batch Adam steps (>= 1); with ``stop_when_flat``, the cap.
     lr : float
     seed : int
     domain : (float, float), optional
+    eval_every, stop_when_flat, flat_min_steps
+        The validation curve and its flat stop (module docstring;
+        :class:`~sci_moe.train.TrainConfig`): used when :meth:`fit` gets validation data.
     """
 
-    def __init__(self, hidden: int = 32, steps: int = 150, lr=1e-2, seed=0, domain=None):
-        super().__init__(seed, domain)
+    def __init__(
+        self,
+        hidden: int = 32,
+        steps: int = 150,
+        lr=1e-2,
+        seed=0,
+        domain=None,
+        eval_every: int = 25,
+        stop_when_flat: float | None = None,
+        flat_min_steps: int = 0,
+    ):
+        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps)
         self.hidden, self.steps, self.lr = hidden, steps, lr
 
     def _sequences(self, scaled):

@@ -66,3 +66,23 @@ def test_neural_baselines_fit_and_predict(cls):
     assert p.shape == (8, 10) and np.isfinite(p).all()
     with pytest.raises(ValueError, match="fit"):
         cls().predict(d.inputs, d.output_times)
+
+
+@pytest.mark.parametrize("cls", [GridMLP, ObservationGRU])
+def test_neural_baselines_stop_when_the_validation_curve_is_flat(cls):
+    from sci_moe.train import is_flat
+
+    d = make_oscillator_data(12, seed=1, grid_size=20, output_size=10)
+    v = make_oscillator_data(6, seed=2, grid_size=20, output_size=10)
+    kw = dict(steps=400, eval_every=2, stop_when_flat=0.01, flat_min_steps=20)
+    m = cls(**kw).fit(d.inputs, d.output_pairs(), validation=(v.inputs, v.output_pairs()))
+    curve = [(e["step"], e["val_rel_l2"]) for e in m.result.evals]
+    assert m.result.reason == "flat" and 20 <= m.result.step < 400
+    assert is_flat([s for s, _ in curve], [e for _, e in curve], tol=0.01)
+    best = min(e for _, e in curve)  # the best validation weights are kept
+    pred = m.predict(v.inputs, v.output_times)
+    truth = np.array([y for _, y in v.output_pairs()])
+    per = np.linalg.norm(pred - truth, axis=1) / np.linalg.norm(truth, axis=1)
+    assert float(np.mean(per)) == pytest.approx(best, rel=1e-6)
+    plain = cls(steps=30).fit(d.inputs, d.output_pairs())  # no validation: fixed steps
+    assert plain.result.reason == "completed" and plain.result.step == 30
