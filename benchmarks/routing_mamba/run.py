@@ -30,6 +30,44 @@ named after the JSON (``<stem>_curves.png``, ``<stem>_hybrid_curves.png``,
 ``<stem>_scaling.png``; ``routing_mamba_*`` without ``--json``), so runs do not overwrite
 each other's; ``--plots-only --json PATH --plots DIR`` re-renders them from the stored
 JSON and its state file, training nothing and leaving both files as they are.
+
+**Until flat** (``--until-flat``): every run trains until its validation curve is flat by
+:func:`flat` (the house rule, :func:`sci_moe.train.is_flat`), from a minimum of
+``--min-steps`` (default 2,400, the long run's budget) to a cap of ``--max-steps``
+(default 4x: 9,600 steps, 9.8M tokens). The schedule: the run trains in **cycles** of
+``--min-steps`` steps, each a fresh warmup + cosine learning-rate schedule
+(:func:`_common.until_flat`): cycle 0 is the fixed ``--steps 2400`` run exactly (same
+seed, same batches), cycle ``c > 0`` starts from the best validation weights of cycle
+``c - 1`` with batch seed ``s + 100 c`` (the same for every model of seed ``s``: the
+pairing holds), and after each cycle the joined curve (:func:`_common.concat`) is judged;
+a flat one ends the run, else the next cycle runs, at most ``--max-steps / --min-steps``
+cycles. So every curve is judged at the end of an annealed schedule, never in the middle
+of one at a high learning rate (a one-shot cosine over the cap stopped flat at 2,400 steps
+would still be at ~94 % of its peak rate). Each run records its ``steps``, ``tokens``,
+``cycles``, ``flat`` and stop ``reason`` (``"flat"``, or ``"cap"``: unflat after the last
+cycle), as rows per seed (``steps seed s``, ``tokens seed s``, ``cycles seed s``,
+``converged seed s``, ``capped seed s``); its loss is its curve's last evaluation (the end
+of its last cycle) and a model's seed-mean curve holds a run that stopped at its final
+value up to the longest run's tokens. A run at the cap is not flat and every verdict that
+compares it stays non-decisive. The state stores the plan (``until_flat``, ``steps`` = the
+minimum, ``max_steps``); ``--resume`` of a state of another plan (the fixed-step runs) is
+refused. The unit of a piece is one run (all its cycles): a killed piece loses the run in
+progress at most, and a piece may overrun ``--max-hours`` by that run (<= 4 cycles).
+
+Cost, from ``routing_mamba_long.state.json`` (the ``--steps 2400`` run = cycle 0 of every
+run here; one thread, beside other jobs): 12,441 s for the 35 runs' first 2,400 steps
+(per run 127-624 s by model, medians: hybrids ~130 s, RoM 281 s, dense 1x/1.5x/2.3x/3x
+218/316/624/619 s; a run's time varied ~2x across seeds with the load); 18 of the 35
+were flat there and stop after cycle 0 (if it reproduces them: same seeds, one thread),
+the 17 others cost 5,150 s per further cycle. So the run costs at least 12,441 + 5,150 = 17,600 s
+(~4.9 h, if every unflat run is flat after cycle 1) and at most 12,441 + 3 x 5,150 =
+27,900 s (~7.7 h, every one of the 17 to the cap), against ~13.8 h if all 35 ran to the
+cap. The command (the first piece without ``--resume``, then the same with it until the
+output says the run is complete)::
+
+    nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/routing_mamba/run.py --threads 1 \\
+        --until-flat --min-steps 2400 --max-steps 9600 \\
+        --json benchmarks/routing_mamba/results/routing_mamba_flat.json --max-hours 1 --resume
 """
 
 from __future__ import annotations
@@ -39,6 +77,7 @@ import math
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,6 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 
 import torch
 from _common import (
+    CYCLE_SEED,
     OtherLoad,
     Row,
     base_parser,
@@ -58,6 +98,7 @@ from _common import (
     setup,
     state_path,
     time_fn,
+    until_flat,
     verdict_entry,
     verdicts_only,
     write_json,
@@ -69,6 +110,7 @@ from sci_moe.language import (
     MoETransformerLM,
     evaluate,
     load_corpus,
+    save_model,
     train,
     validation_windows,
 )
@@ -87,14 +129,32 @@ FLAT = 0.01
 FLAT_TAIL = 0.2
 
 
-def plan(quick: bool, steps: int | None = None) -> dict:
-    """The run's settings; ``steps`` overrides the training steps (evaluated every tenth)."""
+#: The until-flat mode's defaults: the minimum (cycle) steps of the full run (the long
+#: run's budget) and the cap as a multiple of it.
+UNTIL_FLAT_MIN_STEPS = 2400
+UNTIL_FLAT_CAP = 4
+
+
+def plan(quick: bool, steps: int | None = None, max_steps: int | None = None) -> dict:
+    """The run's settings; ``steps`` overrides the training steps (evaluated every tenth).
+
+    ``max_steps`` (a multiple of the steps): the until-flat mode, cycles of ``steps``
+    steps up to ``max_steps`` in all (the plan gets ``until_flat=True`` and ``max_steps``).
+    Raises ``ValueError`` when ``max_steps`` is not a positive multiple of the steps.
+    """
     if quick:
         p = dict(d=16, steps=8, batch=4, seq=32, seeds=2, E=4, eval_every=4, scan=(2, 32, 16))
     else:
         p = dict(d=32, steps=240, batch=16, seq=64, seeds=5, E=4, eval_every=24, scan=(8, 128, 64))
     if steps is not None:
         p.update(steps=steps, eval_every=max(1, steps // 10))
+    if max_steps is not None:
+        if max_steps < p["steps"] or max_steps % p["steps"]:
+            raise ValueError(
+                f"--max-steps must be a multiple of the minimum steps {p['steps']} "
+                f"(whole cycles), got {max_steps}"
+            )
+        p.update(until_flat=True, max_steps=max_steps)
     return p
 
 
@@ -220,22 +280,93 @@ def flat(tokens, losses) -> bool:
 
 
 def mean_curve(runs):
-    """Training tokens and the seed-mean validation loss (nats) at each evaluation."""
-    tok = runs[0]["hist"]["tokens"]
-    return tok, [statistics.mean(r["hist"]["val_loss"][i] for r in runs) for i in range(len(tok))]
+    """Training tokens and the seed-mean validation loss (nats) at each evaluation.
+
+    Runs of unequal length (until flat) are held at their last value up to the longest
+    run's tokens (the evaluations of a plan fall on the same tokens in every run).
+    """
+    tok = max((r["hist"]["tokens"] for r in runs), key=len)
+    losses = [r["hist"]["val_loss"] for r in runs]
+    return tok, [statistics.mean(v[min(i, len(v) - 1)] for v in losses) for i in range(len(tok))]
+
+
+def train_cycle(p, keys, seed, corpus, init=None):
+    """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
+    start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
+
+    Returns the history of :func:`sci_moe.language.train` and the model (its best
+    validation weights)."""
+    cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
+    return train(cfg.model_config(), cfg, corpus=corpus, return_model=True, init_from=init)
+
+
+def cycles_until_flat(p, keys, seed, corpus, cycle=None):
+    """Train one run in cycles of ``p["steps"]`` until :func:`flat` or ``p["max_steps"]``.
+
+    Cycle ``c`` is ``cycle(p, keys, seed + CYCLE_SEED c, corpus, init)`` (default
+    :func:`train_cycle`), ``init`` the best weights of cycle ``c - 1`` (``None`` for
+    cycle 0: the fixed-step run); :func:`_common.until_flat` judges the joined curve
+    after each cycle.
+
+    Returns
+    -------
+    hist : dict
+        ``tokens`` and ``val_loss`` (nats) of the joined curve, one entry per evaluation.
+    model : MoETransformerLM
+        The last cycle's model (its best validation weights).
+    info : dict
+        ``steps``, ``tokens``, ``cycles``, ``reason`` (``"flat"`` or ``"cap"``) and
+        ``step_time`` (seconds of the training steps of all cycles).
+    """
+    cycle = train_cycle if cycle is None else cycle
+    bl = p["batch"] * p["seq"]
+    last: dict = {"model": None, "step_time": 0.0}
+
+    def one(c, cycle_seed):
+        with tempfile.TemporaryDirectory() as tmp:
+            init = None
+            if c:
+                init = Path(tmp) / "start.pt"
+                model = last["model"]
+                save_model(init, model.config, model.state_dict())
+            hist, model = cycle(p, keys, cycle_seed, corpus, init)
+        last["model"] = model
+        last["step_time"] += sum(hist["step_time"])
+        return [[int(t) // bl, v] for t, v in zip(hist["tokens"], hist["val_loss"], strict=True)]
+
+    def judge(curve):
+        return flat([s * bl for s, _ in curve], [v for _, v in curve])
+
+    curve, n, converged = until_flat(
+        one, judge, p["max_steps"] // p["steps"], seed=seed, cycle_steps=p["steps"]
+    )
+    hist = {"tokens": [s * bl for s, _ in curve], "val_loss": [v for _, v in curve]}
+    info = dict(
+        steps=curve[-1][0],
+        tokens=curve[-1][0] * bl,
+        cycles=n,
+        reason="flat" if converged else "cap",
+        step_time=last["step_time"],
+    )
+    return hist, last["model"], info
 
 
 def run_one(p, keys, seed, corpus, ctx: bool) -> dict:
-    cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
-    model_cfg = cfg.model_config()
-    hist, model = train(model_cfg, cfg, corpus=corpus, return_model=True)
-    tps = p["steps"] * p["batch"] * p["seq"] / sum(hist["step_time"])
+    """One run of the plan: fixed steps, or in cycles until flat (``p["until_flat"]``)."""
+    if p.get("until_flat"):
+        hist, model, info = cycles_until_flat(p, keys, seed, corpus)
+        step_time, steps = info.pop("step_time"), info["steps"]
+    else:
+        hist, model = train_cycle(p, keys, seed, corpus)
+        step_time, steps, info = sum(hist["step_time"]), p["steps"], {}
+    tps = steps * p["batch"] * p["seq"] / step_time
     out = dict(
         hist={"tokens": hist["tokens"], "val_loss": hist["val_loss"]},
         tps=tps,
         params=list(active_params(model)),
         flops=flops_per_token(model, p["seq"]),
         converged=flat(hist["tokens"], hist["val_loss"]),
+        **info,
     )
     if ctx:
         out["ctx"] = {}
@@ -288,6 +419,23 @@ def bootstrap_ratio(dense, rom, rom_active, n=2000, seed=0) -> tuple[float, floa
     return vals[int(0.025 * len(vals))], vals[int(0.975 * len(vals)) - 1]
 
 
+def plan_mismatch(stored: dict | None, p: dict) -> str:
+    """The message refusing ``--resume`` of a state whose plan is not ``p``."""
+    if not stored:
+        return "--resume: the stored run has another plan (none stored); write to another --json"
+    p = json.loads(json.dumps(p))
+    diff = ", ".join(
+        f"{k}: stored {stored.get(k, '-')!r}, this run {p.get(k, '-')!r}"
+        for k in sorted(set(stored) | set(p))
+        if stored.get(k) != p.get(k)
+    )
+    mode = "until flat" if stored.get("until_flat") else "fixed steps"
+    return (
+        f"--resume: the stored run has another plan ({mode}; {diff}); resume it with its own "
+        "options or write to another --json"
+    )
+
+
 def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
     """Train every model of every seed not in ``state`` (seed by seed), until ``deadline``.
 
@@ -308,7 +456,8 @@ def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
             r = runs[key]
             print(
                 f"  {key}: bpb {r['hist']['val_loss'][-1] / LN2:.3f}, converged {r['converged']}, "
-                f"{time.perf_counter() - t0:.0f} s",
+                + (f"{r['steps']} steps ({r['reason']}), " if "steps" in r else "")
+                + f"{time.perf_counter() - t0:.0f} s",
                 file=sys.stderr,
             )
             save()
@@ -346,6 +495,18 @@ def aggregate(p, seeds, runs, rows, tables, curves) -> dict:
                 rows.append(Row(name, f"val_bpb seed {s}", v, "bits/byte"))
                 rows.append(Row(name, f"converged seed {s}", float(c), "bool"))
             rows.append(Row(name, "converged_runs", sum(conv), "runs"))
+            conv_cell = f"{sum(conv)}/{len(rs)}"
+            if "steps" in rs[0]:  # until flat: how long each run trained and why it stopped
+                capped = [r["reason"] == "cap" for r in rs]
+                for s, r, c in zip(seeds, rs, capped, strict=True):
+                    rows.append(Row(name, f"steps seed {s}", r["steps"], "steps"))
+                    rows.append(Row(name, f"tokens seed {s}", r["tokens"], "tokens"))
+                    rows.append(Row(name, f"cycles seed {s}", r["cycles"], "cycles"))
+                    rows.append(Row(name, f"capped seed {s}", float(c), "bool"))
+                steps_mean = statistics.mean(r["steps"] for r in rs)
+                rows.append(Row(name, "steps_mean", steps_mean, "steps"))
+                rows.append(Row(name, "capped_runs", sum(capped), "runs"))
+                conv_cell += f" ({steps_mean:.0f} steps)"
             rows.append(Row(name, "active_params", act, "params"))
             rows.append(Row(name, "total_params", tot, "params"))
             fl = rs[0]["flops"]
@@ -390,7 +551,7 @@ def aggregate(p, seeds, runs, rows, tables, curves) -> dict:
                     ]
                     tables["ctx"].append([name, f"{mult}x", v])
             tables["lm" if name in lm else "hyb"].append(
-                [name, act, tot, m, sd, f"{sum(conv)}/{len(rs)}", fl, reach]
+                [name, act, tot, m, sd, conv_cell, fl, reach]
             )
     dense = {
         res[f"dense {r:g}x"][0]["params"][0]: [
@@ -709,6 +870,29 @@ def main(argv: list[str] | None = None) -> None:
         "write to another --json: --resume refuses a state with another plan",
     )
     parser.add_argument(
+        "--until-flat",
+        action="store_true",
+        help="train every run in cycles of --min-steps steps (a fresh cosine schedule each, "
+        "from the previous cycle's best weights) until its validation curve is flat, at most "
+        "--max-steps steps (module docstring); write to another --json",
+    )
+    parser.add_argument(
+        "--min-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"with --until-flat: the minimum and cycle steps (default {UNTIL_FLAT_MIN_STEPS}; "
+        "--quick: the quick plan's)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        metavar="M",
+        help=f"with --until-flat: the cap, a multiple of --min-steps (default "
+        f"{UNTIL_FLAT_CAP}x --min-steps)",
+    )
+    parser.add_argument(
         "--plots-only",
         action="store_true",
         help="re-render the plots of the stored run of --json (with its .state.json) into "
@@ -729,7 +913,23 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.steps is not None and args.steps < 10:
         parser.error(f"--steps must be an integer >= 10, got {args.steps}")
-    p = plan(args.quick, args.steps)
+    if args.until_flat:
+        if args.steps is not None:
+            parser.error("--until-flat takes --min-steps (the cycle) instead of --steps")
+        if args.min_steps is not None and args.min_steps < 10:
+            parser.error(f"--min-steps must be an integer >= 10, got {args.min_steps}")
+        steps = args.min_steps
+        if steps is None and not args.quick:
+            steps = UNTIL_FLAT_MIN_STEPS
+        cycle = plan(args.quick, steps)["steps"]
+        try:
+            p = plan(args.quick, steps, args.max_steps or UNTIL_FLAT_CAP * cycle)
+        except ValueError as err:
+            parser.error(str(err))
+    elif args.min_steps is not None or args.max_steps is not None:
+        parser.error("--min-steps and --max-steps need --until-flat")
+    else:
+        p = plan(args.quick, args.steps)
     if args.write_configs is not None:
         for path in write_configs(p, args.write_configs):
             print(f"wrote {path}")
@@ -741,7 +941,7 @@ def main(argv: list[str] | None = None) -> None:
     state = resume_state(args)
     seeds = list(range(args.seed, args.seed + p["seeds"]))
     if state and state.get("plan") != json.loads(json.dumps(p)):
-        raise SystemExit("--resume: the stored run has another plan")
+        raise SystemExit(plan_mismatch(state.get("plan"), p))
     state["plan"] = p
 
     def save():
@@ -762,6 +962,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     scaling = aggregate(p, done, state["runs"], rows, tables, curves)
     tokens = p["steps"] * p["batch"] * p["seq"]
+    title = f"{p['steps']} steps = {tokens} tokens"
+    if p.get("until_flat"):
+        title = (
+            f"until flat: cycles of {p['steps']} steps, cap {p['max_steps']} steps "
+            f"= {p['max_steps'] * p['batch'] * p['seq']} tokens"
+        )
     heads = [
         "model",
         "active",
@@ -772,7 +978,7 @@ def main(argv: list[str] | None = None) -> None:
         "FLOP/token",
         "tokens to base",
     ]
-    print_table(heads, tables["lm"], f"(a) {p['steps']} steps = {tokens} tokens, seeds {done}")
+    print_table(heads, tables["lm"], f"(a) {title}, seeds {done}")
     print_table(
         ["dense active", "x RoM active", "val bpb", "fit"],
         tables["fit"],
@@ -795,6 +1001,16 @@ def main(argv: list[str] | None = None) -> None:
         plan=p,
         flat_criterion=f"sci_moe.train.is_flat: best validation loss of the last "
         f"{FLAT_TAIL:.0%} of the tokens < {FLAT:.0%} below the best before them",
+        **(
+            {
+                "until_flat": f"cycles of {p['steps']} steps (a fresh warmup + cosine schedule "
+                "each, from the previous cycle's best weights, batch seed s + "
+                f"{CYCLE_SEED} c) until "
+                f"the joined curve is flat, cap {p['max_steps']} steps"
+            }
+            if p.get("until_flat")
+            else {}
+        ),
         configs={n: {**train_keys(p), **k} for n, k in models(p).items()},
         contention=other.report(),
         training_wall_s=state["wall_s"],

@@ -169,3 +169,122 @@ def test_plots_only_needs_a_complete_stored_run(bench, tmp_path):
     with pytest.raises(SystemExit):
         bench.main(["--plots-only", "--json", str(path)])
     assert not (tmp_path / "img").exists()
+
+
+def test_until_flat_plan_and_options(bench, tmp_path):
+    p = bench.plan(False, 2400, 9600)
+    assert p["until_flat"] and p["max_steps"] == 9600 and p["steps"] == 2400
+    assert {k: v for k, v in p.items() if k not in ("until_flat", "max_steps")} == bench.plan(
+        False, 2400
+    )  # cycle 0 is the fixed --steps 2400 run
+    with pytest.raises(ValueError, match="multiple of the minimum steps 2400"):
+        bench.plan(False, 2400, 5000)
+    run = [sys.executable, str(BENCH / "routing_mamba" / "run.py"), "--quick"]
+    for extra, msg in (
+        (["--until-flat", "--steps", "20"], "--until-flat takes --min-steps"),
+        (["--max-steps", "40"], "need --until-flat"),
+        (["--until-flat", "--min-steps", "20", "--max-steps", "30"], "multiple of the minimum"),
+    ):
+        bad = subprocess.run([*run, *extra], capture_output=True, text=True)
+        assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
+    # a state of the fixed-step plan is not resumed until flat, and the reverse
+    path = tmp_path / "rm.json"
+    fixed = json.loads(json.dumps(bench.plan(True)))
+    path.with_suffix(".state.json").write_text(json.dumps({"plan": fixed, "runs": {}}))
+    with pytest.raises(SystemExit, match=r"another plan \(fixed steps; max_steps: stored '-'"):
+        bench.main(["--quick", "--until-flat", "--json", str(path), "--resume"])
+    msg = bench.plan_mismatch(json.loads(json.dumps(bench.plan(True, None, 32))), fixed)
+    assert msg.startswith("--resume: the stored run has another plan (until flat;")
+
+
+def _fake_cycle(bench, p, calls):
+    """A stand-in for train_cycle: real tiny models, made-up curves. Models with routed
+    experts (RoM, hybrid RoM) are flat after two cycles, the others fall 20 % an
+    evaluation and reach the cap."""
+    from sci_moe.language import MoETransformerLM, load_checkpoint
+
+    bl = p["batch"] * p["seq"]
+    evals = list(range(0, p["steps"] + 1, p["eval_every"]))  # 0, 4, 8
+
+    def cycle(p_, keys, cycle_seed, corpus, init):
+        c, s = divmod(cycle_seed, bench.CYCLE_SEED)
+        calls.append((keys.get("mamba_experts"), s, c, init is None))
+        torch = pytest.importorskip("torch")
+        torch.manual_seed(cycle_seed)
+        model = MoETransformerLM(bench.lm_config(p_, keys).model_config())
+        if init is not None:  # starts from the previous cycle's weights
+            prev = calls_models[(keys.get("mamba_experts"), repr(keys), s)]
+            got = load_checkpoint(init)["model"]
+            assert all(torch.equal(got[k], v) for k, v in prev.state_dict().items())
+            model.load_state_dict(got)
+        calls_models[(keys.get("mamba_experts"), repr(keys), s)] = model
+        if "mamba_experts" in keys:
+            loss = [5.0, 3.0, 2.0] if c == 0 else [9.9, 1.999, 1.998]
+        else:
+            loss = [5.0 * 0.8 ** (2 * c + i) for i in range(3)]
+        hist = {"tokens": [e * bl for e in evals], "val_loss": loss, "step_time": [0.01] * 8}
+        return hist, model
+
+    calls_models: dict = {}
+    return cycle
+
+
+def test_until_flat_run_stops_flat_runs_early(bench, tmp_path, monkeypatch):
+    """--until-flat on the quick plan with made-up curves: a run flat after two cycles
+    stops there, an unflat one trains to the cap; the rows and the state say so."""
+    p = bench.plan(True, None, 32)  # cycles of 8 steps, at most 4
+    calls: list = []
+    monkeypatch.setattr(bench, "train_cycle", _fake_cycle(bench, p, calls))
+    out = tmp_path / "flat.json"
+    bench.main(["--quick", "--until-flat", "--json", str(out)])
+    state = json.loads(out.with_suffix(".state.json").read_text())
+    assert state["plan"] == json.loads(json.dumps(p))
+    runs = state["runs"]
+    rom, dense = runs["RoM seed 1"], runs["dense 1x seed 1"]
+    assert (rom["steps"], rom["tokens"], rom["cycles"], rom["reason"]) == (16, 16 * 128, 2, "flat")
+    assert rom["converged"] and rom["hist"]["val_loss"] == [5.0, 3.0, 2.0, 1.999, 1.998]
+    assert (dense["steps"], dense["cycles"], dense["reason"], dense["converged"]) == (
+        32,
+        4,
+        "cap",
+        False,
+    )
+    assert len(dense["hist"]["tokens"]) == 9 and dense["hist"]["tokens"][-1] == 32 * 128
+    # cycle c of seed s draws seed s + 100 c; only cycle 0 starts fresh
+    assert {(s, c, fresh) for e, s, c, fresh in calls if e} == {
+        (s, c, c == 0) for s in (0, 1) for c in (0, 1)
+    }
+    doc = json.loads(out.read_text())
+    rows = {(r["case"], r["metric"]): r["value"] for r in doc["rows"]}
+    for s in (0, 1):
+        assert rows[("RoM", f"steps seed {s}")] == 16
+        assert rows[("RoM", f"capped seed {s}")] == 0.0
+        assert rows[("RoM", f"converged seed {s}")] == 1.0
+        assert rows[("dense 3x", f"steps seed {s}")] == 32
+        assert rows[("dense 3x", f"tokens seed {s}")] == 32 * 128
+        assert rows[("dense 3x", f"cycles seed {s}")] == 4
+        assert rows[("dense 3x", f"capped seed {s}")] == 1.0
+    assert rows[("hybrid RoM", "capped_runs")] == 0 and rows[("hybrid dense", "capped_runs")] == 2
+    assert rows[("RoM", "steps_mean")] == 16
+    # a held run: RoM's mean curve stays at its final value up to the longest run's tokens
+    tok, loss = bench.mean_curve([rom, dense])
+    assert tok == dense["hist"]["tokens"] and loss[-1] == pytest.approx((1.998 + 5 * 0.8**8) / 2)
+    assert doc["verdicts"] == bench.verdicts(doc)
+    assert not any(v["decisive"] for v in doc["verdicts"])  # capped runs on the dense side
+    assert "until_flat" in doc["machine"]
+
+
+def test_until_flat_cycle_zero_is_the_fixed_step_run(bench):
+    """Real training: cycle 0 of a run until flat is bit-for-bit the fixed-step run."""
+    from sci_moe.language import load_corpus
+
+    corpus = load_corpus()
+    fixed = bench.plan(True)
+    keys = bench.models(fixed)["RoM"]
+    ref = bench.run_one(fixed, keys, 1, corpus, ctx=False)
+    hist, _model, info = bench.cycles_until_flat(bench.plan(True, None, 16), keys, 1, corpus)
+    n = len(ref["hist"]["val_loss"])
+    assert hist["val_loss"][:n] == ref["hist"]["val_loss"]
+    assert hist["tokens"][:n] == ref["hist"]["tokens"]
+    assert info["cycles"] in (1, 2) and info["steps"] == 8 * info["cycles"]
+    assert info["reason"] == ("flat" if bench.flat(hist["tokens"], hist["val_loss"]) else "cap")
