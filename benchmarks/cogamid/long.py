@@ -13,24 +13,47 @@ method runs steps 1-5:
 * ``gmm_grc``: ``gmm`` + the GRC contrastive loss (weight 0.1, temperature 1);
 * ``gmm_da_grc``: both add-ons (the full method in this package's reading).
 
-Every training (the base step and every later step of every method) runs on the shared
-trainer until its validation mIoU (seen classes, 40 validation images of the step) is flat:
-evaluation every ``eval_every`` steps (25 for the base step, 10 later), early stop after
-``patience`` evaluations (6, then 5; for the base step only evaluations after step 300
-count) without a gain above ``min_delta`` (0.005), best
-weights restored, a step cap (1200, then 300) as a safety net. A run counts as
-*flat* (:func:`flat`) when it stopped early or its best validation mIoU over the last 20 %
-of its steps is less than 1 % above the best before. Reported metrics are on separate test
-images of the step.
+Every fit (the base step and every later step of every method) trains **until flat** on
+the shared trainer (:class:`sci_moe.train.Trainer`, ``stop_when_flat``): the validation
+mIoU (seen classes, 40 validation images of the step) is evaluated every ``eval_every``
+steps (25 for the base step, 10 later) and the fit stops at the first evaluation where the
+curve so far is **flat** -- its best value over the last 20 % of the steps run is less
+than 1 % above the best before (:func:`sci_moe.train.is_flat`, at least five evaluations)
+-- but never before the minimum (the old budgets: ``base_steps`` 1200 for the base step,
+``increment_steps`` 300 for every later one) and at the latest at the cap
+(``max_steps_factor`` = 4 times the minimum: 4800 and 1200 steps). Adam at a constant
+learning rate: a longer cap does not change the steps before it, so a base fit's first
+1200 steps are the old run's base fit (which stopped at a median of 625) and its steps
+after that continue it (later fits start from these other base weights, so they differ
+from the old run's). The best validation weights (a gain above ``min_delta`` 0.005 makes a
+new best) are restored. No patience-based early stopping (the old run stopped after 6 / 5
+evaluations without a gain above ``min_delta``, which left many fits unflat by the 20 %
+rule): the flat stop alone makes the stop and the judgement (:func:`flat`) one rule. A fit
+at its cap (reason ``"completed"``) is recorded as not flat, and a verdict that compares
+it is never decisive. Per fit the JSON keeps its ``steps seed S`` and ``flat seed S`` (1 or
+0) rows (case ``base`` or ``<method>/step<t>``), and per method ``capped_fraction``.
+Reported metrics are on separate test images of the step.
 
-    python benchmarks/cogamid/long.py --json benchmarks/cogamid/results/cogamid_long.json \\
-        --seeds 5 --threads 1 --max-hours 0.3 [--resume] --plots docs/results/img
+    flock /work/notes/longrun.lock nice -n 10 env OMP_NUM_THREADS=1 python \\
+        benchmarks/cogamid/long.py --json benchmarks/cogamid/results/cogamid_long_flat.json \\
+        --seeds 10 --threads 1 --max-hours 1 [--resume] --plots DIR
 
 The JSON is rewritten after every seed (per-seed raw results under ``runs``, the learning
 curves under ``curves``); ``--resume`` keeps the seeds already in it and runs the rest, and
-``--max-hours`` stops starting new seeds after that wall time. ``--verdicts-only PATH``
-recomputes a stored JSON's verdicts from its rows, ``--rows-only PATH`` its rows and
-verdicts from its runs (no training).
+``--max-hours`` stops starting new seeds after that wall time. The JSON stores the
+training plan (``machine.plan``: the stop rule, minima and caps); ``--resume`` of a JSON of
+another plan (the fixed-step runs with patience stops before, such as
+``cogamid_long.json``, stored none) is refused rather than mixing runs.
+``--max-steps-factor F`` sets the cap to F times the minimum (default 4; 1: fixed
+budgets). ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows,
+``--rows-only PATH`` its rows and verdicts from its runs (no training).
+
+Cost (one thread): the old 5-seed run took ~1,852 s (~370 s per seed: base fits stopped at
+a median of 625 steps, later fits at ~90-150). Measured here (one thread, ``nice -n 5``,
+beside another run): ~0.06 s per base step and ~0.09-0.11 s per later step, evaluations
+included. With every fit at least at the old budget a seed costs at least ~1200 x 0.06 +
+30 x 300 x 0.1 ~ 900 s, so 10 seeds ~2.5 h if fits flatten at their minimum, ~3-4 h if
+many run on a while, and at most ~4x that (~10 h) if every fit ran to its cap.
 """
 
 from __future__ import annotations
@@ -85,7 +108,9 @@ LABELS = {
     "gmm_grc": "GMM + GRC",
     "gmm_da_grc": "GMM + DA + GRC",
 }
-#: The full-run setting (64 x 64, 8 classes, protocol 3-1: six steps).
+#: The full-run setting (64 x 64, 8 classes, protocol 3-1: six steps). ``base_steps`` and
+#: ``increment_steps`` are the minimum steps of a fit (the old fixed budgets), the cap is
+#: ``max_steps_factor`` times that.
 FULL = {
     "n_classes": 8,
     "base": 3,
@@ -98,12 +123,10 @@ FULL = {
     "feature_dim": 16,
     "base_steps": 1200,
     "base_eval_every": 25,
-    "base_patience": 6,
-    "base_patience_after": 300,
     "increment_steps": 300,
     "eval_every": 10,
-    "patience": 5,
     "min_delta": 0.005,
+    "max_steps_factor": 4,
 }
 #: A small setting for the tests and checks (32 x 32, 5 classes, 3-1).
 QUICK = {
@@ -115,11 +138,8 @@ QUICK = {
     "n_test": 16,
     "base_steps": 40,
     "base_eval_every": 10,
-    "base_patience": 2,
-    "base_patience_after": 0,
     "increment_steps": 20,
     "eval_every": 5,
-    "patience": 2,
 }
 FLAT_FRACTION = 0.2  # the last 20 % of a run's steps ...
 FLAT_TOL = 0.01  # ... raise the best validation mIoU by less than 1 % (relative)
@@ -128,10 +148,13 @@ FLAT_TOL = 0.01  # ... raise the best validation mIoU by less than 1 % (relative
 def flat(curve: list, reason: str | None = None) -> bool:
     """Whether a training run's validation curve ``[[step, mIoU], ...]`` is flat.
 
-    True when the run stopped early (``reason == "early_stop"``: ``patience`` evaluations
-    without a gain above ``min_delta``) or when the best value over its last
-    :data:`FLAT_FRACTION` of steps is less than :data:`FLAT_TOL` (relative) above the best
-    before (:func:`sci_moe.train.is_flat`). Fewer than two evaluations are never flat.
+    True when the best value over its last :data:`FLAT_FRACTION` of steps is less than
+    :data:`FLAT_TOL` (relative) above the best before (:func:`sci_moe.train.is_flat`; fewer
+    than two evaluations are never flat). A fit of this script stops at its first flat
+    evaluation from its minimum on (reason ``"flat"``), so it is flat unless it ran to its
+    cap. For the stored runs before the flat stop (``cogamid_long.json``), a patience stop
+    (``reason == "early_stop"``) counted as flat too; that rule is kept so their rows
+    re-derive unchanged, and the runs of this script never stop so.
     """
     if reason == "early_stop":
         return True
@@ -139,8 +162,40 @@ def flat(curve: list, reason: str | None = None) -> bool:
     return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, mode="max", min_points=2)
 
 
+def plan(size: dict) -> dict:
+    """The training plan a run's JSON stores (``machine.plan``): ``--resume`` needs the same.
+
+    Parameters
+    ----------
+    size : dict
+        :data:`FULL` or :data:`QUICK` (with ``max_steps_factor`` set).
+
+    Returns
+    -------
+    dict
+        The stop rule (``"flat"``: :func:`flat` from the minimum on, no patience), its tail
+        fraction and tolerance, and per kind of fit (base, later steps) the minimum and the
+        cap in optimiser steps and the evaluation interval in steps.
+    """
+    factor = size["max_steps_factor"]
+    return {
+        "stop": "flat",
+        "flat_fraction": FLAT_FRACTION,
+        "flat_tolerance": FLAT_TOL,
+        "patience": 0,
+        "min_delta": size["min_delta"],
+        "base_min_steps": size["base_steps"],
+        "base_max_steps": factor * size["base_steps"],
+        "base_eval_every": size["base_eval_every"],
+        "increment_min_steps": size["increment_steps"],
+        "increment_max_steps": factor * size["increment_steps"],
+        "eval_every": size["eval_every"],
+    }
+
+
 def _config(size: dict, seed: int, base: bool = False, **kw) -> IncrementalConfig:
     pre = "base_" if base else ""
+    factor = size["max_steps_factor"]
     return IncrementalConfig(
         seed=seed,
         scene=SceneConfig(
@@ -157,11 +212,13 @@ def _config(size: dict, seed: int, base: bool = False, **kw) -> IncrementalConfi
         n_test=size["n_test"],
         width=size["width"],
         feature_dim=size["feature_dim"],
-        steps=size["base_steps"],
-        increment_steps=size["increment_steps"],
+        steps=factor * size["base_steps"],  # the caps
+        increment_steps=factor * size["increment_steps"],
         eval_every=size[pre + "eval_every"],
-        patience=size[pre + "patience"],
-        patience_after=size["base_patience_after"] if base else 0,
+        patience=0,  # the flat stop alone (module docstring)
+        stop_when_flat=FLAT_TOL,
+        flat_tail=FLAT_FRACTION,
+        flat_min_steps=size["base_steps" if base else "increment_steps"],
         min_delta=size["min_delta"],
         restore_best=True,
         progress=False,
@@ -184,7 +241,10 @@ def run_seed(seed: int, size: dict, methods: list[str]) -> dict:
             f"seed {seed} {name} ({time.perf_counter() - t1:.0f} s): mIoU "
             + ", ".join(f"{s['miou_all']:.3f}" for s in out["steps"])
             + "; stopped at "
-            + ", ".join(str(c["step"]) for c in out["curves"][1:]),
+            + ", ".join(
+                f"{c['step']}{'' if flat(c['evals'], c['reason']) else ' (not flat)'}"
+                for c in out["curves"][1:]
+            ),
             flush=True,
         )
     rec["seconds"] = time.perf_counter() - t0
@@ -214,6 +274,9 @@ def make_rows(runs: dict, seeds: list[int], methods: list[str]) -> list[Row]:
     stops = [r["curves"]["base"]["step"] for r in recs]
     rows.append(Row("base", "median_steps", float(np.median(stops)), "steps"))
     rows.append(Row("base", "converged_fraction", float(np.mean(_runs_flat_all(recs, "base"))), ""))
+    rows.append(Row("base", "max_steps", float(np.max(stops)), "steps"))
+    rows += _fit_rows("base", done, [r["curves"]["base"] for r in recs])
+    rows.append(Row("base", "capped_fraction", _capped([r["curves"]["base"] for r in recs]), ""))
     for name in methods:
         per = [r["methods"][name] for r in recs]
         for t in range(n_steps):
@@ -239,6 +302,10 @@ def make_rows(runs: dict, seeds: list[int], methods: list[str]) -> list[Row]:
         rows.append(Row(name, "median_steps", float(np.median(stops)), "steps"))
         rows.append(Row(name, "max_steps", float(np.max(stops)), "steps"))
         rows.append(Row(name, "converged_fraction", float(np.mean(_runs_flat_all(recs, name))), ""))
+        fits = [c for r in recs for c in r["curves"][name]]
+        rows.append(Row(name, "capped_fraction", _capped(fits), ""))
+        for t in range(1, n_steps):
+            rows += _fit_rows(f"{name}/step{t}", done, [r["curves"][name][t - 1] for r in recs])
     rows.append(Row("all", "wall_time", float(sum(r["seconds"] for r in recs)), "s"))
     rows.append(Row("all", "seconds_per_seed", float(np.mean([r["seconds"] for r in recs])), "s"))
     rows.append(Row("all", "seeds_done", float(len(done)), "count"))
@@ -247,6 +314,20 @@ def make_rows(runs: dict, seeds: list[int], methods: list[str]) -> list[Row]:
 
 def _runs_flat_all(recs: list[dict], name: str) -> list[bool]:
     return [f for r in recs for f in _runs_flat(r, [name])]
+
+
+def _fit_rows(case: str, seeds: list[int], curves: list[dict]) -> list[Row]:
+    """Per fit (one per seed): its optimiser steps and whether it is flat (1) or not (0)."""
+    rows = []
+    for s, c in zip(seeds, curves, strict=True):
+        rows.append(Row(case, f"steps seed {s}", float(c["step"]), "steps"))
+        rows.append(Row(case, f"flat seed {s}", float(flat(c["evals"], c["reason"])), ""))
+    return rows
+
+
+def _capped(curves: list[dict]) -> float:
+    """The fraction of fits that ran to their cap (the engine's reason ``"completed"``)."""
+    return float(np.mean([c["reason"] == "completed" for c in curves]))
 
 
 #: (claim, ours, baseline, metric): the claims of the abstract the long run tests.
@@ -421,7 +502,17 @@ def main(argv: list[str] | None = None) -> int:
         "--methods", nargs="+", choices=list(METHODS), default=list(METHODS), help="methods"
     )
     p.add_argument("--rows-only", type=Path, default=None, metavar="JSON")
+    p.add_argument(
+        "--max-steps-factor",
+        type=int,
+        default=None,
+        metavar="F",
+        help=f"cap of every fit: F times its minimum (default {FULL['max_steps_factor']}; "
+        "1: fixed budgets)",
+    )
     args = p.parse_args(argv)
+    if args.max_steps_factor is not None and args.max_steps_factor < 1:
+        p.error(f"--max-steps-factor must be an integer >= 1, got {args.max_steps_factor}")
     if (done := verdicts_only(args)) is not None:
         return done
     if args.rows_only is not None:
@@ -433,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     setup(args)
     size = dict(QUICK if args.quick else FULL)
+    if args.max_steps_factor is not None:
+        size["max_steps_factor"] = args.max_steps_factor
     methods = list(args.methods)
     seeds = [args.seed + i for i in range(args.seeds)]
     machine = machine_info(
@@ -442,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         methods=methods,
         flat_fraction=FLAT_FRACTION,
         flat_tolerance=FLAT_TOL,
+        plan=plan(size),
         **size,
     )
     runs: dict = {}
@@ -449,6 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     if (old := previous_run(args)) is not None:
         if old["machine"].get("methods") != methods or old["machine"].get("quick") != args.quick:
             raise SystemExit("--resume: the stored JSON ran other methods or another size")
+        if old["machine"].get("plan") != machine["plan"]:
+            raise SystemExit(
+                f"--resume: {args.json} holds fits of another training plan ("
+                + (
+                    "none stored: a fixed-step run with patience stops, before every fit "
+                    "trained until flat"
+                    if "plan" not in old["machine"]
+                    else f"stored {old['machine']['plan']}, asked {machine['plan']}"
+                )
+                + "); resuming would mix runs. Start a new run with another --json path, or "
+                "resume with the stored plan's settings (--max-steps-factor)"
+            )
         runs = old.get("runs", {})
         walls = old["machine"].get("pieces", [])
     other = OtherLoad()
