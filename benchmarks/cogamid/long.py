@@ -149,17 +149,17 @@ def flat(curve: list, reason: str | None = None) -> bool:
     """Whether a training run's validation curve ``[[step, mIoU], ...]`` is flat.
 
     True when the best value over its last :data:`FLAT_FRACTION` of steps is less than
-    :data:`FLAT_TOL` (relative) above the best before (:func:`sci_moe.train.is_flat`; fewer
-    than two evaluations are never flat). A fit of this script stops at its first flat
+    :data:`FLAT_TOL` (relative) above the best before (:func:`sci_moe.train.is_flat`, at
+    least five evaluations), the house rule. A fit of this script stops at its first flat
     evaluation from its minimum on (reason ``"flat"``), so it is flat unless it ran to its
-    cap. For the stored runs before the flat stop (``cogamid_long.json``), a patience stop
-    (``reason == "early_stop"``) counted as flat too; that rule is kept so their rows
-    re-derive unchanged, and the runs of this script never stop so.
+    cap. ``reason`` is accepted for the stored runs of the patience-stop plan
+    (``cogamid_long.json``), whose first rows counted any patience stop
+    (``"early_stop"``) as flat; re-derived with ``--rows-only``, those runs are judged by
+    their curves like every other run, so ``reason`` no longer changes the answer.
     """
-    if reason == "early_stop":
-        return True
+    del reason  # judged by the curve alone
     steps, values = [s for s, _ in curve], [v for _, v in curve]
-    return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, mode="max", min_points=2)
+    return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, mode="max")
 
 
 def plan(size: dict) -> dict:

@@ -19,7 +19,7 @@ def bench():
 def test_flat_criterion(bench):
     rising = [[10 * i, 0.1 * i] for i in range(1, 11)]
     assert not bench.flat(rising)
-    assert bench.flat(rising, "early_stop")
+    assert not bench.flat(rising, "early_stop")  # a patience stop is not enough
     plateau = [[10 * i, min(0.5, 0.1 * i)] for i in range(1, 11)]
     assert bench.flat(plateau)
     assert not bench.flat([[10, 0.3]])
