@@ -148,10 +148,10 @@ def settings(quick: bool) -> dict:
 
 def flat(curve: list) -> bool:
     """Whether the best validation error of ``curve`` (``[[step, error], ...]``) improved
-    by < :data:`FLAT` over the last 20 % of the steps (:func:`sci_moe.train.is_flat`, from
-    two evaluations on)."""
+    by < :data:`FLAT` over the last 20 % of the steps (:func:`sci_moe.train.is_flat`, at
+    least five evaluations, the house rule)."""
     steps, values = [s for s, _ in curve], [v for _, v in curve]
-    return is_flat(steps, values, tol=FLAT, min_points=2)
+    return is_flat(steps, values, tol=FLAT)
 
 
 # --------------------------------------------------------------------------- data

@@ -164,9 +164,9 @@ def build(name: str, in_dim: int, num_classes: int, num_views: int) -> torch.nn.
 def flat(val_loss: list[float]) -> bool:
     """The convergence criterion: the best validation loss of the last ``FLAT_FRACTION``
     of the evaluations is less than ``FLAT_TOL`` (relative) below the best before them
-    (:func:`sci_moe.train.is_flat` over the evaluations' ordinals, from two on)."""
+    (:func:`sci_moe.train.is_flat` over the evaluations' ordinals, at least five)."""
     ordinals = range(1, len(val_loss) + 1)
-    return is_flat(ordinals, val_loss, tail=FLAT_FRACTION, tol=FLAT_TOL, min_points=2)
+    return is_flat(ordinals, val_loss, tail=FLAT_FRACTION, tol=FLAT_TOL)
 
 
 @torch.no_grad()

@@ -73,8 +73,8 @@ def mcfg(E: int, k: int, **moe) -> MoELMConfig:
 
 def flat(steps: list[int], loss: list[float]) -> bool:
     """``FLAT_RULE``: :func:`sci_moe.train.is_flat` (< 1 % lower over the last 20 % of the
-    steps), which needs an evaluation on both sides of the cut and no fewer than two."""
-    return is_flat(steps, loss, min_points=2)
+    steps), which needs an evaluation on both sides of the cut and at least five."""
+    return is_flat(steps, loss)
 
 
 class Stop(Exception):

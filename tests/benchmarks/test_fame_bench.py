@@ -14,10 +14,12 @@ def bench():
 
 
 def test_flat_rule(bench):
-    # best-so-far 1.0 at step 80 (the last 20 % starts there), 0.995 at 100: 0.5 % -> flat
-    assert bench.flat([[20, 2.0], [80, 1.0], [100, 0.995]])
-    assert not bench.flat([[20, 2.0], [80, 1.0], [100, 0.9]])  # 10 % better: not flat
-    assert bench.flat([[20, 1.0], [80, 1.2], [100, 1.1]])  # no new best: flat
+    # best-so-far 1.0 up to step 80 (the last 20 % starts after it), 0.995 at 100: 0.5 %
+    head = [[20, 2.0], [40, 1.5], [60, 1.2], [80, 1.0]]
+    assert bench.flat([*head, [100, 0.995]])
+    assert not bench.flat([*head, [100, 0.9]])  # 10 % better: not flat
+    assert bench.flat([[20, 1.0], [40, 1.1], [60, 1.3], [80, 1.2], [100, 1.1]])  # no new best
+    assert not bench.flat([[20, 2.0], [80, 1.0], [100, 0.995]])  # under five evaluations
     assert not bench.flat([[100, 1.0]])
 
 
