@@ -25,6 +25,20 @@ and every audio and audio-visual unit loads it (shape and config checked) **froz
 head), or fine-tuned at peak learning rate ``--finetune-encoder LR``; ``--pretrain-only``
 stops after the stage. Verdicts then also need the pretrained encoder flat. The video
 encoder still trains with the units.
+
+The finished stage's file (only then, never a cut one) is also copied, byte for byte and
+atomically, beside the JSON to ``<json stem>_files/audio_encoder.pt``
+(:func:`committed_encoder`, :func:`publish_encoder`; the encoder's float32 state dict,
+config and record, no CTC head or optimiser: 2.57 MB for ``mome_full_v2``'s 4 layers of
+width 128, 637,952 parameters), to be **committed with the JSON**, whose ``pretrain``
+record keeps it as ``file`` (``path`` relative to the JSON's folder, ``sha256``,
+``bytes``). The work folder is lost on a fresh machine; ``--resume`` then restores the
+encoder from that copy when its SHA-256 is the record's, without pretraining again (it
+says which it used), and stops with what to do when the copy is missing or differs.
+A record without ``file`` (runs before it) needs the work-folder file as before; a
+resume that finds the work-folder file copies it beside the JSON and records it. Not
+float16: the units must load the very weights of the record's digest.
+
 Measured (2-core CPU, the other core busy with another long run, 1 thread, nice 10,
 2026-12-06), pretraining with these settings: 0.063 s per step over 60 steps (0.078 s
 when the CTC loss averages rates 1-16; batch 16 costs 0.16 s per step), 0.071 s per step
@@ -94,6 +108,9 @@ times the data, not as a measured gain.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,6 +134,7 @@ from sci_moe.speech.mome import (
 from sci_moe.train import is_flat
 
 __all__ = [
+    "ENCODER_FILE",
     "HELDOUT_VOICES",
     "MAX_EXTRA_PHRASES",
     "METHODS",
@@ -126,6 +144,7 @@ __all__ = [
     "build_model",
     "check_data_settings",
     "check_encoder_arguments",
+    "committed_encoder",
     "compression",
     "data_extras",
     "encoder_path",
@@ -135,6 +154,8 @@ __all__ = [
     "pretrain_piece",
     "pretrain_settings",
     "pretrain_stage",
+    "publish_encoder",
+    "sha256",
     "snr_name",
     "speech_config",
     "with_encoder_and_data",
@@ -411,8 +432,80 @@ def pretrain_settings(s: dict) -> dict:
     return out
 
 
-def encoder_path(arg: Path | None, root: Path, pre: dict | None) -> Path | None:
-    """The pretrained encoder's file of a run.
+#: The committed copy of the finished pretrained encoder: ``<json stem>_files/<this>``.
+ENCODER_FILE = "audio_encoder.pt"
+
+
+def committed_encoder(json_path: Path | None) -> Path | None:
+    """Where the finished encoder of the run of ``json_path`` is kept beside its JSON.
+
+    Parameters
+    ----------
+    json_path : Path or None
+        The results JSON (``--json``).
+
+    Returns
+    -------
+    Path or None
+        ``<json folder>/<json stem>_files/audio_encoder.pt``; ``None`` without a JSON.
+    """
+    if json_path is None:
+        return None
+    return json_path.with_name(f"{json_path.stem}_files") / ENCODER_FILE
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(Path(src).read_bytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def publish_encoder(path: Path, dest: Path) -> dict:
+    """Copy the finished encoder file ``path`` atomically to ``dest`` (to commit).
+
+    The copy is byte for byte (the :func:`~sci_moe.speech.mome.save_encoder` file: the
+    encoder's float32 state dict, its config and record, with its own checksum; no CTC
+    head, no optimiser), so a unit loading it gets the very weights of the run.
+
+    Parameters
+    ----------
+    path : Path
+        The encoder file in the work folder (:func:`encoder_path`).
+    dest : Path
+        :func:`committed_encoder`; not rewritten when it already holds these bytes.
+
+    Returns
+    -------
+    dict
+        The pretrain record's ``file`` entry: ``path`` (relative to the JSON's folder),
+        ``sha256`` (of the bytes) and ``bytes``.
+    """
+    digest = sha256(path)
+    if Path(path).resolve() != Path(dest).resolve() and not (
+        dest.is_file() and sha256(dest) == digest
+    ):
+        _copy_atomic(path, dest)
+    return {"path": f"{dest.parent.name}/{dest.name}", "sha256": digest,
+            "bytes": dest.stat().st_size}  # fmt: skip
+
+
+def encoder_path(arg: Path | None, root: Path, pre: dict | None,
+                 committed: Path | None = None) -> Path | None:  # fmt: skip
+    """The pretrained encoder's file of a run; on ``--resume`` restored from its committed
+    copy when the work folder lost it.
 
     Parameters
     ----------
@@ -423,6 +516,9 @@ def encoder_path(arg: Path | None, root: Path, pre: dict | None) -> Path | None:
         the default file is ``root / "audio_encoder.pt"``.
     pre : dict or None
         The stored run's pretrain record (``--resume``), if any.
+    committed : Path or None
+        The committed copy (:func:`committed_encoder`); used when the file is missing and
+        ``pre`` records its SHA-256 (``pre["file"]``), after checking it.
 
     Returns
     -------
@@ -432,14 +528,35 @@ def encoder_path(arg: Path | None, root: Path, pre: dict | None) -> Path | None:
     Raises
     ------
     SystemExit
-        A stored run's record whose encoder file is missing.
+        A stored run's record whose encoder file is missing and cannot be restored: a
+        record without a committed copy (runs before it), a committed copy missing, or
+        one whose SHA-256 is not the record's.
     """
     if arg is None:
         return None
     path = root / "audio_encoder.pt" if arg == Path("") else arg
-    if pre is not None and not path.is_file():
+    if pre is None:
+        return path
+    if path.is_file():
+        print(f"encoder: the work-folder file {path}", flush=True)
+        return path
+    rec = pre.get("file")
+    if rec is None or committed is None:
         raise SystemExit(f"--resume: the pretrained encoder {path} of this run is "
                          "missing; restore it or start the run afresh")  # fmt: skip
+    if not committed.is_file():
+        raise SystemExit(f"--resume: the pretrained encoder {path} of this run is missing "
+                         f"and so is its committed copy {committed}; restore it (git "
+                         f"checkout -- {committed}) or start the run afresh")  # fmt: skip
+    got = sha256(committed)
+    if got != rec["sha256"]:
+        raise SystemExit(f"--resume: {committed} is not the encoder of this run (SHA-256 "
+                         f"{got} != {rec['sha256']} in the JSON's pretrain.file): restore "
+                         f"the committed version (git checkout -- {committed}) or start "
+                         "the run afresh without --resume")  # fmt: skip
+    _copy_atomic(committed, path)
+    print(f"encoder: {path} missing; restored from the committed copy {committed} "
+          "(SHA-256 matches the JSON), no pretraining", flush=True)  # fmt: skip
     return path
 
 
@@ -490,7 +607,8 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
 
 
 def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float | None = None,
-                   progress: bool = False) -> tuple[dict | None, bool]:  # fmt: skip
+                   progress: bool = False,
+                   committed: Path | None = None) -> tuple[dict | None, bool]:  # fmt: skip
     """One piece of the stage (:func:`pretrain_stage`), checked against the stored record.
 
     Parameters
@@ -507,11 +625,16 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
         The piece's time left (hours; ``None``: no limit).
     progress : bool
         Show the trainer's progress.
+    committed : Path or None
+        Where to keep the finished encoder for commit (:func:`committed_encoder`); it is
+        copied there (:func:`publish_encoder`) and its SHA-256 recorded as the record's
+        ``file``. Nothing is copied while the stage is unfinished.
 
     Returns
     -------
     record : dict or None
-        The stage's record, or ``pre`` when the piece's time ran out first.
+        The stage's record (with ``file`` when ``committed`` is given), or ``pre`` when
+        the piece's time ran out first.
     cut : bool
         Whether the piece's time ran out first (continue with ``--resume``).
 
@@ -527,6 +650,10 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
     if pre is not None and pre.get("digest") != info["digest"]:
         raise SystemExit(f"--resume: {path} is not the encoder this run used "
                          f"(digest {info['digest']} != {pre.get('digest')})")  # fmt: skip
+    if committed is not None:
+        info = dict(info, file=publish_encoder(path, committed))
+        print(f"encoder: kept for commit in {committed} ({info['file']['bytes']} bytes, "
+              f"SHA-256 {info['file']['sha256'][:16]}...)", flush=True)  # fmt: skip
     print(f"encoder pretraining: {info['steps']} steps ({info['reason']}, flat "
           f"{info['converged']}); test CER at rate 1 "
           f"{info['test']['audio=1/clean'][0]:.3f}", flush=True)  # fmt: skip

@@ -60,7 +60,10 @@ record) to PATH (default ``WORK/<json stem>/audio_encoder.pt``), resumable and c
 (or fine-tuned at peak learning rate ``--finetune-encoder LR``); its held-out test
 CER/WER at rate 1 per SNR and curve go to the JSON (``pretrain``, the
 ``audio/pretrained_encoder`` rows, black in the audio panel of the plot);
-``--pretrain-only`` stops after the stage; verdicts then also need it flat.
+``--pretrain-only`` stops after the stage; verdicts then also need it flat. The finished
+encoder is also kept beside the JSON in ``<json stem>_files/audio_encoder.pt`` (2.57 MB
+for ``mome_full_v2``), its SHA-256 in the ``pretrain`` record: **commit it with the JSON**;
+``--resume`` on a fresh machine restores the encoder from it instead of pretraining again.
 ``--extra-train-phrases N``, ``--train-variants V``, ``--encoder-dim`` and
 ``--encoder-layers`` add training utterances and size the audio encoder; they enter
 ``machine.settings`` and the encoder file's settings, so ``--resume`` refuses a run or
@@ -137,6 +140,7 @@ from _mome import (
     build_model,
     check_data_settings,
     check_encoder_arguments,
+    committed_encoder,
     compression,
     encoder_path,
     evaluate_grid,
@@ -495,14 +499,15 @@ def main(argv=None) -> int:
         machine["pieces"] = list(old["machine"].get("pieces", []))
     machine.setdefault("pieces", []).append({"units": 0, "load": None})
     other, t0, deadline = OtherLoad(), time.perf_counter(), piece_deadline(args)
+    ckpt_root = None if args.json is None else args.work / args.json.stem
+    root = ckpt_root if ckpt_root is not None else args.work
+    committed = committed_encoder(args.json)  # the finished encoder, kept to commit
+    enc_path = encoder_path(args.pretrain_encoder, root, pre, committed)  # before the data
+    if enc_path is not None:
+        machine["encoder_file"] = str(enc_path)
     data = build_speech_set(speech_config(s), args.cache, progress=args.progress)
     machine["n_utterances"] = {k: len(v) for k, v in data.splits.items()}
     units = [(m, meth, sd) for sd in seeds for m in mods for meth in methods]  # seed-major
-    ckpt_root = None if args.json is None else args.work / args.json.stem
-    root = ckpt_root if ckpt_root is not None else args.work
-    enc_path = encoder_path(args.pretrain_encoder, root, pre)
-    if enc_path is not None:
-        machine["encoder_file"] = str(enc_path)
 
     def write() -> dict:
         rows = make_rows(runs, s, seeds, pre)
@@ -521,7 +526,7 @@ def main(argv=None) -> int:
     if pretrain:
         left = deadline - time.perf_counter()
         pre, stop = pretrain_piece(s, data, enc_path, pre, None if np.isinf(left) else left / 3600,
-                                   args.progress)  # fmt: skip
+                                   args.progress, committed)  # fmt: skip
         write()
         stop = stop or args.pretrain_only
     pristine = None  # loaded once; each unit hooks its adapters into a fresh copy

@@ -265,3 +265,64 @@ def test_pretrain_with_extra_training_data(bench, tmp_path):
     # resuming with other data settings is refused (the run's settings differ)
     with pytest.raises(SystemExit, match="other settings"):
         bench.main([*args[:-4], "--resume"])
+
+
+def test_finished_encoder_kept_beside_the_json_and_restored(bench, helpers, tmp_path, monkeypatch,
+                                                            capsys):  # fmt: skip
+    """The finished encoder is copied beside the JSON with its SHA-256 in the record; a
+    resume on a fresh machine (no work folder) loads it instead of pretraining again; a
+    damaged or missing copy stops with what to do; a record without it needs the work file."""
+    import hashlib
+    import shutil
+
+    monkeypatch.setattr(bench, "load_backbone", lambda s: _bert())
+    path = tmp_path / "enc.json"
+    args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
+            "--modalities", "audio", "--methods", "mome", "--seeds", "1",
+            "--work", str(tmp_path / "w"), "--pretrain-encoder"]  # fmt: skip
+    kept = tmp_path / "enc_files" / "audio_encoder.pt"
+    assert bench.committed_encoder(path) == kept
+    # a piece cut before the stage finishes: nothing kept
+    assert bench.main([*args, "--max-hours", "1e-9"]) == 0
+    assert not kept.exists()
+    assert bench.main([*args, "--pretrain-only", "--resume"]) == 0
+    pre = json.loads(path.read_text())["pretrain"]
+    work = tmp_path / "w" / "enc" / "audio_encoder.pt"
+    assert kept.read_bytes() == work.read_bytes()
+    assert pre["file"] == {"path": "enc_files/audio_encoder.pt",
+                           "sha256": hashlib.sha256(kept.read_bytes()).hexdigest(),
+                           "bytes": kept.stat().st_size}  # fmt: skip
+    assert not list(kept.parent.glob("*.tmp"))
+    # a fresh machine: no work folder; pretraining again would fail the test
+    shutil.rmtree(tmp_path / "w")
+
+    def no_pretraining(*a, **k):
+        raise AssertionError("pretrained again")
+
+    monkeypatch.setattr(helpers, "pretrain_encoder", no_pretraining)
+    capsys.readouterr()
+    assert bench.main([*args, "--resume"]) == 0
+    assert "restored from the committed copy" in capsys.readouterr().out
+    doc = json.loads(path.read_text())
+    assert doc["pretrain"] == pre and doc["complete"] is True
+    assert doc["runs"]["audio/mome/seed=0"]["encoder"] == {"digest": pre["digest"], "frozen": True}
+    # the work file there: used as is
+    assert bench.main([*args, "--pretrain-only", "--resume"]) == 0
+    assert "the work-folder file" in capsys.readouterr().out
+    # a damaged copy: a clear exit saying what to do, nothing restored
+    shutil.rmtree(tmp_path / "w")
+    good = kept.read_bytes()
+    kept.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    with pytest.raises(SystemExit, match=r"not the encoder of this run \(SHA-256.*git checkout"):
+        bench.main([*args, "--resume"])
+    assert not work.exists()
+    kept.unlink()
+    with pytest.raises(SystemExit, match="and so is its committed copy"):
+        bench.main([*args, "--resume"])
+    # a record of a run before the copy (no "file"): the work file is needed, as before
+    kept.write_bytes(good)
+    doc = json.loads(path.read_text())
+    del doc["pretrain"]["file"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match="missing; restore it or start the run afresh"):
+        bench.main([*args, "--resume"])
