@@ -56,6 +56,7 @@ __all__ = [
     "Timing",
     "base_parser",
     "busy_warning",
+    "check_resume_settings",
     "child_result",
     "concat",
     "cpu_model",
@@ -1226,6 +1227,102 @@ def resume_state(args: argparse.Namespace) -> dict:
     if args.json is None or not state_path(args.json).is_file():
         raise SystemExit("--resume needs --json PATH with a PATH.state.json from an earlier piece")
     return json.loads(state_path(args.json).read_text())
+
+
+_UNSET = object()
+
+
+def _shown(value: object) -> str:
+    return "unset" if value is _UNSET else repr(value)
+
+
+def _differences(stored: dict, now: dict, defaults: dict, prefix: str = "") -> list[str]:
+    """``"key: stored -> now"`` for every differing key of two settings dicts; nested dicts
+    are compared key by key (``"outer.inner"``); a key missing on one side is its
+    ``defaults`` value when there is one (top level only), else ``unset``."""
+    out = []
+    for k in sorted(set(stored) | set(now), key=str):
+        a, b = stored.get(k, _UNSET), now.get(k, _UNSET)
+        if k in defaults:
+            a = defaults[k] if a is _UNSET else a
+            b = defaults[k] if b is _UNSET else b
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, {}, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {_shown(a)} -> {_shown(b)}")
+    return out
+
+
+def check_resume_settings(
+    stored: dict | None,
+    now: dict,
+    path: str | Path,
+    *,
+    what: str = "settings",
+    defaults: dict | None = None,
+    before: str | None = None,
+    fix: str | None = None,
+    flag: str | None = "--resume",
+) -> None:
+    """Refuse to continue a stored run (``--resume``) whose settings are not this command's.
+
+    Both sides are compared as JSON stores them (``now`` and ``defaults`` go through a
+    JSON round trip, so tuples equal lists).
+
+    Parameters
+    ----------
+    stored : dict or None
+        The settings the stored state or JSON recorded; ``None`` for an old state written
+        before it recorded them (refused: its runs cannot be matched to this command).
+    now : dict
+        This command's settings.
+    path : str or Path
+        The stored file, named in the message.
+    what : str
+        What the dicts are, for the message: ``"settings"``, ``"plan"``, ...
+    defaults : dict or None
+        Values of keys added since older states: a key missing on one side counts as its
+        value here (so an old state matches a command that keeps the default). A missing
+        key without a default is a difference.
+    before : str or None
+        What wrote a state without the record (``stored`` None), e.g. ``"a fixed-step
+        run"``; a generic note without it.
+    fix : str or None
+        What to do instead, ending the message (default: resume with the same settings or
+        write to another ``--json``).
+    flag : str or None
+        The option the message starts with (``None``: no prefix, for checks of stored files
+        outside ``--resume``).
+
+    Raises
+    ------
+    ValueError
+        ``stored`` differs from ``now``: the message names every differing key with its
+        stored and current value (``"--resume: PATH was written with other settings
+        (seeds: 5 -> 10; lr: 0.001 -> 0.01); resume with the same settings or write to
+        another --json"``), or says that ``stored`` is None and what wrote such a state.
+    """
+    head = f"{flag}: {path}" if flag else str(path)
+    if stored is None:
+        note = before or "an old state, written before they were recorded"
+        raise ValueError(
+            f"{head} was written without its {what} record (none stored: {note}); "
+            + (fix or "write to another --json")
+        )
+    stored, now = json.loads(json.dumps(stored)), json.loads(json.dumps(now))
+    if stored == now:
+        return
+    if isinstance(stored, dict) and isinstance(now, dict):
+        diff = _differences(stored, now, json.loads(json.dumps(defaults or {})))
+    else:
+        diff = [f"{stored!r} -> {now!r}"]
+    if not diff:  # equal once the defaults fill the keys new since the stored state
+        return
+    other = "other" if what.endswith("s") else "another"
+    raise ValueError(
+        f"{head} was written with {other} {what} ({'; '.join(diff)}); "
+        + (fix or "resume with the same settings or write to another --json")
+    )
 
 
 def write_json_doc(path: str | Path, doc: dict, indent: int = 2) -> None:

@@ -70,6 +70,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -543,18 +544,16 @@ def main(argv: list[str] | None = None) -> int:
     if (old := previous_run(args)) is not None:
         if old["machine"].get("methods") != methods or old["machine"].get("quick") != args.quick:
             raise SystemExit("--resume: the stored JSON ran other methods or another size")
-        if old["machine"].get("plan") != machine["plan"]:
-            raise SystemExit(
-                f"--resume: {args.json} holds fits of another training plan ("
-                + (
-                    "none stored: a fixed-step run with patience stops, before every fit "
-                    "trained until flat"
-                    if "plan" not in old["machine"]
-                    else f"stored {old['machine']['plan']}, asked {machine['plan']}"
-                )
-                + "); resuming would mix runs. Start a new run with another --json path, or "
-                "resume with the stored plan's settings (--max-steps-factor)"
+        try:  # resuming fits of another plan would mix runs
+            check_resume_settings(
+                old["machine"].get("plan"),
+                machine["plan"],
+                args.json,
+                what="training plan",
+                before="a fixed-step run with patience stops, before every fit trained until flat",
             )
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
         runs = old.get("runs", {})
         walls = old["machine"].get("pieces", [])
     other = OtherLoad()

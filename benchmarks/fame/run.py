@@ -76,6 +76,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -541,13 +542,17 @@ def main(argv: list[str] | None = None) -> int:
         cfg["seeds"] = args.seeds
     state = resume_state(args)
     plan = json.loads(json.dumps({k: v for k, v in cfg.items() if k != "seeds"}))
-    if state and state.get("plan") != plan:
-        raise SystemExit(
-            f"{state_path(args.json)} holds fits of another plan "
-            f"({'none stored: a fixed-step run' if 'plan' not in state else 'other settings'})"
-            "; resuming would mix runs. Start a new run with another --json path, or "
-            "resume with the plan's settings"
-        )
+    if state:  # resuming fits of another plan would mix runs
+        try:
+            check_resume_settings(
+                state.get("plan"),
+                plan,
+                state_path(args.json),
+                what="plan",
+                before="a fixed-step run",
+            )
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     state["plan"] = plan
     if args.json is not None:
         write_json_doc(state_path(args.json), state)

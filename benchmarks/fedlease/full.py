@@ -106,6 +106,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     decide_verdict,
     machine_info,
     paired_test,
@@ -426,8 +427,10 @@ def main(argv=None) -> int:
     )
     runs: dict = {}
     if (old := previous_run(args)) is not None:
-        if old["machine"]["settings"] != s:
-            raise SystemExit(f"--resume: {args.json} was run with other settings")
+        try:
+            check_resume_settings(old["machine"].get("settings"), s, args.json)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
         runs = old.get("runs", {})
         machine["pieces"] = list(old["machine"].get("pieces", []))
     machine.setdefault("pieces", []).append({"units": 0, "load": None})

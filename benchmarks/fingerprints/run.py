@@ -912,8 +912,11 @@ def main() -> int:
                 raise SystemExit(f"--{key.replace('_', '-')} must be >= 1, got {value}")
             cfg[key] = value
     state = _common.resume_state(args)
-    if state and state.get("settings") != cfg:
-        raise SystemExit("--resume: the state file was written with other settings")
+    if state:
+        try:
+            _common.check_resume_settings(state.get("settings"), cfg, _common.state_path(args.json))
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     state.setdefault("done", [])
     state.setdefault("rows", [])
     state["settings"] = cfg

@@ -115,6 +115,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import check_resume_settings
 
 from sci_moe.speech.mome import (
     EncoderConfig,
@@ -573,9 +574,13 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
     want = pretrain_settings(s)
     if path.is_file():
         _, info = read_encoder(path)
-        if info.get("settings") != want:
-            raise SystemExit(f"{path} was pretrained with other settings; remove it (and its "
-                             "_run folder) or give another --pretrain-encoder PATH")  # fmt: skip
+        try:
+            check_resume_settings(info.get("settings"), want, path, flag=None,
+                                  before="not an encoder this script pretrained",
+                                  fix="remove it (and its _run folder) or give another "
+                                  "--pretrain-encoder PATH")  # fmt: skip
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
         return info
     if max_hours is not None and max_hours <= 0:
         return None

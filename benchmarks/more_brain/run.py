@@ -78,6 +78,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -619,32 +620,6 @@ def plot(doc: dict, folder: Path) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def check_settings(state: dict, cfg: dict) -> None:
-    """Refuse to ``--resume`` a state written with other settings (``state["settings"]``).
-
-    A state of the fixed-step plan (one cycle per fit) stored no settings and is refused
-    too. An empty state (a new run) passes.
-
-    Raises
-    ------
-    SystemExit
-        With a message naming the differing settings.
-    """
-    if not state:
-        return
-    stored = state.get("settings")
-    if stored is None:
-        raise SystemExit(
-            "--resume: the stored state holds no settings; it was written by the fixed-step "
-            "plan (one training cycle per fit), not this run's training until flat. Start a "
-            "new run (another --json, or without --resume)"
-        )
-    if stored != cfg:
-        keys = sorted(k for k in set(stored) | set(cfg) if stored.get(k) != cfg.get(k))
-        diff = ", ".join(f"{k}: stored {stored.get(k)!r}, now {cfg.get(k)!r}" for k in keys)
-        raise SystemExit(f"--resume: the stored state ran other settings ({diff})")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
@@ -664,7 +639,17 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--max-cycles must be >= 1, got {args.max_cycles}")
     cfg = settings(args.quick, args.max_cycles)
     state = resume_state(args)
-    check_settings(state, cfg)
+    if state:  # a new run (empty state) passes
+        try:
+            check_resume_settings(
+                state.get("settings"),
+                cfg,
+                state_path(args.json),
+                before="the fixed-step plan (one training cycle per fit), not this run's "
+                "training until flat",
+            )
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     state["settings"] = cfg
     setup(args)
     deadline = piece_deadline(args)

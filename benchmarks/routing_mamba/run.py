@@ -89,6 +89,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -417,23 +418,6 @@ def bootstrap_ratio(dense, rom, rom_active, n=2000, seed=0) -> tuple[float, floa
     if len(vals) < n // 2:
         return math.nan, math.nan
     return vals[int(0.025 * len(vals))], vals[int(0.975 * len(vals)) - 1]
-
-
-def plan_mismatch(stored: dict | None, p: dict) -> str:
-    """The message refusing ``--resume`` of a state whose plan is not ``p``."""
-    if not stored:
-        return "--resume: the stored run has another plan (none stored); write to another --json"
-    p = json.loads(json.dumps(p))
-    diff = ", ".join(
-        f"{k}: stored {stored.get(k, '-')!r}, this run {p.get(k, '-')!r}"
-        for k in sorted(set(stored) | set(p))
-        if stored.get(k) != p.get(k)
-    )
-    mode = "until flat" if stored.get("until_flat") else "fixed steps"
-    return (
-        f"--resume: the stored run has another plan ({mode}; {diff}); resume it with its own "
-        "options or write to another --json"
-    )
 
 
 def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
@@ -940,8 +924,11 @@ def main(argv: list[str] | None = None) -> None:
     deadline = piece_deadline(args)
     state = resume_state(args)
     seeds = list(range(args.seed, args.seed + p["seeds"]))
-    if state and state.get("plan") != json.loads(json.dumps(p)):
-        raise SystemExit(plan_mismatch(state.get("plan"), p))
+    if state:
+        try:
+            check_resume_settings(state.get("plan"), p, state_path(args.json), what="plan")
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     state["plan"] = p
 
     def save():

@@ -61,3 +61,37 @@ def test_pieces(common, tmp_path):
     assert common.previous_run(args) is None  # no file yet: start afresh
     (tmp_path / "r.json").write_text(json.dumps({"runs": {"0": {}}, "complete": False}))
     assert common.previous_run(args)["runs"] == {"0": {}}
+
+
+def test_check_resume_settings(common):
+    check = common.check_resume_settings
+    now = {"seeds": 10, "lr": 0.01, "split": (0.7, 0.3), "enc": {"dim": 8, "layers": 2}}
+    stored = json.loads(json.dumps(now))  # as the state file holds it: tuples are lists
+    check(stored, now, "x.state.json")  # the same settings pass
+    # every differing key named with its stored and current value, nested keys dotted
+    changed = dict(stored, seeds=5, lr=0.001, enc={"dim": 4, "layers": 2})
+    with pytest.raises(ValueError) as err:
+        check(changed, now, "b/x.state.json")
+    assert str(err.value) == (
+        "--resume: b/x.state.json was written with other settings (enc.dim: 4 -> 8; "
+        "lr: 0.001 -> 0.01; seeds: 5 -> 10); resume with the same settings or write to "
+        "another --json"
+    )
+    with pytest.raises(ValueError, match=r"another plan \(gone: 1 -> unset; seeds: unset"):
+        check({"gone": 1}, {"seeds": 10}, "p", what="plan")
+    # an old state without the record: said so, with what wrote it when given
+    with pytest.raises(ValueError, match=r"without its settings record \(none stored: an old"):
+        check(None, now, "x.state.json")
+    with pytest.raises(ValueError, match=r"\(none stored: a fixed-step run\); write to another"):
+        check(None, now, "x.state.json", before="a fixed-step run")
+    # a key new since the stored state: its default passes, another value does not
+    old = {k: v for k, v in stored.items() if k != "lr"}
+    check(old, now, "x.state.json", defaults={"lr": 0.01})
+    with pytest.raises(ValueError, match=r"\(lr: unset -> 0.01\)"):
+        check(old, now, "x.state.json")  # no default: a difference
+    with pytest.raises(ValueError, match=r"\(lr: 0.001 -> 0.01\)"):
+        check(old, now, "x.state.json", defaults={"lr": 0.001})
+    # a stored file checked outside --resume, with its own remedy
+    with pytest.raises(ValueError) as err:
+        check({"a": 1}, {"a": 2}, "enc.pt", flag=None, fix="remove it")
+    assert str(err.value) == "enc.pt was written with other settings (a: 1 -> 2); remove it"

@@ -73,9 +73,11 @@ def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "run", lambda args, cfg, state, deadline: False)
     path = tmp_path / "f.json"
     (tmp_path / "f.state.json").write_text('{"regime|FAME K=1|0": {"steps": 500}}')
-    with pytest.raises(SystemExit, match=r"another plan \(none stored: a fixed-step run"):
+    with pytest.raises(
+        SystemExit, match=r"without its plan record \(none stored: a fixed-step run"
+    ):
         bench.main(["--quick", "--json", str(path), "--resume"])
     assert bench.main(["--quick", "--json", str(tmp_path / "g.json")]) == 0
     assert bench.main(["--quick", "--json", str(tmp_path / "g.json"), "--resume"]) == 0
-    with pytest.raises(SystemExit, match=r"another plan \(other settings"):
+    with pytest.raises(SystemExit, match=r"written with another plan \(gru_min_steps: 30 -> 600; "):
         bench.main(["--json", str(tmp_path / "g.json"), "--resume"])  # full vs quick plan

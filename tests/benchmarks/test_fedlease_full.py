@@ -43,7 +43,7 @@ def test_alpha_override_is_a_setting(bench, tmp_path):
     args = ["--quick", "--json", str(path), "--max-hours", "0", "--cache", str(tmp_path)]
     assert bench.main([*args, "--alpha", "100"]) == 0
     assert json.loads(path.read_text())["machine"]["settings"]["alpha"] == 100.0
-    with pytest.raises(SystemExit, match="other settings"):
+    with pytest.raises(SystemExit, match=r"other settings \(alpha: 100.0 -> 1.0\)"):
         bench.main([*args, "--resume"])
     with pytest.raises(SystemExit, match="alpha"):
         bench.main([*args, "--alpha", "0"])

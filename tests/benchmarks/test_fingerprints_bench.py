@@ -4,6 +4,7 @@ the verdict rule re-derived from the stored JSON."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -148,3 +149,13 @@ def test_lms_converged_counts_only_the_lms(bench):
     ]
     assert bench.lms_converged({"rows": rows})
     assert not bench.lms_converged({"rows": rows[:1]})
+
+
+def test_resume_refuses_a_state_of_other_settings(bench, monkeypatch, tmp_path):
+    path = tmp_path / "fp.json"
+    state = {"settings": bench.settings(True), "done": [], "rows": []}
+    path.with_suffix(".state.json").write_text(json.dumps(state))
+    argv = ["run.py", "--quick", "--seeds", "2", "--json", str(path), "--resume"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit, match=r"other settings \(seeds: 3 -> 2\); resume with"):
+        bench.main()

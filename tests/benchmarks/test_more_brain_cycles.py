@@ -86,17 +86,14 @@ def test_settings_cycles_and_the_override(mb):
 
 
 def test_resume_refuses_the_fixed_step_state_and_other_settings(mb, tmp_path):
-    cfg = mb.settings(True)
-    mb.check_settings({}, cfg)  # a new run
-    mb.check_settings({"settings": json.loads(json.dumps(cfg))}, cfg)  # stored, same
-    with pytest.raises(SystemExit, match="fixed-step"):
-        mb.check_settings({"0": {}}, cfg)
-    with pytest.raises(SystemExit, match="cycles: stored 2, now 3"):
-        mb.check_settings({"settings": cfg}, mb.settings(True, 3))
     path = tmp_path / "mb.json"
-    path.with_suffix(".state.json").write_text(json.dumps({"0": {"ridge": {}}}))
-    with pytest.raises(SystemExit, match="fixed-step"):
+    state = path.with_suffix(".state.json")
+    state.write_text(json.dumps({"0": {"ridge": {}}}))
+    with pytest.raises(SystemExit, match=r"none stored: the fixed-step plan"):
         mb.main(["--quick", "--json", str(path), "--resume"])
+    state.write_text(json.dumps({"settings": mb.settings(True)}))
+    with pytest.raises(SystemExit, match=r"other settings \(cycles: 2 -> 3\)"):
+        mb.main(["--quick", "--max-cycles", "3", "--json", str(path), "--resume"])
 
 
 def test_run_seed_records_cycles_steps_and_flat_per_fit(mb, monkeypatch):
