@@ -526,8 +526,6 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "input years up to 1989 train, 1990-1994 validate, 1995 on test": "the chronological split",
         "of 50 points)": "setup: the observation grid",
         "re-observed with 0, 25, 50 and 75 %": "setup: the dropped shares",
-        "less than 1 % over the last 20 % of the steps": "setup: the convergence criterion",
-        "reach the 2k steps": "setup: the issue's step count",
         "at 0 % dropped": "setup: the dropped share",
         "(p < 0.05)": "setup: the test level",
         "at rest at 0": "setup: the initial condition",
