@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -73,6 +74,7 @@ __all__ = [
     "print_table",
     "quote",
     "rederive_rows",
+    "refuse",
     "row_dict",
     "row_from_dict",
     "run_isolated",
@@ -1323,6 +1325,32 @@ def check_resume_settings(
         f"{head} was written with {other} {what} ({'; '.join(diff)}); "
         + (fix or "resume with the same settings or write to another --json")
     )
+
+
+def refuse(msg: str) -> NoReturn:
+    """Stop on bad command-line input: ``msg`` on stderr and exit status 2.
+
+    Status 2 is argparse's for a usage error (``ArgumentParser.error``); this is for
+    input refused after parsing, such as a ``--resume`` of a stored run of other settings
+    (:func:`check_resume_settings`)::
+
+        try:
+            check_resume_settings(stored, now, path)
+        except ValueError as err:
+            refuse(str(err))
+
+    Parameters
+    ----------
+    msg : str
+        What is wrong and what to do instead, printed as it is (one line, no prefix).
+
+    Raises
+    ------
+    SystemExit
+        Always, with code 2.
+    """
+    print(msg, file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def write_json_doc(path: str | Path, doc: dict, indent: int = 2) -> None:

@@ -76,6 +76,7 @@ from _common import (
     piece_deadline,
     previous_run,
     print_table,
+    refuse,
     row_value,
     seed_verdict,
     setup,
@@ -542,8 +543,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict = {}
     walls: list = []
     if (old := previous_run(args)) is not None:
-        if old["machine"].get("methods") != methods or old["machine"].get("quick") != args.quick:
-            raise SystemExit("--resume: the stored JSON ran other methods or another size")
+        now = {"methods": methods, "quick": args.quick}
+        try:  # other methods or another size
+            check_resume_settings({k: old["machine"].get(k) for k in now}, now, args.json)
+        except ValueError as err:
+            refuse(str(err))
         try:  # resuming fits of another plan would mix runs
             check_resume_settings(
                 old["machine"].get("plan"),
@@ -553,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                 before="a fixed-step run with patience stops, before every fit trained until flat",
             )
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
         runs = old.get("runs", {})
         walls = old["machine"].get("pieces", [])
     other = OtherLoad()

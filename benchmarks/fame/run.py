@@ -82,6 +82,7 @@ from _common import (
     piece_deadline,
     print_table,
     rederive_verdicts,
+    refuse,
     resume_state,
     row_value,
     seed_verdict,
@@ -552,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                 before="a fixed-step run",
             )
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
     state["plan"] = plan
     if args.json is not None:
         write_json_doc(state_path(args.json), state)

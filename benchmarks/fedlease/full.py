@@ -114,6 +114,7 @@ from _common import (
     piece_deadline,
     previous_run,
     print_table,
+    refuse,
     row_value,
     setup,
     verdict_entry,
@@ -430,7 +431,7 @@ def main(argv=None) -> int:
         try:
             check_resume_settings(old["machine"].get("settings"), s, args.json)
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
         runs = old.get("runs", {})
         machine["pieces"] = list(old["machine"].get("pieces", []))
     machine.setdefault("pieces", []).append({"units": 0, "load": None})

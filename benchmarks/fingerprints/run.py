@@ -916,7 +916,7 @@ def main() -> int:
         try:
             _common.check_resume_settings(state.get("settings"), cfg, _common.state_path(args.json))
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            _common.refuse(str(err))
     state.setdefault("done", [])
     state.setdefault("rows", [])
     state["settings"] = cfg

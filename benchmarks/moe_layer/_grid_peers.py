@@ -52,10 +52,12 @@ import torch
 from _common import (
     OtherLoad,
     Row,
+    check_resume_settings,
     decide_verdict,
     machine_info,
     piece_deadline,
     previous_run,
+    refuse,
     row_dict,
     verdict_entry,
     warn_if_busy,
@@ -219,11 +221,15 @@ def grid_peers_main(args, cases: list[Case]) -> int:
     pieces = [] if prev is None else list(prev["machine"].get("pieces", []))
     if prev is not None:
         m = prev["machine"]
-        if (m["seed"], m["repeats"]) != (args.seed, args.repeats):
-            raise SystemExit(
-                f"--resume: {args.json} was run with seed {m['seed']} and {m['repeats']} "
-                f"repeats; pass the same --seed and --repeats"
+        try:
+            check_resume_settings(
+                {"seed": m.get("seed"), "repeats": m.get("repeats")},
+                {"seed": args.seed, "repeats": args.repeats},
+                args.json,
+                fix="pass the same --seed and --repeats",
             )
+        except ValueError as err:
+            refuse(str(err))
     machine = machine_info(
         seed=args.seed,
         sci_moe=sci_moe.__version__,

@@ -115,7 +115,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import check_resume_settings
+from _common import check_resume_settings, refuse
 
 from sci_moe.speech.mome import (
     EncoderConfig,
@@ -580,7 +580,7 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
                                   fix="remove it (and its _run folder) or give another "
                                   "--pretrain-encoder PATH")  # fmt: skip
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
         return info
     if max_hours is not None and max_hours <= 0:
         return None

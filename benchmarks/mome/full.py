@@ -119,12 +119,14 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     decide_verdict,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
     print_table,
+    refuse,
     row_value,
     setup,
     verdict_entry,
@@ -492,8 +494,10 @@ def main(argv=None) -> int:
     runs: dict = {}
     pre: dict | None = None  # the pretrained encoder's record
     if (old := previous_run(args)) is not None:
-        if old["machine"]["settings"] != s:
-            raise SystemExit(f"--resume: {args.json} was run with other settings")
+        try:
+            check_resume_settings(old["machine"].get("settings"), s, args.json)
+        except ValueError as err:
+            refuse(str(err))
         runs = old.get("runs", {})
         pre = old.get("pretrain")
         machine["pieces"] = list(old["machine"].get("pieces", []))

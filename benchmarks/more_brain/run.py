@@ -83,6 +83,7 @@ from _common import (
     piece_arguments,
     piece_deadline,
     print_table,
+    refuse,
     resume_state,
     row_value,
     seed_verdict,
@@ -649,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
                 "training until flat",
             )
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
     state["settings"] = cfg
     setup(args)
     deadline = piece_deadline(args)

@@ -57,11 +57,13 @@ import torch
 from _common import (
     OtherLoad,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
     print_table,
+    refuse,
     setup,
     verdict_entry,
     verdicts_only,
@@ -324,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     collection: dict = {}
     layers_ref: dict = {}
     if (old := previous_run(args)) is not None:
-        if old["machine"]["settings"] != cfg:
-            raise SystemExit(f"{args.json} holds a run of other settings; pass another --json")
+        try:
+            check_resume_settings(old["machine"].get("settings"), cfg, args.json)
+        except ValueError as err:
+            refuse(str(err))
         runs, collection = old.get("runs", {}), old.get("collection", {})
         layers_ref = old.get("layers", {})
         machine["pieces"] = old["machine"].get("pieces", 1) + 1

@@ -94,6 +94,7 @@ from _common import (
     piece_arguments,
     piece_deadline,
     print_table,
+    refuse,
     resume_state,
     seed_verdict,
     setup,
@@ -928,7 +929,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             check_resume_settings(state.get("plan"), p, state_path(args.json), what="plan")
         except ValueError as err:
-            raise SystemExit(str(err)) from None
+            refuse(str(err))
     state["plan"] = p
 
     def save():

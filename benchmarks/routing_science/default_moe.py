@@ -59,11 +59,13 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     paired_test,
     piece_arguments,
     piece_deadline,
     print_table,
+    refuse,
     resume_state,
     row_value,
     seed_verdict,
@@ -443,8 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     setup(args)
     seeds = list(range(args.seed, args.seed + p["seeds"]))
     state = resume_state(args)
-    if state.get("plan", p) != p:
-        raise SystemExit(f"--resume: the state's plan {state['plan']} is not this run's {p}")
+    if "plan" in state:  # a state without a plan (a new run) passes
+        try:
+            check_resume_settings(state["plan"], p, state_path(args.json), what="plan")
+        except ValueError as err:
+            refuse(str(err))
     state["plan"] = p
     path = state_path(args.json) if args.json is not None else None
     pieces = Pieces(state, piece_deadline(args), path)

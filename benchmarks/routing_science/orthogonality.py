@@ -76,11 +76,13 @@ from _common import (
     CYCLE_SEED,
     OtherLoad,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
     print_table,
+    refuse,
     row_value,
     setup,
     until_flat,
@@ -454,9 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict = {}
     pieces: list = []
     if (old := previous_run(args)) is not None:
-        same = (old["machine"].get(k) for k in ("plan", "seeds", "device"))
-        if list(same) != [p, seeds, args.device or "cpu"]:
-            raise SystemExit("--resume: the stored JSON has another plan, seeds or device")
+        now = {"plan": p, "seeds": seeds, "device": args.device or "cpu"}
+        try:
+            check_resume_settings({k: old["machine"].get(k) for k in now}, now, args.json)
+        except ValueError as err:
+            refuse(str(err))
         runs, pieces = old["runs"], old["machine"].get("pieces", [])
     tmp = None
     files = files_dir(args.json)

@@ -58,11 +58,13 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     paired_test,
     piece_arguments,
     piece_deadline,
     print_table,
+    refuse,
     resume_state,
     row_value,
     seed_verdict,
@@ -632,8 +634,11 @@ def main() -> None:
     few = seeds[: p["ft_seeds"]]
     state = resume_state(args)
     plan_json = json.loads(json.dumps(p))
-    if state.get("plan", plan_json) != plan_json:
-        raise SystemExit(f"--resume: the state's plan {state['plan']} is not this run's {p}")
+    if "plan" in state:  # a state without a plan (a new run) passes
+        try:
+            check_resume_settings(state["plan"], plan_json, state_path(args.json), what="plan")
+        except ValueError as err:
+            refuse(str(err))
     state["plan"] = plan_json
     deadline = piece_deadline(args)
     pieces = Pieces(state, deadline, state_path(args.json) if args.json is not None else None)

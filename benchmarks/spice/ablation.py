@@ -64,10 +64,12 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    check_resume_settings,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
+    refuse,
     setup,
     verdict_entry,
     verdicts_only,
@@ -399,9 +401,15 @@ def main(argv=None) -> None:
     prev = previous_run(args)
     runs: dict[str, dict[str, dict]] = {}
     if prev is not None:
-        old = {k: prev["machine"].get(k) for k in setting}
-        if old != json.loads(json.dumps(setting)):
-            raise SystemExit(f"{args.json} was run with other settings; drop --resume")
+        try:
+            check_resume_settings(
+                {k: prev["machine"].get(k) for k in setting},
+                setting,
+                args.json,
+                fix="resume with the same settings, or drop --resume",
+            )
+        except ValueError as err:
+            refuse(str(err))
         runs = prev["runs"]
     units = plan(variants, args.seeds)
     print(f"{len(ms)} molecules, {len(targets)} targets; {len(units)} units, epoch ladder {rungs}")

@@ -238,8 +238,16 @@ def main(argv=None) -> int:
         "seeds": seeds,
     }
     prev = _common.previous_run(args)
-    if prev is not None and {k: prev["machine"].get(k) for k in machine} != machine:
-        raise SystemExit(f"{args.json} holds another evaluation; resume with the same flags")
+    if prev is not None:
+        try:
+            _common.check_resume_settings(
+                {k: prev["machine"].get(k) for k in machine},
+                machine,
+                args.json,
+                fix="resume with the same flags",
+            )
+        except ValueError as err:
+            _common.refuse(str(err))
     doc = prev or {"benchmark": "vrp_evaluate", "runs": {}, "rows": []}
     doc["converged"] = {
         m: all(

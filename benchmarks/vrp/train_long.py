@@ -236,11 +236,13 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     deadline = _common.piece_deadline(args)
     prev = _common.previous_run(args)
-    if prev is not None and prev["settings"] != st:
-        raise SystemExit(
-            f"{args.json} was written with other settings; resume with the same flags:\n"
-            f"stored {prev['settings']}\nnow    {st}"
-        )
+    if prev is not None:
+        try:
+            _common.check_resume_settings(
+                prev.get("settings"), st, args.json, fix="resume with the same flags"
+            )
+        except ValueError as err:
+            _common.refuse(str(err))
     doc = prev or {"benchmark": "vrp_train_long", "settings": st, "runs": {}, "complete": False}
     load = _common.OtherLoad()
 

@@ -1,11 +1,15 @@
-"""Shared fixtures of the benchmark-script tests: load a benchmark script as a module."""
+"""Shared fixtures of the benchmark-script tests: load a benchmark script as a module, expect
+a refused command line."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -33,3 +37,16 @@ def load_benchmark(filename: str, name: str):
         sys.modules.pop(name, None)
         for folder in folders:
             sys.path.remove(folder)
+
+
+@contextlib.contextmanager
+def refused(capsys, match: str):
+    """Expect the ``with`` block to stop as a refused command line does
+    (``_common.refuse``): exit status 2 and a message on stderr in which ``match`` (a
+    regular expression) is found."""
+    capsys.readouterr()  # what ran before is not the message
+    with pytest.raises(SystemExit) as err:
+        yield
+    msg = capsys.readouterr().err
+    assert err.value.code == 2, (err.value.code, msg)
+    assert re.search(match, msg), msg

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -175,15 +175,18 @@ def test_an_unflat_fit_trains_on_to_flat_or_its_cap_and_records_it(bench, tmp_pa
     assert "not trained" not in by_claim[bench.CLAIMS[0][0]]["why"]  # gmm vs finetune
 
 
-def test_resume_refuses_another_plan(bench, tmp_path):
+def test_resume_refuses_another_plan(bench, tmp_path, capsys):
     path = tmp_path / "old.json"
     machine = {"methods": list(bench.METHODS), "quick": False, "seeds": [0]}
     path.write_text(json.dumps({"machine": machine, "runs": {}, "rows": []}))
-    with pytest.raises(SystemExit, match="none stored: a fixed-step run"):
+    with refused(capsys, "none stored: a fixed-step run"):
         bench.main(["--json", str(path), "--resume", "--seeds", "1"])
+    with refused(capsys, r"old.json was written with other settings \(quick: False -> True\)"):
+        bench.main(["--quick", "--json", str(path), "--resume", "--seeds", "1"])
     machine["plan"] = bench.plan(bench.FULL)
     path.write_text(json.dumps({"machine": machine, "runs": {}, "rows": []}))
-    with pytest.raises(SystemExit, match="another training plan"):
+    plan_diff = r"\(base_max_steps: 4800 -> 2400; increment_max_steps: 1200 -> 600\)"
+    with refused(capsys, "another training plan " + plan_diff):
         bench.main(["--json", str(path), "--resume", "--max-steps-factor", "2"])
     with pytest.raises(SystemExit):
         bench.main(["--max-steps-factor", "0"])

@@ -95,3 +95,12 @@ def test_check_resume_settings(common):
     with pytest.raises(ValueError) as err:
         check({"a": 1}, {"a": 2}, "enc.pt", flag=None, fix="remove it")
     assert str(err.value) == "enc.pt was written with other settings (a: 1 -> 2); remove it"
+
+
+def test_refuse_exits_2_with_the_message_on_stderr(common, capsys):
+    with pytest.raises(SystemExit) as err:
+        common.refuse("--resume: x.json was written with other settings (a: 1 -> 2)")
+    assert err.value.code == 2  # argparse's status for a bad command line
+    out = capsys.readouterr()
+    assert out.err == "--resume: x.json was written with other settings (a: 1 -> 2)\n"
+    assert out.out == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import load_benchmark
+from .conftest import load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +69,13 @@ def test_seeds_flag_sets_the_plan(bench, monkeypatch, tmp_path):
     assert err.value.code == 2
 
 
-def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path):
+def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "run", lambda args, cfg, state, deadline: False)
     path = tmp_path / "f.json"
     (tmp_path / "f.state.json").write_text('{"regime|FAME K=1|0": {"steps": 500}}')
-    with pytest.raises(
-        SystemExit, match=r"without its plan record \(none stored: a fixed-step run"
-    ):
+    with refused(capsys, r"without its plan record \(none stored: a fixed-step run"):
         bench.main(["--quick", "--json", str(path), "--resume"])
     assert bench.main(["--quick", "--json", str(tmp_path / "g.json")]) == 0
     assert bench.main(["--quick", "--json", str(tmp_path / "g.json"), "--resume"]) == 0
-    with pytest.raises(SystemExit, match=r"written with another plan \(gru_min_steps: 30 -> 600; "):
+    with refused(capsys, r"written with another plan \(gru_min_steps: 30 -> 600; "):
         bench.main(["--json", str(tmp_path / "g.json"), "--resume"])  # full vs quick plan

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import load_benchmark, refused
 
 CASES = ["T=16,d=8,E=4,k=2,float32", "T=16,d=8,E=4,k=1,bfloat16"]
 GROUPED, EAGER = "transformers grouped_mm", "transformers eager"
@@ -58,7 +58,7 @@ def test_every_case_has_the_grouped_mm_ratio(straight):
     assert all("reading: " in v["why"] for v in straight["verdicts"])
 
 
-def test_resume_gives_the_same_rows(run, straight, tmp_path):
+def test_resume_gives_the_same_rows(run, straight, tmp_path, capsys):
     path = tmp_path / "pieces.json"
     assert run.main(_argv(path, "--stop-after", "1")) == 0
     first = json.loads(path.read_text())
@@ -71,7 +71,7 @@ def test_resume_gives_the_same_rows(run, straight, tmp_path):
     assert _keys(done) == _keys(straight)
     assert run.main(["--verdicts-only", str(path)]) == 0  # the grid-peers rule, not hf-peers'
     assert json.loads(path.read_text())["verdicts"] == done["verdicts"]
-    with pytest.raises(SystemExit):  # other settings than the stored run's
+    with refused(capsys, r"other settings \(repeats: \d+ -> 3\); pass the same"):
         run.main(_argv(path, "--resume", "--repeats", "3"))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import load_benchmark
+from .conftest import load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +85,14 @@ def test_settings_cycles_and_the_override(mb):
         mb.settings(True, 0)
 
 
-def test_resume_refuses_the_fixed_step_state_and_other_settings(mb, tmp_path):
+def test_resume_refuses_the_fixed_step_state_and_other_settings(mb, tmp_path, capsys):
     path = tmp_path / "mb.json"
     state = path.with_suffix(".state.json")
     state.write_text(json.dumps({"0": {"ridge": {}}}))
-    with pytest.raises(SystemExit, match=r"none stored: the fixed-step plan"):
+    with refused(capsys, r"none stored: the fixed-step plan"):
         mb.main(["--quick", "--json", str(path), "--resume"])
     state.write_text(json.dumps({"settings": mb.settings(True)}))
-    with pytest.raises(SystemExit, match=r"other settings \(cycles: 2 -> 3\)"):
+    with refused(capsys, r"other settings \(cycles: 2 -> 3\)"):
         mb.main(["--quick", "--max-cycles", "3", "--json", str(path), "--resume"])
 
 

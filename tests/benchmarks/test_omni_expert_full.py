@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_level_verdict_rule(bench):
     assert v["verdict"] == "not decided" and not v["decisive"]
 
 
-def test_toy_run_in_pieces_resume_and_verdicts(bench, tmp_path):
+def test_toy_run_in_pieces_resume_and_verdicts(bench, tmp_path, capsys):
     path = tmp_path / "full.json"
     args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "rir")]
     assert bench.main([*args, "--seeds", "1"]) == 0
@@ -64,5 +64,5 @@ def test_toy_run_in_pieces_resume_and_verdicts(bench, tmp_path):
     before = doc["verdicts"]
     assert bench.main(["--verdicts-only", str(path)]) == 0
     assert json.loads(path.read_text())["verdicts"] == before
-    with pytest.raises(SystemExit, match="settings"):
+    with refused(capsys, r"other settings \(eval_every: \d+ -> 100; "):  # the full size
         bench.main(["--threads", "1", "--json", str(path), "--resume", "--seeds", "2"])

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import BENCH, load_benchmark
+from .conftest import BENCH, load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_plots_only_needs_a_complete_stored_run(bench, tmp_path):
     assert not (tmp_path / "img").exists()
 
 
-def test_until_flat_plan_and_options(bench, tmp_path):
+def test_until_flat_plan_and_options(bench, tmp_path, capsys):
     p = bench.plan(False, 2400, 9600)
     assert p["until_flat"] and p["max_steps"] == 9600 and p["steps"] == 2400
     assert {k: v for k, v in p.items() if k not in ("until_flat", "max_steps")} == bench.plan(
@@ -192,13 +192,11 @@ def test_until_flat_plan_and_options(bench, tmp_path):
     fixed = json.loads(json.dumps(bench.plan(True)))
     path.with_suffix(".state.json").write_text(json.dumps({"plan": fixed, "runs": {}}))
     cap = bench.UNTIL_FLAT_CAP * 8
-    with pytest.raises(
-        SystemExit, match=rf"another plan \(max_steps: unset -> {cap}; until_flat: unset -> True\)"
-    ):
+    with refused(capsys, rf"another plan \(max_steps: unset -> {cap}; until_flat: unset -> True\)"):
         bench.main(["--quick", "--until-flat", "--json", str(path), "--resume"])
     flat = json.loads(json.dumps(bench.plan(True, None, 32)))
     path.with_suffix(".state.json").write_text(json.dumps({"plan": flat, "runs": {}}))
-    with pytest.raises(SystemExit, match=r"\(max_steps: 32 -> unset; until_flat: True -> unset\)"):
+    with refused(capsys, r"\(max_steps: 32 -> unset; until_flat: True -> unset\)"):
         bench.main(["--quick", "--json", str(path), "--resume"])
 
 

@@ -3,10 +3,13 @@ the resumable pieces and the verdict rule of part (a) on a made-up JSON."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 import torch
 
-from .conftest import load_benchmark
+from .conftest import load_benchmark, refused
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +83,17 @@ def test_pieces_stop_and_resume(bench, tmp_path):
     with pytest.raises(bench.Stop):
         late.get("a/2", lambda: {"a/2": 3})
     assert path.is_file()
+
+
+def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path, capsys):
+    path = tmp_path / "rs.json"
+    plan = json.loads(json.dumps(dict(bench.plan(True), seed0=0)))
+    stored = dict(plan, seeds=plan["seeds"] + 1)
+    path.with_suffix(".state.json").write_text(json.dumps({"plan": stored}))
+    argv = ["run.py", "--quick", "--json", str(path), "--resume"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with refused(capsys, r"rs.state.json was written with another plan \(seeds: "):
+        bench.main()  # nothing trained: the check comes first
 
 
 def _doc(top, default, dens_top, dens_default, converged=1.0):

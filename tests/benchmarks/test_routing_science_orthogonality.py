@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .conftest import BENCH, load_benchmark
+from .conftest import BENCH, load_benchmark, refused
 
 TIMES = ("seconds", "step_ms")
 ENV = {"threads": 1, "device": None}
@@ -139,6 +139,21 @@ def test_resume_refuses_other_weights(bench, toy, tmp_path):
     (tmp_path / "r_files" / "pretrained.pt").write_bytes(b"other")
     with pytest.raises(SystemExit, match="SHA-256"):
         bench.main([*base, "--resume"])
+
+
+def test_resume_refuses_another_plan_seeds_or_device(bench, tmp_path, capsys):
+    path = tmp_path / "r.json"
+    plan = json.loads(json.dumps(bench.QUICK))
+    seeds = list(range(plan["seeds"]))
+    machine = {"plan": dict(plan, ft_steps=plan["ft_steps"] + 1), "seeds": seeds, "device": "cpu"}
+    path.write_text(json.dumps({"machine": machine, "runs": {}}))
+    base = ["--quick", "--threads", "1", "--json", str(path), "--resume"]
+    with refused(capsys, r"r.json was written with other settings \(plan.ft_steps: "):
+        bench.main(base)  # nothing trained: the check comes first
+    machine.update(plan=plan, seeds=[s + 1 for s in seeds])
+    path.write_text(json.dumps({"machine": machine, "runs": {}}))
+    with refused(capsys, r"other settings \(seeds: \[1, "):
+        bench.main(base)
 
 
 def _doc(val_loss: dict, pre: float = 1.0) -> dict:

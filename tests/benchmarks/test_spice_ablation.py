@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import load_benchmark, refused
 from tests.cli.test_train_cli import _tiny_set
 
 
@@ -94,7 +94,7 @@ def test_compare_resolves_a_clearly_better_model_and_the_rule_reproduces(abl):
         abl.compare(good, bad[::-1], y, np.ones(3), ["a", "b", "c"])
 
 
-def test_tiny_run_in_two_pieces(abl, tmp_path):
+def test_tiny_run_in_two_pieces(abl, tmp_path, capsys):
     data = _tiny_set(tmp_path / "mols")
     out = tmp_path / "abl.json"
     argv = [
@@ -120,5 +120,5 @@ def test_tiny_run_in_two_pieces(abl, tmp_path):
     assert all(e["decisive"] is False or e["converged"] for e in doc["verdicts"])
     assert doc["machine"]["data_as_chosen_from"] is False
     assert doc["machine"]["epochs"] == [2, 3] and doc["details"]["ensemble_helps"] is not None
-    with pytest.raises(SystemExit, match="other settings"):
+    with refused(capsys, r"other settings \(epochs: \[2, 3\] -> \[3\]"):
         abl.main([*argv[:-4], "--epochs", "3", "--seeds", "2", "--resume"])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from tests.benchmarks.conftest import load_benchmark, refused
 
 pytest.importorskip("pyvrp")
 
@@ -39,7 +39,7 @@ def _common_args(tmp_path, name):
     ]
 
 
-def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tmp_path):
+def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tmp_path, capsys):
     from sci_moe.vrp.moses import load_policy
 
     whole = _common_args(tmp_path, "whole")
@@ -65,7 +65,7 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
     assert piece["complete"]
     for model, rec in piece["runs"]["0"].items():
         assert rec["curve"] == doc["runs"]["0"][model]["curve"], model
-    with pytest.raises(SystemExit, match="other settings"):
+    with refused(capsys, r"other settings \(.*steps: .*\); resume with the same flags"):
         train_long.main([*parts, "--seeds", "1", "--resume", "--steps", "3", "3", "3"])
     ship = tmp_path / "pkg" / "moses.pt"
     assert (
@@ -105,3 +105,5 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
     assert "wilcoxon_p_pyvrp_0.01s" in metrics
     assert evaluate.main([*ev, "--json", str(out), "--resume"]) == 0
     assert json.loads(out.read_text())["runs"] == res["runs"]
+    with refused(capsys, r"eval.json was written with other settings \(augmentations: 8 -> 4\)"):
+        evaluate.main([*ev, "--json", str(out), "--resume", "--augment", "4"])
