@@ -184,7 +184,7 @@ class Curves:
     def write_rows(
         self, path, wall_s: float, cpu_s: float, steps: list[int], history: list[dict]
     ) -> None:
-        """The curve as benchmark rows (``benchmarks/_common.py`` format) at ``path``."""
+        """The curve as benchmark rows (``benchmarks/_common`` format) at ``path``."""
         from sci_moe._util import atomic_save_json
 
         doc = {

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
 import numpy as np
 from _alanine_energy_model import (

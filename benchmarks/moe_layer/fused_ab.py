@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
 from _common import (
     OtherLoad,

@@ -51,7 +51,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
 import torch
 from _common import (

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
 from _common import Row, base_parser, machine_info, setup, write_json
 from _routing_science import BETA, FLAT_RULE, MODEL, SWITCH_COEF, flat, mcfg, tcfg

@@ -31,7 +31,7 @@ The fine-tuning coefficients (``FT_COEFS``: orthogonality 1e-3, variance 1.0, bo
 per-token means) were picked from a one-seed probe of a few values (the paper's values
 are not in our notes); the Switch coefficient and bias rate are the papers' defaults.
 
-Rows follow ``benchmarks/_common.py``: ``ratio > 1`` means the paper's method is better
+Rows follow ``benchmarks/_common``: ``ratio > 1`` means the paper's method is better
 (e.g. ``top-k ppl / default ppl``). Run:
 ``python benchmarks/routing_science/run.py [--quick] [--json PATH] [--seed 0] [--threads 1]
 [--plots DIR] [--max-hours H] [--resume]`` (default one torch thread: with two threads on
@@ -52,7 +52,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
 from _common import (
     OtherLoad,

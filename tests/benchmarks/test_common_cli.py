@@ -14,7 +14,7 @@ from .conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def common():
-    with load_benchmark("_common.py", "bench_common_cli") as mod:
+    with load_benchmark("_common/__init__.py", "bench_common_cli") as mod:
         yield mod
 
 

@@ -75,7 +75,7 @@ def test_the_check_finds_a_quoted_row_with_a_ratio():
 
 @pytest.fixture(scope="module")
 def common():
-    with load_benchmark("_common.py", "bench_common_quoted") as mod:
+    with load_benchmark("_common/__init__.py", "bench_common_quoted") as mod:
         yield mod
 
 

@@ -21,7 +21,7 @@ child_result({{"value": os.environ.get("RUN_ISOLATED_PROBE")}})
 
 @pytest.fixture(scope="module")
 def common():
-    with load_benchmark("_common.py", "bench_common") as mod:
+    with load_benchmark("_common/__init__.py", "bench_common") as mod:
         yield mod
 
 
@@ -56,9 +56,10 @@ def test_print_rows_prints_every_field(common, capsys):
 
 
 def test_warn_if_busy_prints_the_warning_it_returns(common, capsys, monkeypatch):
-    monkeypatch.setattr(common, "busy_warning", lambda: "warning: busy")
+    # warn_if_busy looks busy_warning up in its own module, _common.machine
+    monkeypatch.setattr(common.machine, "busy_warning", lambda: "warning: busy")
     assert common.warn_if_busy() == "warning: busy"
     assert capsys.readouterr().out == "warning: busy\n"
-    monkeypatch.setattr(common, "busy_warning", lambda: None)
+    monkeypatch.setattr(common.machine, "busy_warning", lambda: None)
     assert common.warn_if_busy() is None
     assert capsys.readouterr().out == ""

@@ -12,7 +12,7 @@ from .conftest import load_benchmark
 
 @pytest.fixture(scope="module")
 def common():
-    with load_benchmark("_common.py", "bench_common_verdicts") as mod:
+    with load_benchmark("_common/__init__.py", "bench_common_verdicts") as mod:
         yield mod
 
 

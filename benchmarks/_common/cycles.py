@@ -1,0 +1,103 @@
+"""Training until flat, in cycles: :func:`until_flat` and :func:`concat`.
+
+A model that must train until flat trains in *cycles*: each a fresh warm-up + cosine
+schedule of a fixed number of steps from the previous cycle's weights, its batches drawn
+with the seed ``seed + CYCLE_SEED * c`` in cycle ``c`` (cycle 0 is the plain run), until
+the validation curve of all cycles on one step axis is flat by the script's rule or a cap
+of cycles is spent (:func:`until_flat`). A run that resumes cycle by cycle (one unit per
+cycle) drives :func:`concat` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+__all__ = ["CYCLE_SEED", "concat", "until_flat"]
+
+
+CYCLE_SEED = 100  # cycle c draws its batches with seed + CYCLE_SEED * c
+
+
+def concat(curves: Sequence[Sequence[Sequence[float]]], cycle_steps: int | None = None) -> list:
+    """The validation curves of consecutive training cycles on one step axis.
+
+    Parameters
+    ----------
+    curves : sequence of curves
+        Cycle ``c``'s curve at index ``c``: ``[[step, value], ...]``, the steps counted from
+        that cycle's start (its evaluation before its first step at step 0).
+    cycle_steps : int, optional
+        Steps of every cycle: cycle ``c``'s steps are shifted by ``c * cycle_steps``. None
+        (default): by the sum of the earlier cycles' last steps (each cycle ends at its last
+        evaluation).
+
+    Returns
+    -------
+    list of [step, value]
+        The joined curve. A later cycle's evaluation at its step 0 repeats the previous
+        cycle's end and is left out; steps and values are kept as given (ints stay ints).
+    """
+    out: list = []
+    offset = 0
+    for c, curve in enumerate(curves):
+        if cycle_steps is not None:
+            offset = c * cycle_steps
+        out += [[offset + s, v] for s, v in curve if not (c and s == 0)]
+        if cycle_steps is None:
+            offset += curve[-1][0]
+    return out
+
+
+def until_flat(
+    cycle: Callable[[int, int], Sequence[Sequence[float]]],
+    judge: Callable[[list], bool],
+    max_cycles: int,
+    seed: int = 0,
+    cycle_steps: int | None = None,
+) -> tuple[list, int, bool]:
+    """Train in cycles until the joined validation curve is flat or ``max_cycles`` ran.
+
+    Calls ``cycle(c, seed + CYCLE_SEED * c)`` for ``c = 0, 1, ...`` in order; after each
+    cycle ``judge`` sees the curves so far joined by :func:`concat`, and a flat one ends the
+    run.
+
+    Parameters
+    ----------
+    cycle : callable
+        ``cycle(c, cycle_seed)`` trains cycle ``c`` (from the previous cycle's weights when
+        ``c > 0``) with batch seed ``cycle_seed`` and returns its validation curve
+        ``[[step, value], ...]`` (steps from the cycle's own start).
+    judge : callable
+        ``judge(curve)``: whether a joined curve ``[[step, value], ...]`` is flat.
+    max_cycles : int
+        The most cycles to run (>= 1).
+    seed : int
+        The seed of cycle 0.
+    cycle_steps : int, optional
+        Steps per cycle, passed to :func:`concat` (None: each cycle ends at its last
+        evaluation).
+
+    Returns
+    -------
+    curve : list of [step, value]
+        The joined validation curve of the cycles run.
+    cycles : int
+        How many cycles ran (1 to ``max_cycles``).
+    converged : bool
+        ``judge(curve)``: False when the cap was reached with the curve not flat.
+
+    Raises
+    ------
+    ValueError
+        When ``max_cycles`` is below 1.
+    """
+    if max_cycles < 1:
+        raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
+    curves: list = []
+    while len(curves) < max_cycles:
+        c = len(curves)
+        curves.append(cycle(c, seed + CYCLE_SEED * c))
+        if judge(concat(curves, cycle_steps)):
+            break
+    curve = concat(curves, cycle_steps)
+    return curve, len(curves), judge(curve)

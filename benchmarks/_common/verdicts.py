@@ -1,0 +1,221 @@
+"""Verdicts on a paper's claims (issue 41): the checked entry and the paired rule.
+
+:func:`verdict_entry` makes one entry of a results JSON's ``verdicts`` list and checks it
+against the rules (a verdict of :data:`VERDICTS`; decisive only when converged and resolved
+by a paired test); :func:`paired_test` compares per-seed values and :func:`decide_verdict`
+turns that comparison into a verdict by a fixed rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["VERDICTS", "VERDICT_KEYS", "decide_verdict", "paired_test", "verdict_entry"]
+
+
+#: The three verdicts a claim can get (issue 41).
+VERDICTS = ("reproduced", "contradicted", "not decided")
+#: The keys of one entry of a JSON's top-level ``verdicts`` list, in order.
+VERDICT_KEYS = (
+    "claim",
+    "verdict",
+    "decisive",
+    "metric",
+    "ours",
+    "baseline",
+    "baseline_value",
+    "seeds",
+    "p_value",
+    "converged",
+    "why",
+)
+_TESTS = ("t", "wilcoxon", "sign")
+
+
+def _finite(x: object) -> bool:
+    return (
+        isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+    )
+
+
+def paired_test(ours: Sequence[float], baseline: Sequence[float]) -> dict:
+    """Paired comparison of per-seed values (seed ``i`` of ``ours`` with that of ``baseline``).
+
+    Returns ``n``, ``mean_diff`` (mean of ``ours - baseline``), ``wins`` / ``losses`` /
+    ``ties`` (seeds where ``ours`` is above / below / equal) and the two-sided p-values of
+    the paired t-test (``t``), the Wilcoxon signed-rank test (``wilcoxon``, exact for small
+    ``n``) and the sign test (``sign``, binomial on wins vs losses, ties left out). With
+    three seeds the Wilcoxon and sign tests cannot go below 0.25: only the t-test can
+    resolve a difference there. Differences that are all zero give p = 1 everywhere.
+    """
+    from scipy import stats
+
+    a = [float(x) for x in ours]
+    b = [float(x) for x in baseline]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(
+            f"paired_test needs two equally long per-seed lists of at least 2 values "
+            f"(got {len(a)} and {len(b)}); pass the same seeds in the same order"
+        )
+    if not all(_finite(x) for x in a + b):
+        raise ValueError("paired_test got a non-finite value: drop or fix the diverged seed")
+    diff = [x - y for x, y in zip(a, b, strict=True)]
+    wins = sum(d > 0 for d in diff)
+    losses = sum(d < 0 for d in diff)
+    out = {
+        "n": len(diff),
+        "mean_diff": sum(diff) / len(diff),
+        "wins": wins,
+        "losses": losses,
+        "ties": len(diff) - wins - losses,
+    }
+    if wins + losses == 0:
+        return {**out, "t": 1.0, "wilcoxon": 1.0, "sign": 1.0}
+    if max(diff) == min(diff):
+        # Identical non-zero differences: no spread, the t statistic is infinite.
+        t_p = 0.0
+    else:
+        t_p = float(stats.ttest_rel(a, b).pvalue)
+    w_p = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
+    s_p = float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
+    return {**out, "t": t_p, "wilcoxon": w_p, "sign": s_p}
+
+
+def verdict_entry(
+    claim: str,
+    *,
+    verdict: str,
+    why: str,
+    metric: str,
+    ours: float,
+    baseline: str,
+    baseline_value: float | None,
+    seeds: int,
+    p_value: float | None,
+    converged: bool,
+    decisive: bool,
+    alpha: float = 0.05,
+) -> dict:
+    """One entry of a results JSON's ``verdicts`` list, checked against the rules of issue 41.
+
+    ``verdict`` is ``"reproduced"``, ``"contradicted"`` or ``"not decided"``. ``decisive``
+    may be true only when the verdict is not ``"not decided"``, ``converged`` is true (our
+    models and the baseline trained to a flat validation curve) and the paired test
+    resolves the difference (``p_value < alpha``). ``ours`` and ``baseline_value`` are the
+    compared figures of ``metric`` (``baseline_value`` may be ``None`` when the claim has
+    no baseline); ``seeds`` is the number of paired seeds behind them.
+
+    Raises
+    ------
+    ValueError
+        When a field is missing, of the wrong kind, or ``decisive`` breaks the rule above.
+    """
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    for name, text in (("claim", claim), ("why", why), ("metric", metric), ("baseline", baseline)):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"verdict {name} must be a non-empty string, got {text!r}")
+    if not _finite(ours):
+        raise ValueError(f"verdict 'ours' must be a finite number, got {ours!r}")
+    if baseline_value is not None and not _finite(baseline_value):
+        raise ValueError(
+            f"verdict baseline_value must be a finite number or None, got {baseline_value!r}"
+        )
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(
+            f"verdict seeds must be a positive int (the number of seeds), got {seeds!r}"
+        )
+    if p_value is not None and not (_finite(p_value) and 0.0 <= p_value <= 1.0):
+        raise ValueError(f"verdict p_value must be in [0, 1] or None, got {p_value!r}")
+    for name, flag in (("converged", converged), ("decisive", decisive)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"verdict {name} must be True or False, got {flag!r}")
+    if decisive:
+        if verdict == "not decided":
+            raise ValueError(f"{claim!r}: a 'not decided' verdict cannot be decisive")
+        if not converged:
+            raise ValueError(f"{claim!r}: decisive needs converged models; set decisive=False")
+        if p_value is None or p_value >= alpha:
+            raise ValueError(
+                f"{claim!r}: decisive needs the paired test to resolve the difference "
+                f"(p_value {p_value!r} is not < {alpha}); set decisive=False"
+            )
+    return {
+        "claim": claim,
+        "verdict": verdict,
+        "decisive": decisive,
+        "metric": metric,
+        "ours": float(ours),
+        "baseline": baseline,
+        "baseline_value": None if baseline_value is None else float(baseline_value),
+        "seeds": seeds,
+        "p_value": None if p_value is None else float(p_value),
+        "converged": converged,
+        "why": why,
+    }
+
+
+def decide_verdict(
+    claim: str,
+    *,
+    metric: str,
+    ours: Sequence[float],
+    baseline: str,
+    baseline_values: Sequence[float],
+    higher_is_better: bool,
+    converged: bool,
+    expect: str = "better",
+    test: str = "t",
+    alpha: float = 0.05,
+    note: str = "",
+) -> dict:
+    """The verdict on a claim "ours is ``expect`` than the baseline", by a fixed rule.
+
+    ``ours`` and ``baseline_values`` are per-seed values of ``metric`` (same seeds, same
+    order). The rule: run :func:`paired_test`; if its ``test`` p-value (``"t"``,
+    ``"wilcoxon"`` or ``"sign"``) is at least ``alpha`` the claim is ``"not decided"``;
+    otherwise it is ``"reproduced"`` when ours is on the side the claim expects
+    (``expect="better"`` or ``"worse"``, judged by the mean difference and
+    ``higher_is_better``) and ``"contradicted"`` when not. The verdict is decisive when the
+    test resolves it and ``converged`` is true. Returns :func:`verdict_entry`'s dict, with a
+    ``why`` that states the means, the seed count, the wins and the p-value (plus ``note``).
+    """
+    if expect not in ("better", "worse"):
+        raise ValueError(f"expect must be 'better' or 'worse', got {expect!r}")
+    if test not in _TESTS:
+        raise ValueError(f"test must be one of {_TESTS}, got {test!r}")
+    res = paired_test(ours, baseline_values)
+    p = res[test]
+    ours_mean = sum(ours) / len(ours)
+    base_mean = sum(baseline_values) / len(baseline_values)
+    better = res["mean_diff"] > 0 if higher_is_better else res["mean_diff"] < 0
+    in_favour = res["wins"] if higher_is_better else res["losses"]
+    if p >= alpha:
+        verdict = "not decided"
+    elif better == (expect == "better"):
+        verdict = "reproduced"
+    else:
+        verdict = "contradicted"
+    name = {"t": "t-test", "wilcoxon": "Wilcoxon test", "sign": "sign test"}[test]
+    why = (
+        f"{metric} {ours_mean:.4g} vs {base_mean:.4g} ({'higher' if higher_is_better else 'lower'}"
+        f" is better); ours better in {in_favour} of {res['n']} paired seeds; paired {name} "
+        f"p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
+        f"{'converged' if converged else 'not trained to convergence'}"
+    )
+    if note:
+        why = f"{why}; {note}"
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=why,
+        metric=metric,
+        ours=ours_mean,
+        baseline=baseline,
+        baseline_value=base_mean,
+        seeds=res["n"],
+        p_value=p,
+        converged=converged,
+        decisive=converged and p < alpha,
+        alpha=alpha,
+    )
