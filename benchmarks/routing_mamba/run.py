@@ -54,6 +54,29 @@ minimum, ``max_steps``); ``--resume`` of a state of another plan (the fixed-step
 refused. The unit of a piece is one run (all its cycles): a killed piece loses the run in
 progress at most, and a piece may overrun ``--max-hours`` by that run (<= 4 cycles).
 
+**Reusing the fixed-step run** (``--reuse-flat-from STATE``, only with ``--until-flat``):
+cycle 0 of every run is the fixed ``--steps MIN`` run, so a run that STATE (that run's
+``.state.json``) holds flat by :func:`flat` would stop after cycle 0 with exactly what
+STATE stores. At the start of a fresh or resumed piece (:func:`reuse_flat`) STATE's plan
+must be this plan's cycle 0 (:func:`cycle0_plan`: model sizes, batch, sequence, seeds,
+evaluations; :func:`_common.check_resume_settings` names the differing keys), its runs of
+these models (parameter counts, and the configurations of the JSON beside it), else the
+run is refused (exit status 2). Then, before anything is taken, :func:`verify_state`
+retrains the cheapest stored run (:func:`verify_run`: the model of the highest median
+stored throughput, its lowest seed) for the first :data:`VERIFY_EVALS` evaluations of its
+full MIN-step schedule (same warmup and cosine, stopped early by ``stop_after``) and needs
+its validation curve, the evaluation before the first step included, equal to the stored
+one's start bit for bit; else the run is refused with both curves, the CPUs and thread
+counts (then run without the option: every run is retrained). Each flat run of the planned
+seeds not yet in the state is stored as the until-flat path stores a run flat after cycle
+0 (curve, ``tps``, parameters, FLOPs, context losses as STATE has them; ``steps`` MIN,
+``tokens``, ``cycles`` 1, ``reason`` ``"flat"``) plus ``reused_from`` (``file``,
+``sha256`` of STATE); the state's ``reused`` and the JSON's ``machine.reuse_flat_from``
+say which runs (``reused_runs``: how many) and hold the verification. Unflat runs are
+not reused: their cycle 1 starts from cycle 0's best weights, which STATE does not hold.
+Reused runs add nothing to ``training_wall_s``. A resumed piece with the option takes
+only what is new (nothing after the first piece: no verification then).
+
 Cost, from ``routing_mamba_long.state.json`` (the ``--steps 2400`` run = cycle 0 of every
 run here; one thread, beside other jobs): 12,441 s for the 35 runs' first 2,400 steps
 (per run 127-624 s by model, medians: hybrids ~130 s, RoM 281 s, dense 1x/1.5x/2.3x/3x
@@ -62,16 +85,27 @@ were flat there and stop after cycle 0 (if it reproduces them: same seeds, one t
 the 17 others cost 5,150 s per further cycle. So the run costs at least 12,441 + 5,150 = 17,600 s
 (~4.9 h, if every unflat run is flat after cycle 1) and at most 12,441 + 3 x 5,150 =
 27,900 s (~7.7 h, every one of the 17 to the cap), against ~13.8 h if all 35 ran to the
-cap. The command (the first piece without ``--resume``, then the same with it until the
-output says the run is complete)::
+cap. ``--reuse-flat-from routing_mamba_long.state.json`` saves the 18 flat runs' cycle 0:
+7,205 s of training steps as they ran there (6,884 s at the models' median times; ~2 h),
+for a verification of ~30 s (480 steps of ``hybrid RoM`` seed 0), so at least ~10,400 s
+(~2.9 h) and at most ~20,700 s (~5.8 h) -- only on a machine that reproduces that state
+bit for bit. This one (an "AMD EPYC", one thread) does not: ``hybrid RoM`` seed 0's
+evaluation before the first step is equal (5.544538974761963 nats) but its evaluations
+at steps 240 and 480 are 2.448957920074463 and 2.146975576877594 here against
+2.448893964290619 and 2.14796781539917 stored (an "Intel(R) Xeon(R) Processor", one
+thread), so there the option refuses and every run is retrained. The command (the first
+piece without ``--resume``, then the same with it until the output says the run is
+complete; drop ``--reuse-flat-from`` where it is refused)::
 
     nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/routing_mamba/run.py --threads 1 \\
         --until-flat --min-steps 2400 --max-steps 9600 \\
+        --reuse-flat-from benchmarks/routing_mamba/results/routing_mamba_long.state.json \\
         --json benchmarks/routing_mamba/results/routing_mamba_flat.json --max-hours 1 --resume
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -90,6 +124,7 @@ from _common import (
     Row,
     base_parser,
     check_resume_settings,
+    cpu_model,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -292,14 +327,25 @@ def mean_curve(runs):
     return tok, [statistics.mean(v[min(i, len(v) - 1)] for v in losses) for i in range(len(tok))]
 
 
-def train_cycle(p, keys, seed, corpus, init=None):
+def train_cycle(p, keys, seed, corpus, init=None, stop_after=None):
     """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
     start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
+
+    ``stop_after``: stop after this many steps of the same ``p["steps"]``-step schedule
+    (the warmup and cosine of the full run; :func:`sci_moe.language.train`'s
+    ``stop_after``), for :func:`verify_state`'s prefix.
 
     Returns the history of :func:`sci_moe.language.train` and the model (its best
     validation weights)."""
     cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
-    return train(cfg.model_config(), cfg, corpus=corpus, return_model=True, init_from=init)
+    return train(
+        cfg.model_config(),
+        cfg,
+        corpus=corpus,
+        return_model=True,
+        init_from=init,
+        stop_after=stop_after,
+    )
 
 
 def cycles_until_flat(p, keys, seed, corpus, cycle=None):
@@ -377,6 +423,280 @@ def run_one(p, keys, seed, corpus, ctx: bool) -> dict:
             vx, vy = validation_windows(corpus.val, L, max(4, 32 // mult))
             out["ctx"][str(mult)] = evaluate(model, vx, vy, 8)["loss"] / LN2
     return out
+
+
+# ------------------------------------------------------------------ reusing flat runs
+
+#: Evaluations of the stored run that :func:`verify_state` retrains (after the one before
+#: the first step).
+VERIFY_EVALS = 2
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cycle0_plan(p: dict) -> dict:
+    """The fixed-step plan whose run is cycle 0 of the until-flat plan ``p`` (``p`` without
+    ``until_flat`` and ``max_steps``: what ``--steps N`` stores)."""
+    return {k: v for k, v in p.items() if k not in ("until_flat", "max_steps")}
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it, else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def verify_run(runs: dict) -> str:
+    """The stored run :func:`verify_state` retrains: the cheapest one, the lowest seed of
+    the model with the highest median stored throughput (``tps``)."""
+    by_model: dict[str, list] = {}
+    for key, r in runs.items():
+        name, seed = key.rsplit(" seed ", 1)
+        by_model.setdefault(name, []).append((int(seed), r["tps"]))
+    name = max(by_model, key=lambda n: (statistics.median(t for _, t in by_model[n]), n))
+    return f"{name} seed {min(s for s, _ in by_model[name])}"
+
+
+def verify_state(
+    p: dict, runs: dict, corpus, key: str | None = None, evals: int = VERIFY_EVALS
+) -> dict:
+    """Whether this machine reproduces a stored fixed-step run bit for bit.
+
+    Retrains run ``key`` (default :func:`verify_run`) of the fixed-step plan ``p`` for the
+    first ``evals`` validation evaluations of its full ``p["steps"]``-step schedule (the same
+    warmup and cosine, stopped early: :func:`train_cycle`'s ``stop_after``) and compares
+    its validation curve, the evaluation before the first step included, with the stored
+    one's first ``evals + 1`` points for exact equality.
+
+    Parameters
+    ----------
+    p : dict
+        The fixed-step plan the runs were trained by (:func:`cycle0_plan`).
+    runs : dict
+        The stored runs, ``"<model> seed <s>"`` -> record (``hist``: ``tokens``,
+        ``val_loss`` in nats; ``tps``).
+    corpus : TextCorpus
+        :func:`sci_moe.language.load_corpus`'s.
+    key : str, optional
+        The run to retrain.
+    evals : int
+        Evaluations to retrain (at most the schedule's).
+
+    Returns
+    -------
+    dict
+        ``run``, ``evaluations``, ``steps`` (retrained, of ``schedule_steps``), ``tokens``,
+        ``stored_val_loss`` and ``retrained_val_loss`` (nats, one per evaluation),
+        ``bit_for_bit`` (bool), ``threads`` (torch threads of this run) and ``cpu``
+        (:func:`_common.cpu_model`).
+    """
+    key = verify_run(runs) if key is None else key
+    name, seed = key.rsplit(" seed ", 1)
+    stored = runs[key]["hist"]
+    evals = max(1, min(evals, len(stored["val_loss"]) - 1))
+    steps = min(evals * p["eval_every"], p["steps"])
+    hist, _model = train_cycle(p, models(p)[name], int(seed), corpus, stop_after=steps)
+    got_tok, got = [int(t) for t in hist["tokens"]], [float(v) for v in hist["val_loss"]]
+    want_tok, want = stored["tokens"][: evals + 1], stored["val_loss"][: evals + 1]
+    return dict(
+        run=key,
+        evaluations=evals,
+        steps=steps,
+        schedule_steps=p["steps"],
+        tokens=want_tok,
+        stored_val_loss=want,
+        retrained_val_loss=got,
+        bit_for_bit=got == want and got_tok == want_tok,
+        threads=torch.get_num_threads(),
+        cpu=cpu_model(),
+    )
+
+
+def _as_until_flat(r: dict, p: dict, provenance: dict) -> dict:
+    """A stored fixed-step run that is flat, as :func:`run_one` of the until-flat plan
+    stores a run that stops flat after cycle 0 (+ ``reused_from``)."""
+    out = dict(
+        hist={"tokens": list(r["hist"]["tokens"]), "val_loss": list(r["hist"]["val_loss"])},
+        tps=r["tps"],
+        params=list(r["params"]),
+        flops=r["flops"],
+        converged=True,
+        steps=p["steps"],
+        tokens=p["steps"] * p["batch"] * p["seq"],
+        cycles=1,
+        reason="flat",
+    )
+    if "ctx" in r:
+        out["ctx"] = dict(r["ctx"])
+    out["reused_from"] = dict(provenance)
+    return out
+
+
+def reuse_flat(
+    p: dict, path: str | Path, seeds, corpus, have=(), evals: int = VERIFY_EVALS
+) -> dict:
+    """The runs of a stored fixed-step run (``--reuse-flat-from STATE``) that an until-flat
+    run of plan ``p`` would stop flat after cycle 0, in the form it would store them.
+
+    STATE must be the state of the fixed ``--steps p["steps"]`` run of the same plan
+    (:func:`cycle0_plan`: model sizes, batch, sequence, seeds, evaluations), its runs of the
+    same models (active and total parameters, and the configurations in the JSON beside
+    it when there is one). A run of ``seeds`` that is flat by :func:`flat` and not in
+    ``have`` is taken: its curve, throughput, parameters, FLOPs and context losses as
+    stored, ``steps``/``tokens`` of one cycle, ``cycles`` 1, ``reason`` ``"flat"`` and
+    ``reused_from`` (``file``, ``sha256`` of STATE). Unflat runs are not: their next cycle
+    starts from cycle 0's best weights, which STATE does not hold. Before any run is taken
+    :func:`verify_state` retrains the cheapest stored run's first ``evals`` evaluations:
+    this machine must reproduce them bit for bit.
+
+    Returns
+    -------
+    dict
+        ``file`` (STATE, relative to the repository when inside it), ``sha256``, ``runs``
+        (key -> record, only the runs taken) and ``verification`` (:func:`verify_state`'s
+        result; ``None`` when no run is taken, so nothing was retrained).
+
+    Raises
+    ------
+    ValueError
+        STATE is missing or not a state, of another plan (the message names the differing
+        keys) or other models, or this machine does not reproduce it (the message shows the
+        stored and the retrained curve).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--reuse-flat-from: no stored state {path}")
+    raw = path.read_bytes()
+    try:
+        stored = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--reuse-flat-from: {path} is not JSON ({err})") from err
+    if not isinstance(stored, dict) or not isinstance(stored.get("runs"), dict):
+        raise ValueError(f"--reuse-flat-from: {path} is not a run's state (no runs)")
+    p0 = cycle0_plan(p)
+    fix = (
+        f"reuse the state of the fixed-step run --steps {p['steps']} of this plan, or run "
+        "without --reuse-flat-from"
+    )
+    check_resume_settings(
+        stored.get("plan"),
+        p0,
+        path,
+        what="plan",
+        before="a run before plans were stored",
+        fix=fix,
+        flag="--reuse-flat-from",
+    )
+    configs = {n: {**train_keys(p0), **k} for n, k in models(p0).items()}
+    doc, doc_path = None, path.parent / (path.name.removesuffix(".state.json") + ".json")
+    if path.name.endswith(".state.json") and doc_path.is_file():
+        doc = json.loads(doc_path.read_text())  # the results JSON beside STATE
+    if doc is not None and "configs" in doc.get("machine", {}):
+        check_resume_settings(
+            doc["machine"]["configs"],
+            configs,
+            doc_path,
+            what="model configurations",
+            fix=fix,
+            flag="--reuse-flat-from",
+        )
+    runs = stored["runs"]
+    bl = p0["batch"] * p0["seq"]
+    schedule = list(range(0, p0["steps"] + 1, p0["eval_every"]))
+    if schedule[-1] != p0["steps"]:
+        schedule.append(p0["steps"])
+    sizes = {n: list(count(p0, k)) for n, k in models(p0).items()}
+    take, bad = [], []
+    for s in seeds:
+        for name in models(p0):
+            key = f"{name} seed {s}"
+            if key not in runs:
+                continue
+            r = runs[key]
+            if r["hist"]["tokens"] != [e * bl for e in schedule] or r["params"] != sizes[name]:
+                bad.append(key)
+            elif key not in have and flat(r["hist"]["tokens"], r["hist"]["val_loss"]):
+                take.append(key)
+    if bad:
+        raise ValueError(
+            f"--reuse-flat-from: {path} holds runs of other models or evaluations than this "
+            f"plan's ({', '.join(bad)}: parameters or evaluation tokens differ); {fix}"
+        )
+    provenance = {"file": _shown_path(path), "sha256": hashlib.sha256(raw).hexdigest()}
+    out = {**provenance, "runs": {}, "verification": None}
+    if not take:
+        return out
+    check = verify_state(p0, runs, corpus, evals=evals)
+    if not check["bit_for_bit"]:
+        there = (doc or {}).get("machine", {})
+        raise ValueError(
+            f"--reuse-flat-from: this machine does not reproduce {path} bit for bit: "
+            f"{check['run']}, the first {check['evaluations']} evaluations of its "
+            f"{p0['steps']}-step schedule (tokens {check['tokens']}): stored val_loss "
+            f"{check['stored_val_loss']}, retrained {check['retrained_val_loss']} "
+            f"(here {check['cpu']!r}, {check['threads']} threads"
+            + (
+                f"; stored on {there.get('cpu')!r}, {there.get('torch_threads')} threads"
+                if there
+                else ""
+            )
+            + "); nothing reused: run without --reuse-flat-from"
+        )
+    out["verification"] = check
+    out["runs"] = {k: _as_until_flat(runs[k], p0, provenance) for k in take}
+    return out
+
+
+def reuse_into(state: dict, p: dict, path: Path, seeds, corpus) -> None:
+    """``--reuse-flat-from``: put :func:`reuse_flat`'s runs into ``state["runs"]`` (runs
+    already there are kept) and record where from under ``state["reused"]`` (``file``,
+    ``sha256``, ``runs``: every reused key, ``verification``). Refuses (exit status 2) what
+    :func:`reuse_flat` raises for, and a resumed state that reused another file."""
+    runs = state.setdefault("runs", {})
+    try:
+        got = reuse_flat(p, path, seeds, corpus, have=set(runs))
+    except ValueError as err:
+        refuse(str(err))
+    before = state.get("reused")
+    if before is not None and before["sha256"] != got["sha256"]:
+        refuse(
+            f"--reuse-flat-from: this run reused the runs of {before['file']} (sha256 "
+            f"{before['sha256']}), not of {got['file']} (sha256 {got['sha256']}); resume "
+            "with that file or without --reuse-flat-from"
+        )
+    runs.update(got["runs"])
+    keys = sorted({*(before or {}).get("runs", []), *got["runs"]})
+    state["reused"] = {
+        "file": got["file"],
+        "sha256": got["sha256"],
+        "runs": keys,
+        "verification": got["verification"] or (before or {}).get("verification"),
+    }
+    check = got["verification"]
+    print(
+        f"reused {len(got['runs'])} flat runs of {got['file']}"
+        + (
+            f" (verified: {check['run']}, its first {check['evaluations']} evaluations "
+            "retrained bit for bit)"
+            if check
+            else ""
+        ),
+        file=sys.stderr,
+    )
+
+
+def reuse_info(state: dict) -> dict:
+    """The machine info of a run that reused runs: ``file``, ``sha256``, ``reused_runs``
+    (how many), ``runs`` (which) and ``verification``."""
+    r = state["reused"]
+    return {
+        "file": r["file"],
+        "sha256": r["sha256"],
+        "reused_runs": len(r["runs"]),
+        "runs": r["runs"],
+        "verification": r["verification"],
+    }
 
 
 def fit(xs, ys):
@@ -878,6 +1198,16 @@ def main(argv: list[str] | None = None) -> None:
         f"{UNTIL_FLAT_CAP}x --min-steps)",
     )
     parser.add_argument(
+        "--reuse-flat-from",
+        type=Path,
+        default=None,
+        metavar="STATE",
+        help="with --until-flat: take the runs of the fixed --steps MIN run stored in STATE "
+        "(a .state.json of this plan) that are flat after its steps, as runs that stopped "
+        "flat after cycle 0, once this machine reproduces STATE bit for bit (module "
+        "docstring)",
+    )
+    parser.add_argument(
         "--plots-only",
         action="store_true",
         help="re-render the plots of the stored run of --json (with its .state.json) into "
@@ -913,6 +1243,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(err))
     elif args.min_steps is not None or args.max_steps is not None:
         parser.error("--min-steps and --max-steps need --until-flat")
+    elif args.reuse_flat_from is not None:
+        parser.error("--reuse-flat-from needs --until-flat")
     else:
         p = plan(args.quick, args.steps)
     if args.write_configs is not None:
@@ -938,6 +1270,8 @@ def main(argv: list[str] | None = None) -> None:
 
     other = OtherLoad()
     corpus = load_corpus()
+    if args.reuse_flat_from is not None:
+        reuse_into(state, p, args.reuse_flat_from, seeds, corpus)
     rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
     exp_scan(p, rows, tables["scan"], state)
     save()
@@ -999,6 +1333,7 @@ def main(argv: list[str] | None = None) -> None:
             if p.get("until_flat")
             else {}
         ),
+        **({"reuse_flat_from": reuse_info(state)} if "reused" in state else {}),
         configs={n: {**train_keys(p), **k} for n, k in models(p).items()},
         contention=other.report(),
         training_wall_s=state["wall_s"],

@@ -291,3 +291,139 @@ def test_until_flat_cycle_zero_is_the_fixed_step_run(bench):
     assert hist["tokens"][:n] == ref["hist"]["tokens"]
     assert info["cycles"] in (1, 2) and info["steps"] == 8 * info["cycles"]
     assert info["reason"] == ("flat" if bench.flat(hist["tokens"], hist["val_loss"]) else "cap")
+
+
+# ----------------------------------------------------------------- --reuse-flat-from
+#
+# Real tiny training: a fixed --steps 10 run of the quick plan, then the until-flat run of
+# cycles of 10 steps (cap 20) with and without --reuse-flat-from it. The flat rule is made
+# deterministic: a run is flat iff its curve is the cycle-0 curve of a routed model (RoM,
+# hybrid RoM), so those stop after cycle 0 and every dense run trains to the cap.
+
+_FLAT_MODELS = ("RoM", "hybrid RoM")
+_FIXED = ["--quick", "--steps", "10"]
+_UNTIL = ["--quick", "--until-flat", "--min-steps", "10", "--max-steps", "20"]
+
+
+@pytest.fixture(scope="module")
+def toy_reuse(bench, tmp_path_factory):
+    """The fixed-step state, the flat rule, and the state of the until-flat run without
+    reuse (the reference)."""
+    tmp = tmp_path_factory.mktemp("reuse")
+    fixed = tmp / "fixed.json"
+    bench.main([*_FIXED, "--json", str(fixed)])
+    runs = json.loads(fixed.with_suffix(".state.json").read_text())["runs"]
+    routed = [r for k, r in runs.items() if k.split(" seed ")[0] in _FLAT_MODELS]
+    curves = {tuple(r["hist"]["val_loss"]) for r in routed}
+
+    def rule(tokens, losses):
+        return tuple(losses) in curves
+
+    ref = tmp / "ref.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "flat", rule)
+        bench.main([*_UNTIL, "--json", str(ref)])
+    return dict(
+        fixed=fixed.with_suffix(".state.json"),
+        rule=rule,
+        ref=json.loads(ref.with_suffix(".state.json").read_text()),
+    )
+
+
+def _without(run, *keys):
+    return {k: v for k, v in run.items() if k not in keys}
+
+
+def test_reuse_flat_from_takes_the_flat_runs_as_until_flat_would(
+    bench, toy_reuse, tmp_path, monkeypatch
+):
+    import hashlib
+
+    monkeypatch.setattr(bench, "flat", toy_reuse["rule"])
+    calls = []
+    real = bench.train_cycle
+
+    def spy(p, keys, seed, corpus, init=None, stop_after=None):
+        calls.append((keys.get("layers"), seed, stop_after))
+        return real(p, keys, seed, corpus, init, stop_after)
+
+    monkeypatch.setattr(bench, "train_cycle", spy)
+    out = tmp_path / "flat.json"
+    src = toy_reuse["fixed"]
+    bench.main([*_UNTIL, "--json", str(out), "--reuse-flat-from", str(src)])
+    state = json.loads(out.with_suffix(".state.json").read_text())
+    fixed = json.loads(src.read_text())["runs"]
+    ref = toy_reuse["ref"]["runs"]
+    assert sorted(state["runs"]) == sorted(ref)
+    provenance = {"file": str(src), "sha256": hashlib.sha256(src.read_bytes()).hexdigest()}
+    reused = sorted(k for k in ref if k.split(" seed ")[0] in _FLAT_MODELS)
+    assert len(reused) == 4 and all(ref[k]["cycles"] == 1 for k in reused)
+    for key, run in state["runs"].items():
+        if key in reused:  # as the until-flat path stores it, the fixed run's timings
+            assert _without(run, "tps", "reused_from") == _without(ref[key], "tps")
+            assert run["tps"] == fixed[key]["tps"] and run["reused_from"] == provenance
+        else:  # retrained: two cycles, bit for bit the reference's
+            assert "reused_from" not in run and run["cycles"] == 2 and run["reason"] == "cap"
+            assert _without(run, "tps") == _without(ref[key], "tps")
+    # the reused runs were not trained: only the verification's prefix of one run
+    layers = {n: k["layers"] for n, k in bench.models(bench.plan(True)).items()}
+    routed = {layers[n] for n in _FLAT_MODELS}
+    prefix = [c for c in calls if c[2] is not None]
+    assert len(prefix) == 1 and prefix[0][2] == 2  # 2 evaluations of the 10-step schedule
+    assert not [c for c in calls if c[2] is None and c[0] in routed and c[1] < 100]
+    check = state["reused"]["verification"]
+    assert check["bit_for_bit"] and check["steps"] == 2 and check["schedule_steps"] == 10
+    assert check["run"] == bench.verify_run(fixed)
+    assert check["retrained_val_loss"] == fixed[check["run"]]["hist"]["val_loss"][:3]
+    info = json.loads(out.read_text())["machine"]["reuse_flat_from"]
+    assert (
+        info["reused_runs"] == 4
+        and info["runs"] == reused
+        and info["sha256"] == (provenance["sha256"])
+    )
+    assert info["verification"] == check
+    # a resumed piece reuses nothing new and retrains nothing
+    calls.clear()
+    bench.main([*_UNTIL, "--json", str(out), "--reuse-flat-from", str(src), "--resume"])
+    assert calls == []
+    assert json.loads(out.with_suffix(".state.json").read_text())["runs"] == state["runs"]
+    assert json.loads(out.read_text())["machine"]["reuse_flat_from"] == info
+
+
+def test_reuse_flat_from_refuses_other_plans_and_runs(bench, toy_reuse, tmp_path, capsys):
+    src, out = toy_reuse["fixed"], str(tmp_path / "x.json")
+    with refused(capsys, "--reuse-flat-from needs --until-flat"):
+        bench.main([*_FIXED, "--json", out, "--reuse-flat-from", str(src)])
+    other = ["--quick", "--until-flat", "--min-steps", "20", "--max-steps", "40"]
+    with refused(capsys, r"another plan \(eval_every: 1 -> 2; steps: 10 -> 20\)"):
+        bench.main([*other, "--json", out, "--reuse-flat-from", str(src)])
+    with refused(capsys, "no stored state"):
+        bench.main([*_UNTIL, "--json", out, "--reuse-flat-from", str(tmp_path / "none")])
+    state = json.loads(src.read_text())
+    state["runs"]["dense 1x seed 1"]["params"][0] += 1
+    bad = tmp_path / "bad.state.json"
+    bad.write_text(json.dumps(state))
+    with refused(capsys, r"other models .*\(dense 1x seed 1: parameters"):
+        bench.main([*_UNTIL, "--json", out, "--reuse-flat-from", str(bad)])
+    assert not (tmp_path / "x.state.json").exists()
+
+
+def test_reuse_flat_from_refuses_a_curve_this_machine_does_not_reproduce(
+    bench, toy_reuse, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(bench, "flat", toy_reuse["rule"])
+    state = json.loads(toy_reuse["fixed"].read_text())
+    key = bench.verify_run(state["runs"])
+    loss = state["runs"][key]["hist"]["val_loss"]
+    was = loss[2]
+    loss[2] = math.nextafter(was, math.inf)  # one ulp
+    bad = tmp_path / "tampered.state.json"
+    bad.write_text(json.dumps(state))
+    out = tmp_path / "x.json"
+    with refused(
+        capsys,
+        rf"does not reproduce .* bit for bit: {key}, the first 2 evaluations .*"
+        rf"stored val_loss \[.*{loss[2]!r}\], retrained \[.*{was!r}\]",
+    ):
+        bench.main([*_UNTIL, "--json", str(out), "--reuse-flat-from", str(bad)])
+    assert not out.with_suffix(".state.json").exists()
