@@ -9,6 +9,7 @@ routing diagnostics; ``sci-moe train lm`` runs it from the command line.
 several Markov chains) for experiments that must train until flat.
 """
 
+from .checkpoint import load_checkpoint, save_model
 from .data import (
     VOCAB_SIZE,
     TextCorpus,
@@ -27,9 +28,7 @@ from .train import (
     TrainConfig,
     evaluate,
     finetune,
-    load_checkpoint,
     run_training,
-    save_model,
     train,
 )
 

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from .._util import CheckpointError, load_latest, load_verified, previous_path
+from .._util import CheckpointError, load_latest, previous_path
 from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from ..train import (
     CHECKPOINT_NAME,
@@ -68,6 +68,7 @@ from ..train import (
     seed_everything,
     set_rng_state,
 )
+from .checkpoint import MODEL_FORMAT, _History, _history, load_checkpoint, save_model
 from .data import TextCorpus, load_corpus, random_windows, validation_windows
 from .expert_parallel import (
     ExpertParallelTrainer,
@@ -91,9 +92,6 @@ __all__ = [
     "save_model",
     "train",
 ]
-
-#: ``format`` of the model files :func:`save_model` writes (``sci-moe train lm``'s model.pt).
-MODEL_FORMAT = "sci-moe-lm/1"
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -168,69 +166,6 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
     return {"loss": loss, "ppl": math.exp(loss), "layers": layer_stats}
 
 
-# ---------------------------------------------------------------------- checkpoints
-
-
-def load_checkpoint(path: str | Path) -> dict:
-    """Read a checkpoint of :func:`train` (``checkpoint.pt``) or a model file of
-    ``sci-moe train lm`` (``model.pt``), verified, CPU tensors.
-
-    Returns
-    -------
-    dict
-        At least ``model`` (state dict), ``model_config`` (the :class:`MoELMConfig` as a
-        dict), ``step`` and ``history`` (as :func:`train` returns it, up to that step);
-        a training checkpoint also holds the engine's keys (``optimizer``, ``rng``,
-        ``config``, ``stateful``, ...).
-    """
-    state = load_verified(path, what="language-model checkpoint")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} is not a language-model checkpoint")
-    if state.get("format") == MODEL_FORMAT:
-        return state
-    if "meta" not in state or "model" not in state.get("meta", {}):
-        raise CheckpointError(
-            f"{path} is not a checkpoint of sci_moe.language.train or a model file of "
-            "sci-moe train lm"
-        )
-    out = dict(state)
-    out["model_config"] = state["meta"]["model"]
-    hist = state.get("stateful", {}).get("history", _History().state_dict())
-    cfg = state.get("config", {})
-    out["history"] = _history(
-        hist, state.get("evals", []), cfg.get("batch_size", 0), out["model_config"]["seq_len"]
-    )
-    return out
-
-
-def save_model(
-    path: str | Path,
-    model_cfg: MoELMConfig,
-    state_dict: dict,
-    step: int = 0,
-    history: dict | None = None,
-) -> Path:
-    """Write single-process weights and their config, checksummed and atomically.
-
-    :func:`load_checkpoint` reads the file (``init_from`` of :func:`train` too). Under
-    expert parallelism pass :meth:`LMRun.full_state_dict` (gathered on every rank, a
-    collective) and write from rank 0.
-    """
-    from .._util import save_verified
-
-    return save_verified(
-        path,
-        {
-            "format": MODEL_FORMAT,
-            "model": state_dict,
-            "model_config": asdict(model_cfg),
-            "step": int(step),
-            "history": history or {},
-        },
-        keep_previous=False,
-    )
-
-
 def _config_defaults(cls) -> dict:
     """Default values of a config dataclass's fields (those that have one)."""
     out = {}
@@ -243,45 +178,6 @@ def _config_defaults(cls) -> dict:
 
 
 # ------------------------------------------------------------------- engine extras
-
-
-class _History:
-    """Per-step records of the run (engine ``stateful``: a resumed history is whole)."""
-
-    def __init__(self) -> None:
-        self.train_loss: list[float] = []
-        self.aux_loss: list[float] = []
-        self.step_time: list[float] = []
-        self.initial: dict | None = None  # the evaluation before the first step
-
-    def state_dict(self) -> dict:
-        return {
-            "train_loss": list(self.train_loss),
-            "aux_loss": list(self.aux_loss),
-            "step_time": list(self.step_time),
-            "initial": self.initial,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.train_loss = list(state["train_loss"])
-        self.aux_loss = list(state["aux_loss"])
-        self.step_time = list(state["step_time"])
-        self.initial = state["initial"]
-
-
-def _history(hist: dict, evals: list[dict], batch_size: int, seq_len: int) -> dict:
-    """The history dict of :func:`train` from the records and the engine's evaluations."""
-    evs = ([hist["initial"]] if hist.get("initial") else []) + [e for e in evals if "val_loss" in e]
-    return {
-        "step": [int(e["step"]) for e in evs],
-        "tokens": [int(e["step"]) * batch_size * seq_len for e in evs],
-        "val_loss": [float(e["val_loss"]) for e in evs],
-        "val_ppl": [float(e["val_ppl"]) for e in evs],
-        "diagnostics": [e["val_layers"] for e in evs],
-        "train_loss": list(hist["train_loss"]),
-        "aux_loss": list(hist["aux_loss"]),
-        "step_time": list(hist["step_time"]),
-    }
 
 
 class _Balancing:
