@@ -10,7 +10,8 @@ and MD with the learned forces agree.
 Modules: :mod:`.sde` (VP/VE SDEs), :mod:`.networks` (MLP and SE(3)-invariant molecular
 energy nets), :mod:`.losses` (DSM, exact and two-probe FP residuals), :mod:`.time_moe`
 (mixture of experts over diffusion time on ``sci_moe.moe`` gating), :mod:`.samplers`,
-:mod:`.train` (on the package's training engine; ``sci-moe train diffusion``),
+:mod:`.train` (on the package's training engine; ``sci-moe train diffusion``) with its
+options in :mod:`.train_config`,
 :mod:`.alanine_recipe` (the shipped alanine model's networks and stages),
 :mod:`.mueller_brown_recipe` (the Mueller-Brown benchmark's networks), :mod:`.io` (model
 files for ``sci-moe md run --model``), :mod:`.metrics`.
@@ -46,7 +47,8 @@ from .networks import (
 from .samplers import probability_flow_sample, reverse_sde_sample
 from .sde import SDE, VESDE, VPSDE, time_features
 from .time_moe import TimeMixture
-from .train import Stage, TrainConfig, random_rotations, train
+from .train import random_rotations, train
+from .train_config import Stage, TrainConfig
 
 __all__ = [
     "ALANINE_MODEL",

@@ -16,7 +16,7 @@ from torch import nn
 
 from .networks import InvariantMLPEnergy
 from .time_moe import TimeMixture
-from .train import Stage
+from .train_config import Stage
 
 __all__ = ["ALANINE_RANGES", "ALANINE_VARIANTS", "alanine_model", "alanine_stages"]
 

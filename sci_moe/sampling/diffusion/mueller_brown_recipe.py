@@ -16,7 +16,7 @@ from torch import nn
 from .alanine_recipe import ALANINE_RANGES, ALANINE_VARIANTS
 from .networks import MLPEnergy, MLPScore
 from .time_moe import TimeMixture
-from .train import Stage
+from .train_config import Stage
 
 __all__ = [
     "MUELLER_BROWN_RANGES",
