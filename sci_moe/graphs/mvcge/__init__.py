@@ -1,8 +1,9 @@
 """MvCGE: multi-view collaborative graph experts (Wu et al., NeurIPS 2025).
 
-* :mod:`~sci_moe.graphs.mvcge.model`: :class:`MvCGE` with :class:`MvCGEConfig` (one
-  pool of GCN experts per layer shared by all views, graph-aware routing, load-equilibrium
-  and graph-discrepancy losses, semantic-attention fusion);
+* :mod:`~sci_moe.graphs.mvcge.model`: :class:`MvCGE` (one pool of GCN experts per layer
+  shared by all views, graph-aware routing, load-equilibrium and graph-discrepancy losses,
+  semantic-attention fusion), its options :class:`MvCGEConfig` in
+  :mod:`~sci_moe.graphs.mvcge.config`;
 * :mod:`~sci_moe.graphs.mvcge.baselines`: :class:`GCN`, :class:`MLP`,
   :class:`EarlyFusionGCN`, :class:`LateFusionGCN`, :class:`AttentionFusionGCN` (HAN's
   semantic attention), :class:`PerViewGCN` with the same budget;
@@ -19,8 +20,9 @@ accuracy and the multi-view graphs on disk are the field's
 """
 
 from .baselines import GCN, MLP, AttentionFusionGCN, EarlyFusionGCN, LateFusionGCN, PerViewGCN
+from .config import MvCGEConfig
 from .data import MVCGE_SETTINGS, mvcge_csbm_config
-from .model import MvCGE, MvCGEConfig, MvCGELayer, MvCGEOutput, SemanticAttention
+from .model import MvCGE, MvCGELayer, MvCGEOutput, SemanticAttention
 from .train import (
     NODE_MODELS,
     MvCGETrainConfig,

@@ -346,7 +346,7 @@ class MvCGETrainConfig(TrainConfig):
         )
 
     def _mvcge_config(self, in_dim: int, num_classes: int, num_views: int):
-        from .model import MvCGEConfig
+        from .config import MvCGEConfig
 
         return MvCGEConfig(
             in_dim=in_dim,
