@@ -45,6 +45,7 @@ from .dataset import (
     viseme_frames,
 )
 from .encoder import ARCHITECTURE_FIELDS, EncoderConfig, SpeechEncoder, spec_mask
+from .evaluation import evaluate, routing_consistency
 from .features import FRAME_RATE, add_noise, log_mel, mel_filterbank
 from .matryoshka import COMPRESSION_MODES, MatryoshkaRates, compress, compress_mask, rate_label
 from .model import (
@@ -82,9 +83,7 @@ from .train import (
     RecognizerRun,
     TrainableParts,
     TrainConfig,
-    evaluate,
     recognizer_meta,
-    routing_consistency,
     train_recognizer,
 )
 
