@@ -45,6 +45,7 @@ from .dataset import (
     viseme_frames,
 )
 from .encoder import ARCHITECTURE_FIELDS, EncoderConfig, SpeechEncoder, spec_mask
+from .encoder_file import load_encoder, read_encoder, save_encoder
 from .evaluation import evaluate, routing_consistency
 from .features import FRAME_RATE, add_noise, log_mel, mel_filterbank
 from .matryoshka import COMPRESSION_MODES, MatryoshkaRates, compress, compress_mask, rate_label
@@ -63,10 +64,7 @@ from .pretrain import (
     PretrainConfig,
     PretrainRun,
     evaluate_encoder,
-    load_encoder,
     pretrain_encoder,
-    read_encoder,
-    save_encoder,
 )
 from .text import (
     BLANK,
