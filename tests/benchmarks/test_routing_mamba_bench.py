@@ -19,6 +19,14 @@ def bench():
         yield mod
 
 
+def _patch(mp, bench, name, value):
+    """Set ``name`` (``flat``, ``train_cycle``) to ``value`` wherever the script looks it up:
+    ``run.py`` and the helper modules it imports its training parts from (``_rm_train``,
+    ``_rm_reuse``), each of which looks the name up in its own globals."""
+    for mod in (bench, sys.modules["_rm_train"], sys.modules["_rm_reuse"]):
+        mp.setattr(mod, name, value)
+
+
 def test_dense_sizes_hit_the_ratios(bench):
     p = bench.plan(False)
     ms = bench.models(p)
@@ -237,7 +245,7 @@ def test_until_flat_run_stops_flat_runs_early(bench, tmp_path, monkeypatch):
     stops there, an unflat one trains to the cap; the rows and the state say so."""
     p = bench.plan(True, None, 32)  # cycles of 8 steps, at most 4
     calls: list = []
-    monkeypatch.setattr(bench, "train_cycle", _fake_cycle(bench, p, calls))
+    _patch(monkeypatch, bench, "train_cycle", _fake_cycle(bench, p, calls))
     out = tmp_path / "flat.json"
     bench.main(["--quick", "--until-flat", "--json", str(out)])
     state = json.loads(out.with_suffix(".state.json").read_text())
@@ -321,7 +329,7 @@ def toy_reuse(bench, tmp_path_factory):
 
     ref = tmp / "ref.json"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench, "flat", rule)
+        _patch(mp, bench, "flat", rule)
         bench.main([*_UNTIL, "--json", str(ref)])
     return dict(
         fixed=fixed.with_suffix(".state.json"),
@@ -339,7 +347,7 @@ def test_reuse_flat_from_takes_the_flat_runs_as_until_flat_would(
 ):
     import hashlib
 
-    monkeypatch.setattr(bench, "flat", toy_reuse["rule"])
+    _patch(monkeypatch, bench, "flat", toy_reuse["rule"])
     calls = []
     real = bench.train_cycle
 
@@ -347,7 +355,7 @@ def test_reuse_flat_from_takes_the_flat_runs_as_until_flat_would(
         calls.append((keys.get("layers"), seed, stop_after))
         return real(p, keys, seed, corpus, init, stop_after)
 
-    monkeypatch.setattr(bench, "train_cycle", spy)
+    _patch(monkeypatch, bench, "train_cycle", spy)
     out = tmp_path / "flat.json"
     src = toy_reuse["fixed"]
     bench.main([*_UNTIL, "--json", str(out), "--reuse-flat-from", str(src)])
@@ -411,7 +419,7 @@ def test_reuse_flat_from_refuses_other_plans_and_runs(bench, toy_reuse, tmp_path
 def test_reuse_flat_from_refuses_a_curve_this_machine_does_not_reproduce(
     bench, toy_reuse, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(bench, "flat", toy_reuse["rule"])
+    _patch(monkeypatch, bench, "flat", toy_reuse["rule"])
     state = json.loads(toy_reuse["fixed"].read_text())
     key = bench.verify_run(state["runs"])
     loss = state["runs"][key]["hist"]["val_loss"]

@@ -1,0 +1,179 @@
+"""The training runs of ``run.py``: the flatness rule, one run (fixed or until flat), all runs.
+
+:func:`flat` (:func:`sci_moe.train.is_flat` over the training tokens), one training cycle
+(:func:`train_cycle`), cycles until flat (:func:`cycles_until_flat`), one run's record
+(:func:`run_one`: curves in nats over training tokens, tokens/s, parameters, FLOPs) and
+every run of every seed into the state (:func:`run_all`). A helper module: ``run.py``
+imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import until_flat
+from _rm_plan import LN2, active_params, flops_per_token, lm_config, models
+
+from sci_moe.language import evaluate, save_model, train, validation_windows
+from sci_moe.train import is_flat
+
+__all__ = [
+    "FLAT",
+    "FLAT_TAIL",
+    "cycles_until_flat",
+    "flat",
+    "run_all",
+    "run_one",
+    "train_cycle",
+]
+
+
+#: Flat (:func:`sci_moe.train.is_flat`): the best validation loss of the last
+#: ``FLAT_TAIL`` of the training tokens is less than ``FLAT`` (relative) below the best
+#: before them.
+FLAT = 0.01
+
+
+FLAT_TAIL = 0.2
+
+
+def flat(tokens, losses) -> bool:
+    """The convergence criterion, :func:`sci_moe.train.is_flat` over the training tokens
+    with ``tail=FLAT_TAIL`` and ``tol=FLAT`` (lower loss is better).
+
+    The stored ``routing_mamba.json``, ``routing_mamba_quick.json`` and the first pieces
+    of ``routing_mamba_long.json`` were judged by the older point-to-point rule (the last
+    evaluation < 1 % better than the one at 80 % of the tokens); re-judged from the curves
+    their ``.state.json`` keeps, ``routing_mamba.json``'s flags and those of the long run's
+    runs so far are the same under this one.
+    """
+    return is_flat(tokens, losses, tail=FLAT_TAIL, tol=FLAT, mode="min")
+
+
+def train_cycle(p, keys, seed, corpus, init=None, stop_after=None):
+    """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
+    start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
+
+    ``stop_after``: stop after this many steps of the same ``p["steps"]``-step schedule
+    (the warmup and cosine of the full run; :func:`sci_moe.language.train`'s
+    ``stop_after``), for :func:`verify_state`'s prefix.
+
+    Returns the history of :func:`sci_moe.language.train` and the model (its best
+    validation weights)."""
+    cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
+    return train(
+        cfg.model_config(),
+        cfg,
+        corpus=corpus,
+        return_model=True,
+        init_from=init,
+        stop_after=stop_after,
+    )
+
+
+def cycles_until_flat(p, keys, seed, corpus, cycle=None):
+    """Train one run in cycles of ``p["steps"]`` until :func:`flat` or ``p["max_steps"]``.
+
+    Cycle ``c`` is ``cycle(p, keys, seed + CYCLE_SEED c, corpus, init)`` (default
+    :func:`train_cycle`), ``init`` the best weights of cycle ``c - 1`` (``None`` for
+    cycle 0: the fixed-step run); :func:`_common.until_flat` judges the joined curve
+    after each cycle.
+
+    Returns
+    -------
+    hist : dict
+        ``tokens`` and ``val_loss`` (nats) of the joined curve, one entry per evaluation.
+    model : MoETransformerLM
+        The last cycle's model (its best validation weights).
+    info : dict
+        ``steps``, ``tokens``, ``cycles``, ``reason`` (``"flat"`` or ``"cap"``) and
+        ``step_time`` (seconds of the training steps of all cycles).
+    """
+    cycle = train_cycle if cycle is None else cycle
+    bl = p["batch"] * p["seq"]
+    last: dict = {"model": None, "step_time": 0.0}
+
+    def one(c, cycle_seed):
+        with tempfile.TemporaryDirectory() as tmp:
+            init = None
+            if c:
+                init = Path(tmp) / "start.pt"
+                model = last["model"]
+                save_model(init, model.config, model.state_dict())
+            hist, model = cycle(p, keys, cycle_seed, corpus, init)
+        last["model"] = model
+        last["step_time"] += sum(hist["step_time"])
+        return [[int(t) // bl, v] for t, v in zip(hist["tokens"], hist["val_loss"], strict=True)]
+
+    def judge(curve):
+        return flat([s * bl for s, _ in curve], [v for _, v in curve])
+
+    curve, n, converged = until_flat(
+        one, judge, p["max_steps"] // p["steps"], seed=seed, cycle_steps=p["steps"]
+    )
+    hist = {"tokens": [s * bl for s, _ in curve], "val_loss": [v for _, v in curve]}
+    info = dict(
+        steps=curve[-1][0],
+        tokens=curve[-1][0] * bl,
+        cycles=n,
+        reason="flat" if converged else "cap",
+        step_time=last["step_time"],
+    )
+    return hist, last["model"], info
+
+
+def run_one(p, keys, seed, corpus, ctx: bool) -> dict:
+    """One run of the plan: fixed steps, or in cycles until flat (``p["until_flat"]``)."""
+    if p.get("until_flat"):
+        hist, model, info = cycles_until_flat(p, keys, seed, corpus)
+        step_time, steps = info.pop("step_time"), info["steps"]
+    else:
+        hist, model = train_cycle(p, keys, seed, corpus)
+        step_time, steps, info = sum(hist["step_time"]), p["steps"], {}
+    tps = steps * p["batch"] * p["seq"] / step_time
+    out = dict(
+        hist={"tokens": hist["tokens"], "val_loss": hist["val_loss"]},
+        tps=tps,
+        params=list(active_params(model)),
+        flops=flops_per_token(model, p["seq"]),
+        converged=flat(hist["tokens"], hist["val_loss"]),
+        **info,
+    )
+    if ctx:
+        out["ctx"] = {}
+        for mult in (1, 2, 4):
+            L = p["seq"] * mult
+            vx, vy = validation_windows(corpus.val, L, max(4, 32 // mult))
+            out["ctx"][str(mult)] = evaluate(model, vx, vy, 8)["loss"] / LN2
+    return out
+
+
+def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
+    """Train every model of every seed not in ``state`` (seed by seed), until ``deadline``.
+
+    ``state["runs"]`` maps ``"<model> seed <s>"`` to the run's record; ``save()`` is called
+    after each run. Returns the seeds whose every model is done.
+    """
+    runs = state.setdefault("runs", {})
+    names = list(models(p))
+    for s in seeds:
+        for name in names:
+            key = f"{name} seed {s}"
+            if key in runs:
+                continue
+            if time.perf_counter() > deadline:
+                return [t for t in seeds if all(f"{n} seed {t}" in runs for n in names)]
+            t0 = time.perf_counter()
+            runs[key] = run_one(p, models(p)[name], s, corpus, ctx=not name.startswith("hybrid"))
+            r = runs[key]
+            print(
+                f"  {key}: bpb {r['hist']['val_loss'][-1] / LN2:.3f}, converged {r['converged']}, "
+                + (f"{r['steps']} steps ({r['reason']}), " if "steps" in r else "")
+                + f"{time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+            )
+            save()
+    return [t for t in seeds if all(f"{n} seed {t}" in runs for n in names)]

@@ -1,0 +1,134 @@
+"""The verdicts of ``run.py``: one per claim, from the stored rows.
+
+:func:`verdicts` reads a result document (``machine`` and ``rows``, as ``run.py`` writes
+it); ``run.py --verdicts-only JSON`` re-derives them. A helper module: ``run.py`` imports
+it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from _common import seed_verdict, verdict_entry
+from _rm_plan import CLAIMED_RATIO, RATIOS
+
+__all__ = [
+    "CLAIMS",
+    "RATIO_METRIC",
+    "verdicts",
+]
+
+
+def _converged(doc: dict, *cases) -> bool:
+    """Every run of ``cases`` met the flatness criterion."""
+    done = [r for r in doc["rows"] if r["case"] in cases and r["metric"] == "converged_runs"]
+    runs = len(doc["machine"]["seeds"])
+    return len(done) == len(cases) and all(r["value"] == runs for r in done)
+
+
+RATIO_METRIC = "dense_equivalent_ratio"
+
+
+#: The abstract's claims in its order: (claim, metric, ours, baseline). Every claim is a
+#: paired seed comparison (lower bits per byte is better) except the one on
+#: :data:`RATIO_METRIC`, decided by :func:`_ratio_verdict`.
+CLAIMS = (
+    ("RoM beats dense Mamba at equal active parameters", "val_bpb", "RoM", "dense 1x"),
+    (
+        f"RoM matches a dense Mamba with {CLAIMED_RATIO:g}x its active parameters",
+        RATIO_METRIC,
+        "RoM",
+        "dense 1x-3x scaling fit",
+    ),
+    (
+        "RoM's advantage over dense Mamba holds across context lengths (4x the training one)",
+        "val_bpb_ctx4x",
+        "RoM",
+        "dense 1x",
+    ),
+    (
+        "RoM beats dense in hybrid (attention + Mamba) models at equal active FLOPs",
+        "val_bpb",
+        "hybrid RoM",
+        "hybrid dense",
+    ),
+)
+
+
+def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
+    """The dense-equivalent ratio's verdict: its 95 % bootstrap interval decides."""
+
+    def value(metric):
+        found = [r["value"] for r in doc["rows"] if r["case"] == ours and r["metric"] == metric]
+        return found[0] if found else None
+
+    ratio = value(RATIO_METRIC)
+    lo, hi = value(f"{RATIO_METRIC}_ci_low"), value(f"{RATIO_METRIC}_ci_high")
+    conv = _converged(doc, ours, *(f"dense {r:g}x" for r in RATIOS))
+    if ratio is None or lo is None or hi is None:
+        verdict, why = (
+            "not decided",
+            "no dense-equivalent ratio with an interval (scaling fit failed or one seed)",
+        )
+    elif hi < CLAIMED_RATIO:
+        verdict = "contradicted"
+        why = (
+            f"RoM equals a dense model of {ratio:.2f}x its active parameters "
+            f"(95 % CI {lo:.2f}-{hi:.2f}), below {CLAIMED_RATIO:g}x"
+        )
+    elif lo > 1.0:
+        verdict = "reproduced"
+        why = (
+            f"RoM equals a dense model of {ratio:.2f}x its active parameters "
+            f"(95 % CI {lo:.2f}-{hi:.2f})"
+        )
+    else:
+        verdict = "not decided"
+        why = (
+            f"the 95 % CI of the dense-equivalent ratio ({lo:.2f}-{hi:.2f}) "
+            f"includes 1 and {CLAIMED_RATIO:g}"
+        )
+    return verdict_entry(
+        claim,
+        verdict=verdict,
+        why=why + ("" if conv else "; not every run met the flatness criterion"),
+        metric=RATIO_METRIC,
+        ours=ratio if ratio is not None and math.isfinite(ratio) else 0.0,
+        baseline=baseline,
+        baseline_value=CLAIMED_RATIO,
+        seeds=len(doc["machine"]["seeds"]),
+        p_value=None,
+        converged=conv,
+        decisive=False,
+    )
+
+
+def verdicts(doc: dict) -> list[dict]:
+    """One verdict per claim of the abstract (:data:`CLAIMS`), by a fixed rule on the rows.
+
+    Paired comparisons: :func:`_common.seed_verdict`, a paired t-test (alpha 0.05) over
+    the seeds' final validation bits per byte (lower is better; seed ``s`` of every model
+    shares the batch order). "RoM matches a dense model with 2.3x its active parameters":
+    the 95 % bootstrap interval of the dense-equivalent ratio (scaling fit) decides:
+    its upper end below 2.3 contradicts the claim, its lower end above 1 with the upper end
+    at or above 2.3 reproduces it, anything else is not decided (this verdict is never
+    decisive: no p-value). ``converged``: every run of both sides met the flatness
+    criterion.
+    """
+    out = []
+    for claim, metric, ours, baseline in CLAIMS:
+        if metric == RATIO_METRIC:
+            out.append(_ratio_verdict(doc, claim, ours, baseline))
+            continue
+        out.append(
+            seed_verdict(
+                claim,
+                doc,
+                metric=metric,
+                ours=ours,
+                baseline=baseline,
+                higher_is_better=False,
+                converged=_converged(doc, ours, baseline),
+            )
+        )
+    return out
