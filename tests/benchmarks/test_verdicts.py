@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -220,3 +222,13 @@ def test_difference_verdict_is_the_paired_test_from_the_stored_differences(commo
         **kw,
     )
     assert flat["verdict"] == "not decided"
+
+
+def test_the_pages_read_the_schema_the_scripts_write(common):
+    """docs/_ext/results_role.py checks entries against its own copy of the schema."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "_ext" / "results_role.py"
+    spec = importlib.util.spec_from_file_location("_results_role_schema", path)
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    assert ext.VERDICT_KEYS == common.VERDICT_KEYS
+    assert set(ext.VERDICT_VALUES) == set(common.VERDICTS)
