@@ -33,8 +33,13 @@ model), eval every 250 updates. Batch 16 because, at this budget, smaller batche
 more per instance (measured at N = 20, 4,800 instances each: batch 16 x 300 updates ended
 4.1 % above greedy savings, batch 32 x 150 at 6.8 %, batch 64 x 75 at 9.1 %). Measured
 seconds per update at 20-50 customers, batch 16, one thread of the shared 2-core machine
-(load average 3): stage 1 0.25, stage 2 0.57, stage 3 0.55, unified 0.39; so about 3 h per
-seed for the three models (up to twice that under heavier load), 9-17 h for 3 seeds.
+(load average 3): stage 1 0.25, stage 2 0.57, stage 3 0.55, unified 0.39 (wall clock) before
+the MoSES layers' plain call skipped the routing record and stacked its low-rank products;
+after it, stage 2 about 0.50 and the others unchanged (CPU time of old and new code in one
+process, 3 interleaved rounds of 4 updates each, load average 2.4-2.8: old/new 1.13 for
+stage 2, 1.01 stage 3, 1.09 stage 1 and 1.02 unified, whose code did not change, so +-10 %
+is noise). So about 3 h per seed for the three models (up to twice that under heavier
+load), 9-17 h for 3 seeds.
 
 Full run (the commands of docs/results/vrp.rst)::
 

@@ -77,3 +77,30 @@ def test_rank_zero_layer_is_not_routed():
         layer(x)
     with pytest.raises(ValueError, match="flags must be"):
         layer(x, flags=FLAGS[:2].float())
+
+
+@pytest.mark.parametrize("score", ["sigmoid", "softmax", "norm_softplus"])
+@pytest.mark.parametrize("routing", ["exact", "dense"])
+@pytest.mark.parametrize("mode", ["expert", "gated"])
+def test_plain_call_is_the_routed_sum(score, routing, mode):
+    """The plain call (stacked products, no Routing record) equals the routed call (the
+    one assert_routed_module checks), output and gradients, up to reassociation."""
+    layer = MoSESLinear(6, 5, rank=3, gate_score=score, routing=routing)
+    _randomise(layer, 3)
+    layer.mode = mode
+    x = torch.randn(4, 7, 6, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    f = FLAGS[:, None, :]
+    gy = torch.randn(4, 7, 5, generator=torch.Generator().manual_seed(5))
+    wrt = [x, *layer.parameters()]
+    y_routed, _ = layer(x, flags=f, return_routing=True)
+    gate_routed = layer.last_gate
+    g_routed = torch.autograd.grad((y_routed * gy).sum(), wrt, allow_unused=True)
+    y = layer(x, flags=f)
+    g = torch.autograd.grad((y * gy).sum(), wrt, allow_unused=True)
+    torch.testing.assert_close(y, y_routed)
+    if mode == "gated":
+        assert torch.equal(layer.last_gate, gate_routed)
+    for a, b in zip(g, g_routed, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
