@@ -37,6 +37,14 @@ SPiCE" (:func:`claim_verdicts`), and every SPiCE variant is compared with the en
 baseline, on all targets and on the targets where that ensemble beats the single
 conformer: which part costs.
 
+Cost on one thread, the full set: 33 units (11 models x 3 splits) of 72 epochs, plus the
+144-epoch reruns of the runs that are not flat, estimated at 6-11 h before the faster
+training step of :mod:`sci_moe.molecules.spice` (gathers by ``index_select``, the PaiNN
+vector messages one Cartesian component at a time, dense-mode MoE layers without the
+dispatch), which made a training step 1.3-1.5x and a validation pass 1.2-1.5x faster
+(old/new in one process, interleaved rounds, 48 RDKit ligands of the set's sizes, width
+32; load ~2.6 on 2 CPUs), so about 4.5-8.5 h now.
+
 A unit is one (variant, split) training; the JSON holds every finished unit under
 ``runs`` and is rewritten after each, so ``--max-hours`` / ``--resume`` continue it; a
 unit whose expected time (its variant's seconds per epoch so far) would end past

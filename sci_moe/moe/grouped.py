@@ -194,7 +194,7 @@ def grouped_linear(
                 expert = torch.repeat_interleave(
                     torch.arange(weight.shape[0], device=x.device), counts, output_size=N
                 )
-            y = y + bias[expert]
+            y = y + bias.index_select(0, expert)
         return y
     path = grouped_path(x, weight)
     if expert is None and (bias is not None or path == "bmm"):
@@ -209,7 +209,7 @@ def grouped_linear(
     else:
         y = _padded_bmm(x, weight, counts, expert)
     if bias is not None:
-        y = y + bias[expert]
+        y = y + bias.index_select(0, expert)
     return y
 
 

@@ -87,7 +87,7 @@ def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor) -> tuple[torch.Te
         ``(pos_j - pos_i) / |pos_j - pos_i|`` (a polar vector, ``1o``).
     """
     src, dst = edge_index
-    vec = pos[src] - pos[dst]
+    vec = pos.index_select(0, src) - pos.index_select(0, dst)
     dist = vec.norm(dim=-1)
     return dist, vec / dist.clamp_min(1e-9).unsqueeze(-1)
 
@@ -137,11 +137,23 @@ class PaiNNMessage(nn.Module):
 
     def forward(self, h, v, edge_index, rbf, fcut, unit):
         src, dst = edge_index
-        x = self.phi(h)[src] * (self.filter(rbf) * fcut.unsqueeze(-1))
-        xs, xvv, xvs = x.split(self.hidden, dim=-1)
-        dv = xvv.unsqueeze(1) * v[src] + xvs.unsqueeze(1) * unit.unsqueeze(-1)
         P = h.shape[0]
-        return scatter_sum(xs, dst, P), scatter_sum(dv, dst, P)
+        # index_select, not h[src]: the same rows, and on a CPU several times faster forward
+        # and backward (index_add_ instead of an accumulating index_put_)
+        x = self.phi(h).index_select(0, src) * (self.filter(rbf) * fcut.unsqueeze(-1))
+        xs, xvv, xvs = x.split(self.hidden, dim=-1)
+        # dV_i = sum_j xvv_ij V_j + xvs_ij r_ij, one Cartesian component at a time: (E, F)
+        # products instead of (E, 1, F) x (E, 3, F) broadcasts, whose 3 x F inner loops
+        # are slow; the same products and sums. A zero V without gradient (the first
+        # block) contributes exactly zero, so its gather and product are skipped.
+        with_v = v.requires_grad or bool(v.any())
+        dv = []
+        for k in range(3):
+            d = xvs * unit[:, k : k + 1]
+            if with_v:
+                d = xvv * v[:, k].index_select(0, src) + d
+            dv.append(scatter_sum(d, dst, P))
+        return scatter_sum(xs, dst, P), torch.stack(dv, dim=1)
 
 
 class PaiNNUpdate(nn.Module):

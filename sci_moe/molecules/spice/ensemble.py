@@ -158,7 +158,7 @@ class CrossConformerIntegration(nn.Module):
         A = t.shape[0]
         m = scatter_mean(h, point_to_atom, A)
         src, dst = bond_index
-        msg = m[src]
+        msg = m.index_select(0, src)  # = m[src]; index_select is faster, forward and backward
         if self.bond is not None and bond_attr is not None:
             msg = msg + self.bond(bond_attr.to(msg.dtype))
         agg = scatter_sum(torch.nn.functional.silu(msg), dst, A)
@@ -168,7 +168,7 @@ class CrossConformerIntegration(nn.Module):
             packing = conformer_packing(point_to_conf, num_confs)
         flat, n_max = packing
         H, d = self.heads, self.hidden // self.heads
-        q = self.q(self.norm_q(t))[point_to_atom]
+        q = self.q(self.norm_q(t)).index_select(0, point_to_atom)
         k, v = self.k(self.norm_k(h)), self.v(h)
 
         def dense(x):  # (P, F) -> (C, H, n_max, d), zero rows where a conformer is shorter

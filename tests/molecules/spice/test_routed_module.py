@@ -16,8 +16,7 @@ from sci_moe.molecules.spice.model import SPiCE, SPiCEConfig
 from sci_moe.testing import assert_routed_module, random_ensemble_graph
 
 
-@pytest.mark.parametrize("dense", [False, True])
-def test_spice_model_routed_calls_match_the_naive_loop(dense):
+def test_spice_model_routed_calls_match_the_naive_loop():
     torch.manual_seed(0)
     cfg = SPiCEConfig(
         n_targets=2,
@@ -29,13 +28,46 @@ def test_spice_model_routed_calls_match_the_naive_loop(dense):
         num_experts=4,
         top_k=2,
         cutoff_nm=0.35,
-        upcycle=dense,
     )
     model = SPiCE(cfg).eval()
-    assert model.is_dense == dense
     graphs = [random_ensemble_graph(6, 3, s, 2, atom_dim=5, bond_dim=3) for s in (1, 2)]
-    # two layers, each a scalar and a vector path call
+    # two layers, each a scalar and a vector path call (in dense mode, before upcycling,
+    # the layers apply expert 0 without a routed call: the test below)
     assert assert_routed_module(model, collate_ensembles(graphs)) == 4
+
+
+@pytest.mark.parametrize("num_experts", [1, 4])
+def test_dense_mode_applies_expert_0_as_the_routed_call_would(num_experts):
+    # dense mode skips the dispatch: the same output and gradients as the routed paths
+    # called with the dense routing (every token to expert 0 with weight 1)
+    torch.manual_seed(0)
+    moe = GeometricMoE(hidden=8, num_experts=num_experts, top_k=1, dense=True).double()
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(7, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(7, 3, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    gh = torch.randn(7, 8, generator=g, dtype=torch.float64)
+    gv = torch.randn(7, 3, 8, generator=g, dtype=torch.float64)
+
+    def routed(h, v):
+        rs, rv, hn = moe.route(h, v)
+        assert torch.all(rs.indices == 0) and torch.all(rs.weights == 1)
+        dh = moe.scalar(hn, routing=rs)
+        dv = moe.vector(torch.cat([hn, v.reshape(7, 24)], 1), routing=rv).reshape(7, 3, 8)
+        return h + dh, v + dv
+
+    outs, grads = [], []
+    for f in (lambda h, v: moe(h, v)[:2], routed):
+        moe.zero_grad()
+        h.grad = v.grad = None
+        a, b = f(h, v)
+        ((a * gh).sum() + (b * gv).sum()).backward()
+        outs.append((a.detach(), b.detach()))
+        grads.append([h.grad, v.grad] + [p.grad for p in moe.parameters() if p.grad is not None])
+    for x, y in zip(outs[0], outs[1], strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+    assert len(grads[0]) == len(grads[1])
+    for x, y in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
 
 
 def test_geometric_moe_paths_are_routed_modules_and_route_alone():
