@@ -8,6 +8,7 @@ check are checked exactly and fast.
 from __future__ import annotations
 
 import json
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -115,8 +116,9 @@ def test_run_seed_records_cycles_steps_and_flat_per_fit(mb, monkeypatch):
             model.add_subject(subject, voxels.shape[1])
         return fake_train(model, {subject: (voxels, targets)}, config, **kw)
 
-    monkeypatch.setattr(mb, "train_encoder", fake_train)
-    monkeypatch.setattr(mb, "finetune_routers", fake_routers)
+    train = sys.modules["_more_brain_train"]  # run_seed's module: patch where it is looked up
+    monkeypatch.setattr(train, "train_encoder", fake_train)
+    monkeypatch.setattr(train, "finetune_routers", fake_routers)
     cfg = mb.settings(True, 3)
     targets = np.random.default_rng(0).standard_normal((N := 700, 384)).astype(np.float32)
     assert N > mb.N_TEST + mb.N_VAL + max(cfg["new_rows"])
