@@ -299,7 +299,7 @@ def test_finished_encoder_kept_beside_the_json_and_restored(bench, helpers, tmp_
     def no_pretraining(*a, **k):
         raise AssertionError("pretrained again")
 
-    monkeypatch.setattr(helpers, "pretrain_encoder", no_pretraining)
+    monkeypatch.setattr(sys.modules["_mome_pretrain"], "pretrain_encoder", no_pretraining)
     capsys.readouterr()
     assert bench.main([*args, "--resume"]) == 0
     assert "restored from the committed copy" in capsys.readouterr().out
