@@ -117,17 +117,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 import numpy as np
 from _common import (
     OtherLoad,
-    Row,
     base_parser,
     check_resume_settings,
-    decide_verdict,
     machine_info,
     piece_arguments,
     piece_deadline,
     previous_run,
     print_table,
     refuse,
-    row_value,
     setup,
     verdict_entry,
     verdicts_only,
@@ -139,39 +136,29 @@ from _mome import (
     MODALITIES,
     TRAIN_VOICES,
     add_encoder_arguments,
-    build_model,
     check_data_settings,
     check_encoder_arguments,
     committed_encoder,
-    compression,
     encoder_path,
-    evaluate_grid,
-    flat,
     pretrain_defaults,
     pretrain_piece,
-    snr_name,
     speech_config,
     with_encoder_and_data,
 )
+from _mome import build_model as build_model
+from _mome import compression as compression
+from _mome import snr_name as snr_name
+from _mome_full_report import make_rows, plot_curves
+from _mome_full_train import run_unit, unit_key
+from _mome_full_verdicts import GATE, gate_passed, verdicts
 
 from sci_moe.speech.mome import (
-    TrainConfig,
     build_speech_set,
-    load_encoder,
     load_minilm,
     load_smollm2_decoder,
-    routing_consistency,
-    train_recognizer,
 )
-from sci_moe.train import seed_everything
 
 BENCHMARK = "mome_full"
-GATE = 0.30  # a recogniser recognises: test CER at audio rate 1 <= 0.30
-BASELINES = {
-    "per_rate": "per-rate adapters",
-    "shared": "one shared adapter",
-    "dense_active": "a dense adapter of equal active parameters",
-}
 
 
 def settings(quick: bool, backbone: str = "minilm", lm_layers: int = 2,
@@ -216,242 +203,6 @@ def load_backbone(s: dict):
     if s["backbone"] == "smollm2":
         return load_smollm2_decoder(s["lm_layers"])
     return load_minilm(s["lm_layers"])
-
-
-def unit_key(modality: str, method: str, seed: int) -> str:
-    return f"{modality}/{method}/seed={seed}"
-
-
-def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
-             max_hours: float | None = None, progress: bool = False,
-             encoder: Path | None = None) -> dict | None:  # fmt: skip
-    """Train one recogniser (resuming its checkpoint in ``ckpt``) and score it; ``None``
-    when ``max_hours`` (the piece's time left) ran out first, the checkpoint kept for
-    ``--resume``. ``encoder``: the pretrained audio encoder file (:func:`pretrain_stage`),
-    loaded (verified) into audio and audio-visual models, frozen unless
-    ``s["encoder_lr"]`` is set."""
-    if max_hours is not None and max_hours <= 0:
-        return None
-    t0 = time.perf_counter()
-    seed_everything(seed)
-    model = build_model(method, modality, s, backbone, seed)
-    enc_info = None
-    if encoder is not None and "audio" in model.config.encoders:
-        enc_info = load_encoder(model, encoder, "audio", freeze=s["encoder_lr"] is None)
-    combos = model.config.compression.combinations()
-    rec: dict = {"params": model.parameter_counts()}
-    if enc_info is not None:
-        rec["encoder"] = {"digest": enc_info["digest"], "frozen": enc_info["frozen"]}
-    if method == "mome":  # the control: the same router before any training
-        rec["routing_untrained"] = routing_consistency(model.eval(), data, combos, "test")
-    cfg = TrainConfig(steps=s["steps"], batch_size=s["batch_size"], lr=s["lr"],
-                      eval_every=s["eval_every"], monitor="val_cer", patience=s["patience"],
-                      snr_db=tuple(s["train_snr"]), video_dropout=s["video_dropout"], seed=seed,
-                      max_hours=max_hours, progress=progress, encoder_lr=s["encoder_lr"],
-                      checkpoint_minutes=5.0)  # fmt: skip
-    resume = ckpt is not None and (ckpt / "checkpoint.pt").is_file()
-    run = train_recognizer(model, data, cfg, out_dir=ckpt, resume=resume)
-    r = run.result
-    if r.reason == "budget":
-        return None
-    curve = [[e["step"], e["val_cer"]] for e in r.evals if "val_cer" in e]
-    rec["train"] = dict(steps=r.step, cap=r.steps, reason=r.reason, best_step=r.best_step,
-                        best_val_cer=r.best_metric, converged=flat(curve, s),
-                        curve=curve)  # fmt: skip
-    rec["train_s"] = time.perf_counter() - t0
-    rec["eval"] = evaluate_grid(model, data, s["test_snr"], s["video_dropout"])
-    if method == "mome":
-        rec["routing"] = routing_consistency(model, data, combos, "test")
-    rec["seconds"] = time.perf_counter() - t0
-    return rec
-
-
-def _labels(modality: str, rates) -> list[str]:
-    return compression(modality, rates).labels()
-
-
-def _rate_of(label: str) -> int:
-    return int(label.split(",")[0].split("=")[1])
-
-
-def make_rows(runs: dict, s: dict, seeds: list, pretrain: dict | None = None) -> list[Row]:
-    """Per-seed and mean rows of the finished units: CER/WER per rate and SNR, the mean CER
-    over the rates, training, parameters, routing consistency; and of the pretrained audio
-    encoder (``pretrain``, its record): test CER/WER at rate 1 per SNR, flatness, steps."""
-    rows: list[Row] = []
-    if pretrain is not None:
-        base = "audio/pretrained_encoder"
-        for key, (cer, wer) in pretrain["test"].items():
-            rows.append(Row(f"{base}/{key}", "cer", float(cer), "fraction"))
-            rows.append(Row(f"{base}/{key}", "wer", float(wer), "fraction"))
-        rows.append(Row(base, "converged_fraction", float(bool(pretrain["converged"])),
-                        "fraction"))  # fmt: skip
-        rows.append(Row(base, "steps", float(pretrain["steps"]), "steps"))
-        rows.append(Row(base, "train_s", float(pretrain["train_s"]), "s"))
-    for mod in MODALITIES:
-        labels = _labels(mod, s["rates"])
-        snrs = [snr_name(x) for x in (s["test_snr"] if mod != "video" else [None])]
-        for method in METHODS:
-            done = [sd for sd in seeds if unit_key(mod, method, sd) in runs]
-            if not done:
-                continue
-            units = [runs[unit_key(mod, method, sd)] for sd in done]
-            base = f"{mod}/{method}"
-            for snr in snrs:
-                per_seed_mean = np.zeros(len(done))
-                for lab in labels:
-                    vals = np.array([u["eval"][f"{lab}/{snr}"] for u in units])
-                    per_seed_mean += vals[:, 0] / len(labels)
-                    case = f"{base}/{lab}/{snr}"
-                    for sd, v in zip(done, vals[:, 0], strict=True):
-                        rows.append(Row(f"{case}/seed={sd}", "cer", float(v), "fraction"))
-                    rows.append(Row(case, "cer", float(vals[:, 0].mean()), "fraction"))
-                    rows.append(Row(case, "cer_std", float(vals[:, 0].std()), "fraction"))
-                    rows.append(Row(case, "wer", float(vals[:, 1].mean()), "fraction"))
-                case = f"{base}/mean_over_rates/{snr}"
-                for sd, v in zip(done, per_seed_mean, strict=True):
-                    rows.append(Row(f"{case}/seed={sd}", "cer", float(v), "fraction"))
-                rows.append(Row(case, "cer", float(per_seed_mean.mean()), "fraction"))
-            tr = [u["train"] for u in units]
-            rows.append(Row(base, "converged_fraction",
-                            float(np.mean([t["converged"] for t in tr])), "fraction"))  # fmt: skip
-            rows.append(Row(base, "steps_median", float(np.median([t["steps"] for t in tr])),
-                            "steps"))  # fmt: skip
-            rows.append(Row(base, "train_s_mean", float(np.mean([u["train_s"] for u in units])),
-                            "s"))  # fmt: skip
-            rows.append(Row(base, "seeds_done", float(len(done)), "count"))
-            p = units[0]["params"]
-            for k in ("trainable", "adapter", "adapter_active", "frozen"):
-                rows.append(Row(base, f"params_{k}", p[k], "parameters"))
-            if method == "mome":
-                for which in ("routing", "routing_untrained"):
-                    js = [u[which]["js"] for u in units]
-                    ctl = [u[which]["js_shuffled"] for u in units]
-                    for sd, v in zip(done, js, strict=True):
-                        rows.append(Row(f"{mod}/{which}/seed={sd}", "js_across_rates", v, "nats"))
-                    ratio = float(np.mean(ctl)) / max(float(np.mean(js)), 1e-12)
-                    rows.append(Row(f"{mod}/{which}", "js_across_rates", float(np.mean(js)),
-                                    "nats", f"{mod}/{which}/shuffled", ratio))  # fmt: skip
-                    rows.append(Row(f"{mod}/{which}/shuffled", "js_across_rates",
-                                    float(np.mean(ctl)), "nats"))  # fmt: skip
-    return rows
-
-
-def _per_seed(doc, case, seeds, metric="cer") -> list[float]:
-    return [row_value(doc, f"{case}/seed={sd}", metric) for sd in seeds]
-
-
-def _converged(doc, cases) -> bool:
-    """Every case flat in every seed, and the pretrained audio encoder flat where the
-    cases hear audio and one was used."""
-    have = {r["case"] for r in doc["rows"]}
-    enc = "audio/pretrained_encoder"
-    if enc in have and any(not c.startswith("video/") for c in cases):
-        cases = [*cases, enc]
-    return all(row_value(doc, c, "converged_fraction") == 1.0 for c in cases)
-
-
-def gate_passed(doc: dict, seeds: list) -> bool:
-    """The audio MoME and per-rate recognisers both reach CER <= :data:`GATE` at rate 1."""
-    cases = {r["case"] for r in doc["rows"]}
-    out = True
-    for method in ("mome", "per_rate"):
-        case = f"audio/{method}/audio=1/clean"
-        if case not in cases:
-            return False
-        out &= row_value(doc, case, "cer") <= GATE
-    return bool(out)
-
-
-def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim, modality and comparison, by the rules in the module docstring;
-    comparisons with fewer than two common seeds get none yet."""
-    seeds = doc["machine"]["seeds"]
-    s = doc["machine"]["settings"]
-    cases = {r["case"] for r in doc["rows"]}
-    gate = gate_passed(doc, seeds)
-    note = "" if gate else f"the audio recognisers do not reach CER <= {GATE} at rate 1"
-    top = max(s["rates"])
-    out = []
-
-    def done(mod, method):
-        return [sd for sd in seeds if f"{mod}/{method}/mean_over_rates/clean/seed={sd}" in cases]
-
-    for mod in MODALITIES:
-        labels = _labels(mod, s["rates"])
-        top_label = next(lab for lab in labels if _rate_of(lab) == top)
-        for base, name in BASELINES.items():
-            both = sorted(set(done(mod, "mome")) & set(done(mod, base)))
-            if len(both) < 2:
-                continue
-            conv = gate and _converged(doc, [f"{mod}/mome", f"{mod}/{base}"])
-            for what, where in (("mean over rates", "mean_over_rates"), (f"rate {top}", top_label)):
-                out.append(decide_verdict(
-                    f"MoME beats {name} across scales ({mod}, {what})",
-                    metric=f"test CER ({mod}, {what}, clean)",
-                    ours=_per_seed(doc, f"{mod}/mome/{where}/clean", both),
-                    baseline=base,
-                    baseline_values=_per_seed(doc, f"{mod}/{base}/{where}/clean", both),
-                    higher_is_better=False, converged=conv, note=note))  # fmt: skip
-        both = sorted(set(done(mod, "mome")) & set(done(mod, "per_rate")))
-        if mod != "video" and len(both) >= 2:
-            conv = gate and _converged(doc, [f"{mod}/mome", f"{mod}/per_rate"])
-            for snr in s["test_snr"]:
-                if snr is None:
-                    continue
-                out.append(decide_verdict(
-                    f"MoME is more robust to noise than per-rate adapters ({mod}, {snr:g} dB)",
-                    metric=f"test CER ({mod}, mean over rates, {snr:g} dB)",
-                    ours=_per_seed(doc, f"{mod}/mome/mean_over_rates/{snr_name(snr)}", both),
-                    baseline="per_rate",
-                    baseline_values=_per_seed(
-                        doc, f"{mod}/per_rate/mean_over_rates/{snr_name(snr)}", both),
-                    higher_is_better=False, converged=conv, note=note))  # fmt: skip
-        mome = done(mod, "mome")
-        if len(mome) >= 2:
-            out.append(decide_verdict(
-                f"the trained router uses the same experts across rates ({mod})",
-                metric="JS divergence of expert usage across rates (nats)",
-                ours=_per_seed(doc, f"{mod}/routing", mome, "js_across_rates"),
-                baseline="untrained router",
-                baseline_values=_per_seed(doc, f"{mod}/routing_untrained", mome,
-                                          "js_across_rates"),
-                higher_is_better=False, converged=gate and _converged(doc, [f"{mod}/mome"]),
-                note=note))  # fmt: skip
-    return out
-
-
-def plot_curves(runs: dict, path: Path, pretrain: dict | None = None) -> None:
-    """Validation CER against steps of every model and seed, one panel per modality (the
-    pretrained audio encoder's, CTC alone, in black in the audio panel)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(MODALITIES), figsize=(4.5 * len(MODALITIES), 3.8))
-    for ax, mod in zip(axes, MODALITIES, strict=True):
-        for i, method in enumerate(METHODS):
-            first = True
-            for key, u in runs.items():
-                if not key.startswith(f"{mod}/{method}/"):
-                    continue
-                st, v = np.asarray(u["train"]["curve"]).T
-                ls = "-" if u["train"]["converged"] else ":"
-                ax.plot(st, v, ls, color=f"C{i}", lw=0.9, label=method if first else None)
-                first = False
-        if mod == "audio" and pretrain is not None and pretrain["curve"]:
-            st, v = np.asarray(pretrain["curve"]).T
-            ls = "-" if pretrain["converged"] else ":"
-            ax.plot(st, v, ls, color="k", lw=0.9, label="encoder pretraining (CTC)")
-        ax.set(title=f"{mod} (dotted: not flat)", xlabel="step", ylabel="validation CER",
-               ylim=(0, 1.05))  # fmt: skip
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv=None) -> int:
