@@ -42,36 +42,35 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
-    decide_verdict,
     machine_info,
     print_table,
-    row_value,
     setup,
-    time_fn,
-    verdict_entry,
     verdicts_only,
     warn_if_busy,
     write_json,
 )
-from _frontier import INFORMATIVE_PROBE, UNTRAINED_FVU, faithful_verdict
+from _mxd_measure import (
+    METHODS,
+    _mlp_neurons,
+    _probe_code,
+    _probe_dense,
+    _probe_subset,
+    _throughput,
+    _windows,
+)
+from _mxd_plots import _plot
+from _mxd_verdicts import verdicts
 
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
-    code_columns,
     collect_activations,
-    corpus_windows,
     evaluate_decomposition,
     load_smollm2,
     match_decomposition_sizes,
     mlp_site,
-    rank_units,
-    sparse_codes,
-    sparse_probe,
     splice_report,
     train_decomposition,
 )
-
-METHODS = ("mxd", "transcoder", "skip_transcoder")
 
 FULL = dict(
     layer=2, context_len=64, train_windows=128, val_windows=16, ce_windows=8,
@@ -85,173 +84,6 @@ QUICK = dict(
     steps=30, batch_size=128, lr=5e-3, probe_units=8, probe_tokens=2048,
     paper_scale_throughput=False,
 )  # fmt: skip
-
-
-def _windows(pm, cfg, split):
-    n = cfg["train_windows"] if split == "train" else cfg["val_windows"]
-    return corpus_windows(pm.tokenize, cfg["context_len"], split=split, max_windows_per_source=n)
-
-
-def _mlp_neurons(site, x):
-    mlp = site.input_module
-    with torch.no_grad():
-        return mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x)
-
-
-def _probe_dense(train_feats, train_lab, val_feats, val_lab, n):
-    gap = (train_feats[train_lab == 1].mean(0) - train_feats[train_lab == 0].mean(0)).abs()
-    top = gap.argsort(descending=True)[:n]
-    return sparse_probe(train_feats[:, top], train_lab, val_feats[:, top], val_lab)
-
-
-def _probe_subset(tr, n_tokens):
-    """Evenly spaced training tokens used to rank units and fit the probes."""
-    return torch.linspace(0, tr["x"].shape[0] - 1, min(n_tokens, tr["x"].shape[0])).long()
-
-
-def _probe_code(module, tr, va, n, n_tokens):
-    sub = _probe_subset(tr, n_tokens)
-    v, i, units = sparse_codes(module, tr["x"][sub])
-    labels = tr["source"][sub]
-    top = rank_units(v, i, units, labels)[:n]
-    vv, vi, _ = sparse_codes(module, va["x"])
-    return sparse_probe(code_columns(v, i, top), labels, code_columns(vv, vi, top), va["source"])
-
-
-def _throughput(site, sizes, k, T=512):
-    """fwd+bwd tokens/s of the MxD layer and of the dense MLP (own trainable copy)."""
-    import copy
-
-    dense = copy.deepcopy(site.input_module).train()
-    for p in dense.parameters():
-        p.requires_grad_(True)
-    mxd = sizes.build("mxd", top_k=k)
-    tc = sizes.build("transcoder", top_k=k)
-    x = torch.randn(T, sizes.d_in)
-
-    def step(f):
-        def run():
-            out = f(x)
-            getattr(out, "y", out).sum().backward()
-
-        return run
-
-    res = {}
-    for name, f in (("dense_mlp", dense), ("mxd", mxd), ("transcoder", tc)):
-        res[name] = T / time_fn(step(f), repeats=3, warmup=1).median
-    return res
-
-
-def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim of the paper, by rules applied to the run's rows (issue 41).
-
-    * MxD above the transcoders on the sparsity-accuracy frontier, per ``k``: the spliced
-      loss increase of MxD vs the strongest same-run transcoder (the lower mean of the
-      transcoder and the skip-transcoder), :func:`_common.decide_verdict` over the per-seed
-      rows (paired t-test); **not decided** whenever that baseline's held-out FVU exceeds
-      :data:`UNTRAINED_FVU`: a baseline that explains less than half of the variance has
-      not trained, and beating it says nothing about the frontier;
-    * faithful (:func:`_frontier.faithful_verdict`): reproduced when every MxD run
-      recovers at least :data:`_frontier.FAITHFUL_RECOVERED` of the mean-ablation gap,
-      otherwise not decided (the claim is about trained layers, and these had a few dozen
-      steps);
-    * sparse probing comparable to transcoders: not decided when the MLP's own neurons
-      probe below :data:`INFORMATIVE_PROBE` (the task is at chance), otherwise MxD's mean
-      probe accuracy over ``k`` vs the transcoder's by the paired test over ``k``.
-
-    The thresholds :data:`UNTRAINED_FVU` and :data:`INFORMATIVE_PROBE` are those of
-    ``_frontier.py`` (one copy for both scripts). Nothing is trained to convergence, so
-    nothing is decisive.
-    """
-    st = doc["machine"]["settings"]
-    seeds, ks = st["seeds"], st["ks"]
-
-    def per_seed(method, k, metric):
-        return [row_value(doc, f"{method}/k={k}/seed={s}", metric) for s in seeds]
-
-    def mean(method, k, metric):
-        vals = per_seed(method, k, metric)
-        return sum(vals) / len(vals)
-
-    out = []
-    for k in ks:
-        base = min(("transcoder", "skip_transcoder"), key=lambda m: mean(m, k, "ce_increase"))
-        claim = f"MxD is above the transcoders on the sparsity-accuracy frontier (k = {k})"
-        fvu = mean(base, k, "fvu")
-        if fvu > UNTRAINED_FVU:
-            ours, theirs = mean("mxd", k, "ce_increase"), mean(base, k, "ce_increase")
-            out.append(
-                verdict_entry(
-                    claim,
-                    verdict="not decided",
-                    why=f"spliced loss increase {ours:.3g} vs {theirs:.3g} nats/token (lower is "
-                    f"better), but the baseline did not train: its held-out FVU is {fvu:.2f} "
-                    f"(> {UNTRAINED_FVU}), MxD's {mean('mxd', k, 'fvu'):.3f}",
-                    metric="ce_increase",
-                    ours=ours,
-                    baseline=base,
-                    baseline_value=theirs,
-                    seeds=len(seeds),
-                    p_value=None,
-                    converged=False,
-                    decisive=False,
-                )
-            )
-            continue
-        out.append(
-            decide_verdict(
-                claim,
-                metric="ce_increase",
-                ours=per_seed("mxd", k, "ce_increase"),
-                baseline=base,
-                baseline_values=per_seed(base, k, "ce_increase"),
-                higher_is_better=False,
-                converged=False,
-            )
-        )
-    recovered = [v for k in ks for v in per_seed("mxd", k, "recovered")]
-    out.append(
-        faithful_verdict(
-            recovered,
-            seeds=len(seeds),
-            caveat="less is no test of a claim about trained layers",
-        )
-    )
-    mlp = row_value(doc, "mlp_neurons", "probe_acc_top8")
-    mxd_probe = [mean("mxd", k, "probe_acc_top8") for k in ks]
-    tc_probe = [mean("transcoder", k, "probe_acc_top8") for k in ks]
-    claim = "sparse probing with MxD units is comparable to transcoders"
-    if mlp < INFORMATIVE_PROBE:
-        out.append(
-            verdict_entry(
-                claim,
-                verdict="not decided",
-                why=f"the task is at chance: the MLP's own top neurons probe at {mlp:.3f} "
-                f"balanced accuracy (< {INFORMATIVE_PROBE}); MxD "
-                f"{sum(mxd_probe) / len(ks):.3f}, transcoder {sum(tc_probe) / len(ks):.3f}",
-                metric="probe_acc_top8",
-                ours=sum(mxd_probe) / len(ks),
-                baseline="transcoder",
-                baseline_value=sum(tc_probe) / len(ks),
-                seeds=len(seeds),
-                p_value=None,
-                converged=False,
-                decisive=False,
-            )
-        )
-    else:
-        out.append(
-            decide_verdict(
-                claim,
-                metric="probe_acc_top8 (mean over seeds, paired over k)",
-                ours=mxd_probe,
-                baseline="transcoder",
-                baseline_values=tc_probe,
-                higher_is_better=True,
-                converged=False,
-            )
-        )
-    return out
 
 
 def main(argv=None) -> int:
@@ -488,40 +320,6 @@ def main(argv=None) -> int:
         doc = {"machine": machine, "rows": [vars(r) for r in rows]}
         write_json(args.json, "mxd", machine, rows, verdicts=verdicts(doc))
     return 0
-
-
-def _plot(results, cfg, base_ce, ablated_ce, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    colors = {"mxd": "C3", "transcoder": "C0", "skip_transcoder": "C2"}
-    for m in METHODS:
-        for ax, metric in zip(axes, ("ce", "nmse"), strict=True):
-            mean = [
-                statistics.fmean(results[(m, k, s)][metric] for s in cfg["seeds"])
-                for k in cfg["ks"]
-            ]
-            lo = [min(results[(m, k, s)][metric] for s in cfg["seeds"]) for k in cfg["ks"]]
-            hi = [max(results[(m, k, s)][metric] for s in cfg["seeds"]) for k in cfg["ks"]]
-            ax.plot(cfg["ks"], mean, "o-", color=colors[m], label=m)
-            ax.fill_between(cfg["ks"], lo, hi, color=colors[m], alpha=0.2)
-    axes[0].axhline(base_ce, color="k", ls="--", lw=1, label="original model")
-    axes[0].axhline(ablated_ce, color="gray", ls=":", lw=1, label="mean ablation")
-    axes[0].set_ylabel("spliced next-token CE (nats/token)")
-    axes[1].set_ylabel("normalised MSE (held-out)")
-    for ax in axes:
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("active units k")
-        ax.legend(fontsize=8)
-    fig.suptitle(
-        f"SmolLM2-135M (Q4_1) layer {cfg['layer']} MLP, equal parameters; band = seed range"
-    )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
