@@ -104,6 +104,7 @@ check every page's references in a fraction of a second.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import json
 import math
@@ -139,20 +140,26 @@ SEPARATOR = " | "
 #: Join several selectors in one ``result-table`` cell: ``mean ± sd``, ``a / b / c``.
 CELL_JOINERS = re.compile(r" (±|/) ")
 AGGREGATES = ("min", "max", "mean", "median", "std", "count")
-VERDICT_KEYS = (
-    "claim",
-    "verdict",
-    "decisive",
-    "metric",
-    "ours",
-    "baseline",
-    "baseline_value",
-    "seeds",
-    "p_value",
-    "converged",
-    "why",
-)
-VERDICT_VALUES = ("reproduced", "contradicted", "not decided")
+
+
+def _verdict_schema() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys and values of a verdict entry, from their one source.
+
+    ``benchmarks/_common/verdicts.py`` (standard library only) defines them for the scripts
+    that write the JSON; it is loaded by path, so the extension needs neither the
+    ``benchmarks`` folder on ``sys.path`` nor the rest of ``_common``.
+    """
+    path = ROOT / "benchmarks" / "_common" / "verdicts.py"
+    spec = importlib.util.spec_from_file_location("_sci_moe_results_verdicts", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with the repo
+        raise ImportError(f"cannot load the verdict schema from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.VERDICT_KEYS), tuple(module.VERDICTS)
+
+
+#: The keys of one entry of a JSON's ``verdicts`` list, in order, and the verdicts allowed.
+VERDICT_KEYS, VERDICT_VALUES = _verdict_schema()
 #: What follows a figure of a quoted row (not measured in the run).
 QUOTED_MARK = " (quoted)"
 _FORMAT_SPEC = re.compile(r"^(?:.?[<>=^])?[+\- ]?z?#?0?\d*[,_]?(?:\.\d+)?[bcdeEfFgGnosxX%]?$")

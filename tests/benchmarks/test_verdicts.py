@@ -225,7 +225,7 @@ def test_difference_verdict_is_the_paired_test_from_the_stored_differences(commo
 
 
 def test_the_pages_read_the_schema_the_scripts_write(common):
-    """docs/_ext/results_role.py checks entries against its own copy of the schema."""
+    """docs/_ext/results_role.py checks entries against the schema of _common/verdicts.py."""
     path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "_ext" / "results_role.py"
     spec = importlib.util.spec_from_file_location("_results_role_schema", path)
     ext = importlib.util.module_from_spec(spec)
