@@ -425,7 +425,8 @@ def verdicts(doc: dict) -> list[dict]:
     return out
 
 
-def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
+def _plot(doc: dict, folder: Path, methods: list[str], stem: str) -> list[Path]:
+    """Write ``<stem>_miou.png`` and ``<stem>_curves.png`` into ``folder`` (stem: the JSON's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -463,7 +464,7 @@ def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
     axes[0].set_ylabel(f"test mIoU (mean, sd over {len(seeds)} seeds)")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    path = folder / "cogamid_long_miou.png"
+    path = folder / f"{stem}_miou.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
@@ -488,7 +489,7 @@ def _plot(doc: dict, folder: Path, methods: list[str]) -> list[Path]:
     for ax in axes[:, 0]:
         ax.set_ylabel("validation mIoU (seen classes)")
     fig.tight_layout()
-    path = folder / "cogamid_long_curves.png"
+    path = folder / f"{stem}_curves.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
@@ -499,7 +500,13 @@ def main(argv: list[str] | None = None) -> int:
     p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     piece_arguments(p)
-    p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
+    p.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="PNG folder (<stem>_miou.png, <stem>_curves.png; stem: the JSON's)",
+    )
     p.add_argument(
         "--methods", nargs="+", choices=list(METHODS), default=list(METHODS), help="methods"
     )
@@ -601,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{v['verdict']:>12}  decisive={v['decisive']!s:5} p={v['p_value']}  {v['claim']}"
             )
     if args.plots is not None and doc["rows"]:
-        for path in _plot(doc, args.plots, methods):
+        stem = "cogamid_long" if args.json is None else Path(args.json).stem
+        for path in _plot(doc, args.plots, methods, stem):
             print(f"wrote {path}")
     print(f"total {time.perf_counter() - t0:.0f} s; complete: {doc['complete']}")
     return 0
