@@ -53,25 +53,14 @@ def flat(tokens, losses) -> bool:
     return is_flat(tokens, losses, tail=FLAT_TAIL, tol=FLAT, mode="min")
 
 
-def train_cycle(p, keys, seed, corpus, init=None, stop_after=None):
+def train_cycle(p, keys, seed, corpus, init=None):
     """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
     start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
-
-    ``stop_after``: stop after this many steps of the same ``p["steps"]``-step schedule
-    (the warmup and cosine of the full run; :func:`sci_moe.language.train`'s
-    ``stop_after``), for :func:`verify_state`'s prefix.
 
     Returns the history of :func:`sci_moe.language.train` and the model (its best
     validation weights)."""
     cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
-    return train(
-        cfg.model_config(),
-        cfg,
-        corpus=corpus,
-        return_model=True,
-        init_from=init,
-        stop_after=stop_after,
-    )
+    return train(cfg.model_config(), cfg, corpus=corpus, return_model=True, init_from=init)
 
 
 def cycles_until_flat(p, keys, seed, corpus, cycle=None):

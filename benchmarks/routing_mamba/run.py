@@ -54,29 +54,6 @@ minimum, ``max_steps``); ``--resume`` of a state of another plan (the fixed-step
 refused. The unit of a piece is one run (all its cycles): a killed piece loses the run in
 progress at most, and a piece may overrun ``--max-hours`` by that run (<= 4 cycles).
 
-**Reusing the fixed-step run** (``--reuse-flat-from STATE``, only with ``--until-flat``):
-cycle 0 of every run is the fixed ``--steps MIN`` run, so a run that STATE (that run's
-``.state.json``) holds flat by :func:`flat` would stop after cycle 0 with exactly what
-STATE stores. At the start of a fresh or resumed piece (:func:`reuse_flat`) STATE's plan
-must be this plan's cycle 0 (:func:`cycle0_plan`: model sizes, batch, sequence, seeds,
-evaluations; :func:`_common.check_resume_settings` names the differing keys), its runs of
-these models (parameter counts, and the configurations of the JSON beside it), else the
-run is refused (exit status 2). Then, before anything is taken, :func:`verify_state`
-retrains the cheapest stored run (:func:`verify_run`: the model of the highest median
-stored throughput, its lowest seed) for the first :data:`VERIFY_EVALS` evaluations of its
-full MIN-step schedule (same warmup and cosine, stopped early by ``stop_after``) and needs
-its validation curve, the evaluation before the first step included, equal to the stored
-one's start bit for bit; else the run is refused with both curves, the CPUs and thread
-counts (then run without the option: every run is retrained). Each flat run of the planned
-seeds not yet in the state is stored as the until-flat path stores a run flat after cycle
-0 (curve, ``tps``, parameters, FLOPs, context losses as STATE has them; ``steps`` MIN,
-``tokens``, ``cycles`` 1, ``reason`` ``"flat"``) plus ``reused_from`` (``file``,
-``sha256`` of STATE); the state's ``reused`` and the JSON's ``machine.reuse_flat_from``
-say which runs (``reused_runs``: how many) and hold the verification. Unflat runs are
-not reused: their cycle 1 starts from cycle 0's best weights, which STATE does not hold.
-Reused runs add nothing to ``training_wall_s``. A resumed piece with the option takes
-only what is new (nothing after the first piece: no verification then).
-
 Cost, from ``routing_mamba_long.state.json`` (the ``--steps 2400`` run = cycle 0 of every
 run here; one thread, beside other jobs): 12,441 s for the 35 runs' first 2,400 steps
 (per run 127-624 s by model, medians: hybrids ~130 s, RoM 281 s, dense 1x/1.5x/2.3x/3x
@@ -85,28 +62,18 @@ were flat there and stop after cycle 0 (if it reproduces them: same seeds, one t
 the 17 others cost 5,150 s per further cycle. So the run costs at least 12,441 + 5,150 = 17,600 s
 (~4.9 h, if every unflat run is flat after cycle 1) and at most 12,441 + 3 x 5,150 =
 27,900 s (~7.7 h, every one of the 17 to the cap), against ~13.8 h if all 35 ran to the
-cap. ``--reuse-flat-from routing_mamba_long.state.json`` saves the 18 flat runs' cycle 0:
-7,205 s of training steps as they ran there (6,884 s at the models' median times; ~2 h),
-for a verification of ~30 s (480 steps of ``hybrid RoM`` seed 0), so at least ~10,400 s
-(~2.9 h) and at most ~20,700 s (~5.8 h) -- only on a machine that reproduces that state
-bit for bit. This one (an "AMD EPYC", one thread) does not: ``hybrid RoM`` seed 0's
-evaluation before the first step is equal (5.544538974761963 nats) but its evaluations
-at steps 240 and 480 are 2.448957920074463 and 2.146975576877594 here against
-2.448893964290619 and 2.14796781539917 stored (an "Intel(R) Xeon(R) Processor", one
-thread), so there the option refuses and every run is retrained. The command (the first
-piece without ``--resume``, then the same with it until the output says the run is
-complete; drop ``--reuse-flat-from`` where it is refused)::
+cap. The command (the first piece without ``--resume``, then the same with it until the
+output says the run is complete)::
 
     nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/routing_mamba/run.py --threads 1 \\
         --until-flat --min-steps 2400 --max-steps 9600 \\
-        --reuse-flat-from benchmarks/routing_mamba/results/routing_mamba_long.state.json \\
         --json benchmarks/routing_mamba/results/routing_mamba_flat.json --max-hours 1 --resume
 
 This script holds the command line and the run in pieces; its parts are helper modules
 beside it: ``_rm_plan.py`` (plan, models, counts), ``_rm_train.py`` (the flatness rule and
-the training runs), ``_rm_reuse.py`` (``--reuse-flat-from``), ``_rm_scan.py`` (the scan
-experiment), ``_rm_scaling.py`` (mean curves, the dense-equivalent ratio, the rows),
-``_rm_verdicts.py`` (verdicts) and ``_rm_plots.py`` (plots).
+the training runs), ``_rm_scan.py`` (the scan experiment), ``_rm_scaling.py`` (mean
+curves, the dense-equivalent ratio, the rows), ``_rm_verdicts.py`` (verdicts) and
+``_rm_plots.py`` (plots).
 """
 
 from __future__ import annotations
@@ -148,8 +115,6 @@ from _rm_plan import count as count
 from _rm_plan import lm_config as lm_config
 from _rm_plots import plot_names as plot_names
 from _rm_plots import save_plots
-from _rm_reuse import reuse_info, reuse_into
-from _rm_reuse import verify_run as verify_run
 from _rm_scaling import aggregate
 from _rm_scaling import bootstrap_ratio as bootstrap_ratio
 from _rm_scaling import equivalent_ratio as equivalent_ratio
@@ -232,16 +197,6 @@ def main(argv: list[str] | None = None) -> None:
         f"{UNTIL_FLAT_CAP}x --min-steps)",
     )
     parser.add_argument(
-        "--reuse-flat-from",
-        type=Path,
-        default=None,
-        metavar="STATE",
-        help="with --until-flat: take the runs of the fixed --steps MIN run stored in STATE "
-        "(a .state.json of this plan) that are flat after its steps, as runs that stopped "
-        "flat after cycle 0, once this machine reproduces STATE bit for bit (module "
-        "docstring)",
-    )
-    parser.add_argument(
         "--plots-only",
         action="store_true",
         help="re-render the plots of the stored run of --json (with its .state.json) into "
@@ -277,8 +232,6 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(err))
     elif args.min_steps is not None or args.max_steps is not None:
         parser.error("--min-steps and --max-steps need --until-flat")
-    elif args.reuse_flat_from is not None:
-        parser.error("--reuse-flat-from needs --until-flat")
     else:
         p = plan(args.quick, args.steps)
     if args.write_configs is not None:
@@ -304,8 +257,6 @@ def main(argv: list[str] | None = None) -> None:
 
     other = OtherLoad()
     corpus = load_corpus()
-    if args.reuse_flat_from is not None:
-        reuse_into(state, p, args.reuse_flat_from, seeds, corpus)
     rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
     exp_scan(p, rows, tables["scan"], state)
     save()
@@ -367,7 +318,6 @@ def main(argv: list[str] | None = None) -> None:
             if p.get("until_flat")
             else {}
         ),
-        **({"reuse_flat_from": reuse_info(state)} if "reused" in state else {}),
         configs={n: {**train_keys(p), **k} for n, k in models(p).items()},
         contention=other.report(),
         training_wall_s=state["wall_s"],
