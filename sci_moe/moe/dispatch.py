@@ -158,6 +158,16 @@ def dispatch(
     (:func:`per_expert_path`, a measured size rule; not with
     ``return_expert_outputs``); its sums run in the same order. Step (3) of a GLU bank
     may run in cache-sized chunks of experts (:func:`~sci_moe.moe.chunked_path`).
+
+    A routing marked :attr:`Routing.single_expert <sci_moe.moe.Routing.single_expert>`
+    (every token to one expert ``e`` with weight 1, e.g. :meth:`Routing.one_expert
+    <sci_moe.moe.Routing.one_expert>`) skips steps (1)-(4): ``y = E_e(x)``
+    (:meth:`~ExpertBank.forward_expert`), times the weights only where they require
+    grad, so their gradient ``<dy_t, E_e(x_t)>`` still flows. The same values as the
+    general path (whose combine multiplies by exactly 1 and sums one slot) up to the
+    rounding of the expert's own GEMMs (one plain GEMM instead of a grouped one). The
+    mark is read, not checked, so the shortcut costs no host sync; unmarked routings
+    (every router's) take the general path.
     """
     if not isinstance(experts, ExpertBank):
         return _dispatch_modules(x, routing, experts, return_expert_outputs)
@@ -166,12 +176,11 @@ def dispatch(
             f"routing is for {routing.num_experts} experts but the bank has "
             f"{experts.num_experts}; route with a router of the same size"
         )
-    x, T, plan, w = _routed_rows(x, routing)
-    if not return_expert_outputs and per_expert_path(x, plan, experts):
-        y = _per_expert(x, w.to(x.dtype), plan, experts.expert_functions(), T, experts.d_out)
+    if routing.single_expert is not None:
+        x, ys = _single_expert(x, routing, lambda e, rows: experts.forward_expert(e, rows))
+        y = _times_weights(ys, routing.weights)
     else:
-        ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
-        y = combine_by_token(ys, w.to(ys.dtype), plan, T)
+        y, ys, x = _routed(x, routing, experts, return_expert_outputs)
     if include_base:
         base = experts.base(x)
         if base is not None:
@@ -179,18 +188,56 @@ def dispatch(
     return (y, ys) if return_expert_outputs else y
 
 
-def _routed_rows(x, routing):
-    """The rows ``routing`` covers, its token count, plan and kept weights (sorted order).
+def _routed(x, routing, experts, return_expert_outputs):
+    """The general path of :func:`dispatch`: ``(y, expert outputs or None, rows)``."""
+    ys = None
+    x, T, plan, w = _routed_rows(x, routing)
+    if not return_expert_outputs and per_expert_path(x, plan, experts):
+        y = _per_expert(x, w.to(x.dtype), plan, experts.expert_functions(), T, experts.d_out)
+    else:
+        ys = experts.forward_sorted(gather_by_expert(x, plan), plan)
+        y = combine_by_token(ys, w.to(ys.dtype), plan, T)
+    return y, ys, x
 
-    A gather routing (a tree level) reads rows ``x[routing.source]``.
-    """
+
+def _covered_rows(x, routing):
+    """The rows ``routing`` covers (``x[routing.source]`` for a gather routing)."""
     T = routing.indices.shape[0]
     if routing.source is not None:
         x = x[routing.source]
     if x.shape[0] != T:
         raise ValueError(f"routing covers {T} tokens but x has {x.shape[0]} rows")
+    return x
+
+
+def _routed_rows(x, routing):
+    """The rows ``routing`` covers, its token count, plan and kept weights (sorted order).
+
+    A gather routing (a tree level) reads rows ``x[routing.source]``.
+    """
+    x = _covered_rows(x, routing)
     plan = routing.plan
-    return x, T, plan, routing.weights.reshape(-1)[plan.order[: plan.num_kept]]
+    return x, x.shape[0], plan, routing.weights.reshape(-1)[plan.order[: plan.num_kept]]
+
+
+def _single_expert(x, routing, run):
+    """Rows and unweighted outputs ``run(e, rows)`` of a :attr:`Routing.single_expert` routing.
+
+    The outputs are also the expert outputs in plan order (its order is the identity).
+    """
+    x = _covered_rows(x, routing)
+    return x, run(routing.single_expert, x)
+
+
+def _times_weights(ys, weights):
+    """``ys * weights`` (``(T, 1)``) where the weights require grad, else ``ys``.
+
+    The weights of a single-expert routing are exactly 1: the product is ``ys`` itself,
+    bit for bit, and is only formed so that autograd reaches the weights.
+    """
+    if weights.requires_grad:
+        return ys * weights.to(ys.dtype)
+    return ys
 
 
 def _dispatch_modules(x, routing, experts, return_expert_outputs):
@@ -207,5 +254,8 @@ def _dispatch_modules(x, routing, experts, return_expert_outputs):
         )
     if return_expert_outputs:
         raise ValueError("return_expert_outputs needs an ExpertBank, not expert modules")
+    if routing.single_expert is not None:
+        _, ys = _single_expert(x, routing, lambda e, rows: experts[e](rows))
+        return _times_weights(ys, routing.weights)
     x, T, plan, w = _routed_rows(x, routing)
     return _per_expert(x, w.to(x.dtype), plan, experts, T, lambda: experts[0](x[:0]).shape[-1])

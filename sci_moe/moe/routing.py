@@ -71,6 +71,15 @@ class Routing:
         ``mode="tree"``): routed row ``t`` reads input row ``source[t]``, so
         :func:`~sci_moe.moe.dispatch` takes the candidate rows and returns one row per
         routed row. ``None`` (every other mode): row ``t`` is input row ``t``.
+    single_expert : int, optional
+        Set by constructors that know it (:meth:`one_expert`): every token goes to this
+        one expert with weight exactly 1 (``top_k == 1``, all ``indices`` equal to it, all
+        ``weights`` 1). :func:`~sci_moe.moe.dispatch` then runs that expert on all rows
+        directly (no sort, gather or weighted combine) and :attr:`plan` is built without
+        a sort; the values are those of the general path. A flag rather than a check of
+        the tensors, so that knowing it costs no host sync on any call; an unmarked
+        routing (``None``, every router's) always takes the general path. Set by hand it
+        is a promise: only ``top_k == 1`` and the expert's range are checked.
     """
 
     indices: torch.Tensor
@@ -80,6 +89,21 @@ class Routing:
     num_experts: int
     _plan: DispatchPlan | None = field(default=None, init=False, repr=False, compare=False)
     source: torch.Tensor | None = field(default=None, kw_only=True)
+    single_expert: int | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        e = self.single_expert
+        if e is None:
+            return
+        if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < self.num_experts:
+            raise ValueError(
+                f"single_expert must be an int in [0, {self.num_experts}) or None, got {e!r}"
+            )
+        if self.indices.dim() != 2 or self.indices.shape[1] != 1:
+            raise ValueError(
+                "single_expert marks a top-1 routing; got indices of shape "
+                f"{tuple(self.indices.shape)}"
+            )
 
     @property
     def num_tokens(self) -> int:
@@ -105,8 +129,69 @@ class Routing:
     def plan(self) -> DispatchPlan:
         """The expert-sorted :class:`DispatchPlan` (computed on first use, then cached)."""
         if self._plan is None:
-            self._plan = make_plan(self.indices, self.num_experts)
+            if self.single_expert is None:
+                self._plan = make_plan(self.indices, self.num_experts)
+            else:
+                self._plan = _single_expert_plan(
+                    self.num_tokens, self.num_experts, self.single_expert, self.indices.device
+                )
         return self._plan
+
+    @classmethod
+    def one_expert(
+        cls,
+        num_tokens: int,
+        num_experts: int,
+        expert: int = 0,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> Routing:
+        """Every token to expert ``expert`` with weight 1, marked :attr:`single_expert`.
+
+        The routing of a dense mode before upcycling (every token to expert 0) or of a
+        fixed one-expert assignment. :func:`~sci_moe.moe.dispatch` runs the expert on
+        all rows directly. The tensors are those of :meth:`from_assignments` with
+        ``indices`` all ``expert`` and ``weights`` ones (built without its range check,
+        so without a host sync).
+
+        Parameters
+        ----------
+        num_tokens : int
+            ``T``.
+        num_experts : int
+            ``E``.
+        expert : int
+            The expert, in ``[0, E)``.
+        dtype : torch.dtype
+            Of ``weights``; ``probs`` and ``logits`` are in at least float32.
+        device : torch.device or str, optional
+
+        Returns
+        -------
+        Routing
+            ``indices`` of shape ``(T, 1)`` all ``expert``, ``weights`` ones of shape
+            ``(T, 1)``, ``probs`` one-hot on ``expert`` and ``logits`` ``0`` there,
+            ``-1e4`` elsewhere, both ``(T, E)``.
+
+        Examples
+        --------
+        >>> r = Routing.one_expert(3, 4, 2)
+        >>> r.single_expert, r.indices.flatten().tolist(), r.load.tolist()
+        (2, [2, 2, 2], [0.0, 0.0, 3.0, 0.0])
+        """
+        if not isinstance(num_experts, int) or num_experts < 1:
+            raise ValueError(f"num_experts must be an int >= 1, got {num_experts!r}")
+        if not isinstance(num_tokens, int) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        indices = torch.full((num_tokens, 1), expert, dtype=torch.long, device=device)
+        weights = torch.ones(num_tokens, 1, dtype=dtype, device=device)
+        pdtype = torch.promote_types(dtype, torch.float32)
+        probs = torch.zeros(num_tokens, num_experts, dtype=pdtype, device=device)
+        if 0 <= expert < num_experts:
+            probs[:, expert] = 1
+        logits = probs.log().clamp_min(-1e4)
+        return cls(indices, weights, logits, probs, num_experts, single_expert=expert)
 
     @classmethod
     def from_assignments(
@@ -271,6 +356,7 @@ class Routing:
             self.probs.detach(),
             self.num_experts,
             source=self.source,
+            single_expert=self.single_expert,
         )
         out._plan = self._plan
         return out
@@ -301,3 +387,18 @@ def make_plan(indices: torch.Tensor, num_experts: int) -> DispatchPlan:
     offsets = torch.cumsum(counts, 0).to(torch.int32)
     num_kept = int(offsets[-1]) if num_experts > 0 else 0
     return DispatchPlan(order, inverse, order // k, expert, counts, offsets, num_kept)
+
+
+def _single_expert_plan(
+    num_tokens: int, num_experts: int, expert: int, device: torch.device
+) -> DispatchPlan:
+    """:func:`make_plan` of ``T`` top-1 assignments all to ``expert``, without a sort.
+
+    The stable sort of equal keys is the identity: ``order = inverse = token = arange(T)``.
+    """
+    ar = torch.arange(num_tokens, device=device)
+    expert_ids = torch.full((num_tokens,), expert, dtype=torch.long, device=device)
+    counts = torch.zeros(num_experts, dtype=torch.long, device=device)
+    counts[expert] = num_tokens
+    offsets = torch.cumsum(counts, 0).to(torch.int32)
+    return DispatchPlan(ar, ar, ar, expert_ids, counts, offsets, num_tokens)

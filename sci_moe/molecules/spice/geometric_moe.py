@@ -148,14 +148,12 @@ def dense_routing(num_tokens: int, num_experts: int, like: torch.Tensor) -> Rout
     Returns
     -------
     Routing
-        :meth:`Routing.from_assignments <sci_moe.moe.Routing.from_assignments>` of
-        ``indices`` zeros of shape ``(T, 1)`` and ``weights`` ones: ``probs`` one-hot on
-        expert 0.
+        :meth:`Routing.one_expert <sci_moe.moe.Routing.one_expert>` on expert 0:
+        ``indices`` zeros of shape ``(T, 1)``, ``weights`` ones, ``probs`` one-hot on
+        expert 0, marked :attr:`~sci_moe.moe.Routing.single_expert`, so
+        :func:`sci_moe.moe.dispatch` applies expert 0 to all tokens directly.
     """
-    dev = like.device
-    indices = torch.zeros(num_tokens, 1, dtype=torch.long, device=dev)
-    weights = torch.ones(num_tokens, 1, dtype=like.dtype, device=dev)
-    return Routing.from_assignments(indices, weights, num_experts)
+    return Routing.one_expert(num_tokens, num_experts, 0, dtype=like.dtype, device=like.device)
 
 
 class GramFeatures(nn.Module):
@@ -465,14 +463,10 @@ class GeometricMoE(nn.Module):
             )
         rs, rv, hn = self.route(h, v)
         xv = torch.cat([hn, v.reshape(v.shape[0], 3 * F)], dim=1)
-        if self.is_dense:
-            # every token to expert 0 with weight 1: the expert itself, without the
-            # dispatch's sort, gather and weighted combine (the same values)
-            dh = self.scalar.experts.forward_expert(0, hn)
-            dv = self.vector.experts.forward_expert(0, xv).reshape(-1, 3, F)
-        else:
-            dh = self.scalar(hn, routing=rs)
-            dv = self.vector(xv, routing=rv).reshape(-1, 3, F)
+        # dense mode's routing is marked single-expert: the dispatch applies expert 0
+        # directly (no sort, gather or weighted combine)
+        dh = self.scalar(hn, routing=rs)
+        dv = self.vector(xv, routing=rv).reshape(-1, 3, F)
         losses: dict = {}
         aux = h.new_zeros(())
         if not self.is_dense:

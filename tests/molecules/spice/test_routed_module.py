@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sci_moe.moe import RoutedModule
+from sci_moe.moe import RoutedModule, Routing
 from sci_moe.molecules.graph import collate_ensembles
 from sci_moe.molecules.spice.geometric_moe import (
     GeometricMoE,
@@ -32,14 +32,15 @@ def test_spice_model_routed_calls_match_the_naive_loop():
     model = SPiCE(cfg).eval()
     graphs = [random_ensemble_graph(6, 3, s, 2, atom_dim=5, bond_dim=3) for s in (1, 2)]
     # two layers, each a scalar and a vector path call (in dense mode, before upcycling,
-    # the layers apply expert 0 without a routed call: the test below)
+    # the dispatch applies expert 0 directly: the test below)
     assert assert_routed_module(model, collate_ensembles(graphs)) == 4
 
 
 @pytest.mark.parametrize("num_experts", [1, 4])
 def test_dense_mode_applies_expert_0_as_the_routed_call_would(num_experts):
-    # dense mode skips the dispatch: the same output and gradients as the routed paths
-    # called with the dense routing (every token to expert 0 with weight 1)
+    # dense mode's routing is marked single-expert, so the dispatch applies expert 0
+    # directly: the same output and gradients as the routed paths called with the same
+    # routing unmarked (the general sort, gather and weighted combine)
     torch.manual_seed(0)
     moe = GeometricMoE(hidden=8, num_experts=num_experts, top_k=1, dense=True).double()
     g = torch.Generator().manual_seed(3)
@@ -50,7 +51,9 @@ def test_dense_mode_applies_expert_0_as_the_routed_call_would(num_experts):
 
     def routed(h, v):
         rs, rv, hn = moe.route(h, v)
+        assert rs.single_expert == 0 and rv.single_expert == 0
         assert torch.all(rs.indices == 0) and torch.all(rs.weights == 1)
+        rs = rv = Routing(rs.indices, rs.weights, rs.logits, rs.probs, rs.num_experts)
         dh = moe.scalar(hn, routing=rs)
         dv = moe.vector(torch.cat([hn, v.reshape(7, 24)], 1), routing=rv).reshape(7, 3, 8)
         return h + dh, v + dv
