@@ -135,7 +135,36 @@ class PaiNNMessage(nn.Module):
         )
         self.filter = nn.Linear(num_rbf, 3 * hidden)
 
-    def forward(self, h, v, edge_index, rbf, fcut, unit):
+    def forward(
+        self,
+        h: torch.Tensor,
+        v: torch.Tensor | None,
+        edge_index: torch.Tensor,
+        rbf: torch.Tensor,
+        fcut: torch.Tensor,
+        unit: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Messages ``(dh, dV)`` summed at the target atoms.
+
+        Parameters
+        ----------
+        h : Tensor, shape (P, F)
+        v : Tensor, shape (P, 3, F), or None
+            Vector features; ``None`` for zero vectors (the first block): the
+            ``phi_vv V_j`` term is then skipped (it is exactly zero), with no scan of
+            ``V`` to find out.
+        edge_index : Tensor, shape (2, E)
+            Source row 0 (``j``), target row 1 (``i``).
+        rbf : Tensor, shape (E, num_rbf)
+        fcut : Tensor, shape (E,)
+        unit : Tensor, shape (E, 3)
+            Unit vectors ``r_ij``.
+
+        Returns
+        -------
+        dh : Tensor, shape (P, F)
+        dv : Tensor, shape (P, 3, F)
+        """
         src, dst = edge_index
         P = h.shape[0]
         # index_select, not h[src]: the same rows, and on a CPU several times faster forward
@@ -144,13 +173,11 @@ class PaiNNMessage(nn.Module):
         xs, xvv, xvs = x.split(self.hidden, dim=-1)
         # dV_i = sum_j xvv_ij V_j + xvs_ij r_ij, one Cartesian component at a time: (E, F)
         # products instead of (E, 1, F) x (E, 3, F) broadcasts, whose 3 x F inner loops
-        # are slow; the same products and sums. A zero V without gradient (the first
-        # block) contributes exactly zero, so its gather and product are skipped.
-        with_v = v.requires_grad or bool(v.any())
+        # are slow; the same products and sums.
         dv = []
         for k in range(3):
             d = xvs * unit[:, k : k + 1]
-            if with_v:
+            if v is not None:
                 d = xvv * v[:, k].index_select(0, src) + d
             dv.append(scatter_sum(d, dst, P))
         return scatter_sum(xs, dst, P), torch.stack(dv, dim=1)
@@ -222,7 +249,7 @@ class PaiNNBlock(nn.Module):
     def forward(
         self,
         h: torch.Tensor,
-        v: torch.Tensor,
+        v: torch.Tensor | None,
         pos: torch.Tensor,
         edge_index: torch.Tensor,
         geometry: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -233,8 +260,9 @@ class PaiNNBlock(nn.Module):
         ----------
         h : Tensor, shape (P, F)
             Invariant features of every conformer-atom.
-        v : Tensor, shape (P, 3, F)
-            Vector features.
+        v : Tensor, shape (P, 3, F), or None
+            Vector features; ``None`` for zero vectors (the first block: the same
+            result as zeros, without their gather and products).
         pos : Tensor, shape (P, 3)
             Positions (the units of ``cutoff``).
         edge_index : Tensor, shape (2, E)
@@ -251,7 +279,7 @@ class PaiNNBlock(nn.Module):
         rbf = self.rbf(dist)
         fcut = cosine_cutoff(dist, self.cutoff)
         dh, dv = self.message(h, v, edge_index, rbf, fcut, unit)
-        h, v = h + dh, v + dv
+        h, v = h + dh, dv if v is None else v + dv
         dh, dv = self.update(h, v)
         h, v = h + dh, v + dv
         if self.norm_h is not None:

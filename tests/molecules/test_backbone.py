@@ -124,8 +124,8 @@ def test_equivariant_layer_norm_and_scatter(float_dtype):
 
 @pytest.mark.parametrize("zero_v", [False, True])
 def test_painn_message_is_the_formula(zero_v):
-    # the per-component sums (and the skipped zero V of a first block) give the values and
-    # gradients of the written-out Eq. 7-8: gathers, (E, 3, F) broadcasts, one scatter
+    # the per-component sums (and the skipped zero V, None, of a first block) give the values
+    # and gradients of the written-out Eq. 7-8: gathers, (E, 3, F) broadcasts, one scatter
     torch.manual_seed(0)
     pos, ei = _graph(9)
     msg = PaiNNMessage(F, 6).double()
@@ -148,7 +148,8 @@ def test_painn_message_is_the_formula(zero_v):
     gh, gv = torch.randn(9, F, generator=g).double(), torch.randn(9, 3, F, generator=g).double()
     results = []
     for f in (msg, formula):
-        args = (h, v, ei, rbf, fcut, unit) if f is msg else (h, v)
+        # the first block passes no V (None) for its zero V
+        args = (h, None if zero_v else v, ei, rbf, fcut, unit) if f is msg else (h, v)
         dh, dv = f(*args)
         inputs = [h, *msg.parameters()] + ([] if zero_v else [v])
         grads = torch.autograd.grad((dh * gh).sum() + (dv * gv).sum(), inputs)
@@ -156,3 +157,22 @@ def test_painn_message_is_the_formula(zero_v):
     assert ei.shape[1] > 0 and results[0][1].abs().sum() > 0
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_painn_block_without_v_is_the_block_on_zero_v():
+    # the first block gets v=None: bit-equal outputs and gradients to an explicit zero V
+    torch.manual_seed(0)
+    pos, ei = _graph(9)
+    block = PaiNNBlock(F, num_rbf=6, cutoff=0.5)
+    h = torch.randn(9, F)
+    g = torch.Generator().manual_seed(2)
+    gh, gv = torch.randn(9, F, generator=g), torch.randn(9, 3, F, generator=g)
+    results = []
+    for v in (None, torch.zeros(9, 3, F)):
+        hi = h.clone().requires_grad_(True)
+        ho, vo = block(hi, v, pos, ei)
+        grads = torch.autograd.grad((ho * gh).sum() + (vo * gv).sum(), [hi, *block.parameters()])
+        results.append((ho.detach(), vo.detach(), *grads))
+    assert ei.shape[1] > 0 and results[0][1].abs().sum() > 0
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)

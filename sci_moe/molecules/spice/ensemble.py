@@ -296,7 +296,7 @@ class EnsembleEncoder(nn.Module):
         infos : list of GeometricMoEInfo
             One per MoE layer.
         """
-        v = h.new_zeros(h.shape[0], 3, h.shape[1])
+        v = None  # zero vectors: the first block skips their terms (PaiNNBlock)
         geometry = edge_geometry(pos, edge_index)
         if not self.config.directions:  # distances only: vectors never leave zero
             geometry = (geometry[0], torch.zeros_like(geometry[1]))
