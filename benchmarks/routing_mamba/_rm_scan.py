@@ -21,7 +21,7 @@ __all__ = [
 def exp_scan(p, rows, table, state):
     Bsz, L, d = p["scan"]
     torch.manual_seed(0)
-    fast = MambaBlock(d_model=d, d_state=16)
+    fast = MambaBlock(d_model=d, d_state=16, scan="parallel")
     ref = MambaBlock(d_model=d, d_state=16, scan="reference")
     ref.load_state_dict(fast.state_dict())
     x = torch.randn(Bsz, L, d)

@@ -26,9 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .scan import selective_scan, selective_scan_reference
+from . import scan_kernel
+from .scan import selective_scan, selective_scan_recurrent, selective_scan_reference
 
 __all__ = ["MambaBlock", "MambaConfig", "MambaState"]
+
+_SCANS = ("auto", "parallel", "recurrent", "reference")
 
 
 @dataclass
@@ -55,8 +58,14 @@ class MambaConfig:
         Initial time steps are log-uniform in ``[dt_min, dt_max]``, at least the floor.
     chunk_size : int
         Chunk length of the parallel scan (:func:`~.scan.selective_scan`).
-    scan : {"parallel", "reference"}
-        The fast scan or the step-by-step loop (for checks and timing).
+    scan : {"auto", "parallel", "recurrent", "reference"}
+        ``"parallel"``: :func:`~.scan.selective_scan` (the chunked parallel scan, Triton
+        kernels on CUDA); ``"recurrent"``: :func:`~.scan.selective_scan_recurrent` (one
+        fused autograd node, the fast one on the CPU); ``"auto"`` (default): the
+        recurrent scan for CPU tensors, else the parallel one (also on the CPU where
+        :func:`~.scan_kernel.use_triton_scan` would take the Triton kernels); ``"reference"``: the
+        step-by-step loop (for checks and timing). All four compute the same values up to
+        floating-point rounding.
     """
 
     d_model: int
@@ -70,7 +79,7 @@ class MambaConfig:
     dt_max: float = 1e-1
     dt_init_floor: float = 1e-4
     chunk_size: int = 256
-    scan: str = "parallel"
+    scan: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("d_model", "d_state", "d_conv", "expand", "chunk_size"):
@@ -85,8 +94,8 @@ class MambaConfig:
             raise ValueError(
                 f"need 0 < dt_min <= dt_max, got dt_min={self.dt_min}, dt_max={self.dt_max}"
             )
-        if self.scan not in ("parallel", "reference"):
-            raise ValueError(f"scan must be 'parallel' or 'reference', got {self.scan!r}")
+        if self.scan not in _SCANS:
+            raise ValueError(f"scan must be one of {_SCANS}, got {self.scan!r}")
 
     @property
     def d_inner(self) -> int:
@@ -243,8 +252,14 @@ class MambaBlock(nn.Module):
             initial_state=state.ssm,
             return_last_state=True,
         )
-        if c.scan == "parallel":
+        scan = c.scan
+        if scan == "auto":  # the Triton kernels where they run, else the CPU's fast scan
+            kernels = scan_kernel.use_triton_scan(*args, self.dt_proj.bias, state.ssm)
+            scan = "recurrent" if u.device.type == "cpu" and not kernels else "parallel"
+        if scan == "parallel":
             y, h = selective_scan(*args, chunk_size=c.chunk_size, **kw)
+        elif scan == "recurrent":
+            y, h = selective_scan_recurrent(*args, **kw)
         else:
             y, h = selective_scan_reference(*args, **kw)
         return y.transpose(1, 2), MambaState(new_conv, h)

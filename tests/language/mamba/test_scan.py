@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from sci_moe.language.mamba import (
+    MambaBlock,
     linear_scan,
     selective_scan,
+    selective_scan_recurrent,
     selective_scan_reference,
     selective_state_step,
 )
@@ -49,6 +51,80 @@ def test_scan_matches_reference(float_dtype, L, chunk):
     for name, a, b in zip(names, fast, ref, strict=True):
         scale = max(1.0, b.abs().max().item())
         assert (a - b).abs().max().item() <= tol * scale, name
+
+
+@pytest.mark.parametrize("L", [1, 2, 9, 33])
+@pytest.mark.parametrize("optional", [True, False])
+def test_recurrent_scan_matches_reference(float_dtype, L, optional):
+    """The fused recurrent scan: outputs and every gradient equal the reference's."""
+    gen = torch.Generator().manual_seed(L)
+    inp = _inputs(3, 5, 4, L, float_dtype, gen)
+    if not optional:  # no D, z, bias or initial state, and no softplus
+        inp = {k: v for k, v in inp.items() if k in ("u", "delta", "A", "B", "C")}
+        inp["delta"] = inp["delta"].abs()
+    leaves = {k: v.requires_grad_(True) for k, v in inp.items()}
+    tol = 1e-5 if float_dtype == torch.float32 else 1e-11
+
+    def run(fn):
+        y, h = fn(**leaves, delta_softplus=optional, return_last_state=True)
+        g = torch.Generator().manual_seed(7)
+        gy = torch.randn(y.shape, generator=g, dtype=y.dtype)
+        gh = torch.randn(h.shape, generator=g, dtype=h.dtype)
+        grads = torch.autograd.grad((y * gy).sum() + (h * gh).sum(), list(leaves.values()))
+        return [y, h, *grads]
+
+    fast, ref = run(selective_scan_recurrent), run(selective_scan_reference)
+    names = ["y", "last_state", *(f"grad[{k}]" for k in leaves)]
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        scale = max(1.0, b.abs().max().item())
+        assert (a - b).abs().max().item() <= tol * scale, name
+
+
+def test_recurrent_scan_partial_gradients_and_empty_sequence():
+    gen = torch.Generator().manual_seed(3)
+    inp = _inputs(2, 4, 3, 6, torch.float64, gen)
+    u = inp["u"].requires_grad_(True)  # only u needs a gradient
+    y = selective_scan_recurrent(**{**inp, "u": u}, delta_softplus=True)
+    (gu,) = torch.autograd.grad(y.sum(), [u])
+    yr = selective_scan_reference(**{**inp, "u": u}, delta_softplus=True)
+    (gr,) = torch.autograd.grad(yr.sum(), [u])
+    torch.testing.assert_close(y, yr)
+    torch.testing.assert_close(gu, gr)
+    empty = {k: v[..., :0] if k in ("u", "delta", "B", "C", "z") else v for k, v in inp.items()}
+    y0, h0 = selective_scan_recurrent(**empty, return_last_state=True)
+    assert y0.shape == (2, 4, 0)
+    torch.testing.assert_close(h0, inp["initial_state"])
+    with pytest.raises(ValueError, match="B must have shape"):
+        selective_scan_recurrent(**{**inp, "B": inp["B"][:, :, :4]})
+
+
+def test_block_scans_agree_and_auto_is_recurrent_on_cpu(monkeypatch):
+    import sci_moe.language.mamba.block as block_module
+
+    torch.manual_seed(2)
+    block = MambaBlock(d_model=8, d_state=3, chunk_size=4).double()
+    assert block.config.scan == "auto"
+    x = torch.randn(2, 11, 8, dtype=torch.float64)
+    outs = {}
+    for scan in ("auto", "parallel", "recurrent", "reference"):
+        block.config.scan = scan
+        y, state = block(x, return_state=True)
+        grads = torch.autograd.grad(y.square().sum(), list(block.parameters()))
+        outs[scan] = [y, state.ssm, *grads]
+    for scan in ("parallel", "recurrent", "reference"):
+        for a, b in zip(outs[scan], outs["reference"], strict=True):
+            torch.testing.assert_close(a, b)
+    for a, b in zip(outs["auto"], outs["recurrent"], strict=True):
+        assert torch.equal(a, b)
+    calls = []
+    real = block_module.selective_scan_recurrent
+    monkeypatch.setattr(
+        block_module, "selective_scan_recurrent", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    block.config.scan = "auto"
+    block(x)
+    assert calls == [1]
 
 
 def test_linear_scan_is_the_recurrence(float_dtype):
