@@ -250,7 +250,9 @@ class _RecurrentScan(torch.autograd.Function):
         hs[0].addcmul_(dA[0], h0)
         for t in range(1, L):
             hs[t].addcmul_(dA[t], hs[t - 1])
-        ys = torch.bmm(hs.view(L * b, d, n), C.view(L * b, n, 1)).view(L, b, d)
+        # sum_n C h as a row vector times h^T: BLAS reads the transpose in place, ~4x
+        # faster than the batched matrix-vector product h C on the CPU
+        ys = torch.bmm(C.view(L * b, 1, n), hs.view(L * b, d, n).transpose(1, 2)).view(L, b, d)
         ctx.save_for_backward(dt, u, A, B, C, h0, dA, hs)
         return ys, hs[L - 1].clone()
 
@@ -274,7 +276,7 @@ class _RecurrentScan(torch.autograd.Function):
         if need[5]:
             g_h0 = G[0] * dA[0]
         if need[0] or need[1]:
-            g_dtu = torch.bmm(flat, B.view(L * b, n, 1)).view(L, b, d)
+            g_dtu = torch.bmm(B.view(L * b, 1, n), flat.transpose(1, 2)).view(L, b, d)
             g_u = g_dtu * dt if need[1] else None
             g_dt = g_dtu * u if need[0] else None
         if need[0] or need[2]:
