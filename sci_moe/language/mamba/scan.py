@@ -31,8 +31,11 @@ Shapes follow ``mamba_ssm``: ``u, delta, z`` are ``(batch, d_inner, length)``,
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from .scan_kernel import _check
 
@@ -229,6 +232,32 @@ def selective_scan(
     return y
 
 
+_WORKSPACE = threading.local()
+
+
+def _workspace(slot: int, like: torch.Tensor) -> torch.Tensor:
+    """A scratch tensor shaped like ``like``, kept per thread and slot for the next call.
+
+    The recurrent scan's backward writes its two ``(L, b, d, n)`` temporaries into these
+    instead of fresh allocations: memory the previous step already touched, ~10 % of a
+    small Mamba LM's CPU training step (fresh multi-MB tensors cost page faults and cache
+    misses). Only backward uses them, never returns them, and runs one call per thread
+    at a time; a buffer of another shape, dtype or device is replaced (one per slot).
+    """
+    bufs = getattr(_WORKSPACE, "bufs", None)
+    if bufs is None:
+        bufs = _WORKSPACE.bufs = {}
+    buf = bufs.get(slot)
+    if (
+        buf is None
+        or buf.shape != like.shape
+        or buf.dtype != like.dtype
+        or buf.device != like.device
+    ):
+        buf = bufs[slot] = torch.empty_like(like, memory_format=torch.contiguous_format)
+    return buf
+
+
 class _RecurrentScan(torch.autograd.Function):
     """The fused recurrence, time-major: ``ys, h_{L-1} = f(dt, u, A, B, C, h0)``.
 
@@ -238,7 +267,9 @@ class _RecurrentScan(torch.autograd.Function):
     ``h_t = dA_t h_{t-1} + dBu_t`` in place, one ``addcmul_`` per step. Backward: the
     adjoint ``G_t = dL/dh_t = C_t gy_t + dA_{t+1} G_{t+1}`` (one ``addcmul_`` per step
     backwards), then every gradient from ``G`` and the saved states in a few vectorised
-    passes (``d(dt A) = G h_{t-1} dA``).
+    passes (``d(dt A) = G h_{t-1} dA``), ``G`` and one temporary in per-thread scratch
+    buffers (:func:`_workspace`). Once differentiable (no gradients of gradients: use the
+    parallel scan for those).
     """
 
     @staticmethod
@@ -257,13 +288,14 @@ class _RecurrentScan(torch.autograd.Function):
         return ys, hs[L - 1].clone()
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, gys, gh_last):
         dt, u, A, B, C, h0, dA, hs = ctx.saved_tensors
         L, b, d = dt.shape
         n = A.shape[1]
         need = ctx.needs_input_grad
         gys = gys.contiguous()
-        G = torch.mul(gys.unsqueeze(-1), C.unsqueeze(2))
+        G = torch.mul(gys.unsqueeze(-1), C.unsqueeze(2), out=_workspace(0, dA))
         G[L - 1].add_(gh_last)
         for t in range(L - 2, -1, -1):
             G[t].addcmul_(dA[t + 1], G[t + 1])
@@ -284,7 +316,7 @@ class _RecurrentScan(torch.autograd.Function):
             G[0].mul_(h0)
             G.mul_(dA)
             if need[2]:
-                g_A = torch.mul(G, dt.unsqueeze(-1)).sum((0, 1))
+                g_A = torch.mul(G, dt.unsqueeze(-1), out=_workspace(1, G)).sum((0, 1))
             if need[0]:
                 g_dt = g_dt + G.mul_(A).sum(-1)
         return g_dt, g_u, g_A, g_B, g_C, g_h0
@@ -311,8 +343,10 @@ def selective_scan_recurrent(
     one step after the other) with a hand-written backward (see :class:`_RecurrentScan`):
     results equal both up to floating-point rounding. Work ``O(L)`` and a Python loop of
     ``L`` in-place steps forward and backward, on ``(batch, length, d_inner, d_state)``
-    buffers it allocates twice per pass instead of the parallel scan's dozens; on a GPU
-    the parallel scan (or the Triton kernels) avoid the loop's ``L`` launches.
+    buffers it allocates twice per pass instead of the parallel scan's dozens (backward
+    keeps two per thread for the next call); on a GPU the parallel scan (or the Triton
+    kernels) avoid the loop's ``L`` launches. Once differentiable: gradients of gradients
+    need :func:`selective_scan`.
     """
     _check(u, delta, A, B, C, D, z, delta_bias, initial_state)
     b, d, L = u.shape

@@ -99,6 +99,33 @@ def test_recurrent_scan_partial_gradients_and_empty_sequence():
         selective_scan_recurrent(**{**inp, "B": inp["B"][:, :, :4]})
 
 
+def test_recurrent_scan_reused_scratch_buffers_give_the_same_gradients():
+    """Backward's per-thread scratch buffers carry nothing from one call to the next."""
+    gens = [torch.Generator().manual_seed(s) for s in (4, 5)]
+    inps = [_inputs(2, 4, 3, 8, torch.float32, g) for g in gens]
+
+    def grads(inp, retain=False):
+        leaves = {k: v.detach().clone().requires_grad_(True) for k, v in inp.items()}
+        y, h = selective_scan_recurrent(**leaves, delta_softplus=True, return_last_state=True)
+        loss = (y.square().sum() + h.sum()) / 10
+        first = torch.autograd.grad(loss, list(leaves.values()), retain_graph=retain)
+        if retain:  # a second backward through the same graph
+            again = torch.autograd.grad(loss, list(leaves.values()))
+            for a, b in zip(first, again, strict=True):
+                assert torch.equal(a, b)
+        return first
+
+    g0 = grads(inps[0])
+    grads(inps[1], retain=True)
+    for a, b in zip(g0, grads(inps[0]), strict=True):
+        assert torch.equal(a, b)
+    leaves = {k: v.clone().requires_grad_(True) for k, v in inps[0].items()}
+    y = selective_scan_recurrent(**leaves, delta_softplus=True)
+    (gu,) = torch.autograd.grad(y.square().sum(), [leaves["u"]], create_graph=True)
+    with pytest.raises(RuntimeError):  # once differentiable
+        gu.sum().backward()
+
+
 def test_block_scans_agree_and_auto_is_recurrent_on_cpu(monkeypatch):
     import sci_moe.language.mamba.block as block_module
 
