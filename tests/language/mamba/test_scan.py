@@ -126,6 +126,31 @@ def test_recurrent_scan_reused_scratch_buffers_give_the_same_gradients():
         gu.sum().backward()
 
 
+def test_recurrent_scan_pooled_states_stay_with_their_graph():
+    """The saved states' recycled memory is not reused while a graph still holds it."""
+    gens = [torch.Generator().manual_seed(s) for s in (6, 7)]
+    inps = [_inputs(2, 4, 3, 8, torch.float32, g) for g in gens]
+
+    def forward(inp):
+        leaves = {k: v.detach().clone().requires_grad_(True) for k, v in inp.items()}
+        y, h = selective_scan_recurrent(**leaves, delta_softplus=True, return_last_state=True)
+        return y.square().sum() + h.sum(), list(leaves.values())
+
+    def grads(inp):
+        loss, leaves = forward(inp)
+        return torch.autograd.grad(loss, leaves)
+
+    want = [grads(inp) for inp in inps]
+    loss0, leaves0 = forward(inps[0])  # graph 0 kept alive ...
+    with torch.no_grad():  # ... across a no-grad call (an evaluation) ...
+        selective_scan_recurrent(**inps[1], delta_softplus=True)
+    got1 = grads(inps[1])  # ... and a whole training step of other inputs
+    got0 = torch.autograd.grad(loss0, leaves0)
+    for got, exp in ((got0, want[0]), (got1, want[1])):
+        for a, b in zip(got, exp, strict=True):
+            assert torch.equal(a, b)
+
+
 def test_block_scans_agree_and_auto_is_recurrent_on_cpu(monkeypatch):
     import sci_moe.language.mamba.block as block_module
 
