@@ -65,10 +65,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_common/
 
-import numpy as np
+from _cogamid_long_plots import LABELS, _plot
+from _cogamid_long_rows import FLAT_FRACTION, FLAT_TOL, flat, make_rows
+from _cogamid_long_verdicts import CLAIMS, verdicts  # noqa: F401 (CLAIMS stays long.CLAIMS)
 from _common import (
     OtherLoad,
-    Row,
     base_parser,
     check_resume_settings,
     machine_info,
@@ -78,14 +79,12 @@ from _common import (
     print_table,
     refuse,
     row_value,
-    seed_verdict,
     setup,
     verdict_entry,
     verdicts_only,
     write_json_doc,
 )
 
-from sci_moe.train import is_flat
 from sci_moe.vision.cogamid import IncrementalConfig, SceneConfig, run_incremental
 
 BENCHMARK = "cogamid_long"
@@ -101,14 +100,6 @@ METHODS = {
         "dynamic_adjustment": True,
         "grc_weight": 0.1,
     },
-}
-LABELS = {
-    "finetune": "fine-tune",
-    "prototype": "prototype replay",
-    "gmm": "GMM replay",
-    "gmm_da": "GMM + DA",
-    "gmm_grc": "GMM + GRC",
-    "gmm_da_grc": "GMM + DA + GRC",
 }
 #: The full-run setting (64 x 64, 8 classes, protocol 3-1: six steps). ``base_steps`` and
 #: ``increment_steps`` are the minimum steps of a fit (the old fixed budgets), the cap is
@@ -143,25 +134,6 @@ QUICK = {
     "increment_steps": 20,
     "eval_every": 5,
 }
-FLAT_FRACTION = 0.2  # the last 20 % of a run's steps ...
-FLAT_TOL = 0.01  # ... raise the best validation mIoU by less than 1 % (relative)
-
-
-def flat(curve: list, reason: str | None = None) -> bool:
-    """Whether a training run's validation curve ``[[step, mIoU], ...]`` is flat.
-
-    True when the best value over its last :data:`FLAT_FRACTION` of steps is less than
-    :data:`FLAT_TOL` (relative) above the best before (:func:`sci_moe.train.is_flat`, at
-    least five evaluations), the house rule. A fit of this script stops at its first flat
-    evaluation from its minimum on (reason ``"flat"``), so it is flat unless it ran to its
-    cap. ``reason`` is accepted for the stored runs of the patience-stop plan
-    (``cogamid_long.json``), whose first rows counted any patience stop
-    (``"early_stop"``) as flat; re-derived with ``--rows-only``, those runs are judged by
-    their curves like every other run, so ``reason`` no longer changes the answer.
-    """
-    del reason  # judged by the curve alone
-    steps, values = [s for s, _ in curve], [v for _, v in curve]
-    return is_flat(steps, values, tail=FLAT_FRACTION, tol=FLAT_TOL, mode="max")
 
 
 def plan(size: dict) -> dict:
@@ -251,249 +223,6 @@ def run_seed(seed: int, size: dict, methods: list[str]) -> dict:
         )
     rec["seconds"] = time.perf_counter() - t0
     return rec
-
-
-def _runs_flat(rec: dict, names) -> list[bool]:
-    out = []
-    for name in names:
-        cs = [rec["curves"]["base"]] if name == "base" else rec["curves"][name]
-        out += [flat(c["evals"], c["reason"]) for c in cs]
-    return out
-
-
-def make_rows(runs: dict, seeds: list[int], methods: list[str]) -> list[Row]:
-    """Rows from the per-seed raw results of the seeds that are done."""
-    done = [s for s in seeds if str(s) in runs]
-    if not done:
-        return []
-    recs = [runs[str(s)] for s in done]
-    n_steps = len(recs[0]["methods"][methods[0]])
-    last = n_steps - 1
-    rows: list[Row] = []
-    base = [r["base"]["miou_all"] for r in recs]
-    rows.append(Row("base", "miou_all", float(np.mean(base)), "IoU"))
-    rows.append(Row("base", "miou_all_std", float(np.std(base)), "IoU"))
-    stops = [r["curves"]["base"]["step"] for r in recs]
-    rows.append(Row("base", "median_steps", float(np.median(stops)), "steps"))
-    rows.append(Row("base", "converged_fraction", float(np.mean(_runs_flat_all(recs, "base"))), ""))
-    rows.append(Row("base", "max_steps", float(np.max(stops)), "steps"))
-    rows += _fit_rows("base", done, [r["curves"]["base"] for r in recs])
-    rows.append(Row("base", "capped_fraction", _capped([r["curves"]["base"] for r in recs]), ""))
-    for name in methods:
-        per = [r["methods"][name] for r in recs]
-        for t in range(n_steps):
-            for key in ("miou_all", "miou_old", "miou_new"):
-                if t == 0 and key == "miou_old":
-                    continue
-                vals = np.array([p[t][key] for p in per], dtype=float)
-                rows.append(Row(f"{name}/step{t}", key, float(vals.mean()), "IoU"))
-                rows.append(Row(f"{name}/step{t}", key + "_std", float(vals.std()), "IoU"))
-        summary = {
-            "miou_all_last": [p[last]["miou_all"] for p in per],
-            "miou_old_last": [p[last]["miou_old"] for p in per],
-            "miou_new_last": [p[last]["miou_new"] for p in per],
-            "miou_all_avg": [float(np.mean([s["miou_all"] for s in p])) for p in per],
-            "forgetting_base": [p[0]["miou_base"] - p[last]["miou_base"] for p in per],
-        }
-        for metric, vals in summary.items():
-            rows.append(Row(name, metric, float(np.mean(vals)), "IoU"))
-            rows.append(Row(name, metric + "_std", float(np.std(vals)), "IoU"))
-            for s, v in zip(done, vals, strict=True):
-                rows.append(Row(name, f"{metric} seed {s}", float(v), "IoU"))
-        stops = [c["step"] for r in recs for c in r["curves"][name]]
-        rows.append(Row(name, "median_steps", float(np.median(stops)), "steps"))
-        rows.append(Row(name, "max_steps", float(np.max(stops)), "steps"))
-        rows.append(Row(name, "converged_fraction", float(np.mean(_runs_flat_all(recs, name))), ""))
-        fits = [c for r in recs for c in r["curves"][name]]
-        rows.append(Row(name, "capped_fraction", _capped(fits), ""))
-        for t in range(1, n_steps):
-            rows += _fit_rows(f"{name}/step{t}", done, [r["curves"][name][t - 1] for r in recs])
-    rows.append(Row("all", "wall_time", float(sum(r["seconds"] for r in recs)), "s"))
-    rows.append(Row("all", "seconds_per_seed", float(np.mean([r["seconds"] for r in recs])), "s"))
-    rows.append(Row("all", "seeds_done", float(len(done)), "count"))
-    return rows
-
-
-def _runs_flat_all(recs: list[dict], name: str) -> list[bool]:
-    return [f for r in recs for f in _runs_flat(r, [name])]
-
-
-def _fit_rows(case: str, seeds: list[int], curves: list[dict]) -> list[Row]:
-    """Per fit (one per seed): its optimiser steps and whether it is flat (1) or not (0)."""
-    rows = []
-    for s, c in zip(seeds, curves, strict=True):
-        rows.append(Row(case, f"steps seed {s}", float(c["step"]), "steps"))
-        rows.append(Row(case, f"flat seed {s}", float(flat(c["evals"], c["reason"])), ""))
-    return rows
-
-
-def _capped(curves: list[dict]) -> float:
-    """The fraction of fits that ran to their cap (the engine's reason ``"completed"``)."""
-    return float(np.mean([c["reason"] == "completed" for c in curves]))
-
-
-#: (claim, ours, baseline, metric): the claims of the abstract the long run tests.
-CLAIMS = [
-    (
-        "replaying stored features prevents forgetting of old classes",
-        "gmm",
-        "finetune",
-        "miou_old_last",
-    ),
-    (
-        "GMM replay gives higher mIoU than single-prototype replay",
-        "gmm",
-        "prototype",
-        "miou_all_last",
-    ),
-    (
-        "GMM replay keeps old classes better than single-prototype replay",
-        "gmm",
-        "prototype",
-        "miou_old_last",
-    ),
-    ("Dynamic Adjustment improves GMM replay", "gmm_da", "gmm", "miou_all_last"),
-    (
-        "the Gaussian representation constraint (GRC) improves GMM replay",
-        "gmm_grc",
-        "gmm",
-        "miou_all_last",
-    ),
-    (
-        "Dynamic Adjustment and GRC together improve GMM replay",
-        "gmm_da_grc",
-        "gmm",
-        "miou_all_last",
-    ),
-    (
-        "the full method (GMM + DA + GRC) beats single-prototype replay",
-        "gmm_da_grc",
-        "prototype",
-        "miou_all_last",
-    ),
-]
-METRIC_TEXT = {
-    "miou_all_last": "mIoU over all 8 classes after the last step",
-    "miou_old_last": "mIoU over the old classes (1-7) after the last step",
-}
-
-
-def verdicts(doc: dict) -> list[dict]:
-    """One verdict per claim: paired t-test (alpha 0.05) over the seeds of the per-seed rows.
-
-    ``converged`` is true when every training run behind both compared methods (and the
-    shared base models) is flat (:func:`flat`; the ``converged_fraction`` rows are 1).
-    With fewer than 5 seeds a resolved difference is still reported, but never decisive
-    (the issue asks for >= 5), and the ``why`` says so.
-    """
-    seeds = [s for s in doc["machine"]["seeds"] if str(s) in doc.get("runs", {})]
-    if not seeds:
-        return []
-    out = []
-    have = {r["case"] for r in doc["rows"]}
-    base_flat = row_value(doc, "base", "converged_fraction") == 1.0
-    for claim, ours, base, metric in CLAIMS:
-        if ours not in have or base not in have:
-            continue  # a run without one of the compared methods (--methods)
-        conv = (
-            base_flat
-            and row_value(doc, ours, "converged_fraction") == 1.0
-            and row_value(doc, base, "converged_fraction") == 1.0
-        )
-        few = len(seeds) < 5
-        v = seed_verdict(
-            claim,
-            doc,
-            metric=metric,
-            ours=ours,
-            baseline=base,
-            higher_is_better=True,
-            converged=conv,
-            seeds=seeds,
-            note=(
-                f"only {len(seeds)} seeds (< 5): not decisive"
-                if few
-                else "every training run flat"
-                if conv
-                else "not every training run flat"
-            ),
-        )
-        v["metric"] = METRIC_TEXT[metric]
-        if few:
-            v["decisive"] = False
-        out.append(verdict_entry(**v))
-    return out
-
-
-def _plot(doc: dict, folder: Path, methods: list[str], stem: str) -> list[Path]:
-    """Write ``<stem>_miou.png`` and ``<stem>_curves.png`` into ``folder`` (stem: the JSON's)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    runs, seeds = doc["runs"], [s for s in doc["machine"]["seeds"] if str(s) in doc["runs"]]
-    colours = {m: f"C{i}" for i, m in enumerate(methods)}
-    written = []
-    # mIoU per step: all, old and new classes (mean +- sd over seeds).
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
-    for ax, key in zip(axes, ("miou_all", "miou_old", "miou_new"), strict=True):
-        for m in methods:
-            per = np.array(
-                [[st[key] for st in runs[str(s)]["methods"][m]] for s in seeds], dtype=float
-            )
-            ts = np.arange(per.shape[1])
-            if key == "miou_old":
-                ts, per = ts[1:], per[:, 1:]
-            ax.errorbar(
-                ts,
-                per.mean(0),
-                yerr=per.std(0),
-                marker="o",
-                capsize=3,
-                label=LABELS[m],
-                color=colours[m],
-            )
-        ax.set_xticks(range(per.shape[1] + (key == "miou_old")))
-        ax.set_xlabel("step (3 base classes, then +1 class per step)")
-        ax.set_title(
-            {"miou_all": "all seen", "miou_old": "old", "miou_new": "new"}[key] + " classes"
-        )
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"test mIoU (mean, sd over {len(seeds)} seeds)")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    path = folder / f"{stem}_miou.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    # Learning curves of the first seed: validation mIoU against optimiser steps, the
-    # steps of the sequence one after the other.
-    s = str(seeds[0])
-    fig, axes = plt.subplots(2, 3, figsize=(14, 6.5), sharey=True)
-    for ax, m in zip(axes.flat, methods, strict=False):
-        curves = [runs[s]["curves"]["base"], *runs[s]["curves"][m]]
-        offset = 0
-        for t, c in enumerate(curves):
-            ev = np.array(c["evals"], dtype=float)
-            ax.plot(ev[:, 0] + offset, ev[:, 1], color=colours[m] if t else "k", lw=1)
-            best = c["best_step"]
-            if best is not None:
-                ax.axvline(offset + best, color="grey", lw=0.5, ls=":")
-            offset += c["step"]
-            ax.axvline(offset, color="grey", lw=0.6)
-        ax.set_title(f"{LABELS[m]} (seed {s}; black: base step)", fontsize=9)
-        ax.set_xlabel("optimiser steps (step boundaries: grey lines)")
-        ax.grid(alpha=0.3)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("validation mIoU (seen classes)")
-    fig.tight_layout()
-    path = folder / f"{stem}_curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
 
 
 def main(argv: list[str] | None = None) -> int:
