@@ -15,6 +15,7 @@ from .generate import initial_states, lm_step, recurrent_generate
 from .interop import config_from_transformers, from_transformers_mixer
 from .rom import PROJECTIONS, RoMBlock, RoMConfig, RoMProjection
 from .scan import (
+    ScanWorkspace,
     linear_scan,
     selective_scan,
     selective_scan_recurrent,
@@ -36,6 +37,7 @@ __all__ = [
     "RoMBlock",
     "RoMConfig",
     "RoMProjection",
+    "ScanWorkspace",
     "config_from_transformers",
     "from_transformers_mixer",
     "initial_states",

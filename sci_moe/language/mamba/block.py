@@ -27,7 +27,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import scan_kernel
-from .scan import selective_scan, selective_scan_recurrent, selective_scan_reference
+from .scan import (
+    ScanWorkspace,
+    selective_scan,
+    selective_scan_recurrent,
+    selective_scan_reference,
+)
 
 __all__ = ["MambaBlock", "MambaConfig", "MambaState"]
 
@@ -133,6 +138,14 @@ class MambaBlock(nn.Module):
     config : MambaConfig
         Built from keyword arguments when omitted.
 
+    Attributes
+    ----------
+    scan_workspace : ScanWorkspace
+        This block's reusable memory for :func:`~.scan.selective_scan_recurrent` (the
+        CPU scan): a plain attribute, never in ``state_dict``; ``copy.deepcopy`` and
+        pickling give the copy a fresh empty one. It holds at most a few
+        ``(length, batch, d_inner, d_state)`` tensors of the latest call's shape.
+
     Examples
     --------
     >>> block = MambaBlock(d_model=16, d_state=4)
@@ -155,6 +168,9 @@ class MambaBlock(nn.Module):
         A = torch.arange(1, c.d_state + 1, dtype=torch.get_default_dtype()).expand(di, -1)
         self.A_log = nn.Parameter(torch.log(A).contiguous())
         self.D = nn.Parameter(torch.ones(di))
+        # reusable memory of the recurrent scan, this block's own: a plain attribute (not
+        # in state_dict); a deepcopy or pickle of the block gets a fresh empty one
+        self.scan_workspace = ScanWorkspace()
         self._init_dt()
         del d
 
@@ -259,7 +275,7 @@ class MambaBlock(nn.Module):
         if scan == "parallel":
             y, h = selective_scan(*args, chunk_size=c.chunk_size, **kw)
         elif scan == "recurrent":
-            y, h = selective_scan_recurrent(*args, **kw)
+            y, h = selective_scan_recurrent(*args, **kw, workspace=self.scan_workspace)
         else:
             y, h = selective_scan_reference(*args, **kw)
         return y.transpose(1, 2), MambaState(new_conv, h)

@@ -1,10 +1,15 @@
 """The parallel chunked scan equals the step-by-step recurrence (outputs and all gradients)."""
 
+import copy
+import pickle
+import threading
+
 import pytest
 import torch
 
 from sci_moe.language.mamba import (
     MambaBlock,
+    ScanWorkspace,
     linear_scan,
     selective_scan,
     selective_scan_recurrent,
@@ -99,28 +104,37 @@ def test_recurrent_scan_partial_gradients_and_empty_sequence():
         selective_scan_recurrent(**{**inp, "B": inp["B"][:, :, :4]})
 
 
+def _grads(inp, workspace=None, retain=False):
+    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in inp.items()}
+    y, h = selective_scan_recurrent(
+        **leaves, delta_softplus=True, return_last_state=True, workspace=workspace
+    )
+    loss = (y.square().sum() + h.sum()) / 10
+    first = torch.autograd.grad(loss, list(leaves.values()), retain_graph=retain)
+    if retain:  # a second backward through the same graph
+        again = torch.autograd.grad(loss, list(leaves.values()))
+        for a, b in zip(first, again, strict=True):
+            assert torch.equal(a, b)
+    return first
+
+
+def _assert_equal(got, want):
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
 def test_recurrent_scan_reused_scratch_buffers_give_the_same_gradients():
-    """Backward's per-thread scratch buffers carry nothing from one call to the next."""
+    """A workspace's scratch buffers carry nothing from one call to the next."""
     gens = [torch.Generator().manual_seed(s) for s in (4, 5)]
     inps = [_inputs(2, 4, 3, 8, torch.float32, g) for g in gens]
-
-    def grads(inp, retain=False):
-        leaves = {k: v.detach().clone().requires_grad_(True) for k, v in inp.items()}
-        y, h = selective_scan_recurrent(**leaves, delta_softplus=True, return_last_state=True)
-        loss = (y.square().sum() + h.sum()) / 10
-        first = torch.autograd.grad(loss, list(leaves.values()), retain_graph=retain)
-        if retain:  # a second backward through the same graph
-            again = torch.autograd.grad(loss, list(leaves.values()))
-            for a, b in zip(first, again, strict=True):
-                assert torch.equal(a, b)
-        return first
-
-    g0 = grads(inps[0])
-    grads(inps[1], retain=True)
-    for a, b in zip(g0, grads(inps[0]), strict=True):
-        assert torch.equal(a, b)
+    ws = ScanWorkspace()
+    g0 = _grads(inps[0])  # fresh memory (workspace=None)
+    _assert_equal(_grads(inps[0], ws), g0)
+    _grads(inps[1], ws, retain=True)
+    assert ws.nbytes > 0
+    _assert_equal(_grads(inps[0], ws), g0)
     leaves = {k: v.clone().requires_grad_(True) for k, v in inps[0].items()}
-    y = selective_scan_recurrent(**leaves, delta_softplus=True)
+    y = selective_scan_recurrent(**leaves, delta_softplus=True, workspace=ws)
     (gu,) = torch.autograd.grad(y.square().sum(), [leaves["u"]], create_graph=True)
     with pytest.raises(RuntimeError):  # once differentiable
         gu.sum().backward()
@@ -130,25 +144,139 @@ def test_recurrent_scan_pooled_states_stay_with_their_graph():
     """The saved states' recycled memory is not reused while a graph still holds it."""
     gens = [torch.Generator().manual_seed(s) for s in (6, 7)]
     inps = [_inputs(2, 4, 3, 8, torch.float32, g) for g in gens]
+    ws = ScanWorkspace()
 
-    def forward(inp):
+    def forward(inp, workspace=ws):
         leaves = {k: v.detach().clone().requires_grad_(True) for k, v in inp.items()}
-        y, h = selective_scan_recurrent(**leaves, delta_softplus=True, return_last_state=True)
+        y, h = selective_scan_recurrent(
+            **leaves, delta_softplus=True, return_last_state=True, workspace=workspace
+        )
         return y.square().sum() + h.sum(), list(leaves.values())
 
-    def grads(inp):
-        loss, leaves = forward(inp)
+    def grads(inp, workspace=ws):
+        loss, leaves = forward(inp, workspace)
         return torch.autograd.grad(loss, leaves)
 
-    want = [grads(inp) for inp in inps]
+    want = [grads(inp, None) for inp in inps]  # fresh memory
+    _assert_equal(grads(inps[0]), want[0])
     loss0, leaves0 = forward(inps[0])  # graph 0 kept alive ...
     with torch.no_grad():  # ... across a no-grad call (an evaluation) ...
-        selective_scan_recurrent(**inps[1], delta_softplus=True)
+        selective_scan_recurrent(**inps[1], delta_softplus=True, workspace=ws)
     got1 = grads(inps[1])  # ... and a whole training step of other inputs
     got0 = torch.autograd.grad(loss0, leaves0)
-    for got, exp in ((got0, want[0]), (got1, want[1])):
-        for a, b in zip(got, exp, strict=True):
-            assert torch.equal(a, b)
+    _assert_equal(got0, want[0])
+    _assert_equal(got1, want[1])
+
+
+def _held(ws):
+    """The tensors a workspace holds (its free bases and scratch buffers)."""
+    return [*ws._free, *ws._scratch.values()]
+
+
+def test_recurrent_scan_workspace_holds_only_the_latest_shape():
+    b, d, n = 2, 4, 3
+    ws = ScanWorkspace(keep=3)
+    kept = None
+    for L in (5, 9, 13):
+        inp = _inputs(b, d, n, L, torch.float32, torch.Generator().manual_seed(L))
+        if L == 5:  # a graph of the first shape outlives the others ...
+            leaves = {k: v.requires_grad_(True) for k, v in inp.items()}
+            kept = selective_scan_recurrent(**leaves, delta_softplus=True, workspace=ws).sum()
+        _grads(inp, ws)
+        held = _held(ws)
+        assert held and all(t.shape == (L, b, d, n) for t in held)
+        assert len(ws._free) <= 3 and len(ws._scratch) <= 2
+        assert ws.nbytes <= (2 + 3) * L * b * d * n * 4
+    kept.backward()  # ... and returns its memory after: dropped, not kept
+    assert all(t.shape == (13, b, d, n) for t in _held(ws))
+    with torch.no_grad():  # an evaluation at another length drops the training shape
+        inp = _inputs(b, d, n, 7, torch.float32, torch.Generator().manual_seed(7))
+        selective_scan_recurrent(**inp, delta_softplus=True, workspace=ws)
+    assert _held(ws) and all(t.shape == (7, b, d, n) for t in _held(ws))
+    assert ws._scratch == {}
+    ws.clear()
+    assert ws.nbytes == 0 and _held(ws) == []
+    with pytest.raises(ValueError, match="keep"):
+        ScanWorkspace(keep=-1)
+
+
+def test_recurrent_scan_workspace_keeps_at_most_keep_free_bases():
+    inps = [_inputs(2, 4, 3, 6, torch.float32, torch.Generator().manual_seed(s)) for s in range(4)]
+    ws = ScanWorkspace(keep=2)
+    graphs = []
+    for inp in inps:  # four live graphs: eight saved tensors in use
+        leaves = {k: v.requires_grad_(True) for k, v in inp.items()}
+        graphs.append(selective_scan_recurrent(**leaves, delta_softplus=True, workspace=ws))
+    assert ws._free == []
+    del graphs, leaves  # all eight come back; two are kept
+    assert len(ws._free) == 2
+
+
+def test_recurrent_scan_workspace_copies_are_fresh():
+    ws = ScanWorkspace(keep=3)
+    _grads(_inputs(2, 4, 3, 6, torch.float32, torch.Generator().manual_seed(0)), ws)
+    assert ws.nbytes > 0
+    for other in (copy.copy(ws), copy.deepcopy(ws), pickle.loads(pickle.dumps(ws))):
+        assert isinstance(other, ScanWorkspace) and other is not ws
+        assert other.keep == 3 and other.nbytes == 0
+
+
+def test_recurrent_scan_workspace_shared_by_threads():
+    """Threads sharing one workspace get the gradients of fresh memory."""
+    inps = [_inputs(2, 4, 3, 16, torch.float32, torch.Generator().manual_seed(s)) for s in range(4)]
+    want = [_grads(inp) for inp in inps]
+    ws = ScanWorkspace()
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                _assert_equal(_grads(inps[i], ws), want[i])
+        except Exception as err:  # reported by the assert below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    like = torch.empty(16, 2, 4, 3)
+    first = ws.take_scratch(0, like)  # a buffer in use is nobody else's
+    second = ws.take_scratch(0, like)
+    assert first.data_ptr() != second.data_ptr()
+    ws.put_scratch(0, first)
+    assert ws.take_scratch(0, like) is first
+
+
+def test_block_workspace_is_its_own():
+    """One workspace per block: not shared, not copied, not in state_dict."""
+    torch.manual_seed(3)
+    blocks = [MambaBlock(d_model=8, d_state=3, scan="recurrent") for _ in range(2)]
+    assert blocks[0].scan_workspace is not blocks[1].scan_workspace
+    x = torch.randn(2, 6, 8)
+    for block in blocks:
+        block(x).square().sum().backward()
+    ptrs = [{t.data_ptr() for t in _held(b.scan_workspace)} for b in blocks]
+    assert ptrs[0] and ptrs[1] and not ptrs[0] & ptrs[1]
+    assert not any("workspace" in k for k in blocks[0].state_dict())
+    twin = copy.deepcopy(blocks[0])
+    assert twin.scan_workspace is not blocks[0].scan_workspace
+    assert twin.scan_workspace.nbytes == 0
+    twin.zero_grad()
+    blocks[0].zero_grad()
+    twin(x).square().sum().backward()
+    blocks[0](x).square().sum().backward()
+    for p, q in zip(twin.parameters(), blocks[0].parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    assert not {t.data_ptr() for t in _held(twin.scan_workspace)} & {
+        t.data_ptr() for t in _held(blocks[0].scan_workspace)
+    }
+    fresh = MambaBlock(d_model=8, d_state=3, scan="recurrent")
+    fresh.load_state_dict(blocks[0].state_dict())
+    fresh(x).square().sum().backward()
+    for p, q in zip(fresh.parameters(), blocks[0].parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
 
 
 def test_block_scans_agree_and_auto_is_recurrent_on_cpu(monkeypatch):
