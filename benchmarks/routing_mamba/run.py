@@ -36,8 +36,10 @@ JSON and its state file, training nothing and leaving both files as they are.
 ``--min-steps`` (default 2,400, the long run's budget) to a cap of ``--max-steps``
 (default 4x: 9,600 steps, 9.8M tokens). The schedule: the run trains in **cycles** of
 ``--min-steps`` steps, each a fresh warmup + cosine learning-rate schedule
-(:func:`_common.until_flat`): cycle 0 is the fixed ``--steps 2400`` run exactly (same
-seed, same batches), cycle ``c > 0`` starts from the best validation weights of cycle
+(:func:`_common.until_flat`): cycle 0 has the fixed ``--steps 2400`` run's seed, batches
+and schedule (its values differ from that run's at float32 rounding level: that run used
+the parallel scan, and ``MambaConfig.scan="auto"`` now takes the recurrent scan on the
+CPU), cycle ``c > 0`` starts from the best validation weights of cycle
 ``c - 1`` with batch seed ``s + 100 c`` (the same for every model of seed ``s``: the
 pairing holds), and after each cycle the joined curve (:func:`_common.concat`) is judged;
 a flat one ends the run, else the next cycle runs, at most ``--max-steps / --min-steps``
@@ -54,16 +56,23 @@ minimum, ``max_steps``); ``--resume`` of a state of another plan (the fixed-step
 refused. The unit of a piece is one run (all its cycles): a killed piece loses the run in
 progress at most, and a piece may overrun ``--max-hours`` by that run (<= 4 cycles).
 
-Cost, from ``routing_mamba_long.state.json`` (the ``--steps 2400`` run = cycle 0 of every
-run here; one thread, beside other jobs): 12,441 s for the 35 runs' first 2,400 steps
-(per run 127-624 s by model, medians: hybrids ~130 s, RoM 281 s, dense 1x/1.5x/2.3x/3x
-218/316/624/619 s; a run's time varied ~2x across seeds with the load); 18 of the 35
-were flat there and stop after cycle 0 (if it reproduces them: same seeds, one thread),
-the 17 others cost 5,150 s per further cycle. So the run costs at least 12,441 + 5,150 = 17,600 s
-(~4.9 h, if every unflat run is flat after cycle 1) and at most 12,441 + 3 x 5,150 =
-27,900 s (~7.7 h, every one of the 17 to the cap), against ~13.8 h if all 35 ran to the
-cap. The command (the first piece without ``--resume``, then the same with it until the
-output says the run is complete)::
+Cost. Measured with the parallel scan, from ``routing_mamba_long.state.json`` (the
+``--steps 2400`` run: cycle 0's schedule for every run here; one thread, beside other
+jobs): 12,441 s for the 35 runs' first 2,400 steps (per run 127-624 s by model, medians:
+hybrids ~130 s, RoM 281 s, dense 1x/1.5x/2.3x/3x 218/316/624/619 s; a run's time varied
+~2x across seeds with the load); 18 of the 35 were flat there and stop after cycle 0 (if
+cycle 0 reproduces that: same seeds and batches, values equal up to rounding), the 17
+others cost 5,150 s per further cycle. So with the parallel scan the run would cost at
+least 12,441 + 5,150 = 17,600 s (~4.9 h, if every unflat run is flat after cycle 1) and
+at most 12,441 + 3 x 5,150 = 27,900 s (~7.7 h, every one of the 17 to the cap), against
+~13.8 h if all 35 ran to the cap. Estimated for the recurrent scan (not measured as a
+run): its training step was measured faster by these ratios (old/new, one thread, load
+~3): RoM 2.39x, dense 1x/1.5x/2.3x/3x 2.91/3.24/3.24/3.67x, hybrid dense 1.52x, hybrid
+RoM 1.50x; each run's time above divided by its model's ratio gives ~4,400 s for one
+cycle of all 35 runs (instead of 12,441 s) and ~2,000 s per further cycle of the 17
+unflat ones, so ~6,400 s (~1.8 h) at least and ~10,500 s (~2.9 h) at most, ~4.9 h if all
+35 ran to the cap. The command (the first piece without ``--resume``, then the same with
+it until the output says the run is complete)::
 
     nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/routing_mamba/run.py --threads 1 \\
         --until-flat --min-steps 2400 --max-steps 9600 \\
