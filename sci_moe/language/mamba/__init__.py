@@ -13,12 +13,11 @@ projections through core expert banks driven by one shared :class:`~sci_moe.moe.
 from .block import MambaBlock, MambaConfig, MambaState
 from .generate import initial_states, lm_step, recurrent_generate
 from .interop import config_from_transformers, from_transformers_mixer
+from .recurrent import ScanWorkspace, selective_scan_recurrent
 from .rom import PROJECTIONS, RoMBlock, RoMConfig, RoMProjection
 from .scan import (
-    ScanWorkspace,
     linear_scan,
     selective_scan,
-    selective_scan_recurrent,
     selective_scan_reference,
     selective_state_step,
 )

@@ -27,12 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import scan_kernel
-from .scan import (
-    ScanWorkspace,
-    selective_scan,
-    selective_scan_recurrent,
-    selective_scan_reference,
-)
+from .recurrent import ScanWorkspace, selective_scan_recurrent
+from .scan import selective_scan, selective_scan_reference
 
 __all__ = ["MambaBlock", "MambaConfig", "MambaState"]
 
@@ -65,7 +61,7 @@ class MambaConfig:
         Chunk length of the parallel scan (:func:`~.scan.selective_scan`).
     scan : {"auto", "parallel", "recurrent", "reference"}
         ``"parallel"``: :func:`~.scan.selective_scan` (the chunked parallel scan, Triton
-        kernels on CUDA); ``"recurrent"``: :func:`~.scan.selective_scan_recurrent` (one
+        kernels on CUDA); ``"recurrent"``: :func:`~.recurrent.selective_scan_recurrent` (one
         fused autograd node, the fast one on the CPU); ``"auto"`` (default): the
         recurrent scan for CPU tensors, else the parallel one (also on the CPU where
         :func:`~.scan_kernel.use_triton_scan` would take the Triton kernels); ``"reference"``: the
@@ -141,7 +137,7 @@ class MambaBlock(nn.Module):
     Attributes
     ----------
     scan_workspace : ScanWorkspace
-        This block's reusable memory for :func:`~.scan.selective_scan_recurrent` (the
+        This block's reusable memory for :func:`~.recurrent.selective_scan_recurrent` (the
         CPU scan): a plain attribute, never in ``state_dict``; ``copy.deepcopy`` and
         pickling give the copy a fresh empty one. It holds at most a few
         ``(length, batch, d_inner, d_state)`` tensors of the latest call's shape.
