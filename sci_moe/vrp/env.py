@@ -52,6 +52,13 @@ class MTVRPEnv:
         The current route has visited a backhaul.
     cost : Tensor, shape (B,)
         Total cost so far (open routes: returns to the depot are free).
+
+    Notes
+    -----
+    The instance's side of the masks (distances, demands padded with the depot's 0,
+    return legs, windows, which constraints the batch has) is computed once here, so
+    ``instance`` must not be modified while the environment runs; the state attributes
+    may be.
     """
 
     def __init__(self, instance: MTVRPInstance, validate: bool = True) -> None:
@@ -70,53 +77,78 @@ class MTVRPEnv:
         self.time, self.length, self.cost = z.clone(), z.clone(), z.clone()
         self.on_backhaul = torch.zeros(B, dtype=torch.bool, device=dev)
         self.steps = 0
+        # The instance's side of the masks, once per rollout rather than once per step:
+        # demands padded with the depot's 0, the return legs (0 on open routes), the
+        # window columns, and which constraints the batch has at all (the checks of an
+        # absent one, ``<= inf``, are always true and skipped: the same masks).
+        zero = torch.zeros_like(instance.demand_linehaul[:, :1])
+        self._q = torch.cat([zero, instance.demand_linehaul], 1)  # (B, N+1)
+        self._p = torch.cat([zero, instance.demand_backhaul], 1)
+        self._is_bh = self._p > 0
+        self._has_bh = bool(self._is_bh.any())
+        self._cap = instance.capacity[:, None]
+        d_back = self.dist[:, :, 0]
+        self._open = instance.open_route[:, None]
+        self._ret = torch.where(self._open, torch.zeros_like(d_back), d_back)
+        self._limit = instance.distance_limit[:, None]
+        self._has_limit = bool(torch.isfinite(instance.distance_limit).any())
+        tw = instance.time_windows
+        self._tw_start, self._tw_end = tw[..., 0].contiguous(), tw[..., 1].contiguous()
+        inf = torch.full_like(tw[:, :1, 1], float("inf"))
+        self._closing = torch.where(self._open, inf, tw[:, :1, 1])  # (B, 1): back by then
+        self._has_tw = bool(torch.isfinite(self._tw_end).any())
+        self._dist_rows = self.dist.reshape(B * n1, n1)  # row b (N+1) + i: d_i. of instance b
+        self._row0, self._n1 = self.rows * n1, n1
+        self._dist_flat = self.dist.reshape(-1)
 
     @property
     def done(self) -> torch.Tensor:
         """All customers served and back at the depot, shape ``(B,)``."""
-        return self.visited.all(dim=1) & (self.current == 0)
+        return (self.visited.sum(dim=1) == self.visited.shape[1]) & (self.current == 0)
 
     def action_mask(self) -> torch.Tensor:
         """Feasible actions, shape ``(B, N + 1)``, bool (column 0 = depot)."""
-        ins = self.instance
-        d_cur = self.dist[self.rows, self.current]  # (B, N+1)
-        d_back = self.dist[:, :, 0]  # (B, N+1)
-        open_ = ins.open_route[:, None]
-        q = torch.cat([torch.zeros_like(ins.demand_linehaul[:, :1]), ins.demand_linehaul], 1)
-        p = torch.cat([torch.zeros_like(ins.demand_backhaul[:, :1]), ins.demand_backhaul], 1)
-        cap = ins.capacity[:, None]
-        is_bh = p > 0
-        fits_lh = (self.load_linehaul[:, None] + q <= cap) & ~self.on_backhaul[:, None]
-        fits_bh = self.load_backhaul[:, None] + p <= cap
-        ok = ~self.visited & torch.where(is_bh, fits_bh, fits_lh)
-        ret = torch.where(open_, torch.zeros_like(d_back), d_back)
-        ok &= self.length[:, None] + d_cur + ret <= ins.distance_limit[:, None]
-        start = torch.maximum(self.time[:, None] + d_cur, ins.time_windows[..., 0])
-        ok &= start <= ins.time_windows[..., 1]
-        back_time = start + ins.service_time + ret
-        ok &= open_ | (back_time <= ins.time_windows[:, :1, 1])
-        ok[:, 0] = (self.current != 0) | self.visited[:, 1:].all(dim=1)
+        d_cur = self._dist_rows.index_select(0, self._row0 + self.current)  # (B, N+1)
+        cap = self._cap
+        # No linehaul after a backhaul: an infinite linehaul load (the same mask as the
+        # separate bool test, without its slow broadcast).
+        inf = torch.full_like(self.load_linehaul, float("inf"))
+        load_lh = torch.where(self.on_backhaul, inf, self.load_linehaul)
+        ok = load_lh[:, None] + self._q <= cap  # a linehaul fits
+        if self._has_bh:  # else every node is a linehaul
+            fits_bh = self.load_backhaul[:, None] + self._p <= cap
+            ok = (self._is_bh & fits_bh) | (~self._is_bh & ok)  # a bool where, faster
+        ok &= ~self.visited
+        if self._has_limit:
+            ok &= self.length[:, None] + d_cur + self._ret <= self._limit
+        if self._has_tw:
+            start = torch.maximum(self.time[:, None] + d_cur, self._tw_start)
+            ok &= start <= self._tw_end
+            back_time = start + self.instance.service_time + self._ret
+            ok &= back_time <= self._closing  # inf on open routes
+        served = self.visited[:, 1:].sum(dim=1) == self.visited.shape[1] - 1
+        ok[:, 0] = (self.current != 0) | served
         return ok
 
     def step(self, action: torch.Tensor) -> None:
         """Move every rollout to ``action`` (shape ``(B,)``, int64); no feasibility check."""
         ins = self.instance
-        d = self.dist[self.rows, self.current, action]
+        a = action[:, None]
+        d = self._dist_flat.index_select(0, (self._row0 + self.current) * self._n1 + action)
         to_depot = action == 0
         free = to_depot & ins.open_route
         self.cost = self.cost + torch.where(free, torch.zeros_like(d), d)
-        start = torch.maximum(self.time + d, ins.time_windows[self.rows, action, 0])
-        new_time = start + ins.service_time[self.rows, action]
-        j = (action - 1).clamp(min=0)
-        q = torch.where(to_depot, 0.0, ins.demand_linehaul[self.rows, j])
-        p = torch.where(to_depot, 0.0, ins.demand_backhaul[self.rows, j])
+        start = torch.maximum(self.time + d, self._tw_start.gather(1, a).squeeze(1))
+        new_time = start + ins.service_time.gather(1, a).squeeze(1)
+        q = self._q.gather(1, a).squeeze(1)  # 0 at the depot
+        p = self._p.gather(1, a).squeeze(1)
         zero = torch.zeros_like(d)
         self.time = torch.where(to_depot, zero, new_time)
         self.length = torch.where(to_depot, zero, self.length + d)
         self.load_linehaul = torch.where(to_depot, zero, self.load_linehaul + q)
         self.load_backhaul = torch.where(to_depot, zero, self.load_backhaul + p)
         self.on_backhaul = ~to_depot & (self.on_backhaul | (p > 0))
-        self.visited[self.rows, action] = True
+        self.visited.scatter_(1, a, True)
         self.current = action
         self.steps += 1
 
