@@ -65,10 +65,10 @@ class MTVRPEnv:
         if validate:
             validate_instance(instance)
         self.instance = instance
-        self.dist = instance.distances()
+        self._dist = instance.distances()  # (B, N+1, N+1), of the rows at construction
+        self._src = None  # after keep(): the construction rows of the kept rollouts
         B, n1 = instance.locs.shape[:2]
         dev, dt = instance.locs.device, instance.locs.dtype
-        self.rows = torch.arange(B, device=dev)
         self.current = torch.zeros(B, dtype=torch.long, device=dev)
         self.visited = torch.zeros(B, n1, dtype=torch.bool, device=dev)
         self.visited[:, 0] = True
@@ -87,7 +87,7 @@ class MTVRPEnv:
         self._is_bh = self._p > 0
         self._has_bh = bool(self._is_bh.any())
         self._cap = instance.capacity[:, None]
-        d_back = self.dist[:, :, 0]
+        d_back = self._dist[:, :, 0]
         self._open = instance.open_route[:, None]
         self._ret = torch.where(self._open, torch.zeros_like(d_back), d_back)
         self._limit = instance.distance_limit[:, None]
@@ -97,9 +97,52 @@ class MTVRPEnv:
         inf = torch.full_like(tw[:, :1, 1], float("inf"))
         self._closing = torch.where(self._open, inf, tw[:, :1, 1])  # (B, 1): back by then
         self._has_tw = bool(torch.isfinite(self._tw_end).any())
-        self._dist_rows = self.dist.reshape(B * n1, n1)  # row b (N+1) + i: d_i. of instance b
-        self._row0, self._n1 = self.rows * n1, n1
-        self._dist_flat = self.dist.reshape(-1)
+        self._index_views()
+
+    def _index_views(self) -> None:
+        B, n1 = self.visited.shape
+        self.rows = torch.arange(B, device=self.visited.device)
+        # Row r (N+1) + i of _dist_rows: the distances from node i of construction row r.
+        self._dist_rows = self._dist.reshape(-1, n1)
+        self._row0, self._n1 = (self.rows if self._src is None else self._src) * n1, n1
+        self._dist_flat = self._dist.reshape(-1)
+
+    @property
+    def dist(self) -> torch.Tensor:
+        """Distance matrices of the rollouts' instances, shape ``(B, N + 1, N + 1)``."""
+        return self._dist if self._src is None else self._dist[self._src]
+
+    _PER_ROLLOUT = (
+        "current visited load_linehaul load_backhaul time length cost on_backhaul "
+        "_q _p _is_bh _cap _open _ret _limit _tw_start _tw_end _closing"
+    ).split()
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Go on with the rollouts ``rows`` only (their order); the others are dropped.
+
+        A caller drops finished rollouts, whose state no longer changes, so that the
+        steps of the others cost less. Every per-rollout attribute, :attr:`dist` and
+        :attr:`instance` are sliced (the distances are not copied: the kept rollouts read
+        their rows of the construction's matrices); the masks and transitions of the kept
+        rollouts are unchanged (the absent-constraint shortcuts still hold for a subset).
+
+        Parameters
+        ----------
+        rows : Tensor, shape (B',), int64
+            Indices into the current ``B`` rollouts.
+        """
+        B = self.visited.shape[0]
+        if rows.dtype != torch.long or rows.dim() != 1:
+            raise ValueError(
+                f"rows must be a 1-D int64 tensor, got {rows.dtype} {tuple(rows.shape)}"
+            )
+        if rows.numel() and not (0 <= int(rows.min()) and int(rows.max()) < B):
+            raise ValueError(f"rows must index the {B} rollouts")
+        for name in self._PER_ROLLOUT:
+            setattr(self, name, getattr(self, name)[rows])
+        self._src = rows if self._src is None else self._src[rows]  # no copy of the distances
+        self.instance = self.instance.index(rows)
+        self._index_views()
 
     @property
     def done(self) -> torch.Tensor:

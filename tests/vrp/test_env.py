@@ -123,3 +123,28 @@ def test_nearest_neighbour_is_feasible():
         routes = actions_to_routes(acts[b])
         assert check_solution(ins, b, routes) == []
         assert solution_cost(ins, b, routes) == pytest.approx(float(cost[b]), abs=1e-9)
+
+
+def test_keep_drops_rollouts_without_changing_the_others():
+    # Dropping rollouts mid-way (as the policy drops finished instances) leaves the kept
+    # ones' masks, transitions and costs exactly those of the full environment.
+    ins = generate_instances(8, 10, list(VARIANTS)[::2], seed=3, dtype=torch.float64)
+    full, part = MTVRPEnv(ins), MTVRPEnv(ins)
+    g = torch.Generator().manual_seed(0)
+    rows = torch.tensor([6, 1, 3])
+    for t in range(30):
+        if t == 4:
+            part.keep(rows)
+        mask = full.action_mask()
+        if t >= 4:
+            assert torch.equal(part.action_mask(), mask[rows])
+            assert torch.equal(part.dist, full.dist[rows])
+        a = torch.multinomial(mask.double(), 1, generator=g).squeeze(1)
+        full.step(a)
+        part.step(a if t < 4 else a[rows])
+    for name in ("current", "visited", "cost", "time", "length", "load_linehaul"):
+        assert torch.equal(getattr(part, name), getattr(full, name)[rows])
+    with pytest.raises(ValueError, match="1-D int64"):
+        part.keep(torch.tensor([0.0]))
+    with pytest.raises(ValueError, match="index the 3"):
+        part.keep(torch.tensor([3]))

@@ -9,7 +9,10 @@ budget, open flag); one masked multi-head glimpse, then a single-head pointer wi
 ``10 tanh`` clipping over the feasible nodes of :meth:`~sci_moe.vrp.MTVRPEnv.action_mask`.
 The glimpse's keys and values and the pointer's keys are computed once per instance and
 the ``P`` rollouts of an instance query them as one attention of ``P`` rows (about 4x
-faster per update at 50 customers than one attention per rollout, the same numbers).
+faster per update at 50 customers than one attention per rollout, the same numbers). An
+instance whose rollouts are all done leaves the batch (in a mixed batch the short
+variants finish many steps before the time-window ones); the actions are drawn as before,
+so they do not change.
 """
 
 from __future__ import annotations
@@ -218,31 +221,83 @@ class MTVRPPolicy(nn.Module):
         first = (torch.arange(P, device=h.device) + 1).repeat(B)
         env.step(first)
         acts, logp = [first], torch.zeros(B * P, dtype=h.dtype, device=h.device)
-        rows = torch.arange(B * P, device=h.device)
-        owner = rows // P  # the instance of each rollout
-        while not bool(env.done.all()):
+        # An instance whose P rollouts are all done leaves the batch (its results are kept
+        # aside): a mixed batch's short variants would otherwise ride along for the long
+        # ones' last steps. ``inst`` are the instances still running, in order.
+        inst = torch.arange(B, device=h.device)
+        finished = []  # (instances, their log-probabilities, their costs)
+        while True:
+            done = env.done
+            Ba = inst.shape[0]
+            out = done.view(Ba, P).all(1)
+            if bool(out.any()):
+                finished.append((inst[out], logp.view(Ba, P)[out], env.cost.view(Ba, P)[out]))
+                if bool(out.all()):
+                    break
+                stay = ~out
+                rows = stay.repeat_interleave(P).nonzero().squeeze(1)
+                env.keep(rows)
+                inst, Ba = inst[stay], int(stay.sum())
+                h, kg, vg, kp = h[stay], kg[stay], vg[stay], kp[stay]
+                flags, graph, open_f, logp, done = (
+                    t[rows] for t in (flags, graph, open_f, logp, done)
+                )
             mask = env.action_mask()
-            ctx = torch.cat([h[owner, env.current], env.context().to(h.dtype), open_f], -1)
+            cur = h.reshape(Ba * (N + 1), d).index_select(0, env.rows // P * (N + 1) + env.current)
+            ctx = torch.cat([cur, env.context().to(h.dtype), open_f], -1)
             q = self.context(ctx, flags=flags) + graph
-            qh = q.view(B, P, H, d // H).transpose(1, 2)  # (B, H, P, d/H)
-            att = F.scaled_dot_product_attention(qh, kg, vg, attn_mask=mask.view(B, 1, P, N + 1))
-            g = self.glimpse_out(att.transpose(1, 2).reshape(B * P, d), flags=flags)
-            logits = (g.view(B, P, d) @ kp.transpose(1, 2)).view(B * P, N + 1) / math.sqrt(d)
+            qh = q.view(Ba, P, H, d // H).transpose(1, 2)  # (Ba, H, P, d/H)
+            att = F.scaled_dot_product_attention(qh, kg, vg, attn_mask=mask.view(Ba, 1, P, N + 1))
+            g = self.glimpse_out(att.transpose(1, 2).reshape(Ba * P, d), flags=flags)
+            logits = (g.view(Ba, P, d) @ kp.transpose(1, 2)).view(Ba * P, N + 1) / math.sqrt(d)
             logits = self.config.clip * torch.tanh(logits)
             logits = logits.masked_fill(~mask, float("-inf"))
             lp = logits.log_softmax(-1)
             if greedy:
                 a = lp.argmax(-1)
             else:
-                a = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
-            done = env.done
-            logp = logp + torch.where(done, torch.zeros_like(logp), lp[rows, a])
-            a = torch.where(done, torch.zeros_like(a), a)
+                a = _sample(lp.detach(), B, inst, generator)
+            chosen = lp.gather(1, a[:, None]).squeeze(1)
+            logp = logp + torch.where(done, torch.zeros_like(logp), chosen)
+            a = a.masked_fill(done, 0)
             env.step(a)
+            if Ba < B:  # the dropped instances' rollouts stay at the depot
+                a = a.new_zeros(B, P).index_copy_(0, inst, a.view(Ba, P)).view(B * P)
             acts.append(a)
             if env.steps > 2 * N + 2:
                 raise RuntimeError(
                     "rollout did not finish in 2N + 2 steps; the instance is infeasible"
                 )
+        ids, lps, costs = (torch.cat(x) for x in zip(*finished, strict=True))
+        order = ids.argsort()
         actions = torch.stack(acts, 1).view(B, P, -1)
-        return actions, logp.view(B, P), env.cost.view(B, P)
+        return actions, lps[order], costs[order]
+
+
+def _sample(lp: torch.Tensor, B: int, inst: torch.Tensor, generator) -> torch.Tensor:
+    """One action per row of log-probabilities, drawn as ``argmax(p / E)``, ``E ~ Exp(1)``.
+
+    The exponential race, an exact sampler of ``p`` (``torch.multinomial``'s draw of one
+    sample). ``E`` is drawn for the rows of all ``B`` instances, running or not, so that
+    the random stream, hence every action, does not depend on which have finished.
+
+    Parameters
+    ----------
+    lp : Tensor, shape (B' P, N + 1)
+        Log-probabilities of the rollouts of the running instances.
+    B : int
+        Instances of the batch.
+    inst : Tensor, shape (B',), int64
+        The running instances, in order.
+    generator : torch.Generator or None
+
+    Returns
+    -------
+    Tensor, shape (B' P,), int64
+    """
+    rows, n1 = lp.shape
+    P = rows // inst.shape[0]
+    e = torch.empty(B * P, n1, dtype=lp.dtype, device=lp.device).exponential_(generator=generator)
+    if rows < B * P:
+        e = e.view(B, P, n1)[inst].view(rows, n1)
+    return (lp.exp() / e).argmax(-1)
