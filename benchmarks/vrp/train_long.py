@@ -47,7 +47,14 @@ rounds of 4 updates at sizes drawn from 20-50, load average 1.8-2.0: old/new sta
 0.40 -> 0.33, 0.35 -> 0.31, 0.23 -> 0.20, below the wall-clock numbers above); the
 greedy curve evaluation (the 16 variants at 50) old/new 1.23. So about 3 h per seed for the
 three models before these two changes (up to twice that under heavier load), 9-17 h for 3
-seeds; about 15-20 % less after them.
+seeds; about 15-20 % less after them. Then the sampling (2026-12-07, after 1972b97):
+inverse-CDF, one uniform number per rollout and step, instead of the exponential race, one
+exponential per rollout and node (the same distribution; other trajectories under a given
+seed). CPU time of one update, the race against inverse-CDF in one process, median of 8
+interleaved rounds of 4 updates at sizes drawn from 20-50, two runs, load average 1.7-2.3:
+old/new stage 1 1.18 / 1.13, stage 2 1.27 / 1.17, stage 3 1.09 / 1.07, unified 1.13 / 1.13
+(CPU seconds per update about 0.17 -> 0.15, 0.33 -> 0.28, 0.42 -> 0.37, 0.20 -> 0.18); the
+greedy curve evaluation does not sample and is unchanged. So about 10 % less again.
 
 Full run (the commands of docs/results/vrp.rst)::
 
