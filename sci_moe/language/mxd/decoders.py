@@ -98,14 +98,70 @@ def _check_top_k(top_k, num_units: int, what: str) -> int:
     return top_k
 
 
-def _sparse_top_k(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``TopK_k(ReLU(pre))`` over the last axis: values (decreasing) and indices.
+class _LinearTopK(torch.autograd.Function):
+    """Top-``k`` of the affine map ``x W^T + b`` with a backward that stays sparse.
 
-    ReLU is monotone, so this is ``ReLU`` of the top-``k`` of ``pre`` (no ``(T, N)``
-    ReLU is formed); among units whose value is 0 the choice is arbitrary either way.
+    The forward is the dense product and ``topk`` (as ``torch.addmm(b, x, W.t()).topk(k)``).
+    Only the ``k`` selected pre-activations of a row carry a gradient, so the backward
+    never forms the dense ``(T, U)`` gradient that autograd's ``topk`` backward scatters
+    into: ``dW = G^T x`` is a sparse ``(U, T)`` by dense ``(T, d_in)`` product of ``T k``
+    entries (not a dense ``U x T x d_in`` GEMM), ``db`` an index-add and ``dx`` the
+    ``embedding_bag`` of the ``k`` selected rows. Equal to the autograd gradient up to
+    float32 summation order.
     """
-    top = pre.topk(k, dim=-1)
-    return F.relu(top.values), top.indices
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, k):
+        top = torch.addmm(bias, x, weight.t()).topk(k, dim=-1)
+        ctx.save_for_backward(x, weight, top.indices)
+        ctx.mark_non_differentiable(top.indices)
+        return top.values, top.indices
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_values, _grad_indices):
+        x, weight, indices = ctx.saved_tensors
+        T, k = indices.shape
+        U = weight.shape[0]
+        g = grad_values.to(weight.dtype)
+        rows = indices.reshape(-1)
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _sparse_decode(g, indices, weight).to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            cols = torch.arange(T, device=x.device).repeat_interleave(k)
+            sparse = torch.sparse_coo_tensor(
+                torch.stack([rows, cols]), g.reshape(-1), (U, T), check_invariants=False
+            ).coalesce()
+            grad_w = torch.sparse.mm(sparse, x.to(weight.dtype))
+        if ctx.needs_input_grad[2]:
+            grad_b = g.new_zeros(U).index_add_(0, rows, g.reshape(-1))
+        return grad_x, grad_w, grad_b, None
+
+
+def _sparse_top_k(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``TopK_k(ReLU(x W^T + b))`` over the units: values (decreasing) and indices.
+
+    Parameters
+    ----------
+    x : Tensor, shape (T, d_in)
+    weight : Tensor, shape (U, d_in)
+        One row per unit (a transposed view is fine).
+    bias : Tensor, shape (U,)
+    k : int
+
+    Returns
+    -------
+    values, indices : Tensor, shape (T, k)
+
+    ReLU is monotone, so this is ``ReLU`` of the top-``k`` of the pre-activations (no
+    ``(T, U)`` ReLU is formed); among units whose value is 0 the choice is arbitrary
+    either way. The backward is sparse (:class:`_LinearTopK`).
+    """
+    values, indices = _LinearTopK.apply(x, weight, bias, k)
+    return F.relu(values), indices
 
 
 def _sparse_decode(values: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor):
@@ -281,7 +337,7 @@ class MixtureOfDecoders(_Decomposition):
             ``TopK_k(ReLU(G^T x + b_g))``: gate values (decreasing) and expert ids.
         """
         z = self.activation(self.encoder(x))
-        values, indices = _sparse_top_k(self.gate(x), self.top_k)
+        values, indices = _sparse_top_k(x, self.gate.weight, self.gate.bias, self.top_k)
         return z, values, indices
 
     def forward(self, x: torch.Tensor) -> DecompositionOutput:

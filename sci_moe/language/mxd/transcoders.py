@@ -98,7 +98,7 @@ class Transcoder(_Decomposition):
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``TopK_k(ReLU(x W_enc + b_enc))`` of ``(T, d_in)`` rows: values, indices ``(T, k)``."""
-        return _sparse_top_k(x @ self.W_enc + self.b_enc, self.top_k)
+        return _sparse_top_k(x, self.W_enc.t(), self.b_enc, self.top_k)
 
     def forward(self, x: torch.Tensor) -> DecompositionOutput:
         """Reconstruct the MLP output.
