@@ -35,8 +35,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..._util import check_int_attr
+from ..._util import check_int_attr, previous_path
 from ...train import (
+    CHECKPOINT_NAME,
     StepInfo,
     StreamBatches,
     Trainer,
@@ -76,10 +77,11 @@ class DecompositionTrainConfig(EngineConfig):
     resample_every : int
         Resample dead units every this many steps (0: never).
     init_output_bias : bool
-        Before the first step, set the layer's output bias (``bias`` of MxD, ``b_dec`` of
-        the transcoders) to the mean MLP output over the training tokens (SAE practice;
-        with few steps a zero bias otherwise dominates the error). Applied to every layer
-        alike; a resumed run takes the bias of its checkpoint.
+        Before the first step of a fresh run, set the layer's output bias (``bias`` of
+        MxD, ``b_dec`` of the transcoders) to the mean MLP output over the training tokens
+        (SAE practice; with few steps a zero bias otherwise dominates the error). Applied
+        to every layer alike; a resumed run takes the bias of its checkpoint (the mean is
+        then not computed).
     """
 
     steps: int = 1000
@@ -331,7 +333,12 @@ def train_decomposition(
     if x_val is not None:
         _check_data(module, x_val, y_val)
     n_units = _num_units(module)
-    if cfg.init_output_bias:  # a resumed run loads its checkpoint's bias over this
+    # a resumed run loads its checkpoint's bias: the mean over all training tokens (1.7 s
+    # for 1.1M x 576 float16 on one thread) is only taken for a fresh run; the trainer
+    # restores exactly when one of these files exists
+    ckpt = None if out_dir is None else Path(out_dir) / CHECKPOINT_NAME
+    restoring = resume and ckpt is not None and (ckpt.exists() or previous_path(ckpt).exists())
+    if cfg.init_output_bias and not restoring:
         with torch.no_grad():
             output_bias(module).copy_(y.mean(0, dtype=torch.float32))
     unit_norm = _unit_norm(module)
