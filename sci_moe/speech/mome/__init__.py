@@ -58,7 +58,7 @@ from .model import (
     load_smollm2_decoder,
     matched_bottleneck,
 )
-from .parallel import ParallelAdapters, freeze
+from .parallel import PackedLinear, ParallelAdapters, RealTokens, freeze, pack_linears
 from .pretrain import (
     EncoderCTC,
     PretrainConfig,
@@ -99,10 +99,12 @@ __all__ = [
     "MatryoshkaRates",
     "MoMEAdapter",
     "MoMEConfig",
+    "PackedLinear",
     "ParallelAdapters",
     "PerRateAdapter",
     "PretrainConfig",
     "PretrainRun",
+    "RealTokens",
     "RecognizerConfig",
     "RecognizerOutput",
     "RecognizerRun",
@@ -135,6 +137,7 @@ __all__ = [
     "matched_bottleneck",
     "mel_filterbank",
     "normalize_text",
+    "pack_linears",
     "pretrain_encoder",
     "rate_label",
     "read_encoder",

@@ -39,7 +39,7 @@ from .adapter import (
 )
 from .encoder import EncoderConfig, SpeechEncoder
 from .matryoshka import MatryoshkaRates, compress, rate_label
-from .parallel import ParallelAdapters, freeze
+from .parallel import ParallelAdapters, freeze, pack_linears
 from .text import BLANK, VOCAB
 
 __all__ = [
@@ -235,7 +235,8 @@ class RecognizerOutput:
     Attributes
     ----------
     log_probs : Tensor, shape (B, L * upsample, len(VOCAB))
-        CTC log-probabilities.
+        CTC log-probabilities (frames beyond ``lengths`` are padding: the backbone's
+        linear layers skip the padded tokens, :func:`~sci_moe.speech.mome.pack_linears`).
     lengths : Tensor, shape (B,), int64
         Valid output frames per sequence.
     aux_loss : Tensor, scalar
@@ -292,7 +293,10 @@ class SpeechRecognizer(nn.Module):
     backbone : nn.Module
         A BERT-like encoder (e.g. :func:`load_minilm`) or a Llama-like decoder (e.g.
         :func:`load_smollm2_decoder`) taking ``inputs_embeds`` and ``attention_mask`` and
-        returning ``last_hidden_state``; it is frozen and kept in eval mode.
+        returning ``last_hidden_state``; it is frozen and kept in eval mode, and its
+        ``nn.Linear`` layers become :class:`~sci_moe.speech.mome.PackedLinear` (in
+        place, same parameters): they multiply only the real tokens, the padded ones
+        being masked out of its attention anyway (:func:`~sci_moe.speech.mome.pack_linears`).
     config : RecognizerConfig
 
     Examples
@@ -312,6 +316,7 @@ class SpeechRecognizer(nn.Module):
         super().__init__()
         self.config = c = config
         self.backbone = freeze(backbone.eval())
+        self._real_tokens = pack_linears(self.backbone)  # its linears skip the padding
         d = int(backbone.config.hidden_size)
         self.d_model = d
         rates = c.compression
@@ -447,11 +452,12 @@ class SpeechRecognizer(nn.Module):
         label = rate_label(rates)
         attn = hmask.long()
         if self.adapters is not None:
-            with self.adapters.context(label, hmask) as infos:
+            with self.adapters.context(label, hmask) as infos, self._real_tokens.active(hmask):
                 hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
             aux = self.adapters.aux_loss(infos).to(h.dtype)
         else:
-            hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
+            with self._real_tokens.active(hmask):
+                hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
             aux = h.new_zeros(())
         B, L, _ = hidden.shape
         logits = self.head(self.norm(hidden)).view(B, L * self.config.upsample, len(VOCAB))

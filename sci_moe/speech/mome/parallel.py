@@ -10,6 +10,12 @@ Under a token mask (:meth:`ParallelAdapters.context`) the adapter sees only the 
 tokens and adds nothing to padding. The backbone's parameters are frozen
 (``requires_grad=False``) and its code is not changed; removing the hooks
 (:meth:`ParallelAdapters.remove`) restores the original model exactly.
+
+:func:`pack_linears` makes the frozen backbone's ``nn.Linear`` layers skip padding:
+inside :meth:`RealTokens.active` they multiply only the real tokens of a ``(B, L, d)``
+input and leave zeros at the padded positions, whose values the backbone's attention
+masks out anyway (the real tokens' outputs and gradients are those of the padded
+computation, equal to rounding; bitwise with row-independent GEMMs).
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sci_moe.moe import MoEInfo, RoutedModule
 
-__all__ = ["ParallelAdapters", "freeze"]
+__all__ = ["PackedLinear", "ParallelAdapters", "RealTokens", "freeze", "pack_linears"]
 
 
 def freeze(module: nn.Module) -> nn.Module:
@@ -30,6 +37,90 @@ def freeze(module: nn.Module) -> nn.Module:
     for p in module.parameters():
         p.requires_grad_(False)
     return module
+
+
+class RealTokens:
+    """The real tokens of the sequences a backbone runs on, shared by its
+    :class:`PackedLinear` layers (:func:`pack_linears`).
+
+    Attributes
+    ----------
+    mask : Tensor, shape (B, L), bool, or None
+        Real tokens of the current forward (``None``: outside :meth:`active`, every
+        layer computes every position).
+    index : Tensor, shape (N,), int64, or None
+        Flat positions ``b * L + l`` of the ``N`` real tokens, row-major.
+    """
+
+    def __init__(self) -> None:
+        self.mask: torch.Tensor | None = None
+        self.index: torch.Tensor | None = None
+
+    @contextlib.contextmanager
+    def active(self, mask: torch.Tensor) -> Iterator[None]:
+        """Let the packed layers see only the real tokens ``mask`` (``(B, L)``, bool)
+        during the backbone forward inside the block (and its backward)."""
+        old = self.mask, self.index
+        self.mask = mask.bool()
+        self.index = self.mask.reshape(-1).nonzero().squeeze(1)
+        try:
+            yield
+        finally:
+            self.mask, self.index = old
+
+
+class PackedLinear(nn.Linear):
+    """An ``nn.Linear`` that, on a ``(B, L, d_in)`` input under :meth:`RealTokens.active`,
+    multiplies only the real tokens and returns zeros at the padded positions.
+
+    Made from a backbone's ``nn.Linear`` in place by :func:`pack_linears` (same
+    parameters, same state-dict keys). Other inputs, and every input outside
+    :meth:`RealTokens.active`, get the plain ``F.linear``.
+
+    Attributes
+    ----------
+    tokens : RealTokens
+    """
+
+    tokens: RealTokens
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` of shape ``(..., in_features)`` -> ``(..., out_features)``."""
+        mask = self.tokens.mask
+        if mask is None or x.shape[:-1] != mask.shape:
+            return F.linear(x, self.weight, self.bias)
+        idx = self.tokens.index
+        y = F.linear(x.reshape(-1, x.shape[-1]).index_select(0, idx), self.weight, self.bias)
+        out = y.new_zeros(mask.numel(), self.out_features).index_copy(0, idx, y)
+        return out.view(*mask.shape, self.out_features)
+
+
+def pack_linears(module: nn.Module) -> RealTokens:
+    """Turn every ``nn.Linear`` of ``module`` into a :class:`PackedLinear` sharing one
+    :class:`RealTokens`, in place.
+
+    Only for a backbone whose linear layers act on each token alone and whose attention
+    masks the padded keys (BERT-like encoders, Llama-like decoders with right padding):
+    then the padded positions' values never reach a real token, and skipping them
+    leaves the real tokens' outputs and gradients as they were (to rounding).
+
+    Parameters
+    ----------
+    module : nn.Module
+
+    Returns
+    -------
+    RealTokens
+        Set the real tokens with :meth:`RealTokens.active` around the forward.
+    """
+    tokens = RealTokens()
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            if type(m) is nn.Linear:
+                m.__class__ = PackedLinear
+            if isinstance(m, PackedLinear):
+                m.tokens = tokens
+    return tokens
 
 
 class ParallelAdapters(nn.Module):
