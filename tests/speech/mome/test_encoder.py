@@ -19,31 +19,7 @@ from sci_moe.speech.mome import (  # noqa: E402
     adapter_parameter_count,
     matched_bottleneck,
 )
-
-
-def _bert():
-    cfg = transformers.BertConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        vocab_size=8,
-        max_position_embeddings=256,
-    )
-    return transformers.BertModel(cfg)
-
-
-def _llama():
-    cfg = transformers.LlamaConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=32,
-        vocab_size=8,
-        max_position_embeddings=256,
-    )
-    return transformers.LlamaModel(cfg)
+from tests.speech.mome.backbones import tiny_bert, tiny_llama  # noqa: E402
 
 
 def _model(backbone, rates=None, paired=False, adapter="mome"):
@@ -99,7 +75,7 @@ def test_encoder_needs_a_multiple_of_its_subsampling():
         enc(torch.randn(2, 10, 5), torch.ones(2, 10, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("backbone", [_bert, _llama])
+@pytest.mark.parametrize("backbone", [tiny_bert, tiny_llama])
 def test_recognizer_with_encoder_subsamples_and_reuses_the_encoding(backbone):
     model = _model(backbone()).eval()
     assert model.config.frame_multiple("audio") == 2 * 4
@@ -136,7 +112,7 @@ def test_paired_rates_and_audio_visual_forward():
     assert rates.labels() == ["audio=1,video=1", "audio=2,video=2", "audio=4,video=4"]
     with pytest.raises(ValueError, match="as many rates"):
         MatryoshkaRates({"audio": (1, 2), "video": (1,)}, paired=True)
-    model = _model(_bert(), {"audio": (1, 2, 4), "video": (1, 2, 4)}, paired=True).eval()
+    model = _model(tiny_bert(), {"audio": (1, 2, 4), "video": (1, 2, 4)}, paired=True).eval()
     xa, ma = torch.randn(2, 32, 40), torch.ones(2, 32, dtype=torch.bool)
     xv, mv = torch.randn(2, 8, 22), torch.ones(2, 8, dtype=torch.bool)
     out = model({"audio": (xa, ma), "video": (xv, mv)}, {"audio": 2, "video": 2})

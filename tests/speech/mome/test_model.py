@@ -9,6 +9,9 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+
+from tests.speech.mome.backbones import tiny_bert  # noqa: E402
+
 pytest.importorskip("espeakng_loader")
 
 from sci_moe._util import load_verified  # noqa: E402
@@ -35,18 +38,6 @@ def data(tmp_path_factory):
     return build_speech_set(cfg, tmp_path_factory.mktemp("speech"), False, phrases=PHRASES)
 
 
-def _bert():
-    cfg = transformers.BertConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        vocab_size=8,
-        max_position_embeddings=256,
-    )
-    return transformers.BertModel(cfg)
-
-
 def _model(adapter="mome", rates=None, mode="avg", encoder_dim=0):
     torch.manual_seed(0)
     rates = rates or {"audio": (4, 8), "video": (1, 2)}
@@ -60,7 +51,7 @@ def _model(adapter="mome", rates=None, mode="avg", encoder_dim=0):
         upsample=4,
         encoder_dim=encoder_dim,
     )
-    return SpeechRecognizer(_bert(), cfg)
+    return SpeechRecognizer(tiny_bert(), cfg)
 
 
 def test_data_set_split_by_phrase_and_cache(data, tmp_path_factory):

@@ -17,31 +17,7 @@ from sci_moe.speech.mome import (  # noqa: E402
     SpeechRecognizer,
     pack_linears,
 )
-
-
-def _bert():
-    cfg = transformers.BertConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        vocab_size=8,
-        max_position_embeddings=256,
-    )
-    return transformers.BertModel(cfg)
-
-
-def _llama():
-    cfg = transformers.LlamaConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=32,
-        vocab_size=8,
-        max_position_embeddings=256,
-    )
-    return transformers.LlamaModel(cfg)
+from tests.speech.mome.backbones import tiny_bert, tiny_llama  # noqa: E402
 
 
 def _model(backbone, adapter):
@@ -89,7 +65,7 @@ def _run(model, x, mask, rate):
     return out, grads
 
 
-@pytest.mark.parametrize("make", [_bert, _llama])
+@pytest.mark.parametrize("make", [tiny_bert, tiny_llama])
 @pytest.mark.parametrize("adapter", ["mome", "per_rate", "none"])
 def test_packed_backbone_equals_padded(make, adapter):
     model, ref = _pair(make, adapter)
