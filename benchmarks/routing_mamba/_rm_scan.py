@@ -1,9 +1,9 @@
 """The scan experiment of ``run.py``: the parallel selective scan against the reference.
 
-The parallel scan of one Mamba block against the step-by-step reference and transformers'
-``MambaMixer`` (slow path; skipped without transformers), the same weights in all: forward +
-backward tokens/s, measured once and kept in the state (``state["scan"]``). A helper
-module: ``run.py`` imports it.
+The parallel scan of one Mamba block against the recurrent CPU scan (the CPU default), the
+step-by-step reference and transformers' ``MambaMixer`` (slow path; skipped without
+transformers), the same weights in all: forward + backward tokens/s, measured once and
+kept in the state (``state["scan"]``). A helper module: ``run.py`` imports it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ def exp_scan(p, rows, table, state):
     fast = MambaBlock(d_model=d, d_state=16, scan="parallel")
     ref = MambaBlock(d_model=d, d_state=16, scan="reference")
     ref.load_state_dict(fast.state_dict())
+    rec = MambaBlock(d_model=d, d_state=16, scan="recurrent")
+    rec.load_state_dict(fast.state_dict())
     x = torch.randn(Bsz, L, d)
-    contenders = {"parallel scan": fast, "step-by-step reference": ref}
+    contenders = {
+        "parallel scan": fast,
+        "recurrent scan (CPU default)": rec,
+        "step-by-step reference": ref,
+    }
     try:
         import transformers
         from transformers.models.mamba.modeling_mamba import MambaMixer
@@ -57,12 +63,11 @@ def exp_scan(p, rows, table, state):
     tps = state["scan"]
     for name, v in tps.items():
         vs = None if name == "parallel scan" else name
+        tag = "hf" if "transformers" in name else "recurrent" if "recurrent" in name else "ref"
         rows.append(
             Row(
                 "parallel scan",
-                "fwd_bwd_tokens_per_s"
-                if vs is None
-                else f"fwd_bwd_tokens_per_s_vs_{'hf' if 'transformers' in name else 'ref'}",
+                "fwd_bwd_tokens_per_s" if vs is None else f"fwd_bwd_tokens_per_s_vs_{tag}",
                 tps["parallel scan"],
                 "tokens/s",
                 vs,

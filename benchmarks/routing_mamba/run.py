@@ -17,8 +17,8 @@ gensim's wheel (``sci_moe.language.load_corpus``), trained by the shared trainer
   table: Mamba needs none);
 * (d) hybrid (Mamba + attention, FFN per block) dense vs RoM at equal active
   parameters, with active FLOPs/token and training FLOPs to the dense hybrid's loss;
-* (e) selective-scan throughput (fwd + bwd, tokens/s) of the parallel scan vs the
-  step-by-step reference and vs transformers' ``MambaMixer`` slow path.
+* (e) selective-scan throughput (fwd + bwd, tokens/s) of the parallel scan vs the recurrent
+  CPU scan, the step-by-step reference and transformers' ``MambaMixer`` slow path.
 
 The run goes seed by seed (every model of seed 0, then seed 1, ...); with
 ``--max-hours H`` a piece starts no new training run after H hours and writes the JSON of
