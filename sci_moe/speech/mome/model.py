@@ -21,6 +21,7 @@ Pipeline (per rate combination ``c``, e.g. audio rate 4 and video rate 2):
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -347,17 +348,20 @@ class SpeechRecognizer(nn.Module):
         layers, attention = _layers(backbone)
         targets = [getattr(x, attention) if c.target == "attention" else x for x in layers]
         labels = rates.labels()
+        real = self._real_tokens  # the adapters' hooks share the packed linears' index
         self.adapters: ParallelAdapters | None = None
         if c.adapter == "mome":
             mome = c.mome if c.mome is not None else MoMEConfig(d_model=d)
             mome = MoMEConfig(**{**mome.__dict__, "d_model": d})
-            self.adapters = ParallelAdapters(targets, lambda i: MoMEAdapter(mome))
+            self.adapters = ParallelAdapters(targets, lambda i: MoMEAdapter(mome), tokens=real)
         elif c.adapter == "per_rate":
             self.adapters = ParallelAdapters(
-                targets, lambda i: PerRateAdapter(d, c.bottleneck, labels)
+                targets, lambda i: PerRateAdapter(d, c.bottleneck, labels), tokens=real
             )
         elif c.adapter == "single":
-            self.adapters = ParallelAdapters(targets, lambda i: SingleAdapter(d, c.bottleneck))
+            self.adapters = ParallelAdapters(
+                targets, lambda i: SingleAdapter(d, c.bottleneck), tokens=real
+            )
 
     def train(self, mode: bool = True) -> SpeechRecognizer:
         """Train mode for the trainable parts; the frozen backbone, and any encoder whose
@@ -451,14 +455,14 @@ class SpeechRecognizer(nn.Module):
         h = h * hmask.unsqueeze(-1).to(h.dtype)
         label = rate_label(rates)
         attn = hmask.long()
-        if self.adapters is not None:
-            with self.adapters.context(label, hmask) as infos, self._real_tokens.active(hmask):
-                hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
-            aux = self.adapters.aux_loss(infos).to(h.dtype)
-        else:
-            with self._real_tokens.active(hmask):
-                hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
-            aux = h.new_zeros(())
+        infos = None
+        with contextlib.ExitStack() as stack:
+            # one index of the real tokens for the packed linears and the adapters' hooks
+            stack.enter_context(self._real_tokens.active(hmask))
+            if self.adapters is not None:
+                infos = stack.enter_context(self.adapters.context(label))
+            hidden = self.backbone(inputs_embeds=h, attention_mask=attn).last_hidden_state
+        aux = h.new_zeros(()) if infos is None else self.adapters.aux_loss(infos).to(h.dtype)
         B, L, _ = hidden.shape
         logits = self.head(self.norm(hidden)).view(B, L * self.config.upsample, len(VOCAB))
         lengths = hmask.sum(1) * self.config.upsample

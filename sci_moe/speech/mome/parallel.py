@@ -6,10 +6,12 @@ layer) and its adapter ``A``, the hooked forward returns
 .. math:: h_{out} = B(h) + A(h),
 
 where ``h`` is the first positional (or the ``hidden_states`` keyword) input of ``B``.
-Under a token mask (:meth:`ParallelAdapters.context`) the adapter sees only the real
-tokens and adds nothing to padding. The backbone's parameters are frozen
-(``requires_grad=False``) and its code is not changed; removing the hooks
-(:meth:`ParallelAdapters.remove`) restores the original model exactly.
+Under a token mask (:meth:`ParallelAdapters.context`, or :meth:`RealTokens.active` of
+its ``tokens``) the adapter sees only the real tokens and adds nothing to padding. The
+backbone's parameters are frozen (``requires_grad=False``) and its code is not changed;
+removing the hooks (:meth:`ParallelAdapters.remove`) restores the original model exactly.
+The hooks find their adapters through the :class:`ParallelAdapters` at call time, so a
+``copy.deepcopy`` of a model holding the backbone and its adapters is independent.
 
 :func:`pack_linears` makes the frozen backbone's ``nn.Linear`` layers skip padding:
 inside :meth:`RealTokens.active` they multiply only the real tokens of a ``(B, L, d)``
@@ -41,7 +43,8 @@ def freeze(module: nn.Module) -> nn.Module:
 
 class RealTokens:
     """The real tokens of the sequences a backbone runs on, shared by its
-    :class:`PackedLinear` layers (:func:`pack_linears`).
+    :class:`PackedLinear` layers (:func:`pack_linears`) and the hooks of
+    :class:`ParallelAdapters`: one index per forward, computed by :meth:`active`.
 
     Attributes
     ----------
@@ -49,7 +52,8 @@ class RealTokens:
         Real tokens of the current forward (``None``: outside :meth:`active`, every
         layer computes every position).
     index : Tensor, shape (N,), int64, or None
-        Flat positions ``b * L + l`` of the ``N`` real tokens, row-major.
+        Flat positions ``b * L + l`` of the ``N`` real tokens, row-major (the order of
+        ``x[mask]``).
     """
 
     def __init__(self) -> None:
@@ -67,6 +71,56 @@ class RealTokens:
             yield
         finally:
             self.mask, self.index = old
+
+    def covers(self, x: torch.Tensor) -> bool:
+        """Whether ``x`` is packable: real tokens are set and ``x`` has shape
+        ``(B, L, d)`` with ``(B, L)`` the mask's shape."""
+        return self.mask is not None and x.shape[:-1] == self.mask.shape
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """The real tokens of ``x``, row-major (equal to ``x[mask]``).
+
+        Parameters
+        ----------
+        x : Tensor, shape (B, L, d)
+            ``(B, L)`` the shape of :attr:`mask` (:meth:`covers`).
+
+        Returns
+        -------
+        Tensor, shape (N, d)
+            ``N`` the number of real tokens.
+        """
+        if self.mask is None:
+            raise ValueError("no real tokens set: call pack inside RealTokens.active")
+        if not self.covers(x):
+            raise ValueError(
+                f"x must have shape (*{tuple(self.mask.shape)}, d) to match the mask; "
+                f"got {tuple(x.shape)}"
+            )
+        return x.reshape(-1, x.shape[-1]).index_select(0, self.index)
+
+    def unpack(self, y: torch.Tensor) -> torch.Tensor:
+        """Scatter packed tokens back to their positions, zeros at the padding (equal to
+        ``full = zeros; full[mask] = y``).
+
+        Parameters
+        ----------
+        y : Tensor, shape (N, d_out)
+            One row per real token, in the order of :meth:`pack`.
+
+        Returns
+        -------
+        Tensor, shape (B, L, d_out)
+        """
+        if self.mask is None:
+            raise ValueError("no real tokens set: call unpack inside RealTokens.active")
+        if y.dim() != 2 or y.shape[0] != self.index.numel():
+            raise ValueError(
+                f"y must have shape ({self.index.numel()}, d_out), one row per real token; "
+                f"got {tuple(y.shape)}"
+            )
+        out = y.new_zeros(self.mask.numel(), y.shape[1]).index_copy(0, self.index, y)
+        return out.view(*self.mask.shape, y.shape[1])
 
 
 class PackedLinear(nn.Linear):
@@ -86,13 +140,10 @@ class PackedLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` of shape ``(..., in_features)`` -> ``(..., out_features)``."""
-        mask = self.tokens.mask
-        if mask is None or x.shape[:-1] != mask.shape:
+        tokens = self.tokens
+        if not tokens.covers(x):
             return F.linear(x, self.weight, self.bias)
-        idx = self.tokens.index
-        y = F.linear(x.reshape(-1, x.shape[-1]).index_select(0, idx), self.weight, self.bias)
-        out = y.new_zeros(mask.numel(), self.out_features).index_copy(0, idx, y)
-        return out.view(*mask.shape, self.out_features)
+        return tokens.unpack(F.linear(tokens.pack(x), self.weight, self.bias))
 
 
 def pack_linears(module: nn.Module) -> RealTokens:
@@ -123,6 +174,44 @@ def pack_linears(module: nn.Module) -> RealTokens:
     return tokens
 
 
+class _AdapterHook:
+    """Forward hook adding adapter ``index`` of ``owner`` to its target's output.
+
+    It looks the adapter and the real tokens up through ``owner`` at call time, so a
+    ``copy.deepcopy`` of a model holding both the targets and ``owner`` gets hooks that
+    use the copy's adapters (the copied hook's ``owner`` is the copied
+    :class:`ParallelAdapters`).
+    """
+
+    def __init__(self, owner: ParallelAdapters, index: int) -> None:
+        self.owner = owner
+        self.index = index
+
+    def __call__(self, module: nn.Module, args: tuple, kwargs: dict, output):
+        h = args[0] if args else kwargs.get("hidden_states")
+        if not isinstance(h, torch.Tensor):
+            raise TypeError(
+                f"{type(module).__name__} got no hidden-state tensor as its first argument; "
+                "hook a module whose first input is (B, L, d)"
+            )
+        owner = self.owner
+        adapter = owner.adapters[self.index]
+        tokens = owner.tokens
+        packed = tokens.covers(h)
+        x = tokens.pack(h) if packed else h
+        if isinstance(adapter, RoutedModule):
+            delta, info = adapter(x, return_routing=True)
+            if owner._infos is not None:
+                owner._infos[self.index] = info
+        else:
+            delta = adapter(x)
+        if packed:
+            delta = tokens.unpack(delta)
+        if isinstance(output, tuple):
+            return (output[0] + delta, *output[1:])
+        return output + delta
+
+
 class ParallelAdapters(nn.Module):
     """Adapters added in parallel to a list of frozen target modules.
 
@@ -136,17 +225,23 @@ class ParallelAdapters(nn.Module):
     make_adapter : callable
         ``make_adapter(i) -> nn.Module`` builds the adapter of target ``i``, a module
         mapping tokens ``(..., d)`` to ``(..., d)``. It is called on the real tokens
-        ``h[mask]`` of shape ``(n, d)`` under the token mask set by :meth:`context` (or
-        on all of ``h`` without one); a :class:`~sci_moe.moe.RoutedModule` adapter is
-        called with ``return_routing=True`` and its :class:`~sci_moe.moe.MoEInfo` is
-        kept for :meth:`context`.
+        ``h[mask]`` of shape ``(n, d)`` (:meth:`RealTokens.pack`) while ``tokens`` has a
+        mask of ``h``'s ``(B, L)`` (set by :meth:`context` or :meth:`RealTokens.active`),
+        else on all of ``h``; a :class:`~sci_moe.moe.RoutedModule` adapter is called with
+        ``return_routing=True`` and its :class:`~sci_moe.moe.MoEInfo` is kept for
+        :meth:`context`.
     freeze_targets : bool
         Freeze the targets' parameters (default).
+    tokens : RealTokens, optional
+        The real tokens the hooks read, e.g. the one :func:`pack_linears` returned for
+        the backbone, so that one index per forward serves its linear layers and the
+        adapters (a new one by default).
 
     Attributes
     ----------
     adapters : nn.ModuleList
         The adapters, in target order (they are this module's only parameters).
+    tokens : RealTokens
 
     Examples
     --------
@@ -163,48 +258,22 @@ class ParallelAdapters(nn.Module):
         targets: Sequence[nn.Module],
         make_adapter: Callable[[int], nn.Module],
         freeze_targets: bool = True,
+        tokens: RealTokens | None = None,
     ) -> None:
         super().__init__()
         targets = list(targets)
         if not targets:
             raise ValueError("targets is empty: give the sub-modules to add adapters beside")
         self.adapters = nn.ModuleList([make_adapter(i) for i in range(len(targets))])
-        self._mask: torch.Tensor | None = None
+        self.tokens = RealTokens() if tokens is None else tokens
         self._infos: list[MoEInfo | None] | None = None
         self._handles = []
-        for i, (target, adapter) in enumerate(zip(targets, self.adapters, strict=True)):
+        for i, target in enumerate(targets):
             if freeze_targets:
                 freeze(target)
             self._handles.append(
-                target.register_forward_hook(self._hook(i, adapter), with_kwargs=True)
+                target.register_forward_hook(_AdapterHook(self, i), with_kwargs=True)
             )
-
-    def _hook(self, index: int, adapter: nn.Module):
-        def hook(module, args, kwargs, output):
-            h = args[0] if args else kwargs.get("hidden_states")
-            if not isinstance(h, torch.Tensor):
-                raise TypeError(
-                    f"{type(module).__name__} got no hidden-state tensor as its first argument; "
-                    "hook a module whose first input is (B, L, d)"
-                )
-            mask = self._mask
-            mask = mask.bool() if mask is not None and mask.shape == h.shape[:-1] else None
-            tokens = h if mask is None else h[mask]
-            if isinstance(adapter, RoutedModule):
-                delta, info = adapter(tokens, return_routing=True)
-                if self._infos is not None:
-                    self._infos[index] = info
-            else:
-                delta = adapter(tokens)
-            if mask is not None:
-                full = delta.new_zeros(h.shape[:-1] + delta.shape[-1:])
-                full[mask] = delta
-                delta = full
-            if isinstance(output, tuple):
-                return (output[0] + delta, *output[1:])
-            return output + delta
-
-        return hook
 
     @contextlib.contextmanager
     def context(
@@ -218,8 +287,11 @@ class ParallelAdapters(nn.Module):
             Label stored in every adapter's ``rate`` (per-rate adapters pick theirs by
             it; MoME records usage under it).
         mask : Tensor, shape (B, L), bool, optional
-            Real tokens of the sequences the backbone will see; a target whose input has
-            another shape gets no mask.
+            Real tokens of the sequences the backbone will see, set on :attr:`tokens`
+            (:meth:`RealTokens.active`) inside the block; a target whose input has
+            another shape gets no mask. Omitted: the real tokens already set on
+            :attr:`tokens`, if any (e.g. by the caller's ``tokens.active(mask)``), else
+            every token.
 
         Yields
         ------
@@ -229,15 +301,16 @@ class ParallelAdapters(nn.Module):
             adapters not called. Pass it to :meth:`aux_loss`.
         """
         infos: list[MoEInfo | None] = [None] * len(self.adapters)
-        old = self._mask, self._infos, [getattr(a, "rate", "") for a in self.adapters]
-        self._mask, self._infos = mask, infos
+        old = self._infos, [getattr(a, "rate", "") for a in self.adapters]
+        self._infos = infos
         for a in self.adapters:
             a.rate = str(rate)
         try:
-            yield infos
+            with contextlib.nullcontext() if mask is None else self.tokens.active(mask):
+                yield infos
         finally:
-            self._mask, self._infos = old[0], old[1]
-            for a, r in zip(self.adapters, old[2], strict=True):
+            self._infos = old[0]
+            for a, r in zip(self.adapters, old[1], strict=True):
                 a.rate = r
 
     def aux_loss(self, infos: list[MoEInfo | None]) -> torch.Tensor:

@@ -42,7 +42,7 @@ def _model(backbone, adapter):
 
 def _pair(make, adapter):
     """The recogniser and an equal one whose backbone's linears compute every position
-    (built twice: a deep copy of a recogniser would share its adapter hooks)."""
+    (built twice, from copies of one backbone taken before any adapter hooks into it)."""
     torch.manual_seed(5)
     backbone = make()
     plain = copy.deepcopy(backbone)  # before any adapter hooks into it
