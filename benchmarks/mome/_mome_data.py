@@ -56,7 +56,7 @@ def add_encoder_arguments(p: argparse.ArgumentParser) -> None:
     ----------
     p : argparse.ArgumentParser
         The script's parser; gets ``--pretrain-encoder [PATH]``, ``--finetune-encoder LR``,
-        ``--pretrain-only``, ``--encoder-dim``, ``--encoder-layers``,
+        ``--pretrain-only``, ``--pretrain-steps N``, ``--encoder-dim``, ``--encoder-layers``,
         ``--extra-train-phrases N`` and ``--train-variants V``, in that order.
     """
     p.add_argument("--pretrain-encoder", type=Path, nargs="?", const=Path(""), default=None,
@@ -69,6 +69,9 @@ def add_encoder_arguments(p: argparse.ArgumentParser) -> None:
                    "learning rate LR instead of freezing it")  # fmt: skip
     p.add_argument("--pretrain-only", action="store_true",
                    help="stop after the encoder pretraining stage")  # fmt: skip
+    p.add_argument("--pretrain-steps", type=int, default=None, metavar="N",
+                   help="with --pretrain-encoder: the stage's step cap (default 20,000; it "
+                   "stops earlier after 8 evaluations without a better one)")  # fmt: skip
     p.add_argument("--encoder-dim", type=int, default=None,
                    help="audio encoder width, a multiple of its 4 heads (default 128)")  # fmt: skip
     p.add_argument("--encoder-layers", type=int, default=None,
@@ -97,16 +100,22 @@ def check_encoder_arguments(args: argparse.Namespace) -> bool:
     Raises
     ------
     SystemExit
-        ``--finetune-encoder`` or ``--pretrain-only`` without ``--pretrain-encoder``, a
-        learning rate <= 0, an encoder width, layer count or variant count < 1, a width not
+        ``--finetune-encoder``, ``--pretrain-only`` or ``--pretrain-steps`` without
+        ``--pretrain-encoder``, a learning rate <= 0, an encoder width, layer count, variant
+        count or pretraining step cap < 1, a width not
         a multiple of the 4 heads, or extra phrases outside ``0..MAX_EXTRA_PHRASES``.
     """
     pretrain = args.pretrain_encoder is not None
-    if not pretrain and (args.finetune_encoder is not None or args.pretrain_only):
-        raise SystemExit("--finetune-encoder and --pretrain-only need --pretrain-encoder")
+    if not pretrain and (
+        args.finetune_encoder is not None or args.pretrain_only or args.pretrain_steps is not None
+    ):
+        raise SystemExit(
+            "--finetune-encoder, --pretrain-only and --pretrain-steps need --pretrain-encoder"
+        )
     if args.finetune_encoder is not None and not args.finetune_encoder > 0:
         raise SystemExit(f"--finetune-encoder must be > 0, got {args.finetune_encoder}")
-    for name, low in (("encoder_dim", 1), ("encoder_layers", 1), ("train_variants", 1)):
+    lows = (("encoder_dim", 1), ("encoder_layers", 1), ("train_variants", 1), ("pretrain_steps", 1))
+    for name, low in lows:
         v = getattr(args, name)
         if v is not None and v < low:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= {low}, got {v}")

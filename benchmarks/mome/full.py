@@ -64,6 +64,8 @@ CER/WER at rate 1 per SNR and curve go to the JSON (``pretrain``, the
 encoder is also kept beside the JSON in ``<json stem>_files/audio_encoder.pt`` (2.57 MB
 for ``mome_full_v2``), its SHA-256 in the ``pretrain`` record: **commit it with the JSON**;
 ``--resume`` on a fresh machine restores the encoder from it instead of pretraining again.
+``--pretrain-steps N`` sets the stage's step cap (default 20,000; ``mome_full_v2``'s
+encoder reached it still improving, so ``converged: false``).
 ``--extra-train-phrases N``, ``--train-variants V``, ``--encoder-dim`` and
 ``--encoder-layers`` add training utterances and size the audio encoder; they enter
 ``machine.settings`` and the encoder file's settings, so ``--resume`` refuses a run or
@@ -231,6 +233,8 @@ def main(argv=None) -> int:
     s = settings(args.quick, args.backbone, args.lm_layers, pretrain, args.finetune_encoder,
                  args.encoder_dim, args.encoder_layers, args.extra_train_phrases,
                  args.train_variants)  # fmt: skip
+    if args.pretrain_steps is not None:  # a larger cap for an encoder still improving at 20,000
+        s["pretrain"] = dict(s["pretrain"], steps=args.pretrain_steps)
     check_data_settings(s)
     mods = [m for m in args.modalities.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]

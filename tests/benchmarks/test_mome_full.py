@@ -212,9 +212,10 @@ def test_pretrained_encoder_stage_then_frozen_units(bench, helpers, tmp_path, mo
         bench.run_unit("audio", "mome", 0, s, None, _bert(), None, encoder=bad)
 
 
-def test_pretrain_flags_need_the_stage(bench, tmp_path):
+@pytest.mark.parametrize("flag", [["--pretrain-only"], ["--pretrain-steps", "10"]])
+def test_pretrain_flags_need_the_stage(bench, tmp_path, flag):
     with pytest.raises(SystemExit, match="need --pretrain-encoder"):
-        bench.main(["--quick", "--pretrain-only", "--work", str(tmp_path)])
+        bench.main(["--quick", *flag, "--work", str(tmp_path)])
 
 
 def test_encoder_and_data_flags_enter_the_settings(bench, helpers):
@@ -240,7 +241,8 @@ def test_encoder_and_data_flags_enter_the_settings(bench, helpers):
 @pytest.mark.parametrize(
     "flags",
     [["--encoder-dim", "130"], ["--encoder-layers", "0"], ["--extra-train-phrases", "-1"],
-     ["--extra-train-phrases", "5000"], ["--train-variants", "1"]],
+     ["--extra-train-phrases", "5000"], ["--train-variants", "1"],
+     ["--pretrain-encoder", "--pretrain-steps", "0"]],
 )  # fmt: skip
 def test_bad_encoder_and_data_flags_exit(bench, tmp_path, flags):
     with pytest.raises(SystemExit, match="must be"):
@@ -251,11 +253,14 @@ def test_pretrain_with_extra_training_data(bench, tmp_path, capsys):
     path = tmp_path / "more.json"
     args = ["--quick", "--threads", "1", "--json", str(path), "--cache", str(tmp_path / "c"),
             "--work", str(tmp_path / "w"), "--pretrain-encoder", "--pretrain-only",
-            "--extra-train-phrases", "2", "--train-variants", "2",
+            "--pretrain-steps", "3", "--extra-train-phrases", "2", "--train-variants", "2",
             "--encoder-layers", "2"]  # fmt: skip
     assert bench.main(args) == 0
     doc = json.loads(path.read_text())
     s = doc["machine"]["settings"]
+    # the stage's cap (the quick default is 4) enters the settings and the encoder's record
+    assert s["pretrain"]["steps"] == 3 == doc["pretrain"]["settings"]["pretrain"]["steps"]
+    assert doc["pretrain"]["steps"] <= 3
     assert s["extra_train_phrases"] == 2 and s["train_variants"] == 2
     assert s["audio_encoder"]["layers"] == 2
     n = doc["machine"]["n_utterances"]
