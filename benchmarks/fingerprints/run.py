@@ -109,7 +109,9 @@ from _fp_classify import stratified_pool as stratified_pool
 from _fp_plots import plot
 from _fp_propagation import part_propagation
 from _fp_propagation import word_rate as word_rate
+from _fp_verdicts import cross_dataset_verdict as cross_dataset_verdict
 from _fp_verdicts import lms_converged as lms_converged
+from _fp_verdicts import match_effect as match_effect
 from _fp_verdicts import rejudge, verdicts
 
 from sci_moe.data.wiki_pipelines import document_source as document_source

@@ -36,7 +36,9 @@ def test_flat_rule(bench):
     assert not bench.flat(_curve([1.0, 1.0, 1.0, 1.0]))  # fewer than five evaluations
 
 
-@pytest.mark.parametrize("name", ["fingerprints.json", "fingerprints_quick.json"])
+@pytest.mark.parametrize(
+    "name", ["fingerprints.json", "fingerprints_v2.json", "fingerprints_quick.json"]
+)
 def test_stored_convergence_rows_follow_the_rule(bench, name):
     doc = json.loads((BENCH / "fingerprints" / "results" / name).read_text())
     assert bench.rejudge(json.loads(json.dumps(doc))) == doc
@@ -69,6 +71,53 @@ def test_stored_verdicts_follow_the_rule(bench):
     again = bench.verdicts(doc)
     assert [v["verdict"] for v in again] == [v["verdict"] for v in doc["verdicts"]]
     assert len(again) == 9 and not any(v["decisive"] for v in again)  # quick: not converged
+
+
+def _cross_rows(matrix_by_seed, names=("c4", "gopher", "norm")):
+    return [
+        {"case": f"cross ppl {a} on {b}", "metric": f"ppl seed {s}", "value": float(m[i][j])}
+        for s, m in enumerate(matrix_by_seed)
+        for i, a in enumerate(names)
+        for j, b in enumerate(names)
+    ]
+
+
+def test_match_effect_removes_lm_quality_and_text_difficulty(bench):
+    # log ppl = LM quality + text difficulty: no match effect, whatever the raw means say
+    lm, text = np.array([0.3, 0.0, 0.1]), np.array([0.0, 0.4, -0.2])
+    additive = np.exp(4.0 + lm[:, None] + text[None, :])
+    cross, own = bench.match_effect({"rows": _cross_rows([additive])})
+    assert cross == pytest.approx([0.0], abs=1e-12) and own == pytest.approx([0.0], abs=1e-12)
+    # an own-text advantage of 0.06 nats on the diagonal: double centring of a 3 x 3 matrix
+    # leaves 2/3 of it on the diagonal and -1/3 spread over the off-diagonal
+    matched = additive * np.exp(-0.06 * np.eye(3))
+    cross, own = bench.match_effect({"rows": _cross_rows([matched, additive])})
+    assert own == pytest.approx([-0.04, 0.0], abs=1e-12)
+    assert cross == pytest.approx([0.02, 0.0], abs=1e-12)
+    # a seed without its full matrix is left out
+    rows = _cross_rows([matched])[:-1]
+    assert bench.match_effect({"rows": rows}) == ([], [])
+
+
+def _cross_doc(split):
+    rng = np.random.default_rng(0)
+    mats = [np.exp(4.0 - 0.05 * np.eye(3) + 0.01 * rng.standard_normal((3, 3))) for _ in range(5)]
+    settings = {"seeds": 5, "quick": False}
+    if split is not None:
+        settings["prop_split"] = split
+    return {"machine": {"settings": settings}, "rows": _cross_rows(mats)}
+
+
+def test_cross_dataset_verdict_needs_a_document_aligned_split(bench):
+    cross_dataset_verdict = bench.cross_dataset_verdict
+    # an own-text advantage on every seed: reproduced with the document split ...
+    v = cross_dataset_verdict(_cross_doc("document"), converged=True)
+    assert v["verdict"] == "reproduced" and v["decisive"] and v["seeds"] == 5
+    assert v["ours"] > 0 > v["baseline_value"]
+    assert not cross_dataset_verdict(_cross_doc("document"), converged=False)["decisive"]
+    # ... and not decided, saying why, with the tails cut inside the token streams
+    v = cross_dataset_verdict(_cross_doc(None), converged=True)
+    assert v["verdict"] == "not decided" and not v["decisive"] and "leak" in v["why"]
 
 
 def test_full_plan_has_five_paired_seeds_and_cycle_caps(bench):
