@@ -70,9 +70,10 @@ def fit_byte_classifier(clf, texts, labels, names, val, eval_every: int, max_cyc
     return clf, curve, n, conv
 
 
-def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int):
+def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int, val_docs=None):
     """:func:`~sci_moe.language.provenance.train_lm_on_texts` in cycles of ``tcfg.steps``
-    until the validation loss is flat. Returns ``(model, curve [[step, ppl], ...], cycles,
+    until the validation loss is flat (validated on ``val_docs`` when given, else on the
+    last tenth of the token stream). Returns ``(model, curve [[step, ppl], ...], cycles,
     converged)``."""
     from sci_moe.language import save_model
     from sci_moe.language.provenance import train_lm_on_texts
@@ -90,6 +91,7 @@ def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int):
                 replace(tcfg, seed=cycle_seed),
                 tokenizer=tokenizer,
                 init_from=init,
+                val_documents=val_docs,
             )
             return [[int(s), float(p)] for s, p in zip(hist["step"], hist["val_ppl"], strict=True)]
 

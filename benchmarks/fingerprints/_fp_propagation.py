@@ -12,6 +12,7 @@ import re
 import time
 
 import numpy as np
+import torch
 from _common import Row
 from _cycles import train_lm
 from _fp_classify import SOURCES, _bow
@@ -23,6 +24,7 @@ from sci_moe.language.provenance import estimate_mixture, generate, mixture_docu
 __all__ = [
     "PROP",
     "TRUTH",
+    "document_split",
     "part_propagation",
     "stream_ppl",
     "token_windows",
@@ -47,8 +49,6 @@ def word_rate(texts, vocabulary: set[str]) -> float:
 
 def stream_ppl(model, ids, max_windows: int = 48) -> float:
     """Per-token perplexity of ``model`` on non-overlapping windows of token ids ``ids``."""
-    import torch
-
     T = model.config.seq_len
     n = min(max_windows, (ids.numel() - 1) // (T + 1))
     if n < 1:
@@ -68,6 +68,35 @@ def token_windows(tok, ids, n: int, length: int, rng) -> list[str]:
     return [tok.decode(ids[o : o + length]) for o in starts]
 
 
+def document_split(corpora: dict, order: dict, fraction: float) -> tuple[dict, dict]:
+    """Split every pipeline's documents by one validation set of source documents.
+
+    Parameters
+    ----------
+    corpora : dict
+        Pipeline name -> list of ``(title, text)`` (:func:`build_pipeline_corpora`).
+    order : dict
+        Title -> its place in one shuffled order shared by the pipelines.
+    fraction : float
+        Share of the titles, the last of the order, held out for validation (0 < f < 1).
+
+    Returns
+    -------
+    train, val : dict
+        Pipeline name -> its texts in the shared order, without / with the held-out
+        titles; a title is held out in every pipeline or in none.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    first_held = len(order) - max(1, round(fraction * len(order)))
+    train, val = {}, {}
+    for n, docs in corpora.items():
+        ordered = sorted(docs, key=lambda d: order[d[0]])
+        train[n] = [x for t, x in ordered if order[t] < first_held]
+        val[n] = [x for t, x in ordered if order[t] >= first_held]
+    return train, val
+
+
 def part_propagation(cfg, seed, s, state) -> list[Row]:
     from sci_moe.language.provenance import PieceTokenizer
 
@@ -76,8 +105,18 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
     titles = sorted({t for n in PROP for t, _ in corpora[n]})
     order = {t: i for i, t in enumerate(np.random.default_rng(1234).permutation(titles))}
     texts = {n: [x for t, x in sorted(corpora[n], key=lambda d: order[d[0]])] for n in PROP}
-    stream = {n: "\n\n".join(texts[n]) for n in PROP}
-    cut = {n: int(0.9 * len(stream[n])) for n in PROP}
+    by_document = cfg.get("prop_split") == "document"
+    if by_document:
+        # validation = the last tenth of the shared order, in every pipeline: no source
+        # document is in one LM's training text and another pipeline's validation text
+        train_text, val_text = document_split(corpora, order, 0.1)
+        texts = train_text
+        stream = {n: "\n\n".join(train_text[n]) for n in PROP}
+        cut = {n: len(stream[n]) for n in PROP}
+    else:  # the runs before: tails cut at 90 % of each stream (documents leak across)
+        val_text = None
+        stream = {n: "\n\n".join(texts[n]) for n in PROP}
+        cut = {n: int(0.9 * len(stream[n])) for n in PROP}
     tok = PieceTokenizer.fit([stream[n][: cut[n]] for n in PROP], cfg["vocab"])
     vocab = {w.lower() for n in PROP for w in _WORD.findall(stream[n][: cut[n]])}
     lm_cfg = MoELMConfig(
@@ -100,11 +139,17 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
         seed=seed + s,
         progress=False,
     )
-    total = int(0.9 * min(len(stream[n].encode()) for n in PROP))
+    total = int((1.0 if by_document else 0.9) * min(len(stream[n].encode()) for n in PROP))
     sources = dict(texts)
     sources["mixture"] = mixture_documents(
         [texts[n] for n in PROP], np.array(TRUTH), total, seed=seed + s
     )
+    if by_document:
+        val_total = min(len("\n\n".join(val_text[n]).encode()) for n in PROP)
+        val_text = dict(val_text)
+        val_text["mixture"] = mixture_documents(
+            [val_text[n] for n in PROP], np.array(TRUTH), val_total, seed=seed + s
+        )
     rows: list[Row] = []
     gens, lms = {}, {}
     curves = state.setdefault("curves", {}).setdefault("lm", {})
@@ -112,7 +157,9 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
     L = cfg["gen_tokens"]
     for i, (n, docs) in enumerate(sources.items()):
         t0 = time.time()
-        lm, curve, cycles, conv = train_lm(docs, lm_cfg, tcfg, tok, cfg["lm_cycles"])
+        lm, curve, cycles, conv = train_lm(
+            docs, lm_cfg, tcfg, tok, cfg["lm_cycles"], None if val_text is None else val_text[n]
+        )
         curves.setdefault(n, {})[str(s)] = curve
         ppl = curve[-1][1]
         gens[n] = generate(
@@ -136,14 +183,20 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
             flush=True,
         )
     ids = {n: tok.encode(stream[n]) for n in PROP}
+    if by_document:  # the training ids, then the validation ids, as one stream per pipeline
+        val_ids = {n: tok.encode("\n\n".join(val_text[n])) for n in PROP}
+        train_end = {n: ids[n].numel() for n in PROP}
+        ids = {n: torch.cat([ids[n], val_ids[n]]) for n in PROP}
+    else:
+        train_end = {n: int(0.9 * ids[n].numel()) for n in PROP}
     rng = np.random.default_rng(seed + 10 + s)
-    real = token_windows(tok, ids["c4"][: int(0.9 * ids["c4"].numel())], cfg["gen"], L, rng)
+    real = token_windows(tok, ids["c4"][: train_end["c4"]], cfg["gen"], L, rng)
     rows.append(Row("real text", f"word_rate seed {s}", word_rate(real, vocab), "fraction"))
     # cross-pipeline generalisation: each single LM on every pipeline's validation tail
     own, cross = [], []
     for a in PROP:
         for b in PROP:
-            p = stream_ppl(lms[a], ids[b][int(0.9 * ids[b].numel()) :])
+            p = stream_ppl(lms[a], ids[b][train_end[b] :])
             rows.append(Row(f"cross ppl {a} on {b}", f"ppl seed {s}", p, "token ppl"))
             (own if a == b else cross).append(p)
     rows.append(Row("cross-pipeline ppl", f"ppl seed {s}", float(np.mean(cross)), "token ppl"))
@@ -151,7 +204,7 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
     # classifier on real text: random windows of the generations' length, training parts
     xr, yr = [], []
     for k, n in enumerate(PROP):
-        tr_ids = ids[n][: int(0.9 * ids[n].numel())]
+        tr_ids = ids[n][: train_end[n]]
         xr += token_windows(tok, tr_ids, cfg["real_windows"], L, rng)
         yr += [k] * cfg["real_windows"]
     clf = _bow().fit(xr, np.array(yr), list(PROP))

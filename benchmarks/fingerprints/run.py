@@ -39,6 +39,12 @@ with a paired t-test over the seeds):
    ``gen_tokens`` tokens classifies ``gen`` generations of that length per LM;
    mixture estimated by classify-and-count and adjusted count; cross-pipeline perplexity
    (each single LM on every pipeline's validation text) for the generalisation claim.
+   Validation text (``prop_split``): ``"document"`` holds out the last tenth of one shuffled
+   order of the source documents in every pipeline
+   (:func:`_fp_propagation.document_split`), so no source document is in one LM's training
+   text and another pipeline's validation text; the runs before the setting existed
+   (``fingerprints.json``, ``fingerprints_v2.json``) cut each token stream at 90 %, where
+   such documents leak, and their cross-dataset verdict is "not decided" for that reason.
 
 Convergence (``_cycles.FLAT_RULE``, stated in the JSON's ``machine.flat_rule``): the byte
 classifier trains in cycles of ``byte_steps`` steps (at most ``byte_cycles``), each LM in
@@ -66,8 +72,13 @@ hours passed and writes ``PATH.state.json``; ``--resume`` continues from it);
 
     flock /work/notes/longrun.lock nice -n 10 env OMP_NUM_THREADS=1 \
         .venv/bin/python benchmarks/fingerprints/run.py --threads 1 \
-        --json benchmarks/fingerprints/results/fingerprints.json --plots docs/results/img \
+        --json benchmarks/fingerprints/results/fingerprints_v3.json --plots docs/results/img \
         --max-hours 1      # then the same with --resume until it writes the verdicts
+
+Measured (``fingerprints_v2.json``, 5 cycles at most per LM, one thread beside other
+jobs): 10,113 s in three pieces, of which about 1,700 s per propagation seed (LMs of
+375-680 s each; 4 of the 20 LMs reached the 5-cycle cap unflat); the next run, with
+document-aligned validation text and at most 8 LM cycles, is estimated at 3-4 h.
 
 Time (one thread of the 2-core EPYC, from the 3-seed run of 1,263 s: MiniLM embedding
 132 s, about 25 s of bag-of-words fits per seed, 0.135 s per byte-classifier step with its
@@ -107,6 +118,7 @@ from _cycles import train_lm as train_lm
 from _fp_classify import part_classify, part_null
 from _fp_classify import stratified_pool as stratified_pool
 from _fp_plots import plot
+from _fp_propagation import document_split as document_split
 from _fp_propagation import part_propagation
 from _fp_propagation import word_rate as word_rate
 from _fp_verdicts import cross_dataset_verdict as cross_dataset_verdict
@@ -128,6 +140,7 @@ def settings(quick: bool) -> dict:
         source_share=[0.5, 0.25, 0.25],
         byte_seq=256,
         gen_tokens=64,
+        prop_split="document",
     )
     if quick:
         return dict(
@@ -153,7 +166,7 @@ def settings(quick: bool) -> dict:
         byte_cycles=4,
         byte_eval=50,
         lm_steps=1200,
-        lm_cycles=5,
+        lm_cycles=8,
         lm_eval=100,
         gen=100,
         vocab=4096,

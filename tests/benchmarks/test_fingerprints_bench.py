@@ -120,6 +120,35 @@ def test_cross_dataset_verdict_needs_a_document_aligned_split(bench):
     assert v["verdict"] == "not decided" and not v["decisive"] and "leak" in v["why"]
 
 
+def test_document_split_holds_out_the_same_sources_in_every_pipeline(bench):
+    document_split = bench.document_split
+    titles = [f"T{i}" for i in range(20)]
+    order = {t: (7 * i) % 20 for i, t in enumerate(titles)}  # a shuffled shared order
+    corpora = {  # pipelines keep different documents of the same sources
+        "a": [(t, f"a:{t}") for t in titles],
+        "b": [(t, f"b:{t}") for t in titles[::2]],
+        "c": [(t, f"c:{t}") for t in reversed(titles[3:])],
+    }
+    train, val = document_split(corpora, order, 0.1)
+    held = {t for t in titles if order[t] >= 18}
+    for n, docs in corpora.items():
+        got_val = {x.split(":")[1] for x in val[n]}
+        got_train = {x.split(":")[1] for x in train[n]}
+        assert got_val == held & {t for t, _ in docs} and not got_train & held
+        assert got_train | got_val == {t for t, _ in docs}
+        # in the shared order
+        assert [order[x.split(":")[1]] for x in train[n]] == sorted(
+            order[x.split(":")[1]] for x in train[n]
+        )
+    with pytest.raises(ValueError, match="fraction"):
+        document_split(corpora, order, 1.0)
+
+
+def test_full_plan_validates_on_shared_documents(bench):
+    assert bench.settings(False)["prop_split"] == "document"
+    assert bench.settings(True)["prop_split"] == "document"
+
+
 def test_full_plan_has_five_paired_seeds_and_cycle_caps(bench):
     full, quick = bench.settings(False), bench.settings(True)
     assert full["seeds"] == 5 and full["byte_cycles"] >= 3 and full["lm_cycles"] >= 3

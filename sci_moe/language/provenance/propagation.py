@@ -120,12 +120,16 @@ def train_lm_on_texts(
     val_fraction: float = 0.1,
     tokenizer: PieceTokenizer | None = None,
     init_from: str | os.PathLike | None = None,
+    val_documents: Sequence[str] | None = None,
 ) -> tuple[MoETransformerLM, dict]:
     """Train a byte-level MoE LM on ``documents`` (joined by blank lines).
 
     With ``tokenizer`` the tokens are its pieces (``model_cfg.vocab_size`` must equal its
     size) instead of bytes. The token stream is split at ``1 - val_fraction`` of its length
-    into training and validation parts (:class:`sci_moe.language.TextCorpus`). With
+    into training and validation parts (:class:`sci_moe.language.TextCorpus`); with
+    ``val_documents`` every one of ``documents`` is trained on and the validation part is
+    ``val_documents`` (joined the same way; ``val_fraction`` is not used), so a split by
+    document can be shared by several corpora. With
     ``init_from`` (a model file of :func:`sci_moe.language.save_model` or a checkpoint of
     :func:`sci_moe.language.train`) the model starts from those weights with a fresh
     optimiser and schedule: a further training cycle of the same data split.
@@ -144,15 +148,30 @@ def train_lm_on_texts(
         raise ValueError(
             f"model_cfg.vocab_size {model_cfg.vocab_size} != the tokenizer's {len(tokenizer)}"
         )
-    stream = encode(_SEP.join(docs)) if tokenizer is None else tokenizer.encode(_SEP.join(docs))
-    cut = round(stream.numel() * (1 - val_fraction))
+
+    def tokens(texts):
+        text = _SEP.join(texts)
+        return encode(text) if tokenizer is None else tokenizer.encode(text)
+
+    stream = tokens(docs)
     need = model_cfg.seq_len + 1
-    if cut < need or stream.numel() - cut < need:
-        raise ValueError(
-            f"{stream.numel()} tokens are too few for seq_len={model_cfg.seq_len} with "
-            f"val_fraction={val_fraction}; give more text or a shorter seq_len"
-        )
-    corpus = TextCorpus(stream[:cut], stream[cut:], {"texts": (cut, stream.numel() - cut)})
+    if val_documents is not None:
+        val = tokens([d for d in val_documents if d.strip()])
+        if stream.numel() < need or val.numel() < need:
+            raise ValueError(
+                f"{stream.numel()} training and {val.numel()} validation tokens: each part "
+                f"needs at least seq_len + 1 = {need}; give more text or a shorter seq_len"
+            )
+        train_part, val_part = stream, val
+    else:
+        cut = round(stream.numel() * (1 - val_fraction))
+        if cut < need or stream.numel() - cut < need:
+            raise ValueError(
+                f"{stream.numel()} tokens are too few for seq_len={model_cfg.seq_len} with "
+                f"val_fraction={val_fraction}; give more text or a shorter seq_len"
+            )
+        train_part, val_part = stream[:cut], stream[cut:]
+    corpus = TextCorpus(train_part, val_part, {"texts": (train_part.numel(), val_part.numel())})
     history, model = train(
         model_cfg, train_cfg, corpus=corpus, return_model=True, init_from=init_from
     )

@@ -97,3 +97,20 @@ def test_train_lm_on_texts_init_from_continues_the_weights(tmp_path):
     # the second cycle's first evaluation (before any step) is the first cycle's last
     assert hist2["val_loss"][0] == pytest.approx(hist["val_loss"][-1], rel=1e-6)
     assert hist2["step"] == [0, 3, 6]
+
+
+def test_train_lm_on_texts_validates_on_given_documents():
+    """With ``val_documents`` the validation part is those documents, not a cut of the
+    training stream: text of bytes never trained on scores far worse than the same text."""
+    docs = ["- alpha beta\n- gamma delta\n"] * 30
+    cfg = MoELMConfig(
+        d_model=16, n_layers=1, n_heads=2, seq_len=16, d_hidden=16, num_experts=2, top_k=1
+    )
+    tcfg = TrainConfig(
+        steps=60, batch_size=8, eval_every=0, eval_batches=1, lr=1e-2, progress=False
+    )
+    _, seen = train_lm_on_texts(docs, cfg, tcfg, val_documents=docs[:4])
+    _, unseen = train_lm_on_texts(docs, cfg, tcfg, val_documents=["QXZ! wvy? 0189 JKQ\n"] * 4)
+    assert unseen["val_ppl"][-1] > 10 * seen["val_ppl"][-1]
+    with pytest.raises(ValueError, match="validation tokens"):
+        train_lm_on_texts(docs, cfg, tcfg, val_documents=["short"])
