@@ -1,4 +1,4 @@
-"""MxD vs transcoders on SmolLM2-135M: >= 1M tokens, converged, LR-swept, 3 seeds (issue 43).
+"""MxD vs transcoders on SmolLM2-135M: >= 1M tokens, converged, LR-swept, 5 seeds (issue 43).
 
 Oldfield et al., "Towards Interpretability Without Sacrifice: Faithful Dense Layer
 Decomposition with Mixture of Decoders" (NeurIPS 2025, arXiv 2505.21364). The MLPs of an
@@ -17,8 +17,12 @@ wheel) are decomposed by MxD, a transcoder and a skip-transcoder at **equal para
    until its validation normalised MSE is **flat** -- the best value over the last 20 % of
    the steps is less than 1 % below the best before them (:func:`flat`) -- or
    ``max_steps``; a run that hit ``max_steps`` unflat is recorded as not converged.
-3. **Learning rates**: every method gets a sweep over ``lrs`` at ``k = sweep_k``, seed 0;
-   the rate with the lowest final validation NMSE is used for every ``k`` and seed.
+3. **Learning rates**: every method gets a sweep over ``lrs`` at ``k = sweep_k`` on the
+   first seed; the rate with the lowest final validation NMSE is used for every ``k`` and
+   seed. **Seeds**: ``--seeds N`` paired seeds ``--seed``, ..., ``--seed + N - 1``
+   (default 5, the project's least for a decisive verdict; the quick plan 2). The seed
+   list is part of the settings stored in the JSON: ``--resume`` refuses a state made
+   with other seeds.
 4. **Metrics** on held-out test documents: normalised MSE, FVU, dead units, and the
    spliced next-token cross-entropy (the MLP replaced) and its increase over the original
    model, next to a mean ablation.
@@ -110,7 +114,7 @@ SPLITS = ("train", "val", "test")
 FULL = dict(
     layers=[2, 15], context_len=128, val_fraction=0.1, max_windows_per_source=None,
     chunk_windows=64, collect_batch=8, dtype="float16",
-    ks=[8, 32, 128], seeds=[0, 1, 2], lrs=[1e-3, 3e-3, 1e-2], sweep_k=32, normalise=True,
+    ks=[8, 32, 128], seeds=[0, 1, 2, 3, 4], lrs=[1e-3, 3e-3, 1e-2], sweep_k=32, normalise=True,
     latent_multiplier=4, d_hidden=576, batch_size=512,
     min_steps=1000, max_steps=6000, eval_every=250, monitor_tokens=16384, ce_windows=32,
 )  # fmt: skip
@@ -304,11 +308,21 @@ def main(argv: list[str] | None = None) -> int:
         "~/.cache/sci_moe without it); keep it between pieces",
     )
     p.add_argument("--device", default="cpu", help="torch device of the model and the layers")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="paired seeds --seed, --seed + 1, ... (default 5; quick 2)",
+    )
     args = p.parse_args(argv)
+    if args.seeds is not None and args.seeds < 1:
+        p.error(f"--seeds must be >= 1, got {args.seeds}")
     if (done := verdicts_only(args)) is not None:
         return done
     setup(args)
     cfg = dict(QUICK if args.quick else FULL)
+    n_seeds = args.seeds if args.seeds is not None else len(cfg["seeds"])
+    cfg["seeds"] = list(range(args.seed, args.seed + n_seeds))
     root = args.cache or (
         Path(os.environ.get("SCI_MOE_CACHE") or Path.home() / ".cache" / "sci_moe")
         / ("mxd_frontier_quick" if args.quick else "mxd_frontier")

@@ -103,6 +103,38 @@ def test_pieces_resume_to_a_complete_run(toy, tmp_path, capsys):
     assert toy.main(["--verdicts-only", str(path)]) == 0
 
 
+def _settings(path):
+    return json.loads(path.read_text())["machine"]["settings"]
+
+
+def test_seeds_flag(toy, tmp_path, capsys, monkeypatch):
+    """--seeds N: paired seeds --seed, ..., --seed + N - 1 (default 5 in the full plan, the
+    quick plan's own count); N < 1 exits with status 2; the seed list is in the stored
+    settings, so --resume refuses a state made with other seeds."""
+    assert toy.FULL["seeds"] == [0, 1, 2, 3, 4]
+    path, cache = tmp_path / "toy.json", tmp_path / "cache"
+    args = ["--json", str(path), "--cache", str(cache), "--threads", "1", "--max-hours", "0"]
+    # the full plan's default (its data settings made toy-sized, its seeds kept)
+    monkeypatch.setattr(toy, "FULL", dict(TINY, seeds=toy.FULL["seeds"]))
+    assert toy.main(args) == 0
+    assert _settings(path)["seeds"] == [0, 1, 2, 3, 4]
+    # the quick plan keeps its own count unless given
+    assert toy.main([*args, "--quick"]) == 0
+    assert _settings(path)["seeds"] == TINY["seeds"] == [0, 1]
+    assert toy.main([*args, "--quick", "--seeds", "3", "--seed", "1"]) == 0
+    assert _settings(path)["seeds"] == [1, 2, 3]
+    for bad in ("0", "-2"):
+        with refused(capsys, f"--seeds must be >= 1, got {bad}"):
+            toy.main([*args, "--quick", "--seeds", bad])
+    # resume: the same seeds continue, other seeds are refused
+    assert toy.main([*args, "--quick", "--seeds", "3", "--seed", "1", "--resume"]) == 0
+    assert json.loads(path.read_text())["machine"]["pieces"] == 2
+    with refused(capsys, r"other settings \(seeds: \[1, 2, 3\] -> \[1, 2, 3, 4, 5\]\)"):
+        toy.main([*args, "--quick", "--seeds", "5", "--seed", "1", "--resume"])
+    with refused(capsys, r"other settings \(seeds: \[1, 2, 3\] -> \[0, 1\]\)"):
+        toy.main([*args, "--quick", "--resume"])
+
+
 def test_a_training_run_paused_between_segments_continues_exactly(bench, tmp_path):
     from sci_moe.language.mxd import match_decomposition_sizes
 
