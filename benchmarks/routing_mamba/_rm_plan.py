@@ -17,7 +17,9 @@ from sci_moe.language.mamba import RoMBlock
 
 __all__ = [
     "BENCHMARK",
+    "CLAIMED_HYBRID_SAVING",
     "CLAIMED_RATIO",
+    "HYBRID_RATIOS",
     "LN2",
     "RATIOS",
     "UNTIL_FLAT_CAP",
@@ -25,6 +27,7 @@ __all__ = [
     "active_params",
     "count",
     "flops_per_token",
+    "hybrid_sizes",
     "lm_config",
     "model_keys",
     "models",
@@ -45,6 +48,16 @@ RATIOS = (1.0, 1.5, 2.3, 3.0)
 
 
 CLAIMED_RATIO = 2.3
+
+
+#: Dense hybrid sizes beyond the equal-active one, as multiples of the hybrid RoM's active
+#: FLOPs per token (the until-flat plan only): the dense hybrids' scaling curve, on which
+#: the hybrid RoM's FLOPs saving at equal perplexity is read (the paper: 23 %).
+HYBRID_RATIOS = (1.5, 2.3, 3.0)
+
+
+#: The paper's FLOPs saving of the RoM hybrid at equal perplexity (quoted, not measured).
+CLAIMED_HYBRID_SAVING = 0.23
 
 
 #: The until-flat mode's defaults: the minimum (cycle) steps of the full run (the long
@@ -145,6 +158,34 @@ def models(p: dict) -> dict[str, dict]:
         out[f"dense {r:g}x"] = model_keys(dd, "mm", e)
     out["hybrid dense"] = model_keys(d, "ma", 2, ffn=True)
     out["hybrid RoM"] = model_keys(d, "ra", 2, experts=p["E"], ffn=True)
+    if p.get("until_flat"):
+        out.update(hybrid_sizes(p, out["hybrid RoM"]))
+    return out
+
+
+def hybrid_sizes(p: dict, rom: dict) -> dict[str, dict]:
+    """The dense hybrids of :data:`HYBRID_RATIOS`, by name (``"hybrid dense 1.5x"``, ...).
+
+    A size is the (``d_model`` multiple of 4, ``expand`` 2..6) dense hybrid whose active
+    FLOPs per token (:func:`flops_per_token`: attention scores included, so ``d_model``
+    counts twice) are closest to the target multiple of the hybrid RoM's, ``d_model`` as
+    small as possible.
+    """
+    d = p["d"]
+
+    def flops(keys):
+        return flops_per_token(MoETransformerLM(lm_config(p, keys).model_config()), p["seq"])
+
+    base = flops(rom)
+    grid = [(dd, e) for dd in range(d, 2 * d + 1, 4) for e in range(2, 7)]
+    sizes = {g: flops(model_keys(g[0], "ma", g[1], ffn=True)) for g in grid}
+    out = {}
+    for r in HYBRID_RATIOS:
+        dd, e = min(
+            grid,
+            key=lambda g: (abs(sizes[g] / base - r) > 0.05 * r, g[0], abs(sizes[g] / base - r)),
+        )
+        out[f"hybrid dense {r:g}x"] = model_keys(dd, "ma", e, ffn=True)
     return out
 
 

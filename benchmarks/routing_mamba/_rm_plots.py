@@ -61,36 +61,42 @@ def save_plots(curves, scaling, out_dir, stem: str = BENCHMARK):
         fig.savefig(path, dpi=120)
         plt.close(fig)
         paths.append(path)
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    ns = sorted(scaling["dense"])
-    for n in ns:
-        v = scaling["dense"][n]
-        ax.scatter([n] * len(v), v, color="C0", s=8, alpha=0.5)
-    ax.plot(
-        ns,
-        [statistics.mean(scaling["dense"][n]) for n in ns],
-        "o",
-        color="C0",
-        label="dense (seeds, mean)",
-    )
-    grid = [ns[0] * (ns[-1] / ns[0]) ** (i / 50) for i in range(51)]
-    ax.plot(
-        grid,
-        [scaling["a"] + scaling["b"] * math.log(n) for n in grid],
-        "-",
-        color="C0",
-        label="fit a + b ln N",
-    )
-    r = scaling["rom"]
-    ax.scatter([scaling["rom_active"]] * len(r), r, color="C3", s=8, alpha=0.5)
-    ax.plot([scaling["rom_active"]], [statistics.mean(r)], "s", color="C3", label="RoM")
-    ax.set_xscale("log")
-    ax.set_xlabel("active non-embedding parameters")
-    ax.set_ylabel("final validation bits per byte")
-    ax.legend()
+    panels = [(scaling, "rom_active", "active non-embedding parameters", "RoM", "N")]
+    if "hybrid" in scaling:  # the dense hybrids' sizes: the FLOPs saving's curve
+        panels.append((scaling["hybrid"], "rom_flops", "active FLOPs per token", "hybrid", "F"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.5), squeeze=False)
+    for ax, (sc, at, xlabel, name, var) in zip(axes[0], panels, strict=True):
+        _scaling_panel(ax, sc, sc[at], xlabel, name, var)
     fig.tight_layout()
     path = out_dir / fnames["scaling"]
     fig.savefig(path, dpi=120)
     plt.close(fig)
     paths.append(path)
     return paths
+
+
+def _scaling_panel(ax, sc, rom_x, xlabel, name, var):
+    """One scaling panel: the dense models (seeds and mean), their fit ``a + b ln x`` and
+    the RoM model at ``rom_x``."""
+    ns = sorted(sc["dense"])
+    for n in ns:
+        v = sc["dense"][n]
+        ax.scatter([n] * len(v), v, color="C0", s=8, alpha=0.5)
+    ax.plot(ns, [statistics.mean(sc["dense"][n]) for n in ns], "o", color="C0",
+            label=f"dense {name if name != 'RoM' else ''}".strip() + " (seeds, mean)")  # fmt: skip
+    grid = [ns[0] * (ns[-1] / ns[0]) ** (i / 50) for i in range(51)]
+    ax.plot(grid, [sc["a"] + sc["b"] * math.log(n) for n in grid], "-", color="C0",
+            label=f"fit a + b ln {var}")  # fmt: skip
+    r = sc["rom"]
+    ax.scatter([rom_x] * len(r), r, color="C3", s=8, alpha=0.5)
+    ax.plot(
+        [rom_x],
+        [statistics.mean(r)],
+        "s",
+        color="C3",
+        label=f"{name} RoM".replace("RoM RoM", "RoM"),
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("final validation bits per byte")
+    ax.legend()

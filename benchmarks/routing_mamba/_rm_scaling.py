@@ -21,6 +21,7 @@ __all__ = [
     "bootstrap_ratio",
     "equivalent_ratio",
     "fit",
+    "hybrid_saving",
     "mean_curve",
     "tokens_to",
 ]
@@ -102,7 +103,8 @@ def aggregate(p, seeds, runs, rows, tables, curves) -> dict:
         tok, loss = mean_curve(res[name])
         curves[name] = (tok, [v / LN2 for v in loss])
     lm = [n for n in names if not n.startswith("hybrid")]
-    for group, base in ((lm, "dense 1x"), (["hybrid dense", "hybrid RoM"], "hybrid dense")):
+    hyb = ["hybrid dense", "hybrid RoM"] + [n for n in names if n.startswith("hybrid dense ")]
+    for group, base in ((lm, "dense 1x"), (hyb, "hybrid dense")):
         base_bpb = statistics.mean(r["hist"]["val_loss"][-1] / LN2 for r in res[base])
         # the base's own mean curve ends exactly at base_final (base_bpb * LN2 can round
         # one ulp below it, and then the base would "never reach" its own final loss)
@@ -206,4 +208,57 @@ def aggregate(p, seeds, runs, rows, tables, curves) -> dict:
             rows.append(Row("RoM", metric, v, "x RoM active params"))
     for n, v in dense.items():
         tables["fit"].append([n, n / rom_active, statistics.mean(v), a + b * math.log(n)])
-    return dict(a=a, b=b, dense=dense, rom=rom, rom_active=rom_active, ratio=ratio, ci=(lo, hi))
+    out = dict(a=a, b=b, dense=dense, rom=rom, rom_active=rom_active, ratio=ratio, ci=(lo, hi))
+    if len(hyb) > 2:
+        out["hybrid"] = hybrid_saving(res, hyb[2:], seeds, rows)
+    return out
+
+
+def hybrid_saving(res: dict, sizes: list[str], seeds: list[int], rows: list) -> dict:
+    """The hybrid RoM's FLOPs saving at equal perplexity, on the dense hybrids' curve.
+
+    The dense hybrids (the equal-active one and ``sizes``) are fitted as bits per byte
+    against the log of their active FLOPs per token (:func:`fit`); the dense hybrid of the
+    hybrid RoM's fitted loss has ``R`` times its FLOPs (:func:`equivalent_ratio`, with a
+    95 % bootstrap interval over the seeds), and the saving is ``1 - 1 / R``: the share of
+    the FLOPs per token of the dense hybrid of equal perplexity that the hybrid RoM does
+    without (negative: RoM costs more). Appends the rows
+    ``hybrid RoM | dense_equivalent_flops_ratio`` (and ``_ci_low`` / ``_ci_high``),
+    ``flops_saving`` (and its interval) and the fit's
+    ``hybrid scaling fit | intercept_a / slope_b``.
+
+    Parameters
+    ----------
+    res : dict
+        Model name -> its runs, one per seed (``flops``, ``hist``).
+    sizes : list of str
+        The dense hybrid names beyond ``"hybrid dense"``.
+    seeds : list of int
+        The seeds of the runs (for the interval: more than one).
+    rows : list
+        The run's rows, appended to.
+
+    Returns
+    -------
+    dict
+        ``a``, ``b`` (the fit), ``dense`` ({FLOPs/token: per-seed bits per byte}), ``rom``,
+        ``rom_flops``, ``ratio``, ``ci``, ``saving``.
+    """
+    dense = {
+        res[n][0]["flops"]: [x["hist"]["val_loss"][-1] / LN2 for x in res[n]]
+        for n in ["hybrid dense", *sizes]
+    }
+    rom = [x["hist"]["val_loss"][-1] / LN2 for x in res["hybrid RoM"]]
+    rom_flops = res["hybrid RoM"][0]["flops"]
+    a, b = fit([math.log(n) for n in dense], [statistics.mean(v) for v in dense.values()])
+    ratio = equivalent_ratio(dense, rom, rom_flops)
+    lo, hi = bootstrap_ratio(dense, rom, rom_flops) if len(seeds) > 1 else (math.nan, math.nan)
+    rows.append(Row("hybrid scaling fit", "intercept_a", a, "bits/byte"))
+    rows.append(Row("hybrid scaling fit", "slope_b", b, "bits/byte per ln(FLOP/token)"))
+    for suffix, v in (("", ratio), ("_ci_low", lo), ("_ci_high", hi)):
+        if math.isfinite(v):
+            rows.append(
+                Row("hybrid RoM", f"dense_equivalent_flops_ratio{suffix}", v, "x RoM FLOP/token")
+            )
+            rows.append(Row("hybrid RoM", f"flops_saving{suffix}", 1.0 - 1.0 / v, "fraction"))
+    return dict(a=a, b=b, dense=dense, rom=rom, rom_flops=rom_flops, ratio=ratio, ci=(lo, hi))

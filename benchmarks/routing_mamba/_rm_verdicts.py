@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 
 from _common import seed_verdict, verdict_entry
-from _rm_plan import CLAIMED_RATIO, RATIOS
+from _rm_plan import CLAIMED_HYBRID_SAVING, CLAIMED_RATIO, HYBRID_RATIOS, RATIOS
 
 __all__ = [
     "CLAIMS",
+    "HYBRID_SAVING_CLAIM",
     "RATIO_METRIC",
     "verdicts",
 ]
@@ -103,6 +104,54 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
     )
 
 
+HYBRID_SAVING_CLAIM = (
+    "RoM saves active FLOPs in hybrid models at equal perplexity "
+    f"(the paper: {CLAIMED_HYBRID_SAVING:.0%})"
+)
+
+
+def _hybrid_saving_verdict(doc: dict) -> dict:
+    """The hybrid FLOPs saving's verdict: its 95 % bootstrap interval decides (above 0:
+    reproduced, the size set against the paper's; below 0: contradicted; else not
+    decided); never decisive (no p-value)."""
+
+    def value(metric):
+        found = [
+            r["value"] for r in doc["rows"] if r["case"] == "hybrid RoM" and r["metric"] == metric
+        ]
+        return found[0] if found else None
+
+    saving = value("flops_saving")
+    lo, hi = value("flops_saving_ci_low"), value("flops_saving_ci_high")
+    conv = _converged(
+        doc, "hybrid RoM", "hybrid dense", *(f"hybrid dense {r:g}x" for r in HYBRID_RATIOS)
+    )
+    if saving is None or lo is None or hi is None:
+        verdict, why = "not decided", "no FLOPs saving with an interval (fit failed or one seed)"
+    else:
+        interval = f"{saving:.1%} (95 % CI {lo:.1%} to {hi:.1%})"
+        if lo > 0:
+            paper = f"the paper: {CLAIMED_HYBRID_SAVING:.0%}"
+            verdict, why = "reproduced", f"saving {interval}; {paper}"
+        elif hi < 0:
+            verdict, why = "contradicted", f"saving {interval}: the hybrid RoM costs more FLOPs"
+        else:
+            verdict, why = "not decided", f"saving {interval}: the interval includes 0"
+    return verdict_entry(
+        HYBRID_SAVING_CLAIM,
+        verdict=verdict,
+        why=why + ("" if conv else "; not every run met the flatness criterion"),
+        metric="flops_saving",
+        ours=saving if saving is not None and math.isfinite(saving) else 0.0,
+        baseline="dense hybrid scaling fit (1x-3x active FLOPs)",
+        baseline_value=CLAIMED_HYBRID_SAVING,
+        seeds=len(doc["machine"]["seeds"]),
+        p_value=None,
+        converged=conv,
+        decisive=False,
+    )
+
+
 def verdicts(doc: dict) -> list[dict]:
     """One verdict per claim of the abstract (:data:`CLAIMS`), by a fixed rule on the rows.
 
@@ -113,7 +162,8 @@ def verdicts(doc: dict) -> list[dict]:
     its upper end below 2.3 contradicts the claim, its lower end above 1 with the upper end
     at or above 2.3 reproduces it, anything else is not decided (this verdict is never
     decisive: no p-value). ``converged``: every run of both sides met the flatness
-    criterion.
+    criterion. A run with the dense hybrid sizes (the until-flat plan) adds
+    :data:`HYBRID_SAVING_CLAIM`, decided by the interval of the saving.
     """
     out = []
     for claim, metric, ours, baseline in CLAIMS:
@@ -131,4 +181,6 @@ def verdicts(doc: dict) -> list[dict]:
                 converged=_converged(doc, ours, baseline),
             )
         )
+    if any(r["case"].startswith("hybrid dense ") for r in doc["rows"]):
+        out.append(_hybrid_saving_verdict(doc))
     return out

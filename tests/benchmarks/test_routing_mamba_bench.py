@@ -283,6 +283,52 @@ def test_until_flat_run_stops_flat_runs_early(bench, tmp_path, monkeypatch):
     assert doc["verdicts"] == bench.verdicts(doc)
     assert not any(v["decisive"] for v in doc["verdicts"])  # capped runs on the dense side
     assert "until_flat" in doc["machine"]
+    # the until-flat plan adds the dense hybrid sizes and the FLOPs-saving claim (here every
+    # dense curve is the same made-up one: no slope to invert, so not decided)
+    assert {f"hybrid dense {r:g}x seed 1" for r in bench.HYBRID_RATIOS} <= set(runs)
+    assert [v["claim"] for v in doc["verdicts"]][-1] == bench.HYBRID_SAVING_CLAIM
+    assert doc["verdicts"][-1]["verdict"] == "not decided"
+
+
+def test_hybrid_sizes_follow_the_flops_targets(bench):
+    p = bench.plan(False, 2400, 9600)
+    ms = bench.models(p)
+    assert not any(n.startswith("hybrid dense ") for n in bench.models(bench.plan(False)))
+    from sci_moe.language import MoETransformerLM
+
+    def flops(keys):
+        model = MoETransformerLM(bench.lm_config(p, keys).model_config())
+        return bench.flops_per_token(model, p["seq"])
+
+    base = flops(ms["hybrid RoM"])
+    for r in bench.HYBRID_RATIOS:
+        assert flops(ms[f"hybrid dense {r:g}x"]) / base == pytest.approx(r, rel=0.05)
+
+
+def test_hybrid_saving_inverts_the_dense_fit(bench):
+    """Dense hybrids exactly on bpb = 3 - 0.2 ln F: a RoM hybrid at F0 with the loss of the
+    dense hybrid at 1.25 F0 saves 1 - 1 / 1.25 = 20 % of the FLOPs; the rows say so."""
+    import math
+
+    def runs(flops, bpb):
+        return [{"flops": flops, "hist": {"val_loss": [x * math.log(2)]}} for x in bpb]
+
+    f0 = 1e5
+    res = {
+        n: runs(f, [3 - 0.2 * math.log(f) + e for e in (-0.01, 0.0, 0.01)])
+        for n, f in (("hybrid dense", f0), ("hybrid dense 2x", 2 * f0), ("hybrid dense 3x", 3 * f0))
+    }
+    res["hybrid RoM"] = runs(f0, [3 - 0.2 * math.log(1.25 * f0) + e for e in (-0.01, 0.0, 0.01)])
+    rows: list = []
+    out = bench.hybrid_saving(res, ["hybrid dense 2x", "hybrid dense 3x"], [0, 1, 2], rows)
+    assert out["ratio"] == pytest.approx(1.25) and out["b"] == pytest.approx(-0.2)
+    got = {(r.case, r.metric): r.value for r in rows}
+    assert got[("hybrid RoM", "flops_saving")] == pytest.approx(0.2)
+    assert (
+        got[("hybrid RoM", "flops_saving_ci_low")]
+        <= 0.2
+        <= got[("hybrid RoM", "flops_saving_ci_high")]
+    )
 
 
 def test_until_flat_cycle_zero_is_the_fixed_step_run(bench):
