@@ -75,8 +75,12 @@ run): its training step was measured faster by these ratios (old/new, one thread
 RoM 1.50x; each run's time above divided by its model's ratio gives ~4,400 s for one
 cycle of all 35 runs (instead of 12,441 s) and ~2,000 s per further cycle of the 17
 unflat ones, so ~6,400 s (~1.8 h) at least and ~10,500 s (~2.9 h) at most, ~4.9 h if all
-35 ran to the cap. The command (the first piece without ``--resume``, then the same with
-it until the output says the run is complete)::
+35 ran to the cap. The dense hybrid sizes of (d) add 15 runs (three sizes x five seeds;
+they joined the plan after the first piece had started, and ``--resume`` trains them for
+the seeds already done, since the plan's settings are unchanged): at the hybrids' ~90 s
+per cycle with the recurrent scan, about 1,400 s more if each is flat after one cycle.
+The command (the first piece without ``--resume``, then the same with it until the output
+says the run is complete)::
 
     nice -n 10 env OMP_NUM_THREADS=1 python benchmarks/routing_mamba/run.py --threads 1 \\
         --until-flat --min-steps 2400 --max-steps 9600 \\
