@@ -11,7 +11,10 @@ the same 1,000-ligand set, 30 targets and 3 molecule-level splits as
 width 32, 8 experts, top-2, no cross-conformer block, the tuned optimum):
 
 * ``spice`` (as tuned), ``spice_cross`` (+ the hierarchical ensemble encoder, the
-  paper's full architecture), ``one_expert`` / ``one_expert_cross`` (the geometric MoE
+  paper's full architecture), ``spice_cross_no_attention`` (the encoder without its
+  cross-conformer attention, ``attention=False``: the conformer mean and GINE stay, and
+  each conformer-atom gets its own atom's topology features instead),
+  ``one_expert`` / ``one_expert_cross`` (the geometric MoE
   replaced by one dense expert of the same form, without / with the encoder),
   ``invariant`` (the equivariant features removed: the blocks see distances only and
   the vectors stay zero, same parameters), ``no_aux_loss`` (load-balance and z-loss
@@ -37,13 +40,14 @@ SPiCE" (:func:`claim_verdicts`), and every SPiCE variant is compared with the en
 baseline, on all targets and on the targets where that ensemble beats the single
 conformer: which part costs.
 
-Cost on one thread, the full set: 33 units (11 models x 3 splits) of 72 epochs, plus the
-144-epoch reruns of the runs that are not flat, estimated at 6-11 h before the faster
-training step of :mod:`sci_moe.molecules.spice` (gathers by ``index_select``, the PaiNN
-vector messages one Cartesian component at a time, dense-mode MoE layers without the
-dispatch), which made a training step 1.3-1.5x and a validation pass 1.2-1.5x faster
+Cost on one thread, the full set: 36 units (12 models x 3 splits) of 72 epochs, plus the
+144-epoch reruns of the runs that are not flat, estimated at 6.5-12 h (the 6-11 h
+estimated for the 33 units before ``spice_cross_no_attention``, scaled by 36/33) before
+the faster training step of :mod:`sci_moe.molecules.spice` (gathers by ``index_select``,
+the PaiNN vector messages one Cartesian component at a time, dense-mode MoE layers
+without the dispatch), which made a training step 1.3-1.5x and a validation pass 1.2-1.5x faster
 (old/new in one process, interleaved rounds, 48 RDKit ligands of the set's sizes, width
-32; load ~2.6 on 2 CPUs), so about 4.5-8.5 h now.
+32; load ~2.6 on 2 CPUs), so about 5-9 h now.
 
 A unit is one (variant, split) training; the JSON holds every finished unit under
 ``runs`` and is rewritten after each, so ``--max-hours`` / ``--resume`` continue it; a
@@ -106,6 +110,12 @@ VARIANTS = {
         {"cross_conformer": True},
         "+ hierarchical ensemble encoder (conformer mean, GINE, cross-conformer attention)",
     ),
+    "spice_cross_no_attention": (
+        "spice",
+        {"cross_conformer": True, "attention": False},
+        "hierarchical ensemble encoder without the cross-conformer attention "
+        "(conformer mean and GINE kept)",
+    ),
     "one_expert": ("spice_dense", {}, "geometric MoE replaced by one dense expert"),
     "one_expert_cross": (
         "spice_dense",
@@ -142,6 +152,10 @@ PARTS = {
         "one_expert_cross",
     ),
     "the hierarchical ensemble encoder with cross-conformer attention": ("spice_cross", "spice"),
+    "the cross-conformer attention (vs the hierarchical encoder without it)": (
+        "spice_cross",
+        "spice_cross_no_attention",
+    ),
     "the equivariant (bond-direction) features (vs distances only)": ("spice", "invariant"),
     "the MoE auxiliary loss (load balance + z-loss)": ("spice", "no_aux_loss"),
     "the router noise": ("spice", "no_router_noise"),

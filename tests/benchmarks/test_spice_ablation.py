@@ -122,3 +122,15 @@ def test_tiny_run_in_two_pieces(abl, tmp_path, capsys):
     assert doc["machine"]["epochs"] == [2, 3] and doc["details"]["ensemble_helps"] is not None
     with refused(capsys, r"other settings \(epochs: \[2, 3\] -> \[3\]"):
         abl.main([*argv[:-4], "--epochs", "3", "--seeds", "2", "--resume"])
+
+
+def test_the_attention_ablation_is_planned_and_compared_with_spice_cross(abl):
+    name, extra, _ = abl.VARIANTS["spice_cross_no_attention"]
+    assert name == "spice" and extra == {"cross_conformer": True, "attention": False}
+    parts = {ab: part for part, ab in abl.PARTS.items()}
+    assert "cross-conformer attention" in parts[("spice_cross", "spice_cross_no_attention")]
+    units = abl.plan([abl.ENSEMBLE, abl.SINGLE, *abl.VARIANTS], 3)
+    assert len(units) == 36 and ("spice_cross_no_attention", 2) in units
+    chosen = {"spice": {"hidden": 32, "cross_conformer": False}}
+    _, opts, train = abl.unit_options("spice_cross_no_attention", chosen, {"n_targets": 3}, 36)
+    assert opts["cross_conformer"] is True and opts["attention"] is False and train == {}

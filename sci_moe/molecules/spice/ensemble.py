@@ -15,6 +15,11 @@ every layer ``l``:
      the *same* conformer, ``a_{c,ij} = softmax_j(q(t_i) . k(h_{c,j}) / sqrt(d))`` and
      ``h_{c,i} <- LN(h_{c,i} + rho(sum_j a_{c,ij} v(h_{c,j})))``.
 
+   Without the attention (``attention=False``, the ablation of the attention alone)
+   each conformer-atom gets its own atom's topology features instead,
+   ``h_{c,i} <- LN(h_{c,i} + rho(t_i))``: the conformer mean and the GINE step stay,
+   and ``t`` still reaches the conformers (otherwise it would never reach the readout).
+
    Vectors are never averaged across conformers, so each conformer's vectors keep
    rotating with that conformer only; the mean over ``c`` and the attention (within a
    conformer) make the result invariant to the order of conformers and equivariant to
@@ -102,23 +107,30 @@ class CrossConformerIntegration(nn.Module):
     bond_dim : int
         Bond feature size ``Fb`` (0 for none).
     heads : int
-        Attention heads (``hidden`` must be divisible by it).
+        Attention heads (``hidden`` must be divisible by it when ``attention``).
+    attention : bool
+        The attention back to the conformers (``False``: ``h_{c,i} <- LN(h_{c,i} +
+        rho(t_i))``, no ``q``/``k``/``v``/``norm_q``/``norm_k`` parameters; see the
+        module docs).
     """
 
-    def __init__(self, hidden: int, bond_dim: int, heads: int = 4) -> None:
+    def __init__(self, hidden: int, bond_dim: int, heads: int = 4, attention: bool = True) -> None:
         super().__init__()
-        if hidden % heads:
+        if not isinstance(attention, bool):
+            raise ValueError(f"attention must be a bool, got {attention!r}")
+        if attention and hidden % heads:
             raise ValueError(f"hidden={hidden} must be divisible by heads={heads}")
-        self.hidden, self.heads = hidden, heads
+        self.hidden, self.heads, self.attention = hidden, heads, attention
         self.bond = nn.Linear(bond_dim, hidden) if bond_dim > 0 else None
         self.eps = nn.Parameter(torch.zeros(()))
         self.gine = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
         self.norm_t = nn.LayerNorm(hidden)
-        self.norm_q = nn.LayerNorm(hidden)
-        self.norm_k = nn.LayerNorm(hidden)
-        self.q = nn.Linear(hidden, hidden, bias=False)
-        self.k = nn.Linear(hidden, hidden, bias=False)
-        self.v = nn.Linear(hidden, hidden, bias=False)
+        if attention:  # created in this order, so seeded models keep their initial weights
+            self.norm_q = nn.LayerNorm(hidden)
+            self.norm_k = nn.LayerNorm(hidden)
+            self.q = nn.Linear(hidden, hidden, bias=False)
+            self.k = nn.Linear(hidden, hidden, bias=False)
+            self.v = nn.Linear(hidden, hidden, bias=False)
         self.rho = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
         self.norm_h = nn.LayerNorm(hidden)
 
@@ -148,7 +160,7 @@ class CrossConformerIntegration(nn.Module):
         bond_attr : Tensor, shape (B, Fb), optional
         packing : (Tensor of shape (P,), int), optional
             :func:`conformer_packing` of ``point_to_conf`` (computed when omitted; the
-            encoder computes it once for all layers).
+            encoder computes it once for all layers; unused without attention).
 
         Returns
         -------
@@ -163,6 +175,9 @@ class CrossConformerIntegration(nn.Module):
             msg = msg + self.bond(bond_attr.to(msg.dtype))
         agg = scatter_sum(torch.nn.functional.silu(msg), dst, A)
         t = self.norm_t(t + self.gine((1 + self.eps) * m + agg))
+        if not self.attention:  # each conformer-atom gets its own atom's t
+            h = self.norm_h(h + self.rho(t.index_select(0, point_to_atom)))
+            return h, t
 
         if packing is None:
             packing = conformer_packing(point_to_conf, num_confs)
@@ -204,6 +219,11 @@ class EnsembleEncoderConfig:
         Bond feature size ``Fb`` (0 for none).
     heads : int
         Attention heads of the cross-conformer attention.
+    attention : bool
+        The cross-conformer attention inside :class:`CrossConformerIntegration`
+        (``False``: the conformer mean and the GINE step stay, and each conformer-atom
+        gets its own atom's topology features instead of the attention; needs
+        ``cross_conformer``).
     moe : GeometricMoEConfig or dict or None
         Geometric MoE after every backbone block; ``None`` for no MoE layer at all
         (a plain backbone).
@@ -226,6 +246,7 @@ class EnsembleEncoderConfig:
     moe: GeometricMoEConfig | dict | None = None
     cross_conformer: bool = True
     directions: bool = True
+    attention: bool = True
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.num_layers < 1:
@@ -238,7 +259,13 @@ class EnsembleEncoderConfig:
             raise ValueError(
                 f"moe.hidden={self.moe.hidden} must equal the encoder's hidden={self.hidden}"
             )
-        if self.cross_conformer and self.hidden % self.heads:
+        if not isinstance(self.attention, bool):
+            raise ValueError(f"attention must be a bool, got {self.attention!r}")
+        if not self.attention and not self.cross_conformer:
+            raise ValueError(
+                "attention=False needs cross_conformer=True (there is no attention to remove)"
+            )
+        if self.cross_conformer and self.attention and self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} must be divisible by heads={self.heads}")
 
 
@@ -260,7 +287,7 @@ class EnsembleEncoder(nn.Module):
             GeometricMoE(c.moe) for _ in range(c.num_layers if c.moe is not None else 0)
         )
         self.cross = nn.ModuleList(
-            CrossConformerIntegration(c.hidden, c.bond_dim, c.heads)
+            CrossConformerIntegration(c.hidden, c.bond_dim, c.heads, c.attention)
             for _ in range(c.num_layers if c.cross_conformer else 0)
         )
 
@@ -302,7 +329,11 @@ class EnsembleEncoder(nn.Module):
             geometry = (geometry[0], torch.zeros_like(geometry[1]))
         num_confs = int(batch.conf_to_mol.shape[0])
         bond_attr = getattr(batch, "bond_attr", None)
-        packing = conformer_packing(batch.point_to_conf, num_confs) if self.cross else None
+        packing = (
+            conformer_packing(batch.point_to_conf, num_confs)
+            if self.cross and self.config.attention
+            else None
+        )
         infos = []
         for i, block in enumerate(self.blocks):
             h, v = block(h, v, pos, edge_index, geometry)

@@ -232,6 +232,10 @@ class SPiCEConfig(_EncoderSizes):
         Conformer weights of the ensemble readout.
     atom_pool : {"sum", "mean"}
         Pooling of the atoms of a conformer.
+    attention : bool
+        ``False``: the cross-conformer integration without its attention (conformer mean
+        and GINE kept; needs ``cross_conformer``;
+        :class:`~sci_moe.molecules.spice.ensemble.EnsembleEncoderConfig`).
     """
 
     use_moe: bool = True
@@ -248,6 +252,7 @@ class SPiCEConfig(_EncoderSizes):
     heads: int = 4
     readout: str = "mean"
     atom_pool: str = "sum"
+    attention: bool = True
 
     def __post_init__(self) -> None:
         if self.n_targets < 1:
@@ -299,6 +304,7 @@ class SPiCEConfig(_EncoderSizes):
             moe=self.moe_config(),
             cross_conformer=self.cross_conformer,
             directions=self.directions,
+            attention=self.attention,
         )
 
     def to_dict(self) -> dict:

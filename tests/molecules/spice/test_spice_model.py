@@ -293,3 +293,66 @@ def test_without_directions_the_vectors_stay_zero_and_the_weights_are_the_same()
     loss, _ = inv.loss(b)
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in inv.parameters() if p.grad is not None)
+
+
+def test_without_attention_the_mean_and_gine_stay_and_no_attention_weights_exist():
+    """``attention=False`` (ablation of the cross-conformer attention alone)."""
+    torch.manual_seed(0)
+    full, no_att = small_model(), small_model(attention=False)
+    attn = ("norm_q", "norm_k", ".q.", ".k.", ".v.")
+    full_keys, keys = set(full.state_dict()), set(no_att.state_dict())
+    assert keys < full_keys  # nothing added; only the attention's weights dropped
+    assert {k.split(".")[3] for k in full_keys - keys} == {"norm_q", "norm_k", "q", "k", "v"}
+    assert not any(a in k for k in keys for a in attn)
+    assert any(".gine." in k for k in keys) and any(".rho." in k for k in keys)
+    b = collate_ensembles([random_graph(7, 3, seed=1), random_graph(5, 2, seed=2)])
+    out = no_att(b)
+    assert out.pred.shape == (2, 2) and torch.isfinite(out.pred).all()
+    # h is the reference update from the module's own t: LN(h + rho(t[point_to_atom]))
+    F = 16
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(b.num_points, F, generator=g)
+    t = torch.randn(b.num_atoms, F, generator=g)
+    cross = CrossConformerIntegration(F, FB, heads=4, attention=False)
+    args = (h, t, b.point_to_atom, b.point_to_conf, b.num_confs, b.bond_index, b.bond_attr)
+    h_new, t_new = cross(*args)
+    torch.testing.assert_close(h_new, cross.norm_h(h + cross.rho(t_new[b.point_to_atom])))
+    # the topology features reach the prediction (the GINE weights matter)
+    with torch.no_grad():
+        before = no_att(b).pred
+        no_att.encoder.cross[0].gine[0].weight.add_(1.0)
+        assert not torch.allclose(no_att(b).pred, before)
+    loss, _ = no_att.loss(b)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in no_att.parameters() if p.grad is not None)
+
+
+def test_attention_switch_default_keeps_keys_and_outputs():
+    """The default (``attention=True``) is the model as before the switch: the same
+    state-dict keys and, seeded, the same weights and outputs as an explicit ``True``."""
+    torch.manual_seed(0)
+    default = small_model().eval()
+    torch.manual_seed(0)
+    explicit = small_model(attention=True).eval()
+    cross0 = {k for k in default.state_dict() if k.startswith("encoder.cross.0.")}
+    names = ["bond", "gine.0", "gine.2", "norm_t", "norm_q", "norm_k", "rho.0", "rho.2", "norm_h"]
+    expected = {f"encoder.cross.0.{n}.{p}" for n in names for p in ("weight", "bias")}
+    expected |= {f"encoder.cross.0.{n}.weight" for n in ("q", "k", "v")} | {"encoder.cross.0.eps"}
+    assert cross0 == expected
+    sd, sd2 = default.state_dict(), explicit.state_dict()
+    assert list(sd) == list(sd2) and all(torch.equal(sd[k], sd2[k]) for k in sd)
+    b = collate_ensembles([random_graph(7, 3, seed=1), random_graph(5, 2, seed=2)])
+    torch.testing.assert_close(default(b).pred, explicit(b).pred, rtol=0, atol=0)
+
+
+def test_attention_switch_is_validated():
+    with pytest.raises(ValueError, match="cross_conformer"):
+        SPiCEConfig(cross_conformer=False, attention=False)
+    with pytest.raises(ValueError, match="bool"):
+        SPiCEConfig(attention="no")
+    with pytest.raises(ValueError, match="bool"):
+        CrossConformerIntegration(8, 0, attention=1)
+    with pytest.raises(ValueError, match="heads"):
+        SPiCEConfig(hidden=10, heads=4)
+    # without attention the heads need not divide the width
+    assert SPiCEConfig(hidden=10, heads=4, attention=False).encoder_config().attention is False
