@@ -8,6 +8,8 @@ Examples
     $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
           wiki_corpora/norm.jsonl --model bow --out fp_model
     $ sci-moe provenance predict fp_model some_texts/ --json predictions.json
+    $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
+          --model byte --until-flat --steps 3000 --eval-every 50 --out fp_byte
 
 ``train`` reads one corpus per label (a ``.txt`` file = one document, a ``.jsonl`` file = one
 ``{"text": ...}`` document per line, or a directory of them), cuts sequences of
@@ -15,6 +17,19 @@ Examples
 its 95 % Wilson interval and writes the classifier plus ``metrics.json`` to ``--out``.
 ``predict`` classifies every document of the inputs (probabilities averaged over its
 sequences; a document shorter than one sequence is classified whole).
+
+``--model byte --until-flat`` trains until the validation accuracy is flat instead of for a
+fixed number of steps: ``--val-fraction`` of the training documents (0.15, as the benchmark)
+are held out for validation, the accuracy on them is measured every ``--eval-every`` steps,
+and the run stops at the first evaluation (at a step >= ``--flat-min-steps``) where the best
+accuracy of the last 20 % of the steps is less than 1 % (relative) better than the best
+before, over five evaluations at least (the engine's ``stop_when_flat`` rule,
+:func:`sci_moe.train.is_flat`); ``--steps`` (default 300) is then the cap and still sets
+the warm-up + cosine schedule. ``metrics.json`` records ``until_flat``: ``cycles`` (1: one
+schedule; the benchmark's restarts in cycles from the previous weights are not offered
+here), ``steps`` run, ``cap``, ``converged`` (false: the cap was reached unflat, train
+again with a larger ``--steps``), ``eval_every``, the validation documents and sequences
+and the validation ``curve`` ``[[step, accuracy], ...]``.
 """
 
 from __future__ import annotations
@@ -56,6 +71,23 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--lowercase",
         action="store_true",
         help="bow: lower-case the words (default: keep case, as the benchmark)",
+    )
+    tr.add_argument(
+        "--until-flat",
+        action="store_true",
+        help="byte: train until the validation accuracy is flat (--steps is the cap)",
+    )
+    tr.add_argument(
+        "--eval-every", type=int, default=25, help="--until-flat: steps between evaluations (25)"
+    )
+    tr.add_argument(
+        "--flat-min-steps", type=int, default=0, help="--until-flat: no flat stop before (0)"
+    )
+    tr.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.15,
+        help="--until-flat: training documents held out for validation (0.15)",
     )
     tr.add_argument("--seed", type=int, default=0, help="split and training seed (0)")
     tr.add_argument(
@@ -108,9 +140,48 @@ def _embed():
     return lambda texts: embed_texts(texts, progress=False)
 
 
+#: The byte model's default step count (:class:`ByteClassifierConfig`), the cap of
+#: ``--until-flat`` without ``--steps``.
+_BYTE_STEPS = 300
+#: Evaluations :func:`sci_moe.train.is_flat` needs before a curve can be flat.
+_FLAT_POINTS = 5
+
+
+def _check_until_flat(args: argparse.Namespace) -> None:
+    """Refuse ``--until-flat`` settings that cannot work, saying what to do (ValueError)."""
+    if not args.until_flat:
+        return
+    if args.model != "byte":
+        raise ValueError(
+            f"--until-flat trains the byte model only, not --model {args.model}: "
+            "add --model byte or drop --until-flat"
+        )
+    if args.eval_every < 1:
+        raise ValueError(f"--eval-every must be >= 1 with --until-flat, got {args.eval_every}")
+    if args.flat_min_steps < 0:
+        raise ValueError(f"--flat-min-steps must be >= 0, got {args.flat_min_steps}")
+    if not 0.0 < args.val_fraction < 1.0:
+        raise ValueError(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
+    cap = args.steps or _BYTE_STEPS
+    if cap < 1:
+        raise ValueError(f"--steps must be >= 1, got {cap}")
+    if cap // args.eval_every < _FLAT_POINTS:
+        raise ValueError(
+            f"--until-flat needs at least {_FLAT_POINTS} evaluations to judge flatness, but "
+            f"--steps {cap} / --eval-every {args.eval_every} gives {cap // args.eval_every}: "
+            f"raise --steps or lower --eval-every to at most {max(cap // _FLAT_POINTS, 1)}"
+        )
+    if args.flat_min_steps > cap:
+        raise ValueError(
+            f"--flat-min-steps {args.flat_min_steps} is beyond the cap --steps {cap}: "
+            "the run could never stop flat; lower it or raise --steps"
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from ..language import provenance as pv
 
+    _check_until_flat(args)
     corpora = pv.read_corpora(args.corpora, args.names, errors=args.errors)
     data = pv.make_sequences(corpora, seq_words=args.seq_words)
     tr, te = pv.document_split(data, args.test_fraction, seed=args.seed)
@@ -129,7 +200,46 @@ def _train(args: argparse.Namespace) -> int:
             seed=args.seed, **({"steps": args.steps} if args.steps else {})
         )
         clf = pv.ByteTransformerClassifier(cfg)
-    clf.fit(xtr, data.labels[tr], classes)
+    flat = None
+    if args.until_flat:
+        sub = data.subset(tr)
+        try:
+            fit_i, val_i = pv.document_split(sub, args.val_fraction, seed=args.seed + 100)
+        except ValueError as err:
+            raise ValueError(
+                f"--until-flat holds out --val-fraction {args.val_fraction} of the training "
+                f"documents for validation, and that split fails: {err}. Raise --val-fraction "
+                "(or lower --test-fraction) or give each corpus more documents"
+            ) from err
+        xval = [sub.texts[i] for i in val_i]
+        clf.fit(
+            [sub.texts[i] for i in fit_i],
+            sub.labels[fit_i],
+            classes,
+            val=(xval, sub.labels[val_i]),
+            eval_every=args.eval_every,
+            stop_when_flat=0.01,
+            flat_min_steps=args.flat_min_steps,
+        )
+        flat = {
+            "cycles": 1,
+            "steps": len(clf.losses),
+            "cap": clf.config.steps,
+            "converged": bool(clf.converged),
+            "eval_every": args.eval_every,
+            "flat_min_steps": args.flat_min_steps,
+            "tolerance": 0.01,
+            "val_documents": len({sub.groups[i] for i in val_i}),
+            "val_sequences": int(val_i.size),
+            "curve": [[int(st), float(a)] for st, a in clf.curve],
+        }
+        if not flat["converged"]:
+            print(
+                f"not flat after the cap of {flat['cap']} steps: train again with a larger "
+                "--steps for a converged classifier"
+            )
+    else:
+        clf.fit(xtr, data.labels[tr], classes)
     yp = clf.predict(xte)
     acc, lo, hi = pv.accuracy_interval(data.labels[te], yp)
     conf = pv.confusion_matrix(data.labels[te], yp, len(classes))
@@ -147,6 +257,10 @@ def _train(args: argparse.Namespace) -> int:
         "confusion": conf.tolist(),
         "seed": args.seed,
     }
+    if args.model == "byte":
+        metrics["steps"] = len(clf.losses)
+    if flat is not None:
+        metrics["until_flat"] = flat
     from .._util import atomic_save_json
 
     atomic_save_json(out / "metrics.json", metrics)

@@ -148,6 +148,8 @@ class ByteTransformerClassifier:
         #: Training losses per step and ``(step, validation accuracy)`` of the last fit.
         self.losses: list[float] = []
         self.curve: list[tuple[int, float]] = []
+        #: Whether the last fit stopped flat (``None``: it had no ``stop_when_flat``).
+        self.converged: bool | None = None
 
     def _build(self, k: int) -> LMSequenceClassifier:
         torch.manual_seed(self.config.seed)
@@ -169,6 +171,8 @@ class ByteTransformerClassifier:
         val: tuple[Sequence[str], Sequence[int]] | None = None,
         eval_every: int = 0,
         warm_start: bool = False,
+        stop_when_flat: float | None = None,
+        flat_min_steps: int = 0,
     ):
         """Fine-tune on ``texts`` with integer ``labels``; returns ``self``.
 
@@ -179,11 +183,24 @@ class ByteTransformerClassifier:
         steps with a fresh optimiser and schedule (change ``config.seed`` to draw other
         batches than the previous cycle).
 
+        With ``stop_when_flat`` (a relative tolerance >= 0, 0.01: 1 %; needs ``val`` and
+        ``eval_every > 0``) the fit stops at the first evaluation at a step >=
+        ``flat_min_steps`` where the validation accuracy is flat by the engine's rule
+        (:class:`sci_moe.train.TrainConfig` ``stop_when_flat``: the best accuracy of the
+        last 20 % of the steps is less than the tolerance better than the best before,
+        five evaluations at least); ``config.steps`` is the cap. :attr:`converged` says
+        whether it stopped flat, ``len(losses)`` how many steps ran.
+
         Raises
         ------
         ValueError
-            With ``warm_start`` when the classifier is not fitted or the classes differ.
+            With ``warm_start`` when the classifier is not fitted or the classes differ;
+            with ``stop_when_flat`` but no ``val`` or ``eval_every < 1``.
         """
+        if stop_when_flat is not None and (val is None or eval_every < 1):
+            raise ValueError(
+                "stop_when_flat needs validation data: pass val=(texts, labels) and eval_every >= 1"
+            )
         y = torch.as_tensor(_check_labels(texts, labels))
         names = _class_names(y, classes)
         c = self.config
@@ -204,10 +221,12 @@ class ByteTransformerClassifier:
             xv = encode_batch(val[0], c.lm_config().seq_len)
             yv = torch.as_tensor(np.asarray(val[1], dtype=np.int64))
 
-            def evaluate(step: int) -> None:
+            def evaluate(step: int) -> float:
                 pred = predict_logits(self.model, xv, 64).argmax(-1)
                 self.curve.append((step, float((pred == yv).double().mean())))
+                return self.curve[-1][1]
 
+        report: dict = {}
         self.losses = fit_classifier(
             self.model,
             x,
@@ -217,7 +236,11 @@ class ByteTransformerClassifier:
             desc="byte transformer",
             evaluate=evaluate,
             eval_every=eval_every,
+            stop_when_flat=stop_when_flat,
+            flat_min_steps=flat_min_steps,
+            report=report,
         )
+        self.converged = None if stop_when_flat is None else report["reason"] == "flat"
         return self
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:

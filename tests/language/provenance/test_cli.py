@@ -88,3 +88,59 @@ def test_build_wiki_with_one_source(tmp_path):
     assert files == ["c4.jsonl", "dedup.jsonl", "gopher.jsonl", "norm.jsonl"]
     first = json.loads((out / "c4.jsonl").read_text().splitlines()[0])
     assert first["text"]
+
+
+def _byte_args(tmp_path, *extra):
+    _corpus(tmp_path / "prose", 0)
+    _corpus(tmp_path / "lists", 1)
+    return [
+        "provenance",
+        "train",
+        str(tmp_path / "prose"),
+        str(tmp_path / "lists"),
+        "--model",
+        "byte",
+        "--out",
+        str(tmp_path / "model"),
+        "--seq-words",
+        "20",
+        "--test-fraction",
+        "0.3",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_until_flat_records_cycles_steps_converged(tmp_path, monkeypatch, capsys, flat):
+    # the engine's flat rule forced: never flat (the cap is reached) or flat at once
+    import sci_moe.train.trainer as trainer
+
+    monkeypatch.setattr(trainer, "is_flat", lambda *a, **k: flat)
+    args = _byte_args(
+        tmp_path, "--until-flat", "--steps", "10", "--eval-every", "2", "--val-fraction", "0.3"
+    )
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    rec = metrics["until_flat"]
+    assert rec["cycles"] == 1 and rec["cap"] == 10 and rec["converged"] is flat
+    assert rec["steps"] == metrics["steps"] == (2 if flat else 10)
+    assert [s for s, _ in rec["curve"]] == ([2] if flat else [2, 4, 6, 8, 10])
+    assert rec["val_sequences"] > 0 and rec["val_documents"] >= 4
+    assert ("not flat after the cap" in capsys.readouterr().out) is not flat
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--until-flat", "--model", "bow"], "byte model only"),
+        (["--until-flat", "--eval-every", "0"], "--eval-every must be >= 1"),
+        (["--until-flat", "--val-fraction", "1.5"], "--val-fraction must be in (0, 1)"),
+        (["--until-flat", "--steps", "8", "--eval-every", "2"], "at least 5 evaluations"),
+        (["--until-flat", "--steps", "10", "--eval-every", "2", "--flat-min-steps", "11"], "cap"),
+        (["--until-flat", "--steps", "10", "--eval-every", "2"], "Raise --val-fraction"),
+    ],
+)
+def test_until_flat_bad_values_exit_2(tmp_path, capsys, extra, message):
+    assert main(_byte_args(tmp_path, *extra)) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
