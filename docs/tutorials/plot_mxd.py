@@ -39,6 +39,8 @@ import torch
 
 from sci_moe.language.mxd import (
     DecompositionTrainConfig,
+    RescaledDecomposition,
+    activation_rms,
     collect_activations,
     corpus_windows,
     evaluate_decomposition,
@@ -66,6 +68,23 @@ va = collect_activations(
 print(f"train tokens {tr['x'].shape[0]}, validation tokens {va['x'].shape[0]}, d = {site.d_model}")
 
 # %%
+# Rescaled activations
+# --------------------
+# As in ``sci-moe train mxd`` and the benchmark, the layers are trained on
+# ``x / s_x -> y / s_y``, ``s`` the root mean square of the training activations
+# (:func:`~sci_moe.language.mxd.activation_rms`): pretrained MLPs can write massive
+# activations that Adam's small steps do not reach from a standard initialisation, and
+# the rescaling makes the learning rate scale-free.
+# :class:`~sci_moe.language.mxd.RescaledDecomposition` turns a layer trained so back
+# into a map of the raw activations, ``y = s_y * layer(x / s_x).y``.
+
+s_x, s_y = activation_rms(tr["x"]), activation_rms(tr["y"])
+print(f"s_x = {s_x:.3f}, s_y = {s_y:.3f}")
+for part in (tr, va):
+    part["x"].div_(s_x)
+    part["y"].div_(s_y)
+
+# %%
 # Equal parameters, equal tokens
 # ------------------------------
 # :func:`~sci_moe.language.mxd.match_decomposition_sizes` gives the MxD (``H`` hidden units,
@@ -81,16 +100,15 @@ for kind in ("mxd", "transcoder"):
     torch.manual_seed(0)
     layers[kind] = sizes.build(kind, top_k=8)
     curves[kind] = train_decomposition(layers[kind], tr["x"], tr["y"], cfg).history
-    print(
-        kind,
-        {k: round(v, 3) for k, v in evaluate_decomposition(layers[kind], va["x"], va["y"]).items()},
-    )
+    metrics = evaluate_decomposition(layers[kind], va["x"], va["y"])
+    metrics["nmse"] *= s_y  # in the MLP's own units (the FVU is scale-free)
+    print(kind, {k: round(v, 3) for k, v in metrics.items()})
 
 fig, ax = plt.subplots(figsize=(5, 3))
 for kind, hist in curves.items():
     ax.plot([s for s, _ in hist], [v for _, v in hist], label=kind)
 ax.set_xlabel("step")
-ax.set_ylabel("normalised MSE (train)")
+ax.set_ylabel("normalised MSE (train, rescaled)")
 ax.set_yscale("log")
 ax.legend()
 fig.tight_layout()
@@ -100,12 +118,14 @@ fig.tight_layout()
 # ----------------------------
 # Replacing the MLP by its decomposition changes everything downstream; the cosine
 # similarity of the last hidden states to the original model's measures how much of
-# the MLP's function survives. Splicing the original MLP back changes nothing.
+# the MLP's function survives. Splicing the original MLP back changes nothing. Each
+# layer goes in wrapped in :class:`~sci_moe.language.mxd.RescaledDecomposition`.
 
 ids = val_w.ids[:8]
 with torch.no_grad():
     ref = pm.model(input_ids=ids).last_hidden_state
-    for name, rep in (("original MLP", site.mlp), *layers.items()):
+    replacements = {k: RescaledDecomposition(m.eval(), s_x, s_y) for k, m in layers.items()}
+    for name, rep in (("original MLP", site.mlp), *replacements.items()):
         with splice(site, rep):
             out = pm.model(input_ids=ids).last_hidden_state
         cos = torch.nn.functional.cosine_similarity(out, ref, dim=-1).mean()
@@ -117,7 +137,7 @@ with torch.no_grad():
 # The gate code says which experts each token uses. For the three experts active on
 # most validation tokens, the tokens with the largest gate values, in context:
 
-values, indices, n = sparse_codes(layers["mxd"], va["x"])
+values, indices, n = sparse_codes(layers["mxd"], va["x"])  # va["x"] is rescaled
 usage = torch.bincount(indices[values > 0], minlength=n)
 tokens = pm.tokenizer.convert_ids_to_tokens(va["token"].tolist())
 for e in usage.argsort(descending=True)[:3].tolist():

@@ -13,10 +13,24 @@ equal parameters) and trained by :func:`sci_moe.language.mxd.train_decomposition
 on the engine; the validation tokens are evaluated every ``--eval-every`` steps and at
 the end.
 
-Writes ``OUT/model.pt`` (the layer's weights, kind and sizes), ``OUT/results.json``
-(validation NMSE, FVU, dead units and L0; training dead fraction and resampled units)
-and the engine's files. The spliced cross-entropy of the model with the MLP replaced is
-measured by ``benchmarks/mxd/run.py``.
+**Rescaling** (``--normalise``, the default, as in ``benchmarks/mxd/frontier.py``): the
+layer is trained on ``x / s_x -> y / s_y``, ``s`` the root mean square of the training
+activations (:func:`sci_moe.language.mxd.activation_rms`, one scalar per tensor), and the
+layer that replaces the MLP is :class:`sci_moe.language.mxd.RescaledDecomposition`,
+``y = s_y * layer(x / s_x).y``. Early SmolLM2 MLPs write massive activations (output norms
+of 500-900 on a few per cent of tokens against about 20 elsewhere) that Adam's small
+steps cannot reach from a standard initialisation in raw units: without the rescaling a
+transcoder there stays near FVU 0.7. ``--no-normalise`` trains on the raw activations
+(``s_x = s_y = 1``). The learning rate is scale-free once rescaled; the benchmark picks it
+from a sweep over 1e-3, 3e-3 and 1e-2 (``--lr``, default 3e-3).
+
+Writes ``OUT/model.pt`` (the layer's weights, kind, sizes and the scales ``scale_x``,
+``scale_y``: wrap the loaded layer as ``RescaledDecomposition(layer, scale_x, scale_y)``),
+``OUT/results.json`` (validation NMSE -- in the MLP's own units --, FVU, dead units and
+L0; training dead fraction and resampled units; the scales) and the engine's files
+(whose training and validation curves are in the rescaled units). The spliced
+cross-entropy of the model with the MLP replaced is measured by
+``benchmarks/mxd/frontier.py``.
 
 Examples
 --------
@@ -24,11 +38,31 @@ Examples
 
     $ sci-moe train mxd --out runs/mxd --top-k 32
     $ sci-moe train mxd --out runs/tc --kind transcoder --top-k 32 --cache runs/mxd/activations
+    $ sci-moe train mxd --out runs/tc-raw --kind transcoder --no-normalise \\
+          --cache runs/mxd/activations
     $ sci-moe train mxd --out runs/mini --model minilm --layer 3 --kind skip_transcoder
+
+In Python, the trained layer as a replacement of the MLP:
+
+.. code-block:: python
+
+    from sci_moe._util import load_verified
+    from sci_moe.language.mxd import (
+        MixtureOfDecoders, RescaledDecomposition, SkipTranscoder, Transcoder,
+    )
+
+    saved = load_verified("runs/mxd/model.pt")
+    meta = saved["layer"]
+    cls = {"mxd": MixtureOfDecoders, "transcoder": Transcoder,
+           "skip_transcoder": SkipTranscoder}[meta["kind"]]
+    layer = cls(meta["d_in"], meta["d_out"], top_k=meta["top_k"], **meta["sizes"])
+    layer.load_state_dict(saved["state"])
+    mlp = RescaledDecomposition(layer.eval(), meta["scale_x"], meta["scale_y"])
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +111,10 @@ class MxDRunConfig(DecompositionTrainConfig):
         Parameter budget: a transcoder with this many times ``d_model`` latents.
     d_hidden : int or None
         MxD's hidden size ``H`` (none: the MLP's ``d_model``, as in benchmarks/mxd/run.py).
+    normalise : bool
+        Train on RMS-rescaled activations and save the scales, the layer's replacement
+        being ``RescaledDecomposition(layer, scale_x, scale_y)`` (default; off: train on
+        the raw activations, a transcoder on an early SmolLM2 MLP then barely trains).
     """
 
     steps: int = 1000
@@ -95,9 +133,15 @@ class MxDRunConfig(DecompositionTrainConfig):
     top_k: int = 32
     latent_multiplier: int = 4
     d_hidden: int | None = None
+    normalise: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not isinstance(self.normalise, bool):
+            raise ValueError(
+                "normalise must be true or false (--normalise to train on RMS-rescaled "
+                f"activations, --no-normalise for the raw ones), got {self.normalise!r}"
+            )
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.kind not in KINDS:
@@ -179,6 +223,7 @@ def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
     """Collect or read the activations, size the layer, train it into ``out``."""
     from ..._util import save_verified
     from ...language.mxd import (
+        activation_rms,
         evaluate_decomposition,
         match_decomposition_sizes,
         train_decomposition,
@@ -189,6 +234,20 @@ def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
     d_in, d_out = tr["x"].shape[1], tr["y"].shape[1]
     if va["x"].shape[1] != d_in or va["y"].shape[1] != d_out:
         raise ValueError(f"activations: the train and val caches in {root} differ in width")
+    # the benchmark's rescaling (frontier.py): train on x / s_x -> y / s_y, s the RMS of
+    # the training activations; the MLP's replacement is RescaledDecomposition
+    s_x, s_y = (activation_rms(tr["x"]), activation_rms(tr["y"])) if cfg.normalise else (1.0, 1.0)
+    for name, s in (("input", s_x), ("output", s_y)):
+        if not (math.isfinite(s) and s > 0):
+            raise ValueError(
+                f"activations: the training MLP {name}s in {root} have RMS {s} (all zero or "
+                "not finite), so they cannot be rescaled; use other activations or "
+                "--no-normalise"
+            )
+    if cfg.normalise:
+        for part in (tr, va):  # in place: ActivationCache.load returns fresh tensors
+            part["x"].div_(s_x)
+            part["y"].div_(s_y)
     sizes = match_decomposition_sizes(
         d_in,
         d_out,
@@ -208,6 +267,9 @@ def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
         "d_out": d_out,
         "top_k": cfg.top_k,
         "sizes": sizes.sizes(cfg.kind),
+        "normalise": cfg.normalise,
+        "scale_x": s_x,
+        "scale_y": s_y,
     }
     save_verified(
         out / "model.pt",
@@ -215,10 +277,12 @@ def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
         keep_previous=False,
     )
     params = sum(p.numel() for p in layer.parameters())
+    val = evaluate_decomposition(layer, va["x"], va["y"])
+    val["nmse"] *= s_y  # in the MLP's own units (normalized_mse scales like ||y||)
     return {
         "train": res.summary.to_dict(),
         "layer": {**description, "parameters": params, "budget": sizes.budget},
-        "val": evaluate_decomposition(layer, va["x"], va["y"]),
+        "val": val,
         "train_dead_fraction": res.dead_fraction,
         "resampled": res.resampled,
         "history": [list(h) for h in res.history],

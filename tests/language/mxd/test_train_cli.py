@@ -109,3 +109,67 @@ def test_train_mxd_collects_the_activations_of_its_model(tmp_path, monkeypatch, 
     res = json.loads((out / "results.json").read_text())
     assert res["data"]["train_tokens"] == 80 and res["data"]["val_tokens"] == 32
     assert (out / "activations" / "train" / "meta.json").is_file()
+
+
+def _load_layer(saved: dict) -> torch.nn.Module:
+    """The layer of a model.pt, rebuilt as the module docstring shows."""
+    from sci_moe.language.mxd import MixtureOfDecoders, SkipTranscoder, Transcoder
+
+    meta = saved["layer"]
+    cls = {"mxd": MixtureOfDecoders, "transcoder": Transcoder, "skip_transcoder": SkipTranscoder}
+    layer = cls[meta["kind"]](meta["d_in"], meta["d_out"], top_k=meta["top_k"], **meta["sizes"])
+    layer.load_state_dict(saved["state"])
+    return layer.eval()
+
+
+def test_train_mxd_rescales_by_default_and_no_normalise_turns_it_off(tmp_path, activations):
+    """By default the layer is trained on RMS-rescaled activations (frontier.py's
+    rescaling): model.pt and results.json hold the scales, which are activation_rms of the
+    training cache, and RescaledDecomposition of the saved layer maps raw x to raw y;
+    --no-normalise stores scales of 1 and the raw-unit NMSE of the bare layer."""
+    from sci_moe.language.mxd import (
+        ActivationCache,
+        RescaledDecomposition,
+        activation_rms,
+        evaluate_decomposition,
+    )
+
+    tr = ActivationCache(activations / "train").load()
+    va = ActivationCache(activations / "val").load()
+    s_x, s_y = activation_rms(tr["x"]), activation_rms(tr["y"])
+    argv = ["train", "mxd", "--activations", str(activations), "--kind", "transcoder", *TINY]
+    on, off = tmp_path / "on", tmp_path / "off"
+    assert main([*argv, "--out", str(on)]) == 0
+    assert main([*argv, "--out", str(off), "--no-normalise"]) == 0
+    assert "normalise: true" in (on / "config.yaml").read_text()
+    assert "normalise: false" in (off / "config.yaml").read_text()
+
+    saved = load_verified(on / "model.pt")
+    meta = saved["layer"]
+    assert meta["normalise"] is True and (meta["scale_x"], meta["scale_y"]) == (s_x, s_y)
+    assert s_x != 1.0 and s_y != 1.0
+    layer = _load_layer(saved)
+    wrapped = RescaledDecomposition(layer, meta["scale_x"], meta["scale_y"])
+    x = va["x"].float()
+    with torch.no_grad():
+        torch.testing.assert_close(wrapped(x), layer(x / s_x).y * s_y)
+    res = json.loads((on / "results.json").read_text())
+    assert res["layer"]["scale_x"] == s_x and res["layer"]["normalise"] is True
+    # the reported NMSE is the rescaled layer's, in the MLP's own units
+    want = evaluate_decomposition(layer, va["x"].float() / s_x, va["y"].float() / s_y)
+    assert res["val"]["nmse"] == pytest.approx(want["nmse"] * s_y, rel=1e-3)
+    assert res["val"]["fvu"] == pytest.approx(want["fvu"], rel=1e-3)
+
+    saved = load_verified(off / "model.pt")
+    meta = saved["layer"]
+    assert meta["normalise"] is False and (meta["scale_x"], meta["scale_y"]) == (1.0, 1.0)
+    res = json.loads((off / "results.json").read_text())
+    want = evaluate_decomposition(_load_layer(saved), va["x"], va["y"])
+    assert res["val"]["nmse"] == pytest.approx(want["nmse"], rel=1e-6)
+
+
+def test_train_mxd_normalise_must_be_a_bool():
+    from sci_moe.cli.train.mxd import MxDRunConfig
+
+    with pytest.raises(ValueError, match="--no-normalise"):
+        MxDRunConfig(normalise="yes")
