@@ -43,7 +43,8 @@ The package holds one concept per module; every name is imported from the packag
 * :mod:`~_common.tables`: plain-text tables (:func:`print_table`);
 * :mod:`~_common.results`: the results JSON, written and re-derived (:func:`write_json`,
   :func:`finish`, :func:`verdicts_only`);
-* :mod:`~_common.cycles`: training until flat in cycles (:func:`until_flat`);
+* training until flat in cycles (:func:`until_flat`): :mod:`sci_moe.train.cycles`,
+  re-exported here;
 * :mod:`~_common.pieces`: runs written in pieces (:func:`piece_arguments`,
   :func:`previous_run`);
 * :mod:`~_common.refusals`: refused command lines (:func:`refuse`,
@@ -52,9 +53,10 @@ The package holds one concept per module; every name is imported from the packag
 
 from __future__ import annotations
 
+from sci_moe.train.cycles import CYCLE_SEED, concat, until_flat
+
 from .allocator import set_malloc_policy
 from .cli import base_parser, setup
-from .cycles import CYCLE_SEED, concat, until_flat
 from .isolated import child_result, run_isolated
 from .machine import OtherLoad, busy_warning, cpu_model, git_revision, machine_info, warn_if_busy
 from .pieces import piece_arguments, piece_deadline, previous_run

@@ -28,6 +28,7 @@ Examples
 
 from .config import OPTIMIZERS, RESUMABLE_CHANGES, SCHEDULES, TrainConfig
 from .convergence import is_flat
+from .cycles import until_flat
 from .data import Batch, BatchSource, ShuffledBatches, StreamBatches
 from .distributed import (
     DistributedContext,
@@ -88,5 +89,6 @@ __all__ = [
     "run_files",
     "seed_everything",
     "set_rng_state",
+    "until_flat",
     "warmup_steps",
 ]

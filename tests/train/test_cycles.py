@@ -1,18 +1,17 @@
-"""``benchmarks/_common``: training in cycles until the joined validation curve is flat
-(:func:`until_flat`, :func:`concat`), the helper of the fingerprints and orthogonality
-benchmarks."""
+"""``sci_moe.train.cycles``: training in cycles until the joined validation curve is flat
+(:func:`until_flat`, :func:`concat`), used by the benchmarks through ``benchmarks/_common``."""
 
 from __future__ import annotations
 
 import pytest
 
-from .conftest import load_benchmark
+from sci_moe.train import cycles
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def common():
-    with load_benchmark("_common/__init__.py", "bench_common_until_flat") as mod:
-        yield mod
+    """The module under test (the name the tests were written against)."""
+    return cycles
 
 
 def last_value_judge(curve):

@@ -3,9 +3,20 @@
 A model that must train until flat trains in *cycles*: each a fresh warm-up + cosine
 schedule of a fixed number of steps from the previous cycle's weights, its batches drawn
 with the seed ``seed + CYCLE_SEED * c`` in cycle ``c`` (cycle 0 is the plain run), until
-the validation curve of all cycles on one step axis is flat by the script's rule or a cap
-of cycles is spent (:func:`until_flat`). A run that resumes cycle by cycle (one unit per
-cycle) drives :func:`concat` itself.
+the validation curve of all cycles on one step axis is flat by the caller's rule (usually
+:func:`~sci_moe.train.is_flat`) or a cap of cycles is spent (:func:`until_flat`). Every
+curve is so judged at the end of an annealed schedule, never in the middle of one at a high
+learning rate (what stopping inside one long schedule, ``TrainConfig.stop_when_flat``,
+does). A run that resumes cycle by cycle (one unit per cycle) drives :func:`concat` itself.
+The benchmarks use it through ``benchmarks/_common``.
+
+Examples
+--------
+>>> from sci_moe.train.cycles import until_flat
+>>> curves = {0: [[0, 3.0], [10, 2.0]], 1: [[0, 2.0], [10, 1.99]]}
+>>> flat = lambda curve: curve[-1][1] > 0.99 * curve[-2][1]  # < 1 % better at the end
+>>> until_flat(lambda c, seed: curves[c], flat, max_cycles=3)
+([[0, 3.0], [10, 2.0], [20, 1.99]], 2, True)
 """
 
 from __future__ import annotations
