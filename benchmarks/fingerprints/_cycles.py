@@ -8,7 +8,9 @@ better, relative, than the best before; at least five evaluations) or the cap of
 spent. The byte classifier is judged on its validation accuracy, the propagation LMs on
 their validation loss (the log of the perplexity the curves store), as the other LM
 benchmarks of ``benchmarks/`` judge theirs. The cycles themselves are
-:func:`_common.until_flat`'s. A helper module: ``run.py`` imports it.
+:func:`sci_moe.train.until_flat`'s; the byte classifier's are
+:func:`sci_moe.language.provenance.fit_until_flat` (what ``sci-moe provenance train --model
+byte --until-flat`` runs). A helper module: ``run.py`` imports it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from _common import until_flat
 
+from sci_moe.language.provenance import fit_until_flat
 from sci_moe.train import is_flat
 
 __all__ = [
@@ -56,18 +59,12 @@ def lm_flat(curve) -> bool:
 
 def fit_byte_classifier(clf, texts, labels, names, val, eval_every: int, max_cycles: int):
     """Fit ``clf`` (a :class:`~sci_moe.language.provenance.ByteTransformerClassifier`) in
-    cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat.
+    cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat:
+    :func:`sci_moe.language.provenance.fit_until_flat` (the same rule as :func:`flat`).
     Returns ``(clf, curve, cycles, converged)``."""
-    seed = clf.config.seed
-
-    def cycle(c: int, cycle_seed: int):
-        clf.config = replace(clf.config, seed=cycle_seed)
-        clf.fit(texts, labels, names, val=val, eval_every=eval_every, warm_start=c > 0)
-        return [[int(s), float(a)] for s, a in clf.curve]
-
-    curve, n, conv = until_flat(cycle, flat, max_cycles, seed, clf.config.steps)
-    clf.config = replace(clf.config, seed=seed)
-    return clf, curve, n, conv
+    return fit_until_flat(
+        clf, texts, labels, names, val=val, eval_every=eval_every, max_cycles=max_cycles
+    )
 
 
 def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int, val_docs=None):

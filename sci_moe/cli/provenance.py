@@ -9,7 +9,7 @@ Examples
           wiki_corpora/norm.jsonl --model bow --out fp_model
     $ sci-moe provenance predict fp_model some_texts/ --json predictions.json
     $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
-          --model byte --until-flat --steps 3000 --eval-every 50 --out fp_byte
+          --model byte --until-flat --steps 500 --max-cycles 4 --out fp_byte
 
 ``train`` reads one corpus per label (a ``.txt`` file = one document, a ``.jsonl`` file = one
 ``{"text": ...}`` document per line, or a directory of them), cuts sequences of
@@ -19,17 +19,20 @@ its 95 % Wilson interval and writes the classifier plus ``metrics.json`` to ``--
 sequences; a document shorter than one sequence is classified whole).
 
 ``--model byte --until-flat`` trains until the validation accuracy is flat instead of for a
-fixed number of steps: ``--val-fraction`` of the training documents (0.15, as the benchmark)
-are held out for validation, the accuracy on them is measured every ``--eval-every`` steps,
-and the run stops at the first evaluation (at a step >= ``--flat-min-steps``) where the best
-accuracy of the last 20 % of the steps is less than 1 % (relative) better than the best
-before, over five evaluations at least (the engine's ``stop_when_flat`` rule,
-:func:`sci_moe.train.is_flat`); ``--steps`` (default 300) is then the cap and still sets
-the warm-up + cosine schedule. ``metrics.json`` records ``until_flat``: ``cycles`` (1: one
-schedule; the benchmark's restarts in cycles from the previous weights are not offered
-here), ``steps`` run, ``cap``, ``converged`` (false: the cap was reached unflat, train
-again with a larger ``--steps``), ``eval_every``, the validation documents and sequences
-and the validation ``curve`` ``[[step, accuracy], ...]``.
+fixed number of steps, in *cycles* as ``benchmarks/fingerprints`` does
+(:func:`sci_moe.language.provenance.fit_until_flat`): ``--val-fraction`` of the training
+documents (0.15, as the benchmark) are held out for validation; each cycle is a fresh
+warm-up + cosine schedule of ``--steps`` steps (default 300) from the previous cycle's
+weights, its batches drawn with the seed ``--seed + 100 c`` in cycle ``c``, the accuracy on
+the validation documents measured every ``--eval-every`` steps and after the cycle's last.
+After each cycle the curve of all cycles is judged: flat when the best accuracy of its last
+20 % of the steps is less than 1 % (relative) better than the best before, over five
+evaluations at least (:func:`sci_moe.train.is_flat`); a flat curve or ``--max-cycles``
+cycles (default 4) end the training. ``metrics.json`` records ``until_flat``: ``cycles``
+run, ``steps`` (total: cycles x ``--steps``), ``cap`` (``--steps`` x ``--max-cycles``),
+``converged`` (false: the cap was reached unflat, train again with a larger ``--steps`` or
+``--max-cycles``), ``cycle_steps``, ``eval_every``, the validation documents and sequences
+and the validation ``curve`` ``[[step, accuracy], ...]`` of all cycles on one step axis.
 """
 
 from __future__ import annotations
@@ -75,14 +78,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     tr.add_argument(
         "--until-flat",
         action="store_true",
-        help="byte: train until the validation accuracy is flat (--steps is the cap)",
+        help="byte: train in cycles of --steps until the validation accuracy is flat",
     )
     tr.add_argument(
         "--eval-every", type=int, default=25, help="--until-flat: steps between evaluations (25)"
     )
-    tr.add_argument(
-        "--flat-min-steps", type=int, default=0, help="--until-flat: no flat stop before (0)"
-    )
+    tr.add_argument("--max-cycles", type=int, default=4, help="--until-flat: the most cycles (4)")
     tr.add_argument(
         "--val-fraction",
         type=float,
@@ -140,7 +141,7 @@ def _embed():
     return lambda texts: embed_texts(texts, progress=False)
 
 
-#: The byte model's default step count (:class:`ByteClassifierConfig`), the cap of
+#: The byte model's default step count (:class:`ByteClassifierConfig`), the cycle length of
 #: ``--until-flat`` without ``--steps``.
 _BYTE_STEPS = 300
 #: Evaluations :func:`sci_moe.train.is_flat` needs before a curve can be flat.
@@ -158,23 +159,20 @@ def _check_until_flat(args: argparse.Namespace) -> None:
         )
     if args.eval_every < 1:
         raise ValueError(f"--eval-every must be >= 1 with --until-flat, got {args.eval_every}")
-    if args.flat_min_steps < 0:
-        raise ValueError(f"--flat-min-steps must be >= 0, got {args.flat_min_steps}")
+    if args.max_cycles < 1:
+        raise ValueError(f"--max-cycles must be >= 1 with --until-flat, got {args.max_cycles}")
     if not 0.0 < args.val_fraction < 1.0:
         raise ValueError(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
-    cap = args.steps or _BYTE_STEPS
-    if cap < 1:
-        raise ValueError(f"--steps must be >= 1, got {cap}")
-    if cap // args.eval_every < _FLAT_POINTS:
+    steps = args.steps or _BYTE_STEPS
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    n_eval = args.max_cycles * -(-steps // args.eval_every)  # evaluations of all cycles
+    if n_eval < _FLAT_POINTS:
         raise ValueError(
             f"--until-flat needs at least {_FLAT_POINTS} evaluations to judge flatness, but "
-            f"--steps {cap} / --eval-every {args.eval_every} gives {cap // args.eval_every}: "
-            f"raise --steps or lower --eval-every to at most {max(cap // _FLAT_POINTS, 1)}"
-        )
-    if args.flat_min_steps > cap:
-        raise ValueError(
-            f"--flat-min-steps {args.flat_min_steps} is beyond the cap --steps {cap}: "
-            "the run could never stop flat; lower it or raise --steps"
+            f"--max-cycles {args.max_cycles} cycles of --steps {steps} evaluated every "
+            f"--eval-every {args.eval_every} give {n_eval}: raise --steps or --max-cycles "
+            "or lower --eval-every"
         )
 
 
@@ -212,31 +210,33 @@ def _train(args: argparse.Namespace) -> int:
                 "(or lower --test-fraction) or give each corpus more documents"
             ) from err
         xval = [sub.texts[i] for i in val_i]
-        clf.fit(
+        clf, curve, cycles, converged = pv.fit_until_flat(
+            clf,
             [sub.texts[i] for i in fit_i],
             sub.labels[fit_i],
             classes,
             val=(xval, sub.labels[val_i]),
             eval_every=args.eval_every,
-            stop_when_flat=0.01,
-            flat_min_steps=args.flat_min_steps,
+            max_cycles=args.max_cycles,
         )
+        steps = clf.config.steps
         flat = {
-            "cycles": 1,
-            "steps": len(clf.losses),
-            "cap": clf.config.steps,
-            "converged": bool(clf.converged),
+            "cycles": cycles,
+            "steps": cycles * steps,
+            "cap": steps * args.max_cycles,
+            "converged": bool(converged),
+            "cycle_steps": steps,
+            "max_cycles": args.max_cycles,
             "eval_every": args.eval_every,
-            "flat_min_steps": args.flat_min_steps,
             "tolerance": 0.01,
             "val_documents": len({sub.groups[i] for i in val_i}),
             "val_sequences": int(val_i.size),
-            "curve": [[int(st), float(a)] for st, a in clf.curve],
+            "curve": curve,
         }
-        if not flat["converged"]:
+        if not converged:
             print(
-                f"not flat after the cap of {flat['cap']} steps: train again with a larger "
-                "--steps for a converged classifier"
+                f"not flat after the cap of {args.max_cycles} cycles of {steps} steps: train "
+                "again with a larger --steps or --max-cycles for a converged classifier"
             )
     else:
         clf.fit(xtr, data.labels[tr], classes)
@@ -258,7 +258,7 @@ def _train(args: argparse.Namespace) -> int:
         "seed": args.seed,
     }
     if args.model == "byte":
-        metrics["steps"] = len(clf.losses)
+        metrics["steps"] = len(clf.losses) if flat is None else flat["steps"]
     if flat is not None:
         metrics["until_flat"] = flat
     from .._util import atomic_save_json

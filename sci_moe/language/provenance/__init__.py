@@ -10,7 +10,8 @@ fixed-length sequences (:func:`make_sequences`), split by document
 * :class:`EmbeddingMoEClassifier` — frozen sentence embeddings (e.g. MiniLM) with a
   :class:`sci_moe.moe.MoE` head;
 * :class:`ByteTransformerClassifier` — the byte-level MoE LM of :mod:`sci_moe.language`
-  fine-tuned as a classifier.
+  fine-tuned as a classifier, for a fixed number of steps or in cycles until its validation
+  accuracy is flat (:func:`fit_until_flat`).
 
 Ablations re-classify transformed text (:func:`remove_formatting`,
 :func:`restrict_vocabulary`); :mod:`~sci_moe.language.provenance.filters` holds the
@@ -21,7 +22,12 @@ build corpora with a known processing difference; :func:`generate` and
 """
 
 from .bow import BagOfWordsClassifier, BoWConfig, bow_tokens
-from .byte_classifier import ByteClassifierConfig, ByteTransformerClassifier, LMSequenceClassifier
+from .byte_classifier import (
+    ByteClassifierConfig,
+    ByteTransformerClassifier,
+    LMSequenceClassifier,
+    fit_until_flat,
+)
 from .corpora import read_corpora, read_corpus
 from .embedding_head import EmbeddingHeadConfig, EmbeddingMoEClassifier, MoEClassifierHead
 from .filters import (
@@ -59,6 +65,7 @@ __all__ = [
     "document_split",
     "english_score",
     "estimate_mixture",
+    "fit_until_flat",
     "generate",
     "gopher_filter",
     "language_id_filter",

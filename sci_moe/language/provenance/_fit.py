@@ -20,9 +20,6 @@ def fit_classifier(
     desc: str = "fit",
     evaluate=None,
     eval_every: int = 0,
-    stop_when_flat: float | None = None,
-    flat_min_steps: int = 0,
-    report: dict | None = None,
 ) -> list[float]:
     """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
@@ -34,19 +31,9 @@ def fit_classifier(
     left as the caller set it (``sci-moe provenance --threads``). With ``evaluate`` (a
     callable of the completed step count) and ``eval_every > 0``, ``evaluate(step)`` runs
     after every ``eval_every``-th step and after the last (the model is put back in
-    training mode after it). With ``stop_when_flat`` (a relative tolerance >= 0; needs
-    ``evaluate``, which must then return the validation accuracy, and ``eval_every > 0``)
-    the run stops at the first evaluation at a step >= ``flat_min_steps`` where the
-    accuracy curve is flat by :class:`sci_moe.train.TrainConfig`'s ``stop_when_flat`` rule
-    (:func:`sci_moe.train.is_flat`, ``mode="max"``, last 20 % of the steps, five
-    evaluations at least); ``steps`` is the cap and still sets the schedule. ``report``
-    (a dict), when given, receives ``steps`` (steps run) and ``reason`` (the engine's
-    stop reason: ``"flat"`` or ``"completed"``). Returns the per-step training losses; the
-    model is left in eval mode.
+    training mode after it). Returns the per-step training losses; the model is left in
+    eval mode.
     """
-    flat = stop_when_flat is not None
-    if flat and (evaluate is None or eval_every < 1):
-        raise ValueError("stop_when_flat needs evaluate and eval_every >= 1")
     n = inputs.shape[0]
     cfg = TrainConfig(
         seed=config.seed,
@@ -58,11 +45,7 @@ def fit_classifier(
         min_lr_ratio=0.0,
         weight_decay=config.weight_decay,
         grad_clip=1.0,
-        eval_every=eval_every if flat else 0,
-        monitor="val_accuracy",
-        mode="max",
-        stop_when_flat=stop_when_flat,
-        flat_min_steps=flat_min_steps,
+        eval_every=0,
         restore_best=False,
         checkpoint_minutes=0,
         threads=torch.get_num_threads(),
@@ -81,21 +64,13 @@ def fit_classifier(
 
     def record(info: StepInfo) -> None:
         losses.append(info.metrics["loss"])
-        if evaluate is not None and eval_every > 0 and not flat:
+        if evaluate is not None and eval_every > 0:
             if info.step % eval_every == 0 or info.step == cfg.steps:
                 evaluate(info.step)
                 model.train()
 
-    def validate(_model) -> dict:  # the engine's evaluation (flat stop): step after the step
-        return {"val_accuracy": evaluate(trainer.step)}
-
     data = StreamBatches(sample, cfg.batch_size, seed=config.seed)
-    trainer = Trainer(
-        model, loss_fn, data, cfg, evaluate=validate if flat else None, hooks=[record], name=desc
-    )
-    result = trainer.fit()
-    if report is not None:
-        report.update(steps=result.step, reason=result.reason)
+    Trainer(model, loss_fn, data, cfg, hooks=[record], name=desc).fit()
     model.eval()
     return losses
 

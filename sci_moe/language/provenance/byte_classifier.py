@@ -16,17 +16,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
 from torch import nn
 
+from ...train import is_flat
+from ...train.cycles import until_flat
 from .. import MoELMConfig, MoETransformerLM, encode, load_checkpoint
 from ._fit import fit_classifier, predict_logits
 from .bow import _check_labels, _class_names
 
-__all__ = ["ByteClassifierConfig", "ByteTransformerClassifier", "LMSequenceClassifier"]
+__all__ = [
+    "ByteClassifierConfig",
+    "ByteTransformerClassifier",
+    "LMSequenceClassifier",
+    "fit_until_flat",
+]
 
 
 def _default_lm() -> dict:
@@ -148,8 +155,6 @@ class ByteTransformerClassifier:
         #: Training losses per step and ``(step, validation accuracy)`` of the last fit.
         self.losses: list[float] = []
         self.curve: list[tuple[int, float]] = []
-        #: Whether the last fit stopped flat (``None``: it had no ``stop_when_flat``).
-        self.converged: bool | None = None
 
     def _build(self, k: int) -> LMSequenceClassifier:
         torch.manual_seed(self.config.seed)
@@ -171,8 +176,6 @@ class ByteTransformerClassifier:
         val: tuple[Sequence[str], Sequence[int]] | None = None,
         eval_every: int = 0,
         warm_start: bool = False,
-        stop_when_flat: float | None = None,
-        flat_min_steps: int = 0,
     ):
         """Fine-tune on ``texts`` with integer ``labels``; returns ``self``.
 
@@ -183,24 +186,11 @@ class ByteTransformerClassifier:
         steps with a fresh optimiser and schedule (change ``config.seed`` to draw other
         batches than the previous cycle).
 
-        With ``stop_when_flat`` (a relative tolerance >= 0, 0.01: 1 %; needs ``val`` and
-        ``eval_every > 0``) the fit stops at the first evaluation at a step >=
-        ``flat_min_steps`` where the validation accuracy is flat by the engine's rule
-        (:class:`sci_moe.train.TrainConfig` ``stop_when_flat``: the best accuracy of the
-        last 20 % of the steps is less than the tolerance better than the best before,
-        five evaluations at least); ``config.steps`` is the cap. :attr:`converged` says
-        whether it stopped flat, ``len(losses)`` how many steps ran.
-
         Raises
         ------
         ValueError
-            With ``warm_start`` when the classifier is not fitted or the classes differ;
-            with ``stop_when_flat`` but no ``val`` or ``eval_every < 1``.
+            With ``warm_start`` when the classifier is not fitted or the classes differ.
         """
-        if stop_when_flat is not None and (val is None or eval_every < 1):
-            raise ValueError(
-                "stop_when_flat needs validation data: pass val=(texts, labels) and eval_every >= 1"
-            )
         y = torch.as_tensor(_check_labels(texts, labels))
         names = _class_names(y, classes)
         c = self.config
@@ -221,12 +211,10 @@ class ByteTransformerClassifier:
             xv = encode_batch(val[0], c.lm_config().seq_len)
             yv = torch.as_tensor(np.asarray(val[1], dtype=np.int64))
 
-            def evaluate(step: int) -> float:
+            def evaluate(step: int) -> None:
                 pred = predict_logits(self.model, xv, 64).argmax(-1)
                 self.curve.append((step, float((pred == yv).double().mean())))
-                return self.curve[-1][1]
 
-        report: dict = {}
         self.losses = fit_classifier(
             self.model,
             x,
@@ -236,11 +224,7 @@ class ByteTransformerClassifier:
             desc="byte transformer",
             evaluate=evaluate,
             eval_every=eval_every,
-            stop_when_flat=stop_when_flat,
-            flat_min_steps=flat_min_steps,
-            report=report,
         )
-        self.converged = None if stop_when_flat is None else report["reason"] == "flat"
         return self
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
@@ -269,3 +253,97 @@ class ByteTransformerClassifier:
         clf.model.load_state_dict({k: torch.as_tensor(v) for k, v in arrays.items()})
         clf.model.eval()
         return clf
+
+
+def _accuracy_flat(curve: list) -> bool:
+    """Whether a validation-accuracy curve ``[[step, accuracy], ...]`` is flat by
+    :func:`sci_moe.train.is_flat`'s defaults, ``mode="max"``."""
+    return is_flat([s for s, _ in curve], [a for _, a in curve], mode="max")
+
+
+def fit_until_flat(
+    clf: ByteTransformerClassifier,
+    texts: Sequence[str],
+    labels,
+    classes: Sequence[str] | None = None,
+    *,
+    val: tuple[Sequence[str], Sequence[int]],
+    eval_every: int,
+    max_cycles: int,
+) -> tuple[ByteTransformerClassifier, list, int, bool]:
+    """Fit ``clf`` in cycles until its validation accuracy is flat (the benchmark's rule).
+
+    Each cycle ``c`` is :meth:`ByteTransformerClassifier.fit` for ``clf.config.steps``
+    steps (a fresh warm-up + cosine schedule; from the previous cycle's weights when
+    ``c > 0``, ``warm_start``), its batches drawn with the seed ``clf.config.seed + 100 c``
+    (:data:`sci_moe.train.cycles.CYCLE_SEED`; cycle 0 is the plain fit), run by
+    :func:`sci_moe.train.until_flat`. After each cycle the validation accuracy curve of all
+    cycles on one step axis is judged: flat when the best accuracy of its last 20 % of the
+    steps is less than 1 % (relative) better than the best before, over five evaluations
+    at least (:func:`sci_moe.train.is_flat`, ``mode="max"``). A flat curve, or
+    ``max_cycles`` cycles, end the fit. The curve is thus judged at the end of an annealed
+    schedule, never in the middle of one. ``benchmarks/fingerprints`` trains its byte
+    classifier with this function.
+
+    Parameters
+    ----------
+    clf : ByteTransformerClassifier
+        The classifier; ``clf.config.steps`` is the cycle length and ``clf.config.seed``
+        the seed of cycle 0 (restored on return).
+    texts : sequence of str, length n
+        Training sequences.
+    labels : array-like of int, shape (n,)
+        Their class indices.
+    classes : sequence of str, optional
+        Class names (as :meth:`ByteTransformerClassifier.fit`).
+    val : (sequence of str, array-like of int)
+        Validation sequences and labels (e.g. held-out training documents).
+    eval_every : int
+        Steps between evaluations of the validation accuracy (>= 1); each cycle also
+        evaluates after its last step.
+    max_cycles : int
+        The most cycles (>= 1): at most ``max_cycles * clf.config.steps`` steps.
+
+    Returns
+    -------
+    clf : ByteTransformerClassifier
+        ``clf``, fitted (its :attr:`~ByteTransformerClassifier.losses` and
+        :attr:`~ByteTransformerClassifier.curve` are the last cycle's).
+    curve : list of [int, float]
+        ``[[step, validation accuracy], ...]`` of all cycles, cycle ``c``'s steps shifted
+        by ``c * clf.config.steps``.
+    cycles : int
+        Cycles run, 1 to ``max_cycles``: ``cycles * clf.config.steps`` steps in all.
+    converged : bool
+        Whether ``curve`` is flat (False: ``max_cycles`` was reached unflat).
+
+    Raises
+    ------
+    ValueError
+        When ``eval_every`` or ``max_cycles`` is below 1.
+
+    Examples
+    --------
+    >>> from sci_moe.language.provenance import (
+    ...     ByteClassifierConfig, ByteTransformerClassifier, fit_until_flat)
+    >>> clf = ByteTransformerClassifier(ByteClassifierConfig(steps=300), progress=False)
+    >>> clf, curve, cycles, converged = fit_until_flat(  # doctest: +SKIP
+    ...     clf, texts, labels, ["c4", "gopher"], val=(val_texts, val_labels),
+    ...     eval_every=25, max_cycles=4)
+    """
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    if max_cycles < 1:
+        raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
+    seed = clf.config.seed
+
+    def cycle(c: int, cycle_seed: int) -> list:
+        clf.config = replace(clf.config, seed=cycle_seed)
+        clf.fit(texts, labels, classes, val=val, eval_every=eval_every, warm_start=c > 0)
+        return [[int(s), float(a)] for s, a in clf.curve]
+
+    try:
+        curve, n, converged = until_flat(cycle, _accuracy_flat, max_cycles, seed, clf.config.steps)
+    finally:
+        clf.config = replace(clf.config, seed=seed)
+    return clf, curve, n, converged

@@ -110,23 +110,36 @@ def _byte_args(tmp_path, *extra):
     ]
 
 
+def _until_flat(tmp_path, *extra):
+    args = _byte_args(
+        tmp_path, "--until-flat", "--steps", "6", "--eval-every", "2", "--val-fraction", "0.3"
+    )
+    assert main([*args, *extra]) == 0
+    return json.loads((tmp_path / "model" / "metrics.json").read_text())
+
+
+def test_until_flat_trains_in_cycles(tmp_path):
+    metrics = _until_flat(tmp_path, "--max-cycles", "2")
+    rec = metrics["until_flat"]
+    assert rec["cycles"] in {1, 2} and rec["converged"] in {True, False}
+    assert rec["steps"] == metrics["steps"] == 6 * rec["cycles"] and rec["cap"] == 12
+    assert [s for s, _ in rec["curve"]] == [2, 4, 6, 8, 10, 12][: 3 * rec["cycles"]]
+    assert rec["val_sequences"] > 0 and rec["val_documents"] >= 4
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_until_flat_records_cycles_steps_converged(tmp_path, monkeypatch, capsys, flat):
-    # the engine's flat rule forced: never flat (the cap is reached) or flat at once
-    import sci_moe.train.trainer as trainer
+    # the flat rule forced: never flat (the cap of --max-cycles is reached) or flat at once
+    import sci_moe.language.provenance.byte_classifier as bc
 
-    monkeypatch.setattr(trainer, "is_flat", lambda *a, **k: flat)
-    args = _byte_args(
-        tmp_path, "--until-flat", "--steps", "10", "--eval-every", "2", "--val-fraction", "0.3"
-    )
-    assert main(args) == 0
-    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    monkeypatch.setattr(bc, "is_flat", lambda *a, **k: flat)
+    metrics = _until_flat(tmp_path, "--max-cycles", "3")
     rec = metrics["until_flat"]
-    assert rec["cycles"] == 1 and rec["cap"] == 10 and rec["converged"] is flat
-    assert rec["steps"] == metrics["steps"] == (2 if flat else 10)
-    assert [s for s, _ in rec["curve"]] == ([2] if flat else [2, 4, 6, 8, 10])
-    assert rec["val_sequences"] > 0 and rec["val_documents"] >= 4
-    assert ("not flat after the cap" in capsys.readouterr().out) is not flat
+    cycles = 1 if flat else 3
+    assert rec["cycles"] == cycles and rec["cap"] == 18 and rec["converged"] is flat
+    assert rec["steps"] == metrics["steps"] == 6 * cycles and rec["cycle_steps"] == 6
+    assert [s for s, _ in rec["curve"]] == list(range(2, 6 * cycles + 1, 2))
+    assert ("not flat after the cap of 3 cycles" in capsys.readouterr().out) is not flat
 
 
 @pytest.mark.parametrize(
@@ -134,9 +147,13 @@ def test_until_flat_records_cycles_steps_converged(tmp_path, monkeypatch, capsys
     [
         (["--until-flat", "--model", "bow"], "byte model only"),
         (["--until-flat", "--eval-every", "0"], "--eval-every must be >= 1"),
+        (["--until-flat", "--max-cycles", "0"], "--max-cycles must be >= 1"),
+        (["--until-flat", "--max-cycles", "-2"], "--max-cycles must be >= 1"),
         (["--until-flat", "--val-fraction", "1.5"], "--val-fraction must be in (0, 1)"),
-        (["--until-flat", "--steps", "8", "--eval-every", "2"], "at least 5 evaluations"),
-        (["--until-flat", "--steps", "10", "--eval-every", "2", "--flat-min-steps", "11"], "cap"),
+        (
+            ["--until-flat", "--steps", "8", "--eval-every", "2", "--max-cycles", "1"],
+            "at least 5 evaluations",
+        ),
         (["--until-flat", "--steps", "10", "--eval-every", "2"], "Raise --val-fraction"),
     ],
 )
