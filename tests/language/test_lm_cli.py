@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -78,6 +79,11 @@ def test_train_lm_routing_mamba_and_resume(tmp_path, text):
         (["--eval-batches", "0"], "--eval-batches"),
         (["--bias-balancing", "0.01"], "selection_bias"),
         (["--expert-parallel"], "expert_parallel"),
+        (["--until-flat", "--max-cycles", "0"], "--max-cycles"),
+        (["--max-cycles", "-1"], "--max-cycles"),
+        (["--until-flat", "--init-from", "x.pt"], "excludes init_from"),
+        (["--until-flat", "--stop-when-flat", "0.01"], "excludes stop_when_flat"),
+        (["--until-flat", "--patience", "2"], "excludes patience"),
     ],
 )
 def test_train_lm_bad_values_exit_2(tmp_path, capsys, text, extra, message):
@@ -92,3 +98,93 @@ def test_train_lm_unknown_config_key_and_missing_text_exit_2(tmp_path, capsys, t
     assert "num_expert" in capsys.readouterr().err
     assert _train(tmp_path / "r2", str(tmp_path / "missing.txt")) == 2
     assert "text_file" in capsys.readouterr().err
+
+
+# -- --until-flat: cycles as the Routing Mamba benchmark ---------------------------------
+def _weights(path):
+    return load_checkpoint(path)["model"]
+
+
+def _same(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_train_lm_until_flat_records_cycles(tmp_path, text):
+    out = tmp_path / "flat"
+    assert _train(out, text, "--until-flat", "--max-cycles", "2") == 0
+    res = json.loads((out / "results.json").read_text())
+    rec = res["until_flat"]
+    assert rec["cycles"] in (1, 2) and rec["finished"]
+    assert rec["steps"] == rec["cycles"] * 3 and rec["cap"] == 6 and rec["max_cycles"] == 2
+    assert rec["curve"][-1][0] == rec["steps"] and rec["tokens_per_step"] == 4 * 16
+    assert res["train"]["cycle"] == rec["cycles"] - 1 and res["val"]["step"] == 3
+    last = out / f"cycle_{rec['cycles'] - 1}"
+    assert _same(_weights(out / "model.pt"), _weights(last / "model.pt"))
+    cycle0 = json.loads((out / "cycle_0" / "cycle.json").read_text())
+    assert cycle0["seed"] == 0 and [s for s, _ in cycle0["curve"]] == [0, 2, 3]
+    assert rec["curve"][:3] == cycle0["curve"]
+
+
+def test_train_lm_until_flat_unflat_stops_at_cap(tmp_path, text, monkeypatch):
+    monkeypatch.setattr("sci_moe.train.is_flat", lambda *a, **k: False)
+    out = tmp_path / "cap"
+    assert _train(out, text, "--until-flat", "--max-cycles", "2", "--seed", "5") == 0
+    rec = json.loads((out / "results.json").read_text())["until_flat"]
+    assert rec["cycles"] == 2 and rec["steps"] == 6 and rec["converged"] is False
+    assert [s for s, _ in rec["curve"]] == [0, 2, 3, 5, 6]
+    assert json.loads((out / "cycle_1" / "cycle.json").read_text())["seed"] == 105
+
+
+def test_train_lm_until_flat_resume_is_exact(tmp_path, text, monkeypatch):
+    """Killed after cycle 0, or stopped inside cycle 1: --resume ends with the weights of
+    an uninterrupted run, without retraining the finished cycle. --max-cycles cannot
+    change on --resume (a new --out is needed for more cycles)."""
+    import sci_moe.language as language
+
+    monkeypatch.setattr("sci_moe.train.is_flat", lambda *a, **k: False)
+    flags = ["--until-flat", "--max-cycles", "2"]
+    ref = tmp_path / "ref"
+    assert _train(ref, text, *flags) == 0
+    expected = _weights(ref / "model.pt")
+    real = language.run_training
+    calls: list = []
+
+    def killed(*args, **kw):  # the process dies when cycle 1 starts
+        calls.append(Path(args[2]).name)
+        if Path(args[2]).name == "cycle_1":
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    def paused(*args, **kw):  # cycle 1 stops after one step, checkpointed
+        calls.append(Path(args[2]).name)
+        if Path(args[2]).name == "cycle_1":
+            kw["stop_after"] = 1
+        return real(*args, **kw)
+
+    def counted(*args, **kw):
+        calls.append(Path(args[2]).name)
+        return real(*args, **kw)
+
+    for name, stop in (("killed", killed), ("paused", paused)):
+        out = tmp_path / name
+        monkeypatch.setattr(language, "run_training", stop)
+        if name == "killed":
+            with pytest.raises(KeyboardInterrupt):
+                _train(out, text, *flags)
+        else:
+            assert _train(out, text, *flags) == 0
+            res = json.loads((out / "results.json").read_text())
+            assert res["until_flat"]["finished"] is False and res["train"]["cycle"] == 1
+            assert not (out / "model.pt").exists()
+        monkeypatch.setattr(language, "run_training", counted)
+        calls.clear()
+        assert _train(out, text, *flags, "--resume") == 0
+        assert calls == ["cycle_1"]  # cycle 0 read back, not retrained
+        assert _same(_weights(out / "model.pt"), expected)
+        res = json.loads((out / "results.json").read_text())
+        assert res["until_flat"]["cycles"] == 2 and res["until_flat"]["finished"]
+    # a finished run resumes without training; other --max-cycles is refused
+    calls.clear()
+    assert _train(ref, text, *flags, "--resume") == 0 and calls == []
+    assert _same(_weights(ref / "model.pt"), expected)
+    assert _train(ref, text, "--until-flat", "--max-cycles", "3", "--resume") == 2
