@@ -24,7 +24,6 @@ from sci_moe.language.provenance import (
     BoWConfig,
     ByteClassifierConfig,
     ByteTransformerClassifier,
-    SequenceSet,
     accuracy_interval,
     balance,
     confusion_matrix,
@@ -32,6 +31,7 @@ from sci_moe.language.provenance import (
     make_sequences,
     remove_formatting,
     restrict_vocabulary,
+    stratified_pool,
     top_words,
 )
 
@@ -42,34 +42,10 @@ __all__ = [
     "part_classify",
     "part_null",
     "splits",
-    "stratified_pool",
 ]
 
 
 SOURCES = ("wiki", "newsgroups", "news")
-
-
-def stratified_pool(data: SequenceSet, per_class: int, share, seed: int) -> np.ndarray:
-    """``per_class`` sequences per class drawn at random, ``share`` of them from each source
-    (a source short of sequences is topped up from the others)."""
-    rng = np.random.default_rng(seed)
-    src = np.array([document_source(g) for g in data.groups])
-    out = []
-    for k in range(len(data.classes)):
-        taken: list[np.ndarray] = []
-        left = per_class
-        for j, s in enumerate(SOURCES):
-            cand = np.flatnonzero((data.labels == k) & (src == s))
-            want = per_class - sum(map(len, taken)) if j == len(SOURCES) - 1 else None
-            n = round(share[j] * per_class) if want is None else want
-            pick = rng.choice(cand, size=min(n, cand.size), replace=False)
-            taken.append(pick)
-            left -= pick.size
-        if left > 0:
-            rest = np.setdiff1d(np.flatnonzero(data.labels == k), np.concatenate(taken))
-            taken.append(rng.choice(rest, size=min(left, rest.size), replace=False))
-        out.append(np.concatenate(taken))
-    return np.sort(np.concatenate(out))
 
 
 def acc_rows(case, preds, chance, note=""):

@@ -116,7 +116,6 @@ from _cycles import flat as flat
 from _cycles import lm_flat as lm_flat
 from _cycles import train_lm as train_lm
 from _fp_classify import part_classify, part_null
-from _fp_classify import stratified_pool as stratified_pool
 from _fp_plots import plot
 from _fp_propagation import document_split as document_split
 from _fp_propagation import part_propagation
@@ -127,6 +126,7 @@ from _fp_verdicts import match_effect as match_effect
 from _fp_verdicts import rejudge, verdicts
 
 from sci_moe.data.wiki_pipelines import document_source as document_source
+from sci_moe.language.provenance import stratified_pool as stratified_pool
 
 Row = _common.Row
 

@@ -22,8 +22,9 @@ package's controlled setup, where only the processing differs, and runs on a CPU
 4. run the null control: one pipeline twice with two seeds, where the only right answer
    is chance -- and see a split by sequence score above it anyway.
 
-It is small (a few hundred sequences per pipeline, one split) so that it runs in seconds;
-the full study (five seeds, a pretrained encoder and a byte-level transformer as
+It is small (the benchmark's pool of 1000 sequences per pipeline, one split, a
+bag-of-words classifier) so that it runs in seconds; the full study (five seeds, a
+pretrained encoder and a byte-level transformer as
 classifiers, propagation through language-model training) is on
 :doc:`/results/fingerprints`.
 """
@@ -64,6 +65,7 @@ from sci_moe.language.provenance import (
     document_split,
     make_sequences,
     remove_formatting,
+    stratified_pool,
 )
 
 corpora = build_pipeline_corpora(seed=1, sources=SOURCES)
@@ -91,8 +93,14 @@ for name, docs in corpora.items():
 # ----------------------------
 # :func:`~sci_moe.language.provenance.make_sequences` cuts every document into
 # non-overlapping sequences of ``seq_words`` words (the exact slice, white space
-# included). A few hundred per pipeline are drawn at random
-# (:func:`~sci_moe.language.provenance.balance`, the same number per class).
+# included). 1000 per pipeline are drawn at random, stratified by source as in the
+# benchmark (:func:`~sci_moe.language.provenance.stratified_pool`, ``share``): half from
+# ``wiki`` and a quarter from each of ``newsgroups`` and ``news``. A uniform draw would
+# follow each pipeline's own mix of sources (80-88 % ``wiki``; ``c4`` and ``dedup`` drop
+# almost all of ``newsgroups``), so a classifier could score by telling sources apart;
+# with the same shares in every pipeline it mostly cannot. A source a pipeline is short of
+# is topped up from its other sources (``c4`` and ``dedup`` have fewer than 250
+# ``newsgroups`` sequences), so the counts per source printed below are not exact.
 #
 # The split is **by document**: :func:`~sci_moe.language.provenance.document_split`
 # shuffles the document titles and puts a quarter of them, with *every* sequence of
@@ -102,13 +110,15 @@ for name, docs in corpora.items():
 # rare words: a classifier could then score by recognising documents instead of
 # processing. After the split each side is balanced again, so chance is exactly 1/K.
 
-seq_words, per_class = 64, 300
+seq_words, per_class, share = 64, 1000, [0.5, 0.25, 0.25]  # share: wiki, newsgroups, news
 full = make_sequences(corpora, seq_words=seq_words)
-data = full.subset(balance(full, np.arange(len(full)), seed=0, per_class=per_class))
+data = full.subset(stratified_pool(full, per_class, share, seed=0))
 train, test = document_split(data, 0.25, seed=0)
 train, test = balance(data, train, seed=0), balance(data, test, seed=0)
 overlap = {data.groups[i] for i in train} & {data.groups[i] for i in test}
 print(f"{len(full)} sequences of {seq_words} words; drawn {len(data)}")
+drawn = [document_source(g) for g in data.groups]
+print("drawn per source:", {s: drawn.count(s) for s in SOURCES})
 print(f"train {len(train)}, test {len(test)} sequences; documents on both sides: {len(overlap)}")
 
 
@@ -200,7 +210,7 @@ print(f"formatting removed: accuracy {acc_plain:.3f} [{lo_p:.3f}, {hi_p:.3f}], c
 
 null = null_control_corpora("dedup", seeds=(1, 2), partition_seed=0, sources=SOURCES)
 nd = make_sequences(null, seq_words=seq_words)
-nd = nd.subset(balance(nd, np.arange(len(nd)), seed=0, per_class=per_class))
+nd = nd.subset(stratified_pool(nd, per_class, share, seed=0))
 ntr, nte = document_split(nd, 0.25, seed=0)
 ntr, nte = balance(nd, ntr, seed=0), balance(nd, nte, seed=0)
 by_doc = BagOfWordsClassifier(BoWConfig(lowercase=False))
