@@ -57,8 +57,8 @@ def train_cycle(p, keys, seed, corpus, init=None):
     """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
     start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
 
-    Returns the history of :func:`sci_moe.language.train` and the model (its best
-    validation weights)."""
+    Returns the history of :func:`sci_moe.language.train` and the model (its final
+    weights: the language models' training keeps them, ``restore_best=False``)."""
     cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
     return train(cfg.model_config(), cfg, corpus=corpus, return_model=True, init_from=init)
 
@@ -67,7 +67,7 @@ def cycles_until_flat(p, keys, seed, corpus, cycle=None):
     """Train one run in cycles of ``p["steps"]`` until :func:`flat` or ``p["max_steps"]``.
 
     Cycle ``c`` is ``cycle(p, keys, seed + CYCLE_SEED c, corpus, init)`` (default
-    :func:`train_cycle`), ``init`` the best weights of cycle ``c - 1`` (``None`` for
+    :func:`train_cycle`), ``init`` the final weights of cycle ``c - 1`` (``None`` for
     cycle 0: the fixed-step run); :func:`_common.until_flat` judges the joined curve
     after each cycle.
 
@@ -76,7 +76,7 @@ def cycles_until_flat(p, keys, seed, corpus, cycle=None):
     hist : dict
         ``tokens`` and ``val_loss`` (nats) of the joined curve, one entry per evaluation.
     model : MoETransformerLM
-        The last cycle's model (its best validation weights).
+        The last cycle's model (its final weights).
     info : dict
         ``steps``, ``tokens``, ``cycles``, ``reason`` (``"flat"`` or ``"cap"``) and
         ``step_time`` (seconds of the training steps of all cycles).

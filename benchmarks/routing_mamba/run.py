@@ -43,8 +43,9 @@ JSON and its state file, training nothing and leaving both files as they are.
 (:func:`_common.until_flat`): cycle 0 has the fixed ``--steps 2400`` run's seed, batches
 and schedule (its values differ from that run's at float32 rounding level: that run used
 the parallel scan, and ``MambaConfig.scan="auto"`` now takes the recurrent scan on the
-CPU), cycle ``c > 0`` starts from the best validation weights of cycle
-``c - 1`` with batch seed ``s + 100 c`` (the same for every model of seed ``s``: the
+CPU), cycle ``c > 0`` starts from the final weights of cycle ``c - 1`` (the end of its
+annealed schedule: ``sci_moe.language.TrainConfig`` keeps the final weights,
+``restore_best=False``) with batch seed ``s + 100 c`` (the same for every model of seed ``s``: the
 pairing holds), and after each cycle the joined curve (:func:`_common.concat`) is judged;
 a flat one ends the run, else the next cycle runs, at most ``--max-steps / --min-steps``
 cycles. So every curve is judged at the end of an annealed schedule, never in the middle
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         "--until-flat",
         action="store_true",
         help="train every run in cycles of --min-steps steps (a fresh cosine schedule each, "
-        "from the previous cycle's best weights) until its validation curve is flat, at most "
+        "from the previous cycle's final weights) until its validation curve is flat, at most "
         "--max-steps steps (module docstring); write to another --json",
     )
     parser.add_argument(
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         **(
             {
                 "until_flat": f"cycles of {p['steps']} steps (a fresh warmup + cosine schedule "
-                "each, from the previous cycle's best weights, batch seed s + "
+                "each, from the previous cycle's final weights, batch seed s + "
                 f"{CYCLE_SEED} c) until "
                 f"the joined curve is flat, cap {p['max_steps']} steps"
             }
