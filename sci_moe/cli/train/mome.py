@@ -24,9 +24,13 @@ recogniser's encoder; a damaged or unfitting file is refused, exit code 2).
 ``--finetune-encoder LR`` trains the loaded encoder at peak learning rate ``LR`` instead of
 freezing it. ``--resume`` continues an unfinished pretraining exactly (its checkpoints are
 in ``OUT/audio_encoder_run/``) and reuses a finished ``OUT/audio_encoder.pt``;
-``--max-hours`` is the budget of each stage. ``--heldout-voices`` lets other voices than the
-training ones speak the validation and test phrases (the benchmark's:
-``en-us-nyc+f4,en-gb-x-gbclan+m1``, :data:`~sci_moe.speech.mome.HELDOUT_VOICES`).
+``--max-hours`` is the budget of each stage. ``--voices`` sets the espeak-ng voices that
+speak the training phrases (default: :class:`~sci_moe.speech.mome.SpeechSetConfig`'s four;
+the benchmark's six: ``en-us,en-gb-x-rp,en-us+f3,en-us+m3,en-gb-scotland+f1,en-029+m2``,
+:data:`~sci_moe.speech.mome.TRAIN_VOICES`) and ``--heldout-voices`` lets other voices speak
+the validation and test phrases (the benchmark's: ``en-us-nyc+f4,en-gb-x-gbclan+m1``,
+:data:`~sci_moe.speech.mome.HELDOUT_VOICES`); without it the training voices speak every
+split.
 
 Writes ``OUT/model.pt`` (the trainable parts and the model description; the backbone is
 rebuilt from the installed MiniLM), ``OUT/results.json`` (test CER/WER per combination and
@@ -43,6 +47,7 @@ Examples
     $ sci-moe train mome --out runs/ft --encoder runs/mome/audio_encoder.pt \\
           --finetune-encoder 3e-4
     $ sci-moe train mome --out runs/unheard --pretrain-encoder-steps 20000 \\
+          --voices en-us,en-gb-x-rp,en-us+f3,en-us+m3,en-gb-scotland+f1,en-029+m2 \\
           --heldout-voices en-us-nyc+f4,en-gb-x-gbclan+m1
     $ sci-moe train mome --out runs/single --adapter single --train-rates audio=4 \\
           --encoder runs/mome/audio_encoder.pt
@@ -127,6 +132,12 @@ class MoMERunConfig(TrainConfig):
         Width of a trainable convolutional encoder before compression (0: none).
     test_snr_db : tuple of float or None
         Test SNRs in dB (None: clean).
+    voices : tuple of str
+        espeak-ng voices (``"en-us"``, with an optional variant ``"en-us+f3"``) that speak
+        the training phrases (and every split without heldout_voices); distinct, known to
+        :func:`sci_moe.speech.list_voices`. Empty: SpeechSetConfig's default four. For
+        example the benchmark's six (:data:`~sci_moe.speech.mome.TRAIN_VOICES`),
+        en-us,en-gb-x-rp,en-us+f3,en-us+m3,en-gb-scotland+f1,en-029+m2.
     heldout_voices : tuple of str
         espeak-ng voices that speak only the validation and test phrases (empty: the
         training voices speak every split), for example the benchmark's
@@ -170,6 +181,7 @@ class MoMERunConfig(TrainConfig):
     upsample: int = 8
     encoder_dim: int = 0
     test_snr_db: tuple[float | None, ...] = (None, 10.0, 5.0, 0.0)
+    voices: tuple[str, ...] = ()
     heldout_voices: tuple[str, ...] = ()
     encoder: str | None = None
     pretrain_encoder_steps: int = 0
@@ -179,7 +191,13 @@ class MoMERunConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from ...speech.mome import ADAPTER_KINDS, COMPRESSION_MODES, HELDOUT_VOICES, MoMEConfig
+        from ...speech.mome import (
+            ADAPTER_KINDS,
+            COMPRESSION_MODES,
+            HELDOUT_VOICES,
+            TRAIN_VOICES,
+            MoMEConfig,
+        )
 
         for name, lo in (("num_phrases", 3), ("variants", 1), ("upsample", 1)):
             check_int_attr(self, name, lo)
@@ -214,11 +232,20 @@ class MoMERunConfig(TrainConfig):
             raise ValueError(msg) from None
         self._check_encoder()
         self.heldout_voices = tuple(v.strip() for v in self.heldout_voices if v.strip())
+        self.voices = tuple(v.strip() for v in self.voices if v.strip())
+        for name in ("voices", "heldout_voices"):
+            vs = getattr(self, name)
+            if len(set(vs)) != len(vs):
+                raise ValueError(f"{name} must be distinct, got {','.join(vs)}; give each "
+                                 f"voice once (e.g. {','.join(TRAIN_VOICES)})")  # fmt: skip
         try:
             self.speech_set_config()
         except ValueError as err:
             raise ValueError(f"{err}; pick held-out voices other than the training ones "
-                             f"(e.g. {','.join(HELDOUT_VOICES)})") from None  # fmt: skip
+                             f"(--voices; e.g. --voices {','.join(TRAIN_VOICES)} "
+                             f"--heldout-voices {','.join(HELDOUT_VOICES)})") from None  # fmt: skip
+        if self.voices or self.heldout_voices:
+            self._check_voices_known()
         model_rates = self.model_rates()
         for m, rs in (self.train_rates or {}).items():
             if m not in model_rates or not set(rs) <= set(model_rates[m]):
@@ -226,6 +253,19 @@ class MoMERunConfig(TrainConfig):
                     f"train_rates {m}={','.join(map(str, rs))} must be among the model's rates "
                     f"{ {k: list(v) for k, v in model_rates.items()} }"
                 )
+
+    def _check_voices_known(self) -> None:
+        """Refuse a voice espeak-ng does not have (skipped where espeak-ng is not installed:
+        the data set's build then checks)."""
+        try:
+            from ...speech import list_voices
+
+            known = list_voices()
+        except (ImportError, OSError):
+            return
+        from ...speech.mome.dataset import _check_voices_known
+
+        _check_voices_known(self.voices + self.heldout_voices, known)
 
     def _check_encoder(self) -> None:
         for name, lo in (("pretrain_encoder_steps", 0), ("pretrain_encoder_dim", _ENCODER_HEADS),
@@ -270,8 +310,9 @@ class MoMERunConfig(TrainConfig):
         """The :class:`~sci_moe.speech.mome.SpeechSetConfig` of the run's data."""
         from ...speech.mome import SpeechSetConfig
 
+        voices = {"voices": self.voices} if self.voices else {}
         return SpeechSetConfig(num_phrases=self.num_phrases, variants=self.variants,
-                               heldout_voices=self.heldout_voices,
+                               heldout_voices=self.heldout_voices, **voices,
                                seed=self.data_seed)  # fmt: skip
 
     def model_rates(self) -> dict[str, tuple[int, ...]]:

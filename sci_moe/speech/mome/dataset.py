@@ -404,16 +404,7 @@ def build_speech_set(
         cache = Path(cache_dir) / f"mome_speech_{key}.npz"
         if cache.is_file():
             return _load(cache, config)
-    voices = set(list_voices())
-    for v in config.voices + config.heldout_voices:
-        base = v.split("+")[0]
-        if not any(
-            x.lower() == base.lower() or x.lower().endswith("/" + base.lower()) for x in voices
-        ):
-            raise ValueError(
-                f"unknown espeak-ng voice {v!r}: pick from sci_moe.speech.list_voices() "
-                "(e.g. 'en-us', 'en-gb-x-rp', with an optional variant '+f3')"
-            )
+    _check_voices_known(config.voices + config.heldout_voices, list_voices())
     if phrases is None:
         phrases = corpus_phrases(n_all, config.min_words, config.max_words, config.seed)
     rng = np.random.default_rng(config.seed)
@@ -448,6 +439,19 @@ def build_speech_set(
     if cache is not None:
         _save(cache, out)
     return out
+
+
+def _check_voices_known(names, known) -> None:
+    """Raise ValueError for a name of ``names`` (``"en-us"``, ``"en-us+f3"``) that is not
+    among the espeak-ng voice identifiers ``known`` (``"gmw/en-US"``) or their short names."""
+    known = [x.lower() for x in known]
+    for v in names:
+        base = v.split("+")[0].lower()
+        if not any(x == base or x.endswith("/" + base) for x in known):
+            raise ValueError(
+                f"unknown espeak-ng voice {v!r}: pick from sci_moe.speech.list_voices() "
+                "(e.g. 'en-us', 'en-gb-x-rp', with an optional variant '+f3')"
+            )
 
 
 def _save(path: Path, s: SpeechSet) -> None:

@@ -138,3 +138,39 @@ def test_train_mome_finetune_encoder_trains_the_loaded_encoder(tmp_path):
     state = torch.load(out / "model.pt", weights_only=True)["state"]
     assert any(not torch.equal(state[f"encoders.audio.{k}"], v)
                for k, v in enc.state_dict().items())  # fmt: skip
+
+
+def test_train_mome_voices_reach_the_data_set(tmp_path, monkeypatch):
+    import sci_moe.speech
+    from sci_moe.cli.train.mome import MoMERunConfig
+    from sci_moe.speech.mome import TRAIN_VOICES
+
+    assert MoMERunConfig(voices=TRAIN_VOICES).speech_set_config().voices == TRAIN_VOICES
+    spoken = []
+    real = sci_moe.speech.synthesize
+
+    def recording(text, voice, *args, **kwargs):
+        spoken.append(voice)
+        return real(text, voice, *args, **kwargs)
+
+    monkeypatch.setattr(sci_moe.speech, "synthesize", recording)
+    voices = ["--voices", "en-us+f3,en-029+m2", "--heldout-voices", "en-us-nyc+f4"]
+    out = tmp_path / "run"
+    assert main(["train", "mome", "--out", str(out), *TINY, "--variants", "4", *voices]) == 0
+    # 3 phrases x 4 variants: the training phrase's 4 by the training voices, the rest held out
+    assert len(spoken) == 12 and spoken.count("en-us-nyc+f4") == 8
+    assert set(spoken) - {"en-us-nyc+f4"} <= {"en-us+f3", "en-029+m2"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--voices", "en-us,en-us"], "distinct"),
+        (["--voices", "xx-nope"], "unknown espeak-ng voice"),
+        (["--voices", "en-us+f3", "--heldout-voices", "en-us+f3"], "--voices"),
+    ],
+)
+def test_train_mome_bad_voices_exit_2(tmp_path, capsys, extra, message):
+    assert main(["train", "mome", "--out", str(tmp_path / "r"), *TINY, *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
