@@ -263,9 +263,9 @@ class MoMERunConfig(TrainConfig):
             known = list_voices()
         except (ImportError, OSError):
             return
-        from ...speech.mome.dataset import _check_voices_known
+        from ...speech.mome import check_voices_known
 
-        _check_voices_known(self.voices + self.heldout_voices, known)
+        check_voices_known(self.voices + self.heldout_voices, known)
 
     def _check_encoder(self) -> None:
         for name, lo in (("pretrain_encoder_steps", 0), ("pretrain_encoder_dim", _ENCODER_HEADS),

@@ -22,8 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...train import is_flat
-from ...train.cycles import until_flat
+from ...train import is_flat, until_flat
 from .. import MoELMConfig, MoETransformerLM, encode, load_checkpoint
 from ._fit import fit_classifier, predict_logits
 from .bow import _check_labels, _class_names

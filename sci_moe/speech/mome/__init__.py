@@ -43,6 +43,7 @@ from .dataset import (
     SpeechSet,
     SpeechSetConfig,
     build_speech_set,
+    check_voices_known,
     corpus_phrases,
     viseme_frames,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "add_noise",
     "build_speech_set",
     "char_error_rate",
+    "check_voices_known",
     "compress",
     "compress_mask",
     "corpus_phrases",

@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ __all__ = [
     "SpeechSet",
     "SpeechSetConfig",
     "build_speech_set",
+    "check_voices_known",
     "corpus_phrases",
     "viseme_frames",
 ]
@@ -404,7 +406,7 @@ def build_speech_set(
         cache = Path(cache_dir) / f"mome_speech_{key}.npz"
         if cache.is_file():
             return _load(cache, config)
-    _check_voices_known(config.voices + config.heldout_voices, list_voices())
+    check_voices_known(config.voices + config.heldout_voices, list_voices())
     if phrases is None:
         phrases = corpus_phrases(n_all, config.min_words, config.max_words, config.seed)
     rng = np.random.default_rng(config.seed)
@@ -441,9 +443,23 @@ def build_speech_set(
     return out
 
 
-def _check_voices_known(names, known) -> None:
-    """Raise ValueError for a name of ``names`` (``"en-us"``, ``"en-us+f3"``) that is not
-    among the espeak-ng voice identifiers ``known`` (``"gmw/en-US"``) or their short names."""
+def check_voices_known(names: Sequence[str], known: Sequence[str]) -> None:
+    """Raise ``ValueError`` for a voice espeak-ng does not have.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Voices as :class:`SpeechSetConfig` takes them (``"en-us"``, ``"en-us+f3"``: a
+        variant after ``+`` is not checked).
+    known : sequence of str
+        The installed espeak-ng voice identifiers (``"gmw/en-US"``), e.g.
+        :func:`sci_moe.speech.list_voices`; a name matches an identifier or its short name.
+
+    Raises
+    ------
+    ValueError
+        For the first unknown name, saying where to pick one.
+    """
     known = [x.lower() for x in known]
     for v in names:
         base = v.split("+")[0].lower()
