@@ -18,6 +18,7 @@ from sci_moe.data.wiki_pipelines import (
     build_pipeline_corpora,
     document_source,
     null_control_corpora,
+    stratified_pool,
 )
 from sci_moe.language.provenance import (
     BagOfWordsClassifier,
@@ -31,7 +32,6 @@ from sci_moe.language.provenance import (
     make_sequences,
     remove_formatting,
     restrict_vocabulary,
-    stratified_pool,
     top_words,
 )
 

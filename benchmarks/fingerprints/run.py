@@ -126,7 +126,7 @@ from _fp_verdicts import match_effect as match_effect
 from _fp_verdicts import rejudge, verdicts
 
 from sci_moe.data.wiki_pipelines import document_source as document_source
-from sci_moe.language.provenance import stratified_pool as stratified_pool
+from sci_moe.data.wiki_pipelines import stratified_pool as stratified_pool
 
 Row = _common.Row
 

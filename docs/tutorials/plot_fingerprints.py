@@ -55,6 +55,7 @@ from sci_moe.data.wiki_pipelines import (
     build_pipeline_corpora,
     document_source,
     null_control_corpora,
+    stratified_pool,
 )
 from sci_moe.language.provenance import (
     BagOfWordsClassifier,
@@ -65,7 +66,6 @@ from sci_moe.language.provenance import (
     document_split,
     make_sequences,
     remove_formatting,
-    stratified_pool,
 )
 
 corpora = build_pipeline_corpora(seed=1, sources=SOURCES)
@@ -94,7 +94,7 @@ for name, docs in corpora.items():
 # :func:`~sci_moe.language.provenance.make_sequences` cuts every document into
 # non-overlapping sequences of ``seq_words`` words (the exact slice, white space
 # included). 1000 per pipeline are drawn at random, stratified by source as in the
-# benchmark (:func:`~sci_moe.language.provenance.stratified_pool`, ``share``): half from
+# benchmark (:func:`~sci_moe.data.wiki_pipelines.stratified_pool`, ``share``): half from
 # ``wiki`` and a quarter from each of ``newsgroups`` and ``news``. A uniform draw would
 # follow each pipeline's own mix of sources (80-88 % ``wiki``; ``c4`` and ``dedup`` drop
 # almost all of ``newsgroups``), so a classifier could score by telling sources apart;

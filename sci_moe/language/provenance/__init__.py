@@ -42,7 +42,7 @@ from .filters import (
 from .metrics import accuracy_interval, confusion_matrix, estimate_mixture, wilson_interval
 from .persistence import CLASSIFIERS, load_classifier, save_classifier
 from .propagation import PieceTokenizer, generate, mixture_documents, train_lm_on_texts
-from .splits import SequenceSet, balance, document_split, make_sequences, stratified_pool
+from .splits import SequenceSet, balance, document_split, make_sequences
 from .transforms import remove_formatting, restrict_vocabulary, top_words, words
 
 __all__ = [
@@ -80,7 +80,6 @@ __all__ = [
     "restrict_vocabulary",
     "save_classifier",
     "shingles",
-    "stratified_pool",
     "top_words",
     "train_lm_on_texts",
     "wilson_interval",

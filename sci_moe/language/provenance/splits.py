@@ -9,12 +9,12 @@ classifier cannot score by recognising a document it saw in training.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SequenceSet", "balance", "document_split", "make_sequences", "stratified_pool"]
+__all__ = ["SequenceSet", "balance", "document_split", "make_sequences"]
 
 _TOKEN = re.compile(r"\S+")
 
@@ -196,91 +196,4 @@ def balance(
         raise ValueError(f"a class has no sequences here (counts per class {counts})")
     m = m if per_class is None else min(m, int(per_class))
     out = [rng.choice(index[labels == k], size=m, replace=False) for k in range(len(counts))]
-    return np.sort(np.concatenate(out))
-
-
-def stratified_pool(
-    data: SequenceSet,
-    per_class: int,
-    share: Sequence[float],
-    seed: int = 0,
-    *,
-    sources: Sequence[str] | None = None,
-    source_of: Callable[[str], str] | None = None,
-) -> np.ndarray:
-    """Draw ``per_class`` sequences per class, a given share of them from each source.
-
-    For every class, ``round(share[j] * per_class)`` sequences are drawn at random (without
-    replacement) from the class's sequences of source ``sources[j]``, in the order of
-    ``sources``; the last source takes what is left of ``per_class``. A source short of
-    sequences gives all it has and the class is topped up at random from its other
-    sequences. A class with fewer than ``per_class`` sequences gives all of them.
-
-    Parameters
-    ----------
-    data : SequenceSet
-        The source of a sequence is ``source_of(data.groups[i])``.
-    per_class : int
-        Sequences per class, >= 1.
-    share : sequence of float, length S
-        Fraction of ``per_class`` from each source, >= 0, summing to 1 (e.g. the
-        fingerprints benchmark's ``[0.5, 0.25, 0.25]``: half from ``wiki``, a quarter from
-        each of ``newsgroups`` and ``news``).
-    seed : int
-    sources : sequence of str, length S, optional
-        Default :data:`sci_moe.data.wiki_pipelines.SOURCES` (``wiki``, ``newsgroups``,
-        ``news``).
-    source_of : callable, optional
-        Document id -> source name; default
-        :func:`sci_moe.data.wiki_pipelines.document_source`.
-
-    Returns
-    -------
-    ndarray of int, shape (<= K * per_class,)
-        Increasing indices into ``data`` (``K * per_class`` when every class has enough).
-
-    Examples
-    --------
-    >>> groups = tuple(f"news:{i}" for i in range(8)) + tuple(f"T{i}" for i in range(8))
-    >>> data = SequenceSet(("x",) * 16, np.zeros(16, dtype=int), groups, ("a",))
-    >>> idx = stratified_pool(data, 4, [0.5, 0.25, 0.25], seed=0)
-    >>> int((idx >= 8).sum()), len(idx)  # wiki sequences (T*), all drawn
-    (2, 4)
-    """
-    if sources is None or source_of is None:
-        # imported here: sci_moe.data.wiki_pipelines imports this package
-        from ...data.wiki_pipelines import SOURCES, document_source
-
-        sources = SOURCES if sources is None else sources
-        source_of = document_source if source_of is None else source_of
-    sources = tuple(sources)
-    share = [float(x) for x in share]
-    if int(per_class) != per_class or per_class < 1:
-        raise ValueError(f"per_class must be an integer >= 1, got {per_class}")
-    per_class = int(per_class)
-    if len(share) != len(sources) or not sources:
-        raise ValueError(
-            f"share has {len(share)} entries but there are {len(sources)} sources "
-            f"{list(sources)}: give one fraction per source"
-        )
-    if any(not np.isfinite(x) or x < 0 for x in share) or abs(sum(share) - 1.0) > 1e-6:
-        raise ValueError(f"share must be fractions >= 0 that sum to 1, got {share}")
-    rng = np.random.default_rng(seed)
-    labels = np.asarray(data.labels)
-    src = np.array([source_of(g) for g in data.groups])
-    out = []
-    for k in range(len(data.classes)):
-        taken: list[np.ndarray] = []
-        left = per_class
-        for j, s in enumerate(sources):
-            cand = np.flatnonzero((labels == k) & (src == s))
-            room = per_class - sum(map(len, taken))
-            n = room if j == len(sources) - 1 else min(round(share[j] * per_class), room)
-            pick = rng.choice(cand, size=min(n, cand.size), replace=False)
-            taken.append(pick)
-            left -= pick.size
-        if left > 0:
-            rest = np.setdiff1d(np.flatnonzero(labels == k), np.concatenate(taken))
-            taken.append(rng.choice(rest, size=min(left, rest.size), replace=False))
-        out.append(np.concatenate(taken))
     return np.sort(np.concatenate(out))

@@ -1,13 +1,12 @@
 import numpy as np
 import pytest
 
-from sci_moe.data.wiki_pipelines import document_source
+from sci_moe.data.wiki_pipelines import document_source, stratified_pool
 from sci_moe.language.provenance import (
     SequenceSet,
     balance,
     document_split,
     make_sequences,
-    stratified_pool,
 )
 
 
