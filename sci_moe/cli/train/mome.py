@@ -59,24 +59,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..._util import check_int_attr
 from ...speech.mome.train import TrainConfig
 from ._common import TrainMethod
+from ._mome_encoder import ENCODER_FILE, ENCODER_HEADS, check_encoder_file, pretrain_stage
 
 __all__ = ["ENCODER_FILE", "METHOD", "MoMERunConfig", "build_recognizer", "run"]
 
 _MODALITIES = ("audio", "video")
-#: The pretrained audio encoder of ``--pretrain-encoder-steps``, in ``OUT``.
-ENCODER_FILE = "audio_encoder.pt"
-#: Its pretraining run (checkpoints, metrics), in ``OUT``.
-_ENCODER_RUN = "audio_encoder_run"
-#: The pretrained encoder's attention heads and subsampling (the benchmark's).
-_ENCODER_HEADS, _ENCODER_SUBSAMPLE = 4, 2
-_PRETRAIN_LR = 2e-3
 
 
 def _rates(name: str, value, allow_empty: bool) -> tuple[int, ...]:
@@ -268,11 +261,11 @@ class MoMERunConfig(TrainConfig):
         check_voices_known(self.voices + self.heldout_voices, known)
 
     def _check_encoder(self) -> None:
-        for name, lo in (("pretrain_encoder_steps", 0), ("pretrain_encoder_dim", _ENCODER_HEADS),
+        for name, lo in (("pretrain_encoder_steps", 0), ("pretrain_encoder_dim", ENCODER_HEADS),
                          ("pretrain_encoder_layers", 0)):  # fmt: skip
             check_int_attr(self, name, lo)
-        if self.pretrain_encoder_dim % _ENCODER_HEADS:
-            raise ValueError(f"pretrain_encoder_dim must be a multiple of the {_ENCODER_HEADS} "
+        if self.pretrain_encoder_dim % ENCODER_HEADS:
+            raise ValueError(f"pretrain_encoder_dim must be a multiple of the {ENCODER_HEADS} "
                              f"heads, got {self.pretrain_encoder_dim}")  # fmt: skip
         if self.encoder is not None and (not isinstance(self.encoder, str) or not self.encoder):
             raise ValueError(f"encoder must be the path of an encoder file, got {self.encoder!r}")
@@ -386,7 +379,7 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
     from ...train import current_context
 
     if cfg.encoder is not None:  # refused before any data is synthesised
-        _check_encoder_file(Path(cfg.encoder))
+        check_encoder_file(Path(cfg.encoder))
     data = build_speech_set(
         cfg.speech_set_config(),
         Path(cfg.cache) if cfg.cache is not None else out / "data",
@@ -395,14 +388,14 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
     results: dict = {"data": {k: len(v) for k, v in data.splits.items()}}
     path = Path(cfg.encoder) if cfg.encoder is not None else None
     if cfg.pretrain_encoder_steps:
-        pre = _pretrain(cfg, data, out, resume)
+        pre = pretrain_stage(cfg, data, out, resume)
         results["pretrain"] = pre
         if pre["train"]["reason"] == "budget":  # the recogniser waits for the encoder
             return {**results, "train": pre["train"]}
         path = out / ENCODER_FILE
     encoder = None
     if path is not None:
-        encoder = EncoderConfig(**_check_encoder_file(path)["config"])
+        encoder = EncoderConfig(**check_encoder_file(path)["config"])
     model = build_recognizer(cfg, encoder)
     if path is not None:
         info = load_encoder(model, path, "audio", freeze=cfg.finetune_encoder is None)
@@ -435,67 +428,6 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
         rc = routing_consistency(model, data, combos, "test")
         results["routing"] = {k: rc[k] for k in ("js", "js_shuffled", "js_per_layer")}
     return results
-
-
-def _check_encoder_file(path: Path) -> dict:
-    """``read_encoder``'s info of an audio encoder file for the recogniser (ValueError:
-    damaged, not an encoder file, another modality or input size)."""
-    from ...speech.mome import read_encoder
-
-    _, info = read_encoder(path)
-    if info["modality"] != "audio" or info["d_in"] != 40:
-        raise ValueError(
-            f"{path} holds a {info['modality']!r} encoder of {info['d_in']} input features, "
-            "not an audio encoder of the 40 log-mel features: give an audio encoder file "
-            f"(OUT/{ENCODER_FILE} of --pretrain-encoder-steps)"
-        )
-    return info
-
-
-def _pretrain(cfg: MoMERunConfig, data, out: Path, resume: bool) -> dict:
-    """Pretrain the audio encoder into ``OUT/audio_encoder.pt`` (or, on ``--resume``, reuse
-    a finished one / continue the run in ``OUT/audio_encoder_run``); its record."""
-    from ...speech.mome import (
-        PRETRAIN_SPEC_MASK,
-        EncoderConfig,
-        PretrainConfig,
-        evaluate_encoder,
-        pretrain_encoder,
-        read_encoder,
-        save_encoder,
-    )
-    from ...train import barrier, current_context
-
-    path, run_dir = out / ENCODER_FILE, out / _ENCODER_RUN
-    if resume and path.is_file():
-        return read_encoder(path)[1]
-    enc = EncoderConfig(dim=cfg.pretrain_encoder_dim, layers=cfg.pretrain_encoder_layers,
-                        heads=_ENCODER_HEADS, subsample=_ENCODER_SUBSAMPLE,
-                        **PRETRAIN_SPEC_MASK)  # fmt: skip
-    pcfg = PretrainConfig(steps=cfg.pretrain_encoder_steps, batch_size=cfg.batch_size,
-                          lr=_PRETRAIN_LR, eval_every=cfg.eval_every, patience=cfg.patience,
-                          snr_db=cfg.snr_db, seed=cfg.seed, max_hours=cfg.max_hours,
-                          progress=cfg.progress, threads=cfg.threads)  # fmt: skip
-    again = resume and (run_dir / "checkpoint.pt").is_file()
-    if not resume and run_dir.exists() and current_context().is_main:
-        shutil.rmtree(run_dir)  # only with --overwrite (the CLI refuses otherwise)
-    barrier(current_context())
-    run = pretrain_encoder(data, enc, pcfg, out_dir=run_dir, resume=again)
-    r = run.result
-    rec: dict = {"train": r.to_dict()}
-    if r.reason == "budget":
-        print("encoder pretraining: the --max-hours budget ran out first; continue with --resume")
-        return rec
-    test = evaluate_encoder(run.model, data, "test", rate=1, snr_db=None, seed=0)
-    info = {"train": r.to_dict(), "test_cer": float(test["cer"]),
-            "test_wer": float(test["wer"])}  # fmt: skip
-    ctx = current_context()
-    if ctx.is_main:  # one writer under torchrun; the other ranks read it after the barrier
-        save_encoder(path, run.model.encoder, "audio", info)
-        print(f"encoder pretraining: {r.step} steps ({r.reason}); test CER at rate 1 "
-              f"{test['cer']:.3f}; {path}", flush=True)  # fmt: skip
-    barrier(ctx)
-    return read_encoder(path)[1]
 
 
 METHOD = TrainMethod(
