@@ -78,8 +78,10 @@ cycle of all 35 runs (instead of 12,441 s) and ~2,000 s per further cycle of the
 unflat ones, so ~6,400 s (~1.8 h) at least and ~10,500 s (~2.9 h) at most, ~4.9 h if all
 35 ran to the cap. The dense hybrid sizes of (d) add 15 runs (three sizes x five seeds;
 they joined the plan after the first piece had started, and ``--resume`` trains them for
-the seeds already done, since the plan's settings are unchanged): at the hybrids' ~90 s
-per cycle with the recurrent scan, about 1,400 s more if each is flat after one cycle.
+the seeds already done, since the plan's settings are unchanged). Measured in the second
+piece (one thread, beside CI and helpers): the 1.5x and 2.3x hybrids of seed 0 needed all
+four cycles (622 s and 669 s), so the 15 cost about 2.7 h; with seeds 2-4 of the other
+models (~30 min per seed at that load) the run needed about 4 h more after its first piece.
 The command (the first piece without ``--resume``, then the same with it until the output
 says the run is complete)::
 
