@@ -8,7 +8,8 @@ failure-tolerant process pool (:mod:`.parallel`), log-friendly progress bars
 the check of a layer's input tensor (:mod:`.layer_input`),
 activation functions by name (:mod:`.activations`),
 the one lazy loader (:mod:`.lazy`), scatter reductions (:mod:`.scatter`) and
-``torch.compile`` with an eager fallback (:mod:`.compiling`).
+``torch.compile`` with an eager fallback (:mod:`.compiling`) and the run's torch device
+(:mod:`.devices`).
 Nothing here imports any other part of ``sci_moe``; every other floor may import from here.
 Not a public API: fields re-export what their users need.
 """
@@ -58,6 +59,11 @@ from .validate import check_coef, check_int, check_int_attr, check_real
 # of the torch import.
 _LAZY = {
     "CompiledOrEager": ".compiling",
+    "DEVICE_TYPES": ".devices",
+    "check_device_name": ".devices",
+    "module_device": ".devices",
+    "resolve_device": ".devices",
+    "to_device": ".devices",
     "check_layer_input": ".layer_input",
     "get_activation": ".activations",
     "scatter_mean": ".scatter",
@@ -71,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "BOLTZMANN_KJ_PER_MOL_K",
     "CHECKPOINT_MAGIC",
+    "DEVICE_TYPES",
     "KJ_PER_EV",
     "KJ_PER_HARTREE",
     "KJ_PER_KCAL",
@@ -91,6 +98,7 @@ __all__ = [
     "atomic_write_text",
     "available_cores",
     "check_coef",
+    "check_device_name",
     "check_int",
     "check_int_attr",
     "check_layer_input",
@@ -102,12 +110,14 @@ __all__ = [
     "load_latest",
     "load_verified",
     "lock_directory",
+    "module_device",
     "parallel_map",
     "previous_path",
     "progress_bar",
     "progress_mode",
     "read_json_file",
     "remove_stale_temps",
+    "resolve_device",
     "resolve_threads",
     "restricted_loads",
     "save_verified",
@@ -115,4 +125,5 @@ __all__ = [
     "scatter_sum",
     "set_threads",
     "sha256_file",
+    "to_device",
 ]

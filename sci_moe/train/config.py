@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from .._util import check_int_attr
+from .._util import check_device_name, check_int_attr
 
 __all__ = ["OPTIMIZERS", "RESUMABLE_CHANGES", "SCHEDULES", "TrainConfig"]
 
@@ -19,7 +19,15 @@ SCHEDULES = ("cosine", "linear", "constant")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Fields that may change when a run is resumed (they do not change the numbers).
 RESUMABLE_CHANGES = frozenset(
-    {"max_hours", "threads", "progress", "log_every", "checkpoint_every", "checkpoint_minutes"}
+    {
+        "max_hours",
+        "threads",
+        "device",
+        "progress",
+        "log_every",
+        "checkpoint_every",
+        "checkpoint_minutes",
+    }
 )
 
 
@@ -100,6 +108,13 @@ class TrainConfig:
         returns, to be continued with ``resume=True`` (``--resume``).
     threads : int or None
         CPU threads of torch (``None``: 1; ``0``: every core).
+    device : str
+        Where the model trains: ``"cpu"`` (the default, and the reference of every
+        result), ``"cuda"`` or ``"cuda:N"``. The engine moves the model there and every
+        batch with :func:`~sci_moe._util.to_device`; a method's evaluation finds it with
+        ``module_device(model)``. Like ``threads`` it may change on resume (a run paused
+        on a CPU continues on a GPU): the arithmetic is the same, the rounding is not.
+        Under ``torchrun`` with NCCL, ``"cuda"`` means each process's ``LOCAL_RANK`` GPU.
     progress : bool
         A progress bar on a terminal, plain periodic lines in a log.
     """
@@ -131,6 +146,7 @@ class TrainConfig:
     log_every: int = 10
     max_hours: float | None = None
     threads: int | None = None
+    device: str = "cpu"
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -171,6 +187,7 @@ class TrainConfig:
         _check_open(self, "flat_tail", 0.0, 1.0)
         if self.threads is not None:
             check_int_attr(self, "threads", minimum=0)
+        check_device_name(self.device)
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must be a metric name, got {self.monitor!r}")
         for name in ("restore_best", "progress", "fused"):
@@ -183,7 +200,7 @@ class TrainConfig:
 
     def resume_signature(self) -> dict:
         """The fields a resumed run must share with the checkpoint (all but the budget,
-        threads, progress and how often to log and checkpoint)."""
+        threads, device, progress and how often to log and checkpoint)."""
         return {k: v for k, v in self.to_dict().items() if k not in RESUMABLE_CHANGES}
 
     @classmethod

@@ -5,8 +5,8 @@ evaluation; :class:`Trainer` gives everything else, with no per-method code: see
 optimiser, learning-rate schedule, gradient clipping, evaluation every ``eval_every``
 steps, the best weights, early stopping and the flat stop (``stop_when_flat``), a
 progress bar (plain lines in a log), a ``metrics.jsonl`` log, verified atomic checkpoints
-with exact resume, a wall-time budget, the thread count and data parallelism under
-``torchrun``.
+with exact resume, a wall-time budget, the thread count, the device (``config.device``:
+the model and every batch moved there) and data parallelism under ``torchrun``.
 
 Exact resume: the batch of step ``s`` is a function of ``(seed, s)``, the learning rate a
 function of ``s``, and the checkpoint holds the model, the optimiser, every global
@@ -34,8 +34,10 @@ from .._util import (
     previous_path,
     progress_bar,
     remove_stale_temps,
+    resolve_device,
     save_verified,
     set_threads,
+    to_device,
 )
 from .config import RESUMABLE_CHANGES, TrainConfig
 from .convergence import is_flat
@@ -157,6 +159,8 @@ class Trainer:
             raise ValueError(f"patience_after must be an integer, got {patience_after!r}")
         self.patience_after = patience_after
         self.ctx: DistributedContext = context if context is not None else current_context()
+        self.device = self._training_device()
+        self.model.to(self.device)
         self._log = log
         self.optimizer = self._build_optimizer(param_groups)
         self.step = 0
@@ -181,6 +185,18 @@ class Trainer:
             self._log(message)
         else:
             print(f"{self.name}: {message}", file=sys.stderr, flush=True)
+
+    def _training_device(self) -> torch.device:
+        """``config.device`` on this machine; under NCCL the process's own GPU."""
+        name = self.config.device
+        if self.ctx.backend == "nccl" and self.ctx.enabled:
+            if name == "cpu":
+                raise ValueError(
+                    "this torchrun process group uses NCCL (GPUs), but device='cpu'; train "
+                    "with device='cuda' (--device cuda), or start torchrun on CPUs (gloo)"
+                )
+            return self.ctx.device
+        return resolve_device(name)
 
     def _build_optimizer(self, groups: list[dict] | None) -> torch.optim.Optimizer:
         cfg = self.config
@@ -292,8 +308,8 @@ class Trainer:
             shown = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
             raise ValueError(
                 f"the checkpoint {used} was written with other settings ({shown}); resume "
-                "with the run's settings (only max_hours, threads, progress, log_every and "
-                "checkpoint intervals may change) or start a new run in another folder"
+                "with the run's settings (only max_hours, threads, device, progress, log_every "
+                "and checkpoint intervals may change) or start a new run in another folder"
             )
         if state["meta"] != self.meta:
             raise ValueError(
@@ -456,7 +472,10 @@ class Trainer:
                 t0 = time.perf_counter()
                 lr = self._set_lr()
                 batch = self.source.get(self.step, ctx.rank, ctx.world_size)
-                loss, metrics, extra = self._loss(batch.data)
+                data = batch.data
+                if self.device.type != "cpu":
+                    data = to_device(data, self.device)
+                loss, metrics, extra = self._loss(data)
                 value = float(loss.detach())
                 if ctx.enabled:
                     value_sum, bad, n = all_reduce_sum(

@@ -12,6 +12,8 @@ module turns it into a command with no per-method parsing code:
 * an unknown key, a wrong type or a value the config refuses is an error naming the key
   or flag (exit code 2); a run that diverges exits with code 1, keeping its last good
   checkpoint;
+* ``--device cuda`` (every method: the config's ``device``) where torch sees no GPU is
+  refused before anything is written;
 * the resolved config is written to ``OUT/config.yaml``; ``--resume`` with other settings
   is refused before anything is written; ``--overwrite`` deletes only the files this
   method writes; one writer per ``OUT`` (a lock); under ``torchrun`` only rank 0 writes;
@@ -241,11 +243,17 @@ def resolve(method: TrainMethod, args: argparse.Namespace):
         if flag_value is not None:
             values[name] = _convert(name, hints[name], flag_value, _flag(name))
     try:
-        return cls(**values)
+        cfg = cls(**values)
     except ValueError as err:
         raise flag_error(err, "", names) from None
     except TypeError as err:
         raise ValueError(f"bad config for {method.name}: {err}") from None
+    if isinstance(getattr(cfg, "device", None), str):
+        # the device must exist here: refused before anything is written or built
+        from ..._util import resolve_device
+
+        resolve_device(cfg.device, what="--device")
+    return cfg
 
 
 def _plain(obj):
@@ -308,8 +316,8 @@ def run_method(method: TrainMethod, argv: Sequence[str], prog: str) -> int:
                     shown = ", ".join(f"{k}: {old.get(k)!r} -> {saved_cfg.get(k)!r}" for k in diff)
                     raise ValueError(
                         f"--resume with other settings than {previous} ({shown}); resume "
-                        "with the same options (only --max-hours, --threads, --progress and "
-                        "the log/checkpoint intervals may change) or use a new --out"
+                        "with the same options (only --max-hours, --threads, --device, --progress "
+                        "and the log/checkpoint intervals may change) or use a new --out"
                     )
             lock = lock_directory(
                 out, command=f"{prog} --out {out}" + (" --resume" if args.resume else "")
