@@ -2,13 +2,15 @@
 
 ``--quick``, ``--json PATH``, ``--seed``, ``--threads`` and ``--malloc`` for every script;
 ``--verdicts-only JSON`` for a script with a verdict rule (answered by
-:func:`~_common.results.verdicts_only`). :func:`setup` applies the threads, the seed and the
-allocator policy before anything is built.
+:func:`~_common.results.verdicts_only`); ``--device`` for a script that trains on the
+engine (``base_parser(device=True)``). :func:`setup` applies the threads, the seed and the
+allocator policy and checks the device before anything is built.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,7 +22,10 @@ __all__ = ["base_parser", "setup"]
 
 
 def base_parser(
-    description: str, verdicts: Callable[[dict], Sequence[dict]] | None = None
+    description: str,
+    verdicts: Callable[[dict], Sequence[dict]] | None = None,
+    *,
+    device: bool = False,
 ) -> argparse.ArgumentParser:
     """Argument parser with the flags every benchmark accepts.
 
@@ -28,7 +33,10 @@ def base_parser(
     ``--threads`` (default: torch's current intra-op thread count) and ``--malloc``
     (see :func:`set_malloc_policy`). Given the script's verdict rule ``verdicts(doc)``
     (see :func:`rederive_verdicts`), also ``--verdicts-only JSON``, which the script
-    answers first thing after parsing with :func:`verdicts_only`.
+    answers first thing after parsing with :func:`verdicts_only`. With ``device=True``,
+    also ``--device`` (``cpu``, the default and the reference of every stored result;
+    ``cuda``, ``cuda:N``), which :func:`setup` checks and the script passes to its
+    configs (``TrainConfig.device``).
     """
     p = argparse.ArgumentParser(description=description)
     if verdicts is not None:
@@ -55,14 +63,31 @@ def base_parser(
         default="default",
         help="glibc allocator policy: as users get it (default) or caching, no page faults",
     )
+    if device:
+        p.add_argument(
+            "--device",
+            default="cpu",
+            help="torch device of the training: cpu (default; the reference), cuda or cuda:N",
+        )
     return p
 
 
 def setup(args: argparse.Namespace) -> str:
     """Apply ``--threads``, ``--seed`` and ``--malloc``; call before building anything.
 
+    A ``--device`` naming no device of this machine (``cuda`` without a GPU) stops the
+    script with exit status 2 and what to use instead.
+
     Returns the allocator policy applied (see :func:`set_malloc_policy`).
     """
+    if getattr(args, "device", None) is not None:
+        from sci_moe._util import resolve_device
+
+        try:
+            resolve_device(args.device, what="--device")
+        except ValueError as err:
+            print(err, file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
     if args.threads is not None:
         if args.threads < 1:
             raise SystemExit(f"--threads must be >= 1, got {args.threads}")

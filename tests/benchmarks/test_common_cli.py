@@ -104,3 +104,24 @@ def test_refuse_exits_2_with_the_message_on_stderr(common, capsys):
     out = capsys.readouterr()
     assert out.err == "--resume: x.json was written with other settings (a: 1 -> 2)\n"
     assert out.out == ""
+
+
+def test_device_is_opt_in_and_checked_by_setup(common, capsys):
+    assert not hasattr(common.base_parser("x").parse_args([]), "device")
+    args = common.base_parser("x", device=True).parse_args([])
+    assert args.device == "cpu"
+    common.setup(args)
+    bad = common.base_parser("x", device=True).parse_args(["--device", "gpu"])
+    with pytest.raises(SystemExit) as exc:
+        common.setup(bad)
+    assert exc.value.code == 2
+    assert "'cpu', 'cuda' or 'cuda:N'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU refusal")
+def test_cuda_without_a_gpu_stops_a_script_with_status_2(common, capsys):
+    args = common.base_parser("x", device=True).parse_args(["--device", "cuda"])
+    with pytest.raises(SystemExit) as exc:
+        common.setup(args)
+    assert exc.value.code == 2
+    assert "no CUDA device" in capsys.readouterr().err
