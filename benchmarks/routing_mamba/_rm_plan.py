@@ -190,13 +190,20 @@ def hybrid_sizes(p: dict, rom: dict) -> dict[str, dict]:
 
 
 def write_configs(p: dict, folder: Path) -> list[Path]:
-    """One ``sci-moe train lm --config`` TOML file per model (the seed is ``--seed``)."""
+    """One ``sci-moe train lm --config`` TOML file per model (the seed is ``--seed``).
+
+    An until-flat plan adds ``until_flat = true`` and ``max_cycles`` (its cap over its
+    cycle), so the file reruns the run's row as the benchmark trained it.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
+    cycles = {}
+    if p.get("until_flat"):
+        cycles = {"until_flat": True, "max_cycles": p["max_steps"] // p["steps"]}
     for name, keys in models(p).items():
         path = folder / (name.replace(" ", "_").replace(".", "p") + ".toml")
         lines = [f"# {name}: sci-moe train lm --config {path.name} --seed S --out DIR"]
-        for k, v in {**train_keys(p), **keys}.items():
+        for k, v in {**train_keys(p), **keys, **cycles}.items():
             lines.append(
                 f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}".replace("'", '"')
             )

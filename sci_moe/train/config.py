@@ -108,13 +108,15 @@ class TrainConfig:
         returns, to be continued with ``resume=True`` (``--resume``).
     threads : int or None
         CPU threads of torch (``None``: 1; ``0``: every core).
-    device : str
-        Where the model trains: ``"cpu"`` (the default, and the reference of every
-        result), ``"cuda"`` or ``"cuda:N"``. The engine moves the model there and every
-        batch with :func:`~sci_moe._util.to_device`; a method's evaluation finds it with
-        ``module_device(model)``. Like ``threads`` it may change on resume (a run paused
-        on a CPU continues on a GPU): the arithmetic is the same, the rounding is not.
-        Under ``torchrun`` with NCCL, ``"cuda"`` means each process's ``LOCAL_RANK`` GPU.
+    device : str or None
+        Where the model trains: ``"cpu"`` (the reference of every result), ``"cuda"`` or
+        ``"cuda:N"``; ``None`` (the default): the process group's device, the GPU
+        ``LOCAL_RANK`` under ``torchrun`` with NCCL and the CPU everywhere else. Under
+        NCCL, ``"cuda"`` also means each process's own GPU. The engine moves the model
+        there and every batch with :func:`~sci_moe._util.to_device`; a method's
+        evaluation finds it with ``module_device(model)``. Like ``threads`` it may change
+        on resume (a run paused on a CPU continues on a GPU): the arithmetic is the same,
+        the rounding is not.
     progress : bool
         A progress bar on a terminal, plain periodic lines in a log.
     """
@@ -146,7 +148,7 @@ class TrainConfig:
     log_every: int = 10
     max_hours: float | None = None
     threads: int | None = None
-    device: str = "cpu"
+    device: str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -187,7 +189,8 @@ class TrainConfig:
         _check_open(self, "flat_tail", 0.0, 1.0)
         if self.threads is not None:
             check_int_attr(self, "threads", minimum=0)
-        check_device_name(self.device)
+        if self.device is not None:
+            check_device_name(self.device)
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must be a metric name, got {self.monitor!r}")
         for name in ("restore_best", "progress", "fused"):

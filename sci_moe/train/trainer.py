@@ -187,8 +187,11 @@ class Trainer:
             print(f"{self.name}: {message}", file=sys.stderr, flush=True)
 
     def _training_device(self) -> torch.device:
-        """``config.device`` on this machine; under NCCL the process's own GPU."""
+        """``config.device`` on this machine; under NCCL (and for ``None``) the process
+        group's device."""
         name = self.config.device
+        if name is None:
+            return self.ctx.device
         if self.ctx.backend == "nccl" and self.ctx.enabled:
             if name == "cpu":
                 raise ValueError(

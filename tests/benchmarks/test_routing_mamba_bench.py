@@ -50,6 +50,22 @@ def test_shipped_configs_are_the_full_runs(bench, tmp_path):
         LMConfig(**tomllib.loads(path.read_text())).model_config()
 
 
+def test_shipped_until_flat_configs_are_the_flat_runs(bench, tmp_path):
+    """``configs/until_flat/``: the until-flat run's models, cycles and cap included."""
+    from sci_moe.cli.train.lm import LMRunConfig
+
+    tomllib = pytest.importorskip("tomllib")
+    p = bench.plan(False, 2400, 9600)
+    written = bench.write_configs(p, tmp_path)
+    shipped = BENCH / "routing_mamba" / "configs" / "until_flat"
+    assert sorted(q.name for q in written) == sorted(q.name for q in shipped.glob("*.toml"))
+    assert len(written) == 10  # the seven models and the three dense hybrid sizes
+    for path in written:
+        assert (shipped / path.name).read_text() == path.read_text()
+        cfg = LMRunConfig(**tomllib.loads(path.read_text()))
+        assert cfg.until_flat and cfg.max_cycles * cfg.steps == p["max_steps"]
+
+
 def test_cli_config_trains_the_benchmarks_model(bench, tmp_path):
     """``sci-moe train lm --config`` reruns a row: the same curve as the benchmark's run."""
     from sci_moe.cli.main import main

@@ -34,12 +34,18 @@ def test_device_names_accepted(name):
     assert TrainConfig(device=name).device == name  # spelling only: readable on any machine
 
 
-@pytest.mark.parametrize("name", ["tpu", "CUDA", "cuda:", "cuda:x", "cuda0", "", 0, None])
+@pytest.mark.parametrize("name", ["tpu", "CUDA", "cuda:", "cuda:x", "cuda0", "", 0])
 def test_device_names_refused_with_the_valid_ones(name):
     with pytest.raises(ValueError, match="'cpu', 'cuda' or 'cuda:N'"):
         check_device_name(name)
     with pytest.raises(ValueError, match="device must be"):
         TrainConfig(device=name)
+
+
+def test_the_default_is_the_process_groups_device():
+    """``None``: the GPU of a NCCL process group, else the CPU (no GPU use by surprise)."""
+    assert TrainConfig().device is None
+    assert make(steps=2).device == torch.device("cpu")
 
 
 def test_device_may_change_on_resume_like_threads():
