@@ -113,7 +113,7 @@ class TrainConfig:
         ``"cuda:N"``; ``None`` (the default): the process group's device, the GPU
         ``LOCAL_RANK`` under ``torchrun`` with NCCL and the CPU everywhere else. Under
         NCCL, ``"cuda"`` also means each process's own GPU. The engine moves the model
-        there and every batch with :func:`~sci_moe._util.to_device`; a method's
+        there and every batch with ``to_device`` (``sci_moe._util``); a method's
         evaluation finds it with ``module_device(model)``. Like ``threads`` it may change
         on resume (a run paused on a CPU continues on a GPU): the arithmetic is the same,
         the rounding is not.
