@@ -8,6 +8,9 @@ and scores top-1, ensemble, plain merge and the strategy: ``OUT/results.json`` h
 mean AUC, Recall@20 and NDCG@20 zero-shot on the unseen test graphs and on the held-out
 edges of the training graphs; ``OUT/model.pt`` the pre-trained and fine-tuned weights.
 The validation metric (``val_auc``) is the zero-shot AUC on separate unseen graphs.
+With ``--device cuda`` the experts (pre-trained, fine-tuned and merged) train and are
+evaluated on the GPU; the graphs are generated, encoded and scored on the CPU, and
+``model.pt`` holds CPU tensors.
 
 Examples
 --------
@@ -15,6 +18,7 @@ Examples
 
     $ sci-moe train graph-merging --out runs/merge --strategy kdem --steps 600
     $ sci-moe train graph-merging --out runs/merge --strategy kdem --steps 600 --resume
+    $ sci-moe train graph-merging --out runs/merge-gpu --strategy kdem --device cuda
 """
 
 from __future__ import annotations
@@ -60,8 +64,8 @@ def run(cfg, out: Path, resume: bool) -> dict:
                 "config": asdict(res["pretrained"].config),
                 "strategy": cfg.strategy,
                 "top_k": cfg.top_k,
-                "pretrained": res["pretrained"].state_dict(),
-                "tuned": tuned.state_dict() if tuned is not None else None,
+                "pretrained": _cpu_state(res["pretrained"]),
+                "tuned": _cpu_state(tuned) if tuned is not None else None,
             },
         )
         shown_as = {"zero_shot": "unseen test graphs", "held_out_edges": "held-out edges"}
@@ -70,6 +74,11 @@ def run(cfg, out: Path, resume: bool) -> dict:
                 shown = ", ".join(f"{s} {m['auc']:.3f}" for s, m in results[key].items())
                 print(f"AUC on the {what}: {shown}")
     return results
+
+
+def _cpu_state(model) -> dict:
+    """``model.state_dict()`` with CPU tensors (a GPU run's file loads anywhere)."""
+    return {k: v.cpu() for k, v in model.state_dict().items()}
 
 
 METHOD = TrainMethod(

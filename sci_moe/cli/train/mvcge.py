@@ -10,7 +10,8 @@ validation cross-entropy (every 2 epochs) picks the weights kept and stops the r
 accuracy). The defaults are ``benchmarks/mvcge/run.py``'s MvCGE: per-node graph-aware
 routing, L_le on the full softmax, concatenated views. ``OUT/results.json`` holds the
 test accuracy and macro-F1 (and the Bayes accuracy of the SBM), ``OUT/model.pt`` the
-weights and the model's options.
+weights (CPU tensors) and the model's options. With ``--device cuda`` the model trains
+and is scored on the GPU (the graph is built on the CPU and moved there once).
 
 Examples
 --------
@@ -20,6 +21,7 @@ Examples
     $ sci-moe train mvcge --out runs/late --model late_fusion --setting consistent \\
           --contrast 0.4,0.4,0.4
     $ sci-moe train mvcge --out runs/mine --data my_graph/ --steps 300
+    $ sci-moe train mvcge --out runs/mvcge-gpu --device cuda
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def run(cfg, out: Path, resume: bool) -> dict:
                 "model": cfg.model,
                 "config": cfg.to_dict(),
                 "graph": {"nodes": g.num_nodes, "views": g.num_views, "features": g.num_features},
-                "state_dict": res["model"].state_dict(),
+                "state_dict": {k: v.cpu() for k, v in res["model"].state_dict().items()},
             },
         )
         bayes = results.get("bayes_accuracy")

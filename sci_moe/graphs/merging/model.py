@@ -356,16 +356,19 @@ class AnyGraphMoE(RoutedModule):
         Parameters
         ----------
         z : Tensor, shape (n, d)
+            Moved to the model's device where it is elsewhere.
         data : Data
         num_samples : int
         seed : int
+            Of the edges and negatives, drawn on the CPU whatever the device.
 
         Returns
         -------
         Tensor, shape (E,)
         """
-        g = torch.Generator().manual_seed(seed)
-        a, p, n = sample_link_batch(data, num_samples, g)
+        z = z.to(self.usage.device)  # the encodings may still be on the CPU
+        g = torch.Generator().manual_seed(seed)  # drawn on the CPU on every device
+        a, p, n = (t.to(z.device) for t in sample_link_batch(data, num_samples, g))
         scores = []
         for e in range(self.config.num_experts):
             h = self.experts.forward_expert(e, z)

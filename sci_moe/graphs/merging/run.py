@@ -18,7 +18,7 @@ import copy
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from sci_moe._util import check_int_attr
+from sci_moe._util import check_int_attr, module_device
 from sci_moe.train import Phases, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
 
@@ -170,6 +170,8 @@ def mean_link_metrics(model, graphs, encoded, routing, strategy: str) -> dict:
     model : AnyGraphMoE
     graphs : list of Data
     encoded : list of Tensor
+        Moved to the model's device where they are elsewhere (the scores are computed
+        on the CPU, with the graphs' held-out edges).
     routing : Routing
         Graph-level top-k routing of ``graphs``.
     strategy : str
@@ -182,7 +184,8 @@ def mean_link_metrics(model, graphs, encoded, routing, strategy: str) -> dict:
     totals: dict[str, float] = {}
     for g, (z, data) in enumerate(zip(encoded, graphs, strict=True)):
         ids, w = selected_experts(routing, g)
-        for k, v in evaluate_scores(infer_embeddings(model, z, ids, w, strategy), data).items():
+        h = infer_embeddings(model, z, ids, w, strategy).cpu()  # scored with the CPU graph
+        for k, v in evaluate_scores(h, data).items():
             totals[k] = totals.get(k, 0.0) + float(v)
     return {k: v / len(graphs) for k, v in totals.items()}
 
@@ -209,11 +212,12 @@ def run_graph_merging(
     Returns
     -------
     dict
-        ``pretrained`` and ``tuned`` (:class:`AnyGraphMoE`; ``tuned`` is ``None`` for a
-        strategy without fine-tuning), ``train`` (:meth:`sci_moe.train.Phases.summary`)
-        and, when the run finished, ``zero_shot`` and ``held_out_edges``: per strategy
-        the mean ``auc``, ``recall`` and ``ndcg`` on the unseen test graphs and on the
-        held-out edges of the training graphs.
+        ``pretrained`` and ``tuned`` (:class:`AnyGraphMoE` on ``config.device``: the
+        graphs are generated and encoded on the CPU, the experts train there; ``tuned``
+        is ``None`` for a strategy without fine-tuning), ``train``
+        (:meth:`sci_moe.train.Phases.summary`) and, when the run finished, ``zero_shot``
+        and ``held_out_edges``: per strategy the mean ``auc``, ``recall`` and ``ndcg``
+        on the unseen test graphs and on the held-out edges of the training graphs.
     """
     c = config
     col = make_graph_collection(
@@ -261,6 +265,10 @@ def run_graph_merging(
                 ).train
             ),
         )
+    # encoded on the CPU (the same inputs on every device); the engine has put the model
+    # on config.device, and the encodings follow it once
+    dev = module_device(model)
+    enc = {k: [z.to(dev) for z in zs] for k, zs in enc.items()}
     routings = {k: route(model, k) for k in sets if sets[k]} if not run.paused else {}
     if not run.paused and c.strategy in _TUNED and run.can_start("finetune"):
         tuned = copy.deepcopy(model)

@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
+from sci_moe._util import module_device
 from sci_moe.moe import Routing, merge_experts, merged_forward
 from sci_moe.train import Trainer, TrainResult
 
@@ -160,6 +161,7 @@ def infer_embeddings(
         Fine-tuned by :func:`fine_tune_merging` for ``"merge_tuned"``, ``"kdem"`` and
         ``"ppem"`` (their inference is the plain merge of that model).
     z : Tensor, shape (n, d)
+        Moved to the model's device if it is elsewhere.
     experts : list of int
         The graph's top-k experts, rank order.
     weights : Tensor, shape (k,)
@@ -168,8 +170,10 @@ def infer_embeddings(
     Returns
     -------
     Tensor, shape (n, d)
+        On the model's device.
     """
     rank = _check_strategy(strategy)
+    z = z.to(module_device(model))
     if rank is not None:
         if rank > len(experts):
             raise ValueError(f"{strategy} needs top_k >= {rank}, got {len(experts)} experts")
@@ -251,7 +255,8 @@ def train_merged_experts(
 
     averaged over the graphs. ``θ_m = Σ_k w_k θ_{i_k}`` is differentiable in every
     ``θ_{i_k}`` (:func:`~sci_moe.moe.merged_forward`), so the merged expert's gradient
-    trains the experts.
+    trains the experts. The model trains on ``config.device`` (the encodings and the
+    routing weights follow it; the edge batches are drawn on the CPU).
 
     Parameters
     ----------
@@ -287,9 +292,11 @@ def train_merged_experts(
         config = replace(config, progress=bool(progress))
     selected = [selected_experts(routing, g) for g in range(len(graphs))]
 
+    fixed: dict[str, list] = {}  # the encodings on the engine's device
+
     def loss_fn(m: AnyGraphMoE, batch: list) -> torch.Tensor:
         bank, total = m.experts, []
-        for z, (a, p, n), (ids, w) in zip(encoded, batch, selected, strict=True):
+        for z, (a, p, n), (ids, w) in zip(fixed["encoded"], batch, selected, strict=True):
             B = len(a)
             zb = z[torch.cat([a, p, n])]
             if config.strategy == "ppem":
@@ -312,7 +319,7 @@ def train_merged_experts(
             total.append(loss + m.l2(ids))
         return torch.stack(total).mean()
 
-    res = Trainer(
+    trainer = Trainer(
         model,
         loss_fn,
         link_batches(graphs, config.batch_size, config.seed),
@@ -325,7 +332,9 @@ def train_merged_experts(
             "weights": [[float(v) for v in w] for _, w in selected],
         },
         name=config.strategy,
-    ).fit(resume=resume, stop_after=stop_after)
+    )
+    fixed["encoded"] = [z.to(trainer.device) for z in encoded]
+    res = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
     return res
 

@@ -82,7 +82,8 @@ class PretrainResult:
     Attributes
     ----------
     encoded : list of Tensor
-        The fixed input embeddings of each graph, shape ``(n_g, d)``.
+        The fixed input embeddings of each graph, shape ``(n_g, d)``, on the model's
+        device.
     assignments : list of list of int
         The expert of every graph at each re-assignment (all pieces of a resumed run).
     losses : list of float
@@ -169,6 +170,8 @@ def pretrain(
     expert takes the link loss of a fresh batch of that graph's edges (the mean over the
     graphs is minimised); every ``reassign_every`` steps the router re-assigns the
     graphs (a hook; the assignment is checkpointed, so ``resume`` continues exactly).
+    The model trains on ``config.device``; the encodings follow it, the edge batches are
+    drawn on the CPU and moved by the engine (the same draws on every device).
 
     Parameters
     ----------
@@ -177,7 +180,8 @@ def pretrain(
         Link-split graphs (:func:`~sci_moe.graphs.link_split`).
     config : PretrainConfig, optional
     encoded : list of Tensor, optional
-        Precomputed :meth:`AnyGraphMoE.encode` of each graph.
+        Precomputed :meth:`AnyGraphMoE.encode` of each graph (any device: they are moved
+        to ``config.device`` with the model).
     assignment : list of int, optional
         A fixed expert per graph (no re-assignment; e.g. one expert per family).
     progress : bool, optional
@@ -205,17 +209,17 @@ def pretrain(
         encoded = [model.encode(d, seed=config.seed) for d in graphs]
     if assignment is not None and len(assignment) != len(graphs):
         raise ValueError(f"assignment needs one expert per graph ({len(graphs)})")
-    assign = _Assignments(model, encoded, graphs, config, assignment)
+    assign = _Assignments(model, [], graphs, config, assignment)
     losses: list[float] = []
 
     def loss_fn(m: AnyGraphMoE, batch: list) -> tuple[torch.Tensor, dict]:
         total = []
-        for z, (a, p, n), e in zip(encoded, batch, assign.get(), strict=True):
+        for z, (a, p, n), e in zip(assign.encoded, batch, assign.get(), strict=True):
             h = m.experts.forward_expert(e, z[torch.cat([a, p, n])])
             total.append(link_loss(*h.split(len(a))) + m.l2(e))
         return torch.stack(total).mean(), {}
 
-    res = Trainer(
+    trainer = Trainer(
         model,
         loss_fn,
         link_batches(graphs, config.batch_size, config.seed),
@@ -226,7 +230,11 @@ def pretrain(
         stateful={"assignments": assign},
         meta={"model": _model_meta(model), "graphs": [_graph_meta(d) for d in graphs]},
         name="pretrain",
-    ).fit(resume=resume, stop_after=stop_after)
+    )
+    # the engine has put the model on config.device: the fixed inputs follow it
+    encoded = [z.to(trainer.device) for z in encoded]
+    assign.encoded = encoded
+    res = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
     return PretrainResult(encoded, assign.history, losses, res)
 

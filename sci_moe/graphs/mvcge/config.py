@@ -65,7 +65,8 @@ class MvCGEConfig:
     mmd_bandwidths : sequence of float, optional
         Squared-distance bandwidths of the MMD kernels (default: median heuristic).
     mmd_max_nodes : int
-        Nodes sampled (the same for every view) for ``L_gd`` per step.
+        Nodes sampled (the same for every view) for ``L_gd`` per step, drawn from torch's
+        global CPU generator on every device (a GPU run draws the CPU run's nodes).
     """
 
     in_dim: int

@@ -383,7 +383,8 @@ class MvCGE(nn.Module):
         gd = h.new_zeros(())
         if (self.training if compute_losses is None else compute_losses) and h.shape[0] > 1:
             N = h.shape[1]
-            idx = torch.randperm(N, device=h.device)[: c.mmd_max_nodes]
+            # drawn on the CPU (the draws of a CPU run on every device)
+            idx = torch.randperm(N)[: c.mmd_max_nodes].to(h.device)
             gd = pairwise_discrepancy_loss(h[:, idx], c.mmd_bandwidths)
         return MvCGEOutput(logits, h, fused, beta, routings, token_views, le.to(h.dtype), gd)
 

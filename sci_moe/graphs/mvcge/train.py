@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sci_moe._util import to_device
 from sci_moe.train import ShuffledBatches, Trainer
 from sci_moe.train import TrainConfig as _BaseConfig
 
@@ -119,8 +120,8 @@ class TrainResult:
     train: dict = field(default_factory=dict, repr=False)
 
 
-def _logits(model, graph):
-    out = model(graph.features(), graph.edge_indices)
+def _logits(model, features, edge_indices):
+    out = model(features, edge_indices)
     return out, (out if isinstance(out, torch.Tensor) else out.logits)
 
 
@@ -138,6 +139,8 @@ def train_node_classifier(
     ``model(features, edge_indices)`` returns logits ``(N, C)`` or an object with
     ``.logits`` (then a ``model.loss(out, y, mask)`` method, if present, gives the
     objective; else cross-entropy). Without a validation mask the last epoch is kept.
+    The model trains on ``config.device``: the graph (features, edges, labels and masks)
+    is moved there once and every step and evaluation reads it there.
 
     Parameters
     ----------
@@ -164,40 +167,51 @@ def train_node_classifier(
         raise ValueError("the graph needs y, train_mask and test_mask to train and score")
     if not bool(graph.train_mask.any()):
         raise ValueError("train_mask selects no nodes")
-    y, tr = graph.y, graph.train_mask
-    va = graph.val_mask if graph.val_mask is not None and bool(graph.val_mask.any()) else None
-
-    def loss_fn(m: nn.Module, g: MultiViewGraph) -> torch.Tensor:
-        out, logits = _logits(m, g)
-        return m.loss(out, y, tr) if hasattr(m, "loss") else F.cross_entropy(logits[tr], y[tr])
-
-    def evaluate(m: nn.Module) -> dict:
-        logits = _logits(m, graph)[1]
-        return {
-            "val_accuracy": accuracy(logits[va].argmax(-1), y[va]),
-            "val_loss": float(F.cross_entropy(logits[va], y[va])),
-        }
-
     meta = {
         "model": type(model).__name__,
         "nodes": graph.num_nodes,
         "views": graph.num_views,
         "features": graph.num_features,
     }
-    res = Trainer(
+    on: dict = {}  # the graph's tensors on the engine's device (moved once)
+
+    def loss_fn(m: nn.Module, batch: tuple) -> torch.Tensor:
+        out, logits = _logits(m, *batch)
+        y, tr = on["y"], on["train"]
+        return m.loss(out, y, tr) if hasattr(m, "loss") else F.cross_entropy(logits[tr], y[tr])
+
+    def evaluate(m: nn.Module) -> dict:
+        logits = _logits(m, *on["batch"])[1]
+        y, va = on["y"], on["val"]
+        return {
+            "val_accuracy": accuracy(logits[va].argmax(-1), y[va]),
+            "val_loss": float(F.cross_entropy(logits[va], y[va])),
+        }
+
+    has_val = graph.val_mask is not None and bool(graph.val_mask.any())
+    trainer = Trainer(
         model,
         loss_fn,
-        ShuffledBatches(1, 1, lambda idx: graph, shuffle=False),
+        ShuffledBatches(1, 1, lambda idx: on["batch"], shuffle=False),
         config,
-        evaluate=evaluate if va is not None else None,
+        evaluate=evaluate if has_val else None,
         out_dir=out_dir,
         meta=meta,
         name="node classification",
-    ).fit(resume=resume, stop_after=stop_after)
+    )
+    g = graph if trainer.device.type == "cpu" else to_device(graph, trainer.device)
+    on.update(
+        batch=(g.features(), g.edge_indices),
+        y=g.y,
+        train=g.train_mask,
+        val=g.val_mask if has_val else None,
+    )
+    res = trainer.fit(resume=resume, stop_after=stop_after)
     model.eval()
     with torch.no_grad():
-        pred = _logits(model, graph)[1].argmax(-1)
-    te = graph.test_mask
+        pred = _logits(model, *on["batch"])[1].argmax(-1)
+    y, va = on["y"], on["val"]
+    te = g.test_mask
     C = max(graph.num_classes, int(pred.max()) + 1)
     best = res.best_step if va is not None and res.best_step is not None else res.step
     return TrainResult(
