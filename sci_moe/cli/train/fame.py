@@ -20,8 +20,10 @@ engine with validation every ``--eval-every`` steps and early stopping after
 ``--patience`` evaluations without improvement; the best validation weights are tested.
 The defaults are the setting of ``benchmarks/fame/run.py`` (issue 45). Writes
 ``OUT/model.pt`` (:meth:`FunctionOnFunctionRegressor.save`; read it with
-``FunctionOnFunctionRegressor.load``), ``OUT/results.json`` (test relative L2 error,
-and that of predicting the training mean curve) and the engine's files.
+``FunctionOnFunctionRegressor.load``; CPU tensors), ``OUT/results.json`` (test
+relative L2 error, and that of predicting the training mean curve) and the engine's
+files. With ``--device cuda`` FAME trains, validates and predicts on the GPU (the task's
+paths are built on the CPU and moved there; the errors are computed on the CPU).
 
 Examples
 --------
@@ -31,6 +33,7 @@ Examples
     $ sci-moe train fame --out runs/fame --steps 2000 --max-hours 1
     $ sci-moe train fame --out runs/fame --steps 2000 --max-hours 1 --resume
     $ sci-moe train fame --out runs/elnino --task elnino --num-experts 1 --steps 300
+    $ sci-moe train fame --out runs/fame-gpu --device cuda
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
 
 Outputs are predicted on the training output grid and linearly interpolated to the
 query times. The two neural baselines train on the package's engine
-(:class:`sci_moe.train.Trainer`: full batches, constant learning rate). Given validation
+(:class:`sci_moe.train.Trainer`: full batches, constant learning rate; on their
+``device``, the CPU by default). Given validation
 data, their ``fit`` evaluates ``val_rel_l2`` (the mean relative L2 error of the validation
 outputs) every ``eval_every`` steps and keeps the best weights; with ``stop_when_flat``
 ``steps`` is a cap and the fit stops once that curve is flat (the engine's rule,
@@ -26,6 +27,7 @@ import torch
 from scipy.interpolate import BSpline
 from torch import nn
 
+from sci_moe._util import module_device
 from sci_moe.train import ShuffledBatches, TrainConfig, Trainer
 
 from ..samples import check_inputs, check_outputs
@@ -64,10 +66,12 @@ class _Baseline:
         eval_every: int = 25,
         stop_when_flat: float | None = None,
         flat_min_steps: int = 0,
+        device: str | None = None,
     ) -> None:
         self.seed, self.domain = seed, domain
         self.eval_every, self.stop_when_flat = eval_every, stop_when_flat
         self.flat_min_steps = flat_min_steps
+        self.device = device
         self.scaler: FunctionScaler | None = None
         self.fit_seconds = 0.0
         self.result = None  # the engine's TrainResult of the neural baselines
@@ -137,6 +141,7 @@ class _Baseline:
                 "stop_when_flat": self.stop_when_flat if check else None,
                 "flat_min_steps": self.flat_min_steps,
                 "progress": False,
+                "device": self.device,
                 **options,
             }
         )
@@ -210,6 +215,10 @@ class GridMLP(_Baseline):
     eval_every, stop_when_flat, flat_min_steps
         The validation curve and its flat stop (module docstring;
         :class:`~sci_moe.train.TrainConfig`): used when :meth:`fit` gets validation data.
+    device : str, optional
+        Where the network trains and predicts (``"cpu"``, ``"cuda"``, ``"cuda:N"``;
+        :class:`~sci_moe.train.TrainConfig`'s ``device``, default the CPU): the features
+        are built on the CPU and moved there, predictions come back as numpy arrays.
     """
 
     def __init__(
@@ -224,8 +233,9 @@ class GridMLP(_Baseline):
         eval_every: int = 25,
         stop_when_flat: float | None = None,
         flat_min_steps: int = 0,
+        device: str | None = None,
     ) -> None:
-        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps)
+        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps, device)
         self.grid_size, self.hidden, self.steps = grid_size, hidden, steps
         self.lr, self.weight_decay = lr, weight_decay
 
@@ -255,7 +265,8 @@ class GridMLP(_Baseline):
 
     @torch.no_grad()
     def _predict(self, scaled):
-        return self.net(self._features(scaled)).numpy()
+        x = self._features(scaled).to(module_device(self.net))
+        return self.net(x).cpu().numpy()
 
 
 class ObservationGRU(_Baseline):
@@ -272,6 +283,10 @@ class ObservationGRU(_Baseline):
     eval_every, stop_when_flat, flat_min_steps
         The validation curve and its flat stop (module docstring;
         :class:`~sci_moe.train.TrainConfig`): used when :meth:`fit` gets validation data.
+    device : str, optional
+        Where the network trains and predicts (``"cpu"``, ``"cuda"``, ``"cuda:N"``;
+        :class:`~sci_moe.train.TrainConfig`'s ``device``, default the CPU): the features
+        are built on the CPU and moved there, predictions come back as numpy arrays.
     """
 
     def __init__(
@@ -284,15 +299,19 @@ class ObservationGRU(_Baseline):
         eval_every: int = 25,
         stop_when_flat: float | None = None,
         flat_min_steps: int = 0,
+        device: str | None = None,
     ):
-        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps)
+        super().__init__(seed, domain, eval_every, stop_when_flat, flat_min_steps, device)
         self.hidden, self.steps, self.lr = hidden, steps, lr
 
     def _sequences(self, scaled):
-        return self._pack(self._features(scaled))
+        dev = module_device(self.gru)
+        return self._pack([x.to(dev) for x in self._features(scaled)])
 
     @staticmethod
     def _pack(seqs):
+        """The padded, packed batch of ``seqs`` (on their device; the lengths stay on the
+        CPU, as packing needs them)."""
         lengths = torch.tensor([len(x) for x in seqs])
         padded = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
         return nn.utils.rnn.pack_padded_sequence(
@@ -322,14 +341,14 @@ class ObservationGRU(_Baseline):
         y = torch.as_tensor(target, dtype=torch.get_default_dtype())
         self.gru = nn.GRU(seqs[0].shape[1], self.hidden, batch_first=True)
         self.head = nn.Linear(self.hidden, y.shape[1])
-        self._train(
+        self._train(  # batches of sequences, packed on the device in the loss
             nn.ModuleList([self.gru, self.head]),
-            lambda _, b: (self._forward(b[0]) - b[1]).pow(2).mean(),
+            lambda _, b: (self._forward(self._pack(b[0])) - b[1]).pow(2).mean(),
             len(seqs),
-            lambda idx: (self._pack([seqs[i] for i in idx]), y[idx]),
+            lambda idx: ([seqs[i] for i in idx], y[idx]),
             optimizer="adam",
         )
 
     @torch.no_grad()
     def _predict(self, scaled):
-        return self._forward(self._sequences(scaled)).numpy()
+        return self._forward(self._sequences(scaled)).cpu().numpy()

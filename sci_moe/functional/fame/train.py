@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sci_moe._util import module_device, to_device
 from sci_moe.train import (
     MetricHistory,
     ShuffledBatches,
@@ -116,7 +117,7 @@ class FunctionOnFunctionRegressor:
         Show a tqdm bar during :meth:`fit` (default true).
     train : FAMETrainConfig, optional
         Every training option at once (the engine's: schedule, clipping, evaluation,
-        checkpoints, budget, threads), instead of ``steps`` ... ``progress``.
+        checkpoints, budget, threads, device), instead of ``steps`` ... ``progress``.
     center : bool, optional
         Subtract the training outputs' mean curve (per time, linearly interpolated)
         before the network sees them and add it back to predictions (default true), so
@@ -269,7 +270,10 @@ class FunctionOnFunctionRegressor:
 
         The loss is the mean squared error of the normalised outputs at their observed
         times (a mask handles outputs observed at different times). The loop is the
-        engine's (:class:`sci_moe.train.Trainer`) with :attr:`train_config`.
+        engine's (:class:`sci_moe.train.Trainer`) with :attr:`train_config`; the model
+        trains on its ``device`` (the paths are built on the CPU, each batch, the query
+        times and the validation set are moved there; the metrics are computed on the
+        CPU). :meth:`predict` and :meth:`mixture_weights` run where the model is.
 
         Parameters
         ----------
@@ -317,9 +321,11 @@ class FunctionOnFunctionRegressor:
             i = torch.as_tensor(idx, dtype=torch.long)
             return data.take(i), target[i], mask[i]
 
+        on: dict = {}  # the tensors the loss and the evaluation read, on the model's device
+
         def loss_fn(model, batch):
             b, y, m = batch
-            return ((self._forward(b, query) - y) ** 2)[m].mean()
+            return ((self._forward(b, on["query"]) - y) ** 2)[m].mean()
 
         evaluate = None
         if validation is not None:
@@ -329,16 +335,18 @@ class FunctionOnFunctionRegressor:
             v_true = self.scaler.inverse_outputs(v_target.numpy() + v_curve)
 
             def evaluate(model) -> dict:
-                bs, n_val = tcfg.batch_size, len(v_data)
+                vd, vq, vt = on["v_data"], on["v_query"], on["v_target"]
+                bs, n_val = tcfg.batch_size, len(vd)
                 chunks = [torch.arange(s, min(s + bs, n_val)) for s in range(0, n_val, bs)]
-                pred = torch.cat([self._forward(v_data.take(c), v_query) for c in chunks])
-                sq = (pred - v_target) ** 2
+                pred = torch.cat([self._forward(vd.take(c.to(vt.device)), vq) for c in chunks])
+                sq = (pred - vt) ** 2
+                pred = pred.cpu()
                 err = self.scaler.inverse_outputs(pred.numpy() + v_curve) - v_true
                 m = v_mask.numpy()
                 num = np.sqrt(np.where(m, err**2, 0.0).sum(1))
                 den = np.sqrt(np.where(m, v_true**2, 0.0).sum(1))
                 return {
-                    "val_loss": float(sq[v_mask].mean()),
+                    "val_loss": float(sq[on["v_mask"]].mean()),
                     "val_rel_l2": float(np.mean(num / np.maximum(den, 1e-12))),
                 }
 
@@ -356,6 +364,15 @@ class FunctionOnFunctionRegressor:
             meta={"fame": asdict(config), "n_train": N, "domain": list(self.scaler.domain)},
             name="FAME fit",
         )
+        dev = trainer.device  # the engine has put the model there
+        on["query"] = query.to(dev)
+        if validation is not None:
+            on.update(
+                v_data=to_device(v_data, dev),
+                v_query=v_query.to(dev),
+                v_target=v_target.to(dev),
+                v_mask=v_mask.to(dev),
+            )
         self.result = trainer.fit(resume=resume, stop_after=stop_after)
         self.history = history.losses
         self.fit_seconds = self.result.train_time_s
@@ -377,7 +394,7 @@ class FunctionOnFunctionRegressor:
             {
                 "format": MODEL_FORMAT,
                 "fame_config": asdict(self.model.config),
-                "model": self.model.state_dict(),
+                "model": {k: v.cpu() for k, v in self.model.state_dict().items()},
                 "scaler": {
                     "domain": list(sc.domain),
                     "input_mean": sc.input_mean.tolist(),
@@ -438,14 +455,17 @@ class FunctionOnFunctionRegressor:
             In the units of the training outputs.
         """
         self._check_fitted()
-        data = self.prepare(inputs)
+        dev = module_device(self.model)
+        data = to_device(self.prepare(inputs), dev)
         dtype = data.grid.dtype
         q = torch.as_tensor(self.scaler.scale_query(query_times), dtype=dtype)
+        qd = q.to(dev)
         out = []
         for s in range(0, len(data), self.batch_size):
-            b = data.take(torch.arange(s, min(s + self.batch_size, len(data))))
-            out.append(self.model(b.coeffs, b.grid, b.summary, q, b.reverse_coeffs))
-        return self.scaler.inverse_outputs(torch.cat(out).numpy() + self._curve_at(q.numpy()))
+            b = data.take(torch.arange(s, min(s + self.batch_size, len(data)), device=dev))
+            out.append(self.model(b.coeffs, b.grid, b.summary, qd, b.reverse_coeffs))
+        pred = torch.cat(out).cpu().numpy()
+        return self.scaler.inverse_outputs(pred + self._curve_at(q.numpy()))
 
     @torch.no_grad()
     def mixture_weights(self, inputs: Sequence) -> np.ndarray:
@@ -454,7 +474,6 @@ class FunctionOnFunctionRegressor:
         data = self.prepare(inputs)
         J = data.coeffs.shape[1]
         onehot = torch.eye(J, dtype=data.summary.dtype).expand(len(data), J, J)
-        r = self.model.field.router(
-            torch.cat([data.summary, onehot], -1).reshape(-1, data.summary.shape[-1] + J)
-        )
-        return r.weights.reshape(len(data), J, -1).numpy()
+        paths = torch.cat([data.summary, onehot], -1).reshape(-1, data.summary.shape[-1] + J)
+        r = self.model.field.router(paths.to(module_device(self.model)))
+        return r.weights.reshape(len(data), J, -1).cpu().numpy()
