@@ -88,9 +88,13 @@ class SubjectFrontEnd(nn.Module):
             raise ValueError(f"subject {name!r} needs >= 1 voxel, got {num_voxels}")
         d = self.d_model
         ref = next(iter(self.value.values()), None)
-        kw = {} if ref is None else {"dtype": ref.dtype, "device": ref.device}
-        self.value[name] = nn.Parameter(torch.randn(int(num_voxels), d, **kw) * d**-0.5)
-        self.identity[name] = nn.Parameter(torch.randn(int(num_voxels), d, **kw) * d**-0.5)
+        kw = {} if ref is None else {"dtype": ref.dtype}
+        dev = None if ref is None else ref.device
+        # drawn on the CPU (the draws of a CPU model), then put beside the other subjects
+        value = torch.randn(int(num_voxels), d, **kw) * d**-0.5
+        identity = torch.randn(int(num_voxels), d, **kw) * d**-0.5
+        self.value[name] = nn.Parameter(value.to(dev))
+        self.identity[name] = nn.Parameter(identity.to(dev))
         self.num_voxels[name] = int(num_voxels)
 
     @property

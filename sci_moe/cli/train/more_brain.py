@@ -9,10 +9,12 @@ every subject. The encoder (:class:`sci_moe.neuro.more_brain.MoREBrainEncoder`) 
 engine (:func:`sci_moe.neuro.more_brain.train_encoder`) with validation retrieval every
 ``--eval-every`` steps; the best weights are tested.
 
-Writes ``OUT/model.pt`` (the encoder's config and weights), ``OUT/results.json`` (test
-top-1/top-5 retrieval per subject, the ridge baseline's, and the adjusted Rand index and
-NMI of every level's voxel -> expert map against the planted regions) and the engine's
-files.
+Writes ``OUT/model.pt`` (the encoder's config and weights, CPU tensors),
+``OUT/results.json`` (test top-1/top-5 retrieval per subject, the ridge baseline's, and
+the adjusted Rand index and NMI of every level's voxel -> expert map against the planted
+regions) and the engine's files. With ``--device cuda`` the encoder trains, validates and
+is tested on the GPU (the voxels stay on the CPU and go there batch by batch; the ridge
+baseline fits on the CPU).
 
 Examples
 --------
@@ -21,6 +23,7 @@ Examples
     $ sci-moe train more-brain --out runs/more_brain
     $ sci-moe train more-brain --out runs/flat --experts 16
     $ sci-moe train more-brain --out runs/low_snr --snr 0.1 --steps 4000 --max-hours 1
+    $ sci-moe train more-brain --out runs/more_brain_gpu --device cuda
 """
 
 from __future__ import annotations
@@ -209,7 +212,7 @@ def run(cfg: MoREBrainRunConfig, out: Path, resume: bool) -> dict:
         {
             "format": "sci-moe-more-brain/1",
             "config": asdict(model.config),
-            "model": model.state_dict(),
+            "model": {k: v.cpu() for k, v in model.state_dict().items()},
         },
     )
     test = {}

@@ -25,6 +25,7 @@ def voxel_assignments(
     ----------
     model : MoREBrainEncoder
     voxels : Tensor, shape (M, V)
+        Anywhere: each batch is moved to the model's device.
     subject : str
 
     Returns
@@ -35,11 +36,14 @@ def voxel_assignments(
     model.eval()
     V = voxels.shape[1]
     counts = None
-    dtype = next(model.parameters()).dtype
+    p = next(model.parameters())
     for i in range(0, voxels.shape[0], batch_size):
-        out = model(voxels[i : i + batch_size].to(dtype), subject)
+        out = model(voxels[i : i + batch_size].to(p.device, p.dtype), subject)
         if counts is None:
-            counts = [torch.zeros(V, lvl.num_experts, dtype=torch.float64) for lvl in out.levels]
+            counts = [
+                torch.zeros(V, lvl.num_experts, dtype=torch.float64, device=p.device)
+                for lvl in out.levels
+            ]
         for c, lvl in zip(counts, out.levels, strict=True):
             flat = lvl.token * lvl.num_experts + lvl.expert
             c += torch.bincount(flat, minlength=V * lvl.num_experts).view(V, -1).double()
@@ -47,7 +51,7 @@ def voxel_assignments(
     for c in counts:
         a = c.argmax(1)
         a[c.sum(1) == 0] = c.shape[1]
-        result.append(a.numpy())
+        result.append(a.cpu().numpy())
     return result
 
 

@@ -194,7 +194,8 @@ def train_encoder(
     Loss per step: :func:`contrastive_loss` ``+ mse_weight * MSE + usage_weight *``
     usage loss, on one subject's mini-batch (subjects in turn).
     Under data parallelism each process's contrastive loss contrasts its share of the
-    batch.
+    batch. The model trains on ``config.device``: the batches (drawn on the CPU) are
+    moved there by the engine, the validation voxels batch by batch by :func:`predict`.
 
     Parameters
     ----------
@@ -331,11 +332,12 @@ def finetune_routers(
 def predict(
     model: MoREBrainEncoder, voxels: torch.Tensor, subject: str, batch_size: int = 256
 ) -> torch.Tensor:
-    """Fused embedding predictions, shape ``(M, D)``, in eval mode."""
+    """Fused embedding predictions, shape ``(M, D)``, in eval mode, on the model's device
+    (``voxels`` may be anywhere: each batch is moved there)."""
     model.eval()
-    dtype = next(model.parameters()).dtype
+    p = next(model.parameters())
     outs = [
-        model(voxels[i : i + batch_size].to(dtype), subject).embedding
+        model(voxels[i : i + batch_size].to(p.device, p.dtype), subject).embedding
         for i in range(0, voxels.shape[0], batch_size)
     ]
     return torch.cat(outs)
@@ -349,7 +351,8 @@ def retrieval_accuracy(
     Parameters
     ----------
     pred, targets : Tensor or ndarray, shape (M, D)
-        Row ``i`` of ``pred`` should retrieve row ``i`` of ``targets``.
+        Row ``i`` of ``pred`` should retrieve row ``i`` of ``targets`` (scored on
+        ``pred``'s device; ``targets`` is moved there).
     ks : sequence of int
 
     Returns
@@ -357,7 +360,8 @@ def retrieval_accuracy(
     dict of int to float
         Fraction of rows whose target ranks within the top ``k`` (chance ``k / M``).
     """
-    pred, targets = torch.as_tensor(pred).double(), torch.as_tensor(targets).double()
+    pred = torch.as_tensor(pred).double()
+    targets = torch.as_tensor(targets).to(pred.device).double()
     if pred.shape != targets.shape:
         raise ValueError(f"pred {tuple(pred.shape)} and targets {tuple(targets.shape)} differ")
     s = F.normalize(pred, dim=-1) @ F.normalize(targets, dim=-1).T
