@@ -7,7 +7,9 @@ pseudo-features of the old classes. Every step is one engine run in ``OUT/task_<
 (checkpoint, ``metrics.jsonl``); ``--resume`` restores the finished steps (refitting the
 memory from their weights) and continues the interrupted one exactly.
 ``OUT/results.json`` holds every step's mIoU (all seen, old, new and base classes);
-``OUT/model.pt`` the final weights and the class memory.
+``OUT/model.pt`` the final weights and the class memory (CPU tensors). With
+``--device cuda`` the network (and the frozen previous one) trains and is scored on the
+GPU; the scenes and the class memory (its fits and replay draws) stay on the CPU.
 
 Examples
 --------
@@ -16,6 +18,7 @@ Examples
     $ sci-moe train cogamid --out runs/gmm --method gmm --n-components 3
     $ sci-moe train cogamid --out runs/proto --method prototype --scene image_size=32
     $ sci-moe train cogamid --out runs/gmm --method gmm --n-components 3 --resume
+    $ sci-moe train cogamid --out runs/gmm-gpu --method gmm --device cuda
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def run(cfg, out: Path, resume: bool) -> dict:
             {
                 "format": MODEL_FORMAT,
                 "config": cfg.to_dict(),
-                "state_dict": res["model"].state_dict(),
+                "state_dict": {k: v.cpu() for k, v in res["model"].state_dict().items()},
                 "memory": memory.state_dict() if memory is not None else {},
             },
         )

@@ -209,7 +209,9 @@ def step_features(model: SmallUNet, images, labels, classes, max_per_class, gene
     ----------
     model : SmallUNet
     images : Tensor, shape (B, 3, H, W)
+        Anywhere: moved to the model's device 16 at a time.
     labels : Tensor, shape (B, H, W)
+        On the CPU.
     classes : sequence of int
     max_per_class : int
         Random subset size per class.
@@ -218,10 +220,14 @@ def step_features(model: SmallUNet, images, labels, classes, max_per_class, gene
     Returns
     -------
     features : Tensor, shape (N, D)
+        On the CPU, wherever the model is (the memories fit there).
     labels : Tensor, shape (N,)
     """
+    dev = next(model.parameters()).device  # images go there batch by batch, features back
     with torch.no_grad():
-        feats = torch.cat([model.features(images[i : i + 16]) for i in range(0, len(images), 16)])
+        feats = torch.cat(
+            [model.features(images[i : i + 16].to(dev)).cpu() for i in range(0, len(images), 16)]
+        )
     f = feats.permute(0, 2, 3, 1).reshape(-1, feats.shape[1])
     y = labels.reshape(-1)
     fs, ys = [], []
@@ -266,7 +272,7 @@ def grc_loss(features, labels, new_classes, old_means, temperature: float = 1.0)
             continue
         pos = -(f - f.mean(0).detach()).pow(2).sum(-1, keepdim=True) / temperature
         # squared distances from the differences (exact, also far from the origin)
-        neg = -(f[:, None] - old_means.to(f.dtype)).pow(2).sum(-1) / temperature
+        neg = -(f[:, None] - old_means.to(f.device, f.dtype)).pow(2).sum(-1) / temperature
         logits = torch.cat([pos, neg], 1)
         losses.append(-(pos.squeeze(1) - torch.logsumexp(logits, 1)))
     if not losses:

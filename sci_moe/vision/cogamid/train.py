@@ -23,6 +23,12 @@ subfolder ``task_<t>`` of the run's folder, :class:`sci_moe.train.Phases`); the 
 fit after a step (EM, no optimiser) is repeated from the restored weights on resume, so
 a run interrupted anywhere and resumed repeats the uninterrupted run exactly.
 
+On a GPU (``device="cuda"``) the model and the frozen previous model train there; the
+scenes, the class memory (its EM fits and its replay draws, from the CPU generators of a
+CPU run) and the scores stay on the CPU: each batch, replayed pseudo-feature and stored
+component mean is moved to the model's device, and the features a memory is fitted on
+come back to the CPU.
+
 Options of ``"gmm"`` (their exact formulas are not published; these are readings of the
 abstract): ``dynamic_adjustment`` refits the stored mixtures after each step with the
 features of background-labelled new pixels the model predicts as an old class with
@@ -40,7 +46,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from sci_moe._util import check_int_attr
+from sci_moe._util import check_int_attr, module_device
 from sci_moe.train import Phases, ShuffledBatches, Trainer, derive_seed, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
 
@@ -207,9 +213,12 @@ def _unbiased_ce(logits, labels, n_old: int):
 
 
 def _dynamic_adjustment(model, memory, x, y, n_seen, cfg, g):
+    # the features on the model's device, the memory's refit on the CPU (as the CPU run)
+    dev = module_device(model)
     with torch.no_grad():
-        feats = torch.cat([model.features(x[i : i + 16]) for i in range(0, len(x), 16)])
-        prob = torch.softmax(model.classify(feats)[:, : n_seen + 1], 1)
+        feats = torch.cat([model.features(x[i : i + 16].to(dev)) for i in range(0, len(x), 16)])
+        prob = torch.softmax(model.classify(feats)[:, : n_seen + 1], 1).cpu()
+        feats = feats.cpu()
     conf, pred = prob.max(1)
     old = torch.zeros_like(pred, dtype=torch.bool)
     for c in memory.classes:
@@ -226,9 +235,14 @@ def _dynamic_adjustment(model, memory, x, y, n_seen, cfg, g):
 def _evaluate(model, x_test, m_test, tasks, t):
     seen = [c for task in tasks[: t + 1] for c in task]
     target = background_shift_labels(m_test, seen)
+    dev = module_device(model)  # the images go there batch by batch, the scores come back
     with torch.no_grad():
-        logits = torch.cat([model(x_test[i : i + 16]) for i in range(0, len(x_test), 16)])
-    pred = logits[:, : len(seen) + 1].argmax(1)
+        pred = torch.cat(
+            [
+                model(x_test[i : i + 16].to(dev))[:, : len(seen) + 1].argmax(1).cpu()
+                for i in range(0, len(x_test), 16)
+            ]
+        )
     old = [c for task in tasks[:t] for c in task]
     return {
         "miou_all": mean_iou(pred, target, seen),
@@ -252,13 +266,16 @@ def _task_loss(cfg: IncrementalConfig, tasks, t: int, memory, old_model):
         with torch.no_grad():
             old_f = old_model.features(x)
         loss = loss + cfg.kd_weight * (feats - old_f).pow(2).mean()
-        fr, yr = memory.sample(cfg.replay_per_class)  # the global generator (checkpointed)
-        rl = model.classify(fr.to(feats.dtype))[:, : n_seen + 1]
-        loss = loss + cfg.replay_weight * F.cross_entropy(rl, yr)
+        # drawn on the CPU from the global generator (checkpointed), the CPU run's draws,
+        # then moved to the model's device
+        fr, yr = memory.sample(cfg.replay_per_class)
+        rl = model.classify(fr.to(feats.device, feats.dtype))[:, : n_seen + 1]
+        loss = loss + cfg.replay_weight * F.cross_entropy(rl, yr.to(feats.device))
         if cfg.grc_weight > 0:
             fl = feats.permute(0, 2, 3, 1).reshape(-1, feats.shape[1])
+            means = memory.component_means().to(feats.device)
             loss = loss + cfg.grc_weight * grc_loss(
-                fl, y.reshape(-1), tasks[t], memory.component_means(), cfg.grc_temperature
+                fl, y.reshape(-1), tasks[t], means, cfg.grc_temperature
             )
         return loss
 
@@ -366,20 +383,20 @@ def run_incremental(
             data = ShuffledBatches(
                 len(x), cfg.batch_size, lambda idx, x=x, y=y: (x[idx], y[idx]), seed=task_cfg.seed
             )
-            res = run.fit(
-                phase,
-                Trainer(
-                    model,
-                    _task_loss(cfg, tasks, t, memory, old_model),
-                    data,
-                    task_cfg,
-                    evaluate=validate,
-                    out_dir=run.folder(phase),
-                    meta={"method": cfg.method, "step": t, "classes": list(tasks[t])},
-                    name=f"CoGaMiD {cfg.method} step {t}",
-                    patience_after=cfg.patience_after,
-                ),
+            trainer = Trainer(
+                model,
+                _task_loss(cfg, tasks, t, memory, old_model),
+                data,
+                task_cfg,
+                evaluate=validate,
+                out_dir=run.folder(phase),
+                meta={"method": cfg.method, "step": t, "classes": list(tasks[t])},
+                name=f"CoGaMiD {cfg.method} step {t}",
+                patience_after=cfg.patience_after,
             )
+            if old_model is not None:  # the frozen teacher beside the model
+                old_model.to(trainer.device)
+            res = run.fit(phase, trainer)
             if run.paused:
                 break
             if cfg.n_val > 0:
