@@ -1,4 +1,4 @@
-"""``sci-moe train spice``: config file + flags, outputs, exact resume, bad input."""
+"""``sci-moe train spice``: config file + flags, outputs, exact resume, bad input, the device."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from sci_moe.cli import train as train_cli
@@ -148,3 +149,39 @@ def test_train_baseline_and_errors(tmp_path, data_dir):
         _run(["train", "spice", "--config", str(bad), "--data", str(data_dir), "--out", str(out)])
     with pytest.raises(ValueError, match="no molecule set"):
         _run(["train", "spice", "--data", str(tmp_path), "--out", str(out), "--overwrite"])
+
+
+def test_train_spice_device_flag_and_train_section(tmp_path, data_dir):
+    small = ["--model", "deepsets", "--hidden", "8", "--epochs", "1", "--batch-size", "4"]
+    base = ["train", "spice", "--data", str(data_dir), *small, "--no-progress"]
+    cfg = tmp_path / "spice.yaml"
+    cfg.write_text(yaml.safe_dump({"train": {"device": "cpu"}}))
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _run([*base, "--config", str(cfg), "--out", str(a)]) == 0
+    assert yaml.safe_load((a / "config.yaml").read_text())["train"]["device"] == "cpu"
+    assert _run([*base, "--out", str(b)]) == 0  # the default: the same run, bit for bit
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (a, b))
+    assert ra["test_mae"] == rb["test_mae"] and ra["history"] == rb["history"]
+    # the device may change on --resume (like --threads)
+    assert _run([*base, "--out", str(b), "--resume", "--device", "cpu"]) == 0
+    with pytest.raises(ValueError, match=r"--device.*'cpu', 'cuda' or 'cuda:N'"):
+        _run([*base, "--out", str(tmp_path / "c"), "--device", "gpu0"])
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+@pytest.mark.parametrize("where", ["flag", "file"])
+def test_train_spice_cuda_without_a_gpu_is_refused_before_anything_is_written(
+    tmp_path, data_dir, where
+):
+    out = tmp_path / "run"
+    argv = ["train", "spice", "--data", str(data_dir), "--out", str(out)]
+    if where == "flag":
+        argv += ["--device", "cuda"]
+    else:
+        cfg = tmp_path / "spice.yaml"
+        cfg.write_text(yaml.safe_dump({"train": {"device": "cuda"}}))
+        argv += ["--config", str(cfg)]
+    with pytest.raises(ValueError, match=r"--device='cuda'.*no CUDA device.*--device=cpu"):
+        _run(argv)
+    assert not out.exists()

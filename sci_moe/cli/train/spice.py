@@ -12,9 +12,12 @@ on the command line override the file. The resolved config is written to
 exactly, from ``checkpoint_prev.pt`` when the newest is damaged), ``OUT/metrics.jsonl``,
 ``OUT/results.json`` (test MAE at the best validation epoch) and
 ``OUT/model.safetensors`` (best weights). ``--max-hours`` pauses a long run with a
-checkpoint (continue it with ``--resume``; ``--max-hours`` and ``--threads`` may change
-between the pieces); a diverged run (NaN loss) exits with code 1 and keeps its last good
-checkpoint.
+checkpoint (continue it with ``--resume``; ``--max-hours``, ``--threads`` and
+``--device`` may change between the pieces); a diverged run (NaN loss) exits with code 1
+and keeps its last good checkpoint. ``--device cuda`` (or ``device: cuda`` in the
+``train`` section) trains on a GPU: the model, the batches and the validation and test
+sets go there; where torch sees no GPU it is refused (exit code 2) before anything is
+written.
 
 Examples
 --------
@@ -25,6 +28,7 @@ Examples
     $ sci-moe train spice --config spice.yaml --out runs/spice --max-hours 2
     $ sci-moe train spice --config spice.yaml --out runs/spice --max-hours 2 --resume
     $ sci-moe train spice --data data/mols --out runs/gnn --model gnn2d
+    $ sci-moe train spice --data data/mols --out runs/spice_gpu --device cuda
     $ torchrun --standalone --nproc_per_node 2 -m sci_moe.cli.main \
           train spice --data data/mols --out runs/spice_ddp --batch-size 16
 
@@ -82,6 +86,7 @@ _TRAIN_FLAGS = (
     "seed",
     "max_hours",
     "threads",
+    "device",
 )
 
 
@@ -140,6 +145,13 @@ def add_spice_parser(tsub) -> argparse.ArgumentParser:
         help="wall-time budget: checkpoint and stop after it (continue with --resume)",
     )
     p.add_argument("--threads", type=int, help="CPU threads of torch (default 1; 0: every core)")
+    p.add_argument(
+        "--device",
+        help=(
+            "where the model trains: cpu, cuda or cuda:N (train.device; default: the CPU, "
+            "under torchrun with NCCL each process's GPU)"
+        ),
+    )
     p.add_argument("--resume", action="store_true", help="continue OUT/checkpoint.pt")
     p.add_argument(
         "--overwrite",
@@ -179,6 +191,7 @@ def _read_config(path: Path | None) -> dict:
 
 def resolve_config(args: argparse.Namespace) -> dict:
     """Merge the config file and the flags into ``{"model", "train", "data"}`` dicts."""
+    from ..._util import resolve_device
     from ...molecules.spice import MODEL_NAMES, BaselineConfig, SPiCEConfig, TrainConfig
 
     cfg = _read_config(args.config)
@@ -222,9 +235,11 @@ def resolve_config(args: argparse.Namespace) -> dict:
     if bad:
         raise ValueError(f"unknown train options {sorted(bad)}")
     try:
-        TrainConfig(**train)  # validate early, before loading data
+        tcfg = TrainConfig(**train)  # validate early, before loading data
     except ValueError as err:
         raise flag_error(err, "train", _TRAIN_FLAGS) from None
+    if tcfg.device is not None:  # it must exist here: refused before anything is written
+        resolve_device(tcfg.device, what="--device")
     if train.get("upcycle_epochs", 0) > 0:
         if model["name"] != "spice":
             raise ValueError("--upcycle-epochs needs --model spice (a model with MoE layers)")
@@ -293,7 +308,8 @@ def _run_locked(args: argparse.Namespace, cfg: dict, out: Path, ctx) -> int:
             if _settings(previous, RESUMABLE_CHANGES) != _settings(cfg, RESUMABLE_CHANGES):
                 raise ValueError(
                     f"--resume with a different config than {saved}; use the same options "
-                    "(only --max-hours, --threads and --no-progress may change) or a new --out"
+                    "(only --max-hours, --threads, --device and --no-progress may change) or "
+                    "a new --out"
                 )
         ms = MoleculeSet.load(data["path"])  # bad input surfaces before any file is touched
     except (ValueError, OSError) as err:

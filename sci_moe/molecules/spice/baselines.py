@@ -111,7 +111,8 @@ def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
 
 
 def pick_conformer(batch: EnsembleBatch, random: bool) -> EnsembleBatch:
-    """One conformer per molecule: uniformly random (global torch RNG) or the first.
+    """One conformer per molecule: uniformly random (the global CPU generator of torch, also
+    for a batch on a GPU) or the first.
 
     Parameters
     ----------
@@ -126,7 +127,9 @@ def pick_conformer(batch: EnsembleBatch, random: bool) -> EnsembleBatch:
     """
     C, M = batch.num_confs, batch.num_mols
     dev = batch.conf_to_mol.device
-    key = torch.rand(C, device=dev) if random else -torch.arange(C, device=dev, dtype=torch.float)
+    # drawn on the CPU and moved: the same conformers on every device (and the CPU
+    # generator is the one the engine checkpoints)
+    key = torch.rand(C).to(dev) if random else -torch.arange(C, device=dev, dtype=torch.float)
     best = key.new_full((M,), float("-inf")).scatter_reduce(0, batch.conf_to_mol, key, "amax")
     keep = key == best[batch.conf_to_mol]
     return batch.select_conformers(keep)

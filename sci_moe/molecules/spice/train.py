@@ -5,7 +5,8 @@
 molecule-level 70/10/20 split (:func:`split_indices`), early stopping on the validation
 MAE, and the test MAE of the weights with the best validation MAE. The loop is the
 training engine's (:class:`sci_moe.train.Trainer`): verified atomic checkpoints with
-exact resume, a wall-time budget, the thread count and data parallelism under
+exact resume, a wall-time budget, the thread count, the device (``config.device``: the
+model, every batch and the evaluation sets go there) and data parallelism under
 ``torchrun``.
 
 Pitfalls of the public SPiCE code avoided here (``papers/molecules.md`` §2): the LR
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..._util import atomic_save_json, atomic_write_bytes, load_verified
+from ..._util import atomic_save_json, atomic_write_bytes, load_verified, resolve_device
 from ...train import (
     ShuffledBatches,
     StepInfo,
@@ -267,7 +268,9 @@ def fit(
     ``train`` in mini-batches reshuffled every epoch
     (:class:`~sci_moe.train.ShuffledBatches`), one evaluation of the validation set per
     epoch, the weights of the best validation score kept, and the engine's checkpoints,
-    budget (``max_hours``), threads and data parallelism.
+    budget (``max_hours``), threads, device and data parallelism. With
+    ``config.device="cuda"`` the model, the training batches and the evaluation batches
+    live on the GPU; the target normalisation is fitted on the CPU and copied there.
 
     Parameters
     ----------
@@ -332,8 +335,12 @@ def fit(
             "upcycle_epochs > 0 needs a SPiCE built with upcycle=True (it starts dense)"
         )
     ctx = current_context()
-    device = ctx.device
+    # the engine's device: config.device, or the process group's (under NCCL this
+    # process's GPU; the CPU alone) when it is None or NCCL runs
+    nccl = ctx.enabled and ctx.backend == "nccl"
+    device = ctx.device if cfg.device is None or nccl else resolve_device(cfg.device)
     model.to(device)
+    # computed on the CPU (the same numbers on every device), copied into the buffers
     model.set_target_stats(torch.stack([g.y for g in train]))  # a resumed run loads its own
 
     def collate(idx: list[int]):

@@ -195,3 +195,42 @@ def test_config_errors(data):
         fit(build_model("gnn2d", **OPTS), train, val, resume=True)
     with pytest.raises(ValueError, match="unknown model"):
         build_model("schnet")
+
+
+def test_explicit_cpu_device_equals_the_default(data):
+    train, val, test = data
+    runs = []
+    for device in (None, "cpu"):
+        torch.manual_seed(0)
+        model = build_model("random_conformer", **OPTS)
+        cfg = TrainConfig(epochs=2, batch_size=4, progress=False, device=device)
+        runs.append((fit(model, train, val, test, cfg), model))
+    (a, ma), (b, mb) = runs
+    assert a["test_mae"] == b["test_mae"] and a["history"] == b["history"]
+    sa, sb = ma.state_dict(), mb.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["spice_upcycled", "random_conformer", "gnn2d"])
+def test_fit_on_cuda_matches_the_cpu(name, data):
+    """Training and evaluation batches, target statistics, upcycling (the AdamW moments)
+    and the random conformer draws on the GPU; close to the CPU run."""
+    train, val, test = data
+    runs = []
+    for device in ("cuda", "cpu"):
+        torch.manual_seed(0)
+        if name == "spice_upcycled":
+            model = build_model("spice", upcycle=True, noise_std=0.0, **OPTS)
+            extra = {"upcycle_epochs": 1}
+        else:
+            model, extra = build_model(name, **OPTS), {}
+        cfg = TrainConfig(epochs=2, batch_size=4, progress=False, device=device, **extra)
+        runs.append((fit(model, train, val, test, cfg), model))
+    (g, mg), (c, _) = runs
+    assert next(mg.parameters()).device.type == "cuda"
+    assert mg.target_std.device.type == "cuda"
+    for k in ("test_mae", "val_mae"):
+        assert list(g[k].values()) == pytest.approx(list(c[k].values()), rel=1e-3, abs=1e-5)
+    assert np.isfinite(g["history"]["train_loss"]).all()
