@@ -15,7 +15,9 @@ Training runs on the engine (one run per stage, ``OUT/stage1`` ...,
 Writes ``OUT/model.safetensors`` (:func:`sci_moe.sampling.diffusion.save_energy_model`;
 energies in kJ/mol for bead positions in nm at t = 1e-5), which
 ``sci-moe md run --model OUT/model.safetensors`` simulates, and ``OUT/results.json``
-(per-epoch losses of every stage).
+(per-epoch losses of every stage). ``--device cuda`` trains on a GPU (the simulation of
+the reference stays on the CPU; the model file is written from CPU tensors); where torch
+sees no GPU it is refused (exit code 2) before anything is written.
 
 Examples
 --------
@@ -24,6 +26,7 @@ Examples
     $ sci-moe train diffusion --out runs/aldp
     $ sci-moe train diffusion --out runs/aldp --data ref.npz --epochs 80 --max-hours 2
     $ sci-moe train diffusion --out runs/aldp --data ref.npz --epochs 80 --max-hours 2 --resume
+    $ sci-moe train diffusion --out runs/aldp_gpu --data ref.npz --device cuda
     $ sci-moe md run --model runs/aldp/model.safetensors --out runs/aldp_md
 """
 

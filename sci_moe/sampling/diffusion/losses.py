@@ -168,6 +168,16 @@ def fp_residual_exact(
     return r if create_graph else r.detach()
 
 
+def _probe(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """A standard normal probe shaped like ``x``, on ``x``'s device: drawn on the
+    generator's device (the CPU's for a CPU generator) and moved."""
+    if generator is None:
+        return torch.randn(x.shape, dtype=x.dtype, device=x.device)
+    return torch.randn(x.shape, generator=generator, dtype=x.dtype, device=generator.device).to(
+        x.device
+    )
+
+
 def fp_residual_probe(
     energy_fn: EnergyFn,
     sde: SDE,
@@ -209,7 +219,8 @@ def fp_residual_probe(
     create_graph : bool
         Keep the graph for training.
     generator : torch.Generator, optional
-        Source of the probes.
+        Source of the probes (drawn on the generator's device, e.g. a CPU generator for
+        ``x`` on a GPU, and moved to ``x``'s: the same probes on every device).
     batched : bool
         Evaluate every probe's ``x + v``, ``x - v`` and both stencil times in ONE network
         forward over a ``4 n_probes B`` batch and ONE (double-backward-able) gradient
@@ -233,7 +244,7 @@ def fp_residual_probe(
         )
     out = []
     for _ in range(n_probes):
-        xi = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+        xi = _probe(x, generator)
         v = sigma * xi
         e_p, s_p = energy_and_score(energy_fn, x + v, t, create_graph=create_graph)
         _, s_m = energy_and_score(energy_fn, x - v, t, create_graph=create_graph)
@@ -265,12 +276,7 @@ def _probe_batched(
     """
     P, B = n_probes, x.shape[0]
     # the probes in the reference loop's order (nothing else draws in between)
-    xi = torch.stack(
-        [
-            torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-            for _ in range(P)
-        ]
-    )  # (P, B, ...)
+    xi = torch.stack([_probe(x, generator) for _ in range(P)])  # (P, B, ...)
     v = sigma * xi
     xp, xm = x + v, x - v
     # scores at x +- v: one forward + one gradient over 2 P B rows

@@ -7,13 +7,18 @@ term on the perturbed samples of the same batch. A time mixture is trained stage
 (high ``t`` first), each stage with its own optimiser and epochs, the other experts frozen.
 
 Each stage is a run of :class:`sci_moe.train.Trainer` (exact resume, checkpoints, budget,
-threads, data parallelism): the step computes the loss and the gradients itself (eagerly,
+threads, device, data parallelism): the step computes the loss and the gradients itself (eagerly,
 or through the functional, optionally compiled steps of :mod:`.compiled`), clips them
 element-wise and hands them to the engine's AdamW; the EMA, its copy into the model and
 the per-epoch records are hooks. NaN policy: a step whose loss is not finite is redrawn
 (new times, noise, probes and rotations) up to ``max_retries`` times, without the FP term
 from try ``fp_off_after + 1`` on (ScoreMD retries a whole epoch; a redrawn step needs no
 snapshot and keeps the run a function of the seed).
+
+Device (``config.device``): the engine moves the model and each batch; the times, noise,
+probes and rotations are drawn from the stage's CPU generator as on the CPU and moved to
+the batch's device, and the EMA follows the parameters, so a GPU run draws the same
+numbers as a CPU run (its arithmetic rounds differently).
 """
 
 from __future__ import annotations
@@ -82,16 +87,24 @@ def stage_name(index: int) -> str:
 
 class _Ema:
     """EMA of the trained parameters (with ScoreMD's warm-up), copied into them at epoch
-    ends (``ema_reset``) or at the stage's end; checkpointed."""
+    ends (``ema_reset``) or at the stage's end; checkpointed. The EMA lives on the
+    parameters' device (it follows them when the engine moves the model)."""
 
     def __init__(self, params, cfg: TrainConfig, bpe: int, steps: int) -> None:
         self.params, self.cfg, self.bpe, self.steps = params, cfg, bpe, steps
         self.ema = [p.detach().clone() for p in params]
 
+    def _follow(self) -> None:
+        """Move the EMA to the parameters' device (built before the engine moved them, or
+        loaded from a checkpoint's CPU tensors)."""
+        if self.ema and self.ema[0].device != self.params[0].device:
+            self.ema = [e.to(p.device) for e, p in zip(self.ema, self.params, strict=True)]
+
     def __call__(self, info: StepInfo) -> None:
         cfg = self.cfg
         if cfg.ema_decay <= 0:
             return
+        self._follow()
         k = info.step - 1  # the step of the stage just taken (0-based)
         decay = min(cfg.ema_decay, (1 + k) / (10 + k))
         with torch.no_grad():
@@ -105,6 +118,7 @@ class _Ema:
 
     def load_state_dict(self, state: dict) -> None:
         self.ema = [e.clone() for e in state["ema"]]
+        self._follow()
 
 
 class _Epochs:
@@ -290,7 +304,7 @@ class _StageStep:
     def __init__(self, target, sde: SDE, stage: Stage, cfg, params, dtype, gen) -> None:
         self.target, self.sde, self.stage, self.cfg, self.params = target, sde, stage, cfg, params
         self.gen = gen
-        self.zero = torch.zeros((), dtype=dtype)
+        self.zero = torch.zeros((), dtype=dtype)  # moved to the batch's device when used
         self.step_fn = self.fp_step_fn = None
         if cfg.compile:
             from .compiled import make_dsm_fp_step, make_dsm_step  # inductor only when asked
@@ -329,21 +343,24 @@ class _StageStep:
         cfg, stage = self.cfg, self.stage
         lo, hi = stage.t_range
         B = len(x0)
+        dev = x0.device  # the model's (the engine moved the batch there)
+        # every draw from the stage's CPU generator, then moved: the same numbers on
+        # every device, and the generator's state is what the checkpoint holds
         if cfg.random_rotation:
-            R = random_rotations(B, gen, x0.dtype)
+            R = random_rotations(B, gen, x0.dtype).to(dev)
             x0 = (x0 - x0.mean(1, keepdim=True)) @ R.transpose(-1, -2)
-        t = lo + (hi - lo) * torch.rand(B, generator=gen, dtype=x0.dtype)
-        noise = torch.randn(x0.shape, generator=gen, dtype=x0.dtype)
+        t = lo + (hi - lo) * torch.rand(B, generator=gen, dtype=x0.dtype).to(dev)
+        noise = torch.randn(x0.shape, generator=gen, dtype=x0.dtype).to(dev)
         w = time_weight(t, stage.mid, lo, hi)
         functional = self.fp_step_fn is not None if use_fp else self.step_fn is not None
         if functional and not use_fp:
             loss, grads = self.step_fn(x0, t, noise, w)
-            l_dsm, l_fp = loss, self.zero
+            l_dsm, l_fp = loss, self.zero.to(dev)
         elif functional:
             # the probes drawn as dsm_fp_loss draws them (after the noise, same order)
             xi = torch.stack(
                 [torch.randn(x0.shape, generator=gen, dtype=x0.dtype) for _ in range(2)]
-            )
+            ).to(dev)
             (loss, l_dsm, l_fp), grads = self.fp_step_fn(x0, t, noise, w, xi)
         else:
             loss, l_dsm, l_fp = self._eager_loss(x0, t, noise, w, gen, use_fp)
@@ -363,7 +380,7 @@ class _StageStep:
             return l_dsm + stage.fp_weight * l_fp, l_dsm, l_fp
         l_dsm, xt = dsm_loss(target.score, sde, x0, t, noise, w)
         if not use_fp:
-            return l_dsm, l_dsm, self.zero
+            return l_dsm, l_dsm, self.zero.to(x0.device)
         l_fp = fp_loss(target.energy, sde, xt, t, w, gen, batched=cfg.fp_batched, **fp)
         return l_dsm + stage.fp_weight * l_fp, l_dsm, l_fp
 

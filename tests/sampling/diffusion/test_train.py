@@ -170,3 +170,93 @@ def test_fast_defaults_equal_reference_path():
     for ra, rb in zip(ha, hb, strict=True):
         for k in ("loss", "dsm", "fp"):
             assert abs(ra[k] - rb[k]) <= 1e-6 * abs(ra[k]) + 1e-12
+
+
+def _mixture(seed, ranges, shape=(1, 2)):
+    torch.manual_seed(seed)
+    experts = [MLPEnergy(shape, (8,), t_range=r) for r in ranges]
+    return TimeMixture(experts, ranges)
+
+
+def _staged(ranges, **kw):
+    return TrainConfig(
+        stages=[
+            Stage(1, ranges[0], 0.8, 0.0, expert=0, lr=3e-3),
+            Stage(2, ranges[1], 0.03, 1e-3, expert=1, lr=3e-3),
+        ],
+        batch_size=32,
+        max_batches_per_epoch=2,
+        progress=False,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("fp_batched", [True, False])
+def test_explicit_cpu_device_equals_the_default(fp_batched):
+    """The draws moved to the batch's device (times, noise, probes, rotations) and the EMA
+    that follows the parameters change nothing on the CPU."""
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(64, 3, 3, generator=g)
+    runs = []
+    for device in (None, "cpu"):
+        m = _mixture(0, ranges, (3, 3))
+        cfg = _staged(ranges, device=device, random_rotation=True, fp_batched=fp_batched)
+        runs.append((m, train(m, data, VPSDE(), cfg)))
+    (a, ra), (b, rb) = runs
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert _records(ra) == _records(rb)
+    assert all(torch.equal(x, y) for x, y in zip(ra["ema"], rb["ema"], strict=True))
+
+
+def _records(out):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in out["history"]]
+
+
+_NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@_NEEDS_CUDA
+@pytest.mark.parametrize("fp_batched", [True, False])
+@pytest.mark.parametrize("rotation", [True, False])
+def test_staged_fp_training_on_cuda_matches_the_cpu(fp_batched, rotation):
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(64, 3, 3, generator=g)
+    runs = []
+    for device in ("cuda", "cpu"):
+        m = _mixture(0, ranges, (3, 3))
+        cfg = _staged(ranges, device=device, random_rotation=rotation, fp_batched=fp_batched)
+        runs.append((m, train(m, data, VPSDE(), cfg)))
+    (a, ra), (b, rb) = runs
+    assert next(a.parameters()).device.type == "cuda"
+    assert all(e.device.type == "cuda" for e in ra["ema"])
+    sa, sb = a.state_dict(), b.state_dict()
+    for k in sb:
+        torch.testing.assert_close(sa[k].cpu(), sb[k], rtol=1e-3, atol=1e-4)
+    for ha, hb in zip(ra["history"], rb["history"], strict=True):
+        for k in ("loss", "dsm", "fp"):
+            assert ha[k] == pytest.approx(hb[k], rel=1e-3, abs=1e-6)
+
+
+@pytest.mark.gpu
+@_NEEDS_CUDA
+def test_a_cpu_run_resumes_on_cuda(tmp_path):
+    """A run paused on the CPU continues on the GPU: the checkpoint's weights, optimiser
+    state, EMA and generator state move there; the result is close to a CPU run."""
+    ranges = [(0.3, 1.0), (1e-3, 0.3)]
+    full_model = _mixture(0, ranges)
+    full = train(full_model, _data(), VPSDE(), _staged(ranges), out_dir=tmp_path / "a")
+    part = train(_mixture(0, ranges), _data(), VPSDE(), _staged(ranges), tmp_path / "b", False, 2)
+    assert not part["done"]
+    c = _mixture(1, ranges)
+    cfg = _staged(ranges, device="cuda")
+    rest = train(c, _data(), VPSDE(), cfg, out_dir=tmp_path / "b", resume=True)
+    assert rest["done"] and next(c.parameters()).device.type == "cuda"
+    sa, sc = full_model.state_dict(), c.state_dict()
+    for k in sa:
+        torch.testing.assert_close(sc[k].cpu(), sa[k], rtol=1e-3, atol=1e-4)
+    for ha, hc in zip(full["history"], rest["history"], strict=True):
+        assert hc["loss"] == pytest.approx(ha["loss"], rel=1e-3, abs=1e-6)
