@@ -7,7 +7,10 @@ each in a subfolder of ``--out`` (``backbone/``, ``expert/``, ``gated/``: checkp
 run exactly. The trained solver is ``OUT/model.pt`` (read by ``sci-moe vrp solve
 --model``); ``OUT/results.json`` holds the run and the mean best cost (x8 augmentation)
 on fresh test instances of each of the 16 variants. ``sci-moe vrp train`` runs the same
-training and writes only the model file.
+training and writes only the model file. ``--device cuda`` trains and tests on a GPU:
+instances are still drawn with the CPU generators (the same instances and action draws as
+on the CPU) and moved to the policy's device; ``model.pt`` holds CPU tensors. Where torch
+sees no GPU it is refused (exit code 2) before anything is written.
 
 Examples
 --------
@@ -16,6 +19,7 @@ Examples
     $ sci-moe train vrp --out runs/moses --steps 400 --expert-steps 200 --gate-steps 200
     $ sci-moe train vrp --out runs/moses --steps 400 --expert-steps 200 --gate-steps 200 \
           --max-hours 1 --resume
+    $ sci-moe train vrp --out runs/moses_gpu --steps 400 --device cuda
     $ sci-moe vrp solve instance.vrp --model runs/moses/model.pt
 """
 
@@ -63,6 +67,8 @@ def test_costs(policy, cfg, instances: int | None = None) -> dict:
         drawn from ``seed``; never seen in training or validation).
     instances : int, optional
         Overrides ``cfg.test_instances``.
+
+    The instances are drawn on the CPU and decoded on ``policy``'s device.
 
     Returns
     -------

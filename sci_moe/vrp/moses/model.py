@@ -304,6 +304,8 @@ def _sample(lp: torch.Tensor, B: int, inst: torch.Tensor, generator) -> torch.Te
     inst : Tensor, shape (B',), int64
         The running instances, in order.
     generator : torch.Generator or None
+        Draws ``u`` on its own device (a CPU generator for ``lp`` on a GPU: the same
+        actions as on the CPU up to the rounding of ``lp``).
 
     Returns
     -------
@@ -312,7 +314,11 @@ def _sample(lp: torch.Tensor, B: int, inst: torch.Tensor, generator) -> torch.Te
     """
     rows = lp.shape[0]
     P = rows // inst.shape[0]
-    u = torch.rand(B * P, dtype=torch.float64, device=lp.device, generator=generator)
+    if generator is None:
+        u = torch.rand(B * P, dtype=torch.float64, device=lp.device)
+    else:  # drawn on the generator's device (a CPU one for a policy on a GPU) and moved
+        u = torch.rand(B * P, dtype=torch.float64, device=generator.device, generator=generator)
+        u = u.to(lp.device)
     if rows < B * P:
         u = u.view(B, P)[inst].view(rows)
     return _inverse_cdf(lp, u)

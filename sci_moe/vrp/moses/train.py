@@ -20,6 +20,12 @@ Every stage is one run of the training engine (:class:`sci_moe.train.Trainer`: i
 drawn fresh every update from ``(seed, step)``, Adam, schedule, clipping, validation on
 fixed instances, verified checkpoints with exact resume); the three stages of a run live
 in subfolders of its folder (:class:`sci_moe.train.Phases`).
+
+Device (``TrainConfig.device``): instances are drawn with the CPU generators as on the
+CPU, and the engine moves each batch to the policy's device; the rollouts' actions are
+sampled from the same CPU generator (:func:`~.model._sample` draws on it and moves the
+numbers), the validation instances and :func:`solve`'s instances are moved to the
+policy's device, so a GPU run sees the same instances and random numbers as a CPU run.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from sci_moe._util import check_int_attr
+from sci_moe._util import check_int_attr, module_device
 from sci_moe.moe import GATE_SCORES
 from sci_moe.train import Phases, StreamBatches, Trainer, TrainResult, derive_seed, seed_everything
 from sci_moe.train import TrainConfig as _BaseConfig
@@ -258,7 +264,8 @@ def _validation(variants, config: TrainConfig, extra=None):
     )
 
     def evaluate(policy: MTVRPPolicy) -> dict:
-        _, _, cost = policy(val, greedy=True)
+        # drawn on the CPU once; evaluated on the policy's device
+        _, _, cost = policy(val.to(device=module_device(policy)), greedy=True)
         out = {"val_cost": float(cost.min(1).values.mean())}
         if extra is not None:
             out.update(extra(policy))
@@ -487,6 +494,9 @@ def augment(instance: MTVRPInstance, k: int = 8) -> MTVRPInstance:
 def solve(policy: MTVRPPolicy, instance: MTVRPInstance, augmentations: int = 8):
     """Greedy multi-start decoding with augmentation; the best rollout per instance.
 
+    The instances are decoded on the policy's device (moved there when they are
+    elsewhere); the results come back on the instances' device.
+
     Returns
     -------
     cost : Tensor, shape (B,)
@@ -494,11 +504,12 @@ def solve(policy: MTVRPPolicy, instance: MTVRPInstance, augmentations: int = 8):
     """
     policy.eval()
     B = instance.batch_size
-    big = augment(instance, augmentations)
+    home, dev = instance.locs.device, module_device(policy)
+    big = augment(instance if dev == home else instance.to(device=dev), augmentations)
     actions, _, cost = policy(big, greedy=True)
     P, T = actions.shape[1], actions.shape[2]
     cost = cost.view(augmentations, B, P).permute(1, 0, 2).reshape(B, -1)
     actions = actions.view(augmentations, B, P, T).permute(1, 0, 2, 3).reshape(B, -1, T)
     best = cost.argmin(1)
-    rows = torch.arange(B)
-    return cost[rows, best], actions[rows, best]
+    rows = torch.arange(B, device=cost.device)
+    return cost[rows, best].to(home), actions[rows, best].to(home)

@@ -92,3 +92,26 @@ def test_policy_sampling_is_seeded_and_greedy_ignores_the_generator():
             assert check_solution(ins, b, routes) == []
             assert solution_cost(ins, b, routes) == pytest.approx(float(c1[b, p]), rel=1e-5)
     assert all(torch.equal(x, y) for x, y in zip(ag1, ag2, strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sample_on_cuda_with_a_cpu_generator_draws_the_cpu_numbers():
+    """A policy on a GPU samples its actions from the CPU generator (the one that drew the
+    instances): the same uniforms, hence the same nodes, as on the CPU."""
+    g = torch.Generator().manual_seed(0)
+    lp = torch.randn(12, 7, generator=g).log_softmax(-1)
+    lp[::2, 3] = _NEG
+    inst = torch.arange(4)
+    cpu = _sample(lp, 4, inst, torch.Generator().manual_seed(5))
+    gpu = _sample(lp.cuda(), 4, inst.cuda(), torch.Generator().manual_seed(5))
+    assert gpu.device.type == "cuda" and torch.equal(gpu.cpu(), cpu)
+    torch.manual_seed(0)
+    pol = MTVRPPolicy(PolicyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=16, rank=2))
+    ins = generate_instances(3, 8, ["CVRP", "VRPTW", "OVRPBL"], seed=4)
+    with torch.no_grad():
+        a_cpu, _, c_cpu = pol(ins, generator=torch.Generator().manual_seed(9))
+        pol.cuda()
+        a_gpu, _, c_gpu = pol(ins.to(device="cuda"), generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a_gpu.cpu(), a_cpu)
+    assert torch.allclose(c_gpu.cpu(), c_cpu, rtol=1e-5)

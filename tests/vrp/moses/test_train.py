@@ -205,3 +205,80 @@ def test_size_curriculum_and_extra_evaluation(tmp_path):
     assert _same(_weights(pol), _weights(pol2))
     with pytest.raises(ValueError, match="min_customers must be at most"):
         _stage_cfg(num_customers=5, min_customers=6)
+
+
+def test_explicit_cpu_device_equals_the_default():
+    """Validation instances and solve's instances are moved to the policy's device: on
+    the CPU nothing changes."""
+    runs = []
+    for device in (None, "cpu"):
+        torch.manual_seed(0)
+        pol = _tiny()
+        res = train_stage(pol, "backbone", "CVRP", _stage_cfg(device=device))
+        runs.append((pol, res))
+    (pa, ra), (pb, rb) = runs
+    assert ra.evals == rb.evals and _same(_weights(pa), _weights(pb))
+    ins = generate_instances(2, 6, "VRPTW", seed=5)
+    cost, actions = solve(pa, ins)
+    assert cost.device.type == actions.device.type == "cpu" and cost.shape == (2,)
+
+
+_NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@_NEEDS_CUDA
+@pytest.mark.parametrize("stage", ["backbone", "expert"])
+def test_stage_on_cuda_matches_the_cpu(stage):
+    """Fresh instances (drawn on the CPU, moved by the engine), the rollouts' action draws
+    (the CPU generator) and the validation instances on the GPU; close to the CPU run."""
+    variants = "CVRP" if stage == "backbone" else ["OVRP", "VRPB", "VRPL", "VRPTW"]
+    runs = []
+    for device in ("cuda", "cpu"):
+        torch.manual_seed(0)
+        pol = _tiny()
+        res = train_stage(pol, stage, variants, _stage_cfg(device=device))
+        runs.append((pol, res))
+    (pg, rg), (pc, rc) = runs
+    assert next(pg.parameters()).device.type == "cuda"
+    assert rg.evals[0]["val_cost"] == pytest.approx(rc.evals[0]["val_cost"], rel=1e-3)
+    wc = _weights(pc)
+    for k, v in _weights(pg).items():
+        torch.testing.assert_close(v.cpu(), wc[k], rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.gpu
+@_NEEDS_CUDA
+def test_solve_with_a_policy_on_cuda_answers_on_the_instances_device():
+    torch.manual_seed(0)
+    pol = _tiny()
+    ins = generate_instances(3, 6, ["CVRP", "VRPTW", "OVRPBL"], seed=2)
+    cost_c, act_c = solve(pol, ins)
+    pol.cuda()
+    cost_g, act_g = solve(pol, ins)  # CPU instances, GPU policy
+    assert cost_g.device.type == act_g.device.type == "cpu"
+    assert torch.equal(act_g, act_c) and torch.allclose(cost_g, cost_c, rtol=1e-5)
+    cost_d, _ = solve(pol, ins.to(device="cuda"))  # GPU instances: GPU answers
+    assert cost_d.device.type == "cuda" and torch.allclose(cost_d.cpu(), cost_c, rtol=1e-5)
+
+
+@pytest.mark.gpu
+@_NEEDS_CUDA
+def test_fit_moses_on_cuda_three_stages():
+    cfg = MoSESConfig(
+        steps=2,
+        expert_steps=1,
+        gate_steps=1,
+        num_customers=5,
+        batch_size=2,
+        d_model=8,
+        num_heads=2,
+        num_layers=1,
+        rank=2,
+        val_instances=2,
+        progress=False,
+        device="cuda",
+    )
+    policy, summary = fit_moses(cfg)
+    assert summary["finished"] and next(policy.parameters()).device.type == "cuda"
+    assert policy.mode == "gated"
