@@ -75,12 +75,21 @@ from .stored_verdicts import seed_verdict as seed_verdict
 from .stored_verdicts import summary_verdict as summary_verdict
 from .tables import format_table, print_table
 from .timing import Timing, interleaved, time_fn
-from .verdicts import VERDICT_KEYS, VERDICTS, decide_verdict, paired_test, verdict_entry
+from .verdicts import (
+    MIN_DECISIVE_SEEDS,
+    VERDICT_KEYS,
+    VERDICTS,
+    decide_verdict,
+    few_seeds_note,
+    paired_test,
+    verdict_entry,
+)
 
 # The names of the old single module, in its order; its public names outside ``__all__``
 # (imported ``as`` themselves above) are importable as before.
 __all__ = [
     "CYCLE_SEED",
+    "MIN_DECISIVE_SEEDS",
     "VERDICTS",
     "VERDICT_KEYS",
     "OtherLoad",
@@ -94,6 +103,7 @@ __all__ = [
     "concat",
     "cpu_model",
     "decide_verdict",
+    "few_seeds_note",
     "format_table",
     "git_revision",
     "interleaved",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .verdicts import decide_verdict, verdict_entry
+from .verdicts import decide_verdict, few_seeds_note, verdict_entry
 
 __all__ = [
     "difference_verdict",
@@ -133,10 +133,11 @@ def summary_verdict(
         f"stored means and deviations p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
         f"{'converged' if converged else 'not trained to convergence'}"
     )
+    few = few_seeds_note(min(n1, n2)) if converged and p < alpha else ""
     return verdict_entry(
         claim,
         verdict=verdict,
-        why=f"{why}; {note}" if note else why,
+        why="; ".join(x for x in (why, few, note) if x),
         metric=metric,
         ours=m1,
         baseline=baseline,
@@ -144,7 +145,7 @@ def summary_verdict(
         seeds=min(n1, n2),
         p_value=p,
         converged=converged,
-        decisive=converged and p < alpha,
+        decisive=converged and p < alpha and not few,
         alpha=alpha,
     )
 
@@ -190,10 +191,11 @@ def difference_verdict(
         f"{p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
         f"{'converged' if converged else 'not trained to convergence'}"
     )
+    few = few_seeds_note(n) if converged and p < alpha else ""
     return verdict_entry(
         claim,
         verdict=verdict,
-        why=f"{why}; {note}" if note else why,
+        why="; ".join(x for x in (why, few, note) if x),
         metric=metric,
         ours=ours,
         baseline=baseline,
@@ -201,7 +203,7 @@ def difference_verdict(
         seeds=n,
         p_value=p,
         converged=converged,
-        decisive=converged and p < alpha,
+        decisive=converged and p < alpha and not few,
         alpha=alpha,
     )
 

@@ -3,14 +3,23 @@
 :func:`verdict_entry` makes one entry of a results JSON's ``verdicts`` list and checks it
 against the rules (a verdict of :data:`VERDICTS`; decisive only when converged and resolved
 by a paired test); :func:`paired_test` compares per-seed values and :func:`decide_verdict`
-turns that comparison into a verdict by a fixed rule.
+turns that comparison into a verdict by a fixed rule. A seed comparison is decisive only
+on at least :data:`MIN_DECISIVE_SEEDS` seeds (the issues' rule: >= 5, paired).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["VERDICTS", "VERDICT_KEYS", "decide_verdict", "paired_test", "verdict_entry"]
+__all__ = [
+    "MIN_DECISIVE_SEEDS",
+    "VERDICTS",
+    "VERDICT_KEYS",
+    "decide_verdict",
+    "few_seeds_note",
+    "paired_test",
+    "verdict_entry",
+]
 
 
 #: The three verdicts a claim can get (issue 41).
@@ -30,6 +39,17 @@ VERDICT_KEYS = (
     "why",
 )
 _TESTS = ("t", "wilcoxon", "sign")
+#: The fewest seeds on which a comparison over seeds can be decisive (a p-value of two or
+#: three seeds resolves nothing the seed spread can be trusted to show).
+MIN_DECISIVE_SEEDS = 5
+
+
+def few_seeds_note(n: int, min_seeds: int = MIN_DECISIVE_SEEDS) -> str:
+    """The ``why`` clause of a resolved comparison on too few seeds to be decisive ("" when
+    enough); the rules add it only where it is what keeps a verdict from being decisive."""
+    if n >= min_seeds:
+        return ""
+    return f"only {n} seed{'s' if n != 1 else ''} (decisive needs >= {min_seeds})"
 
 
 def _finite(x: object) -> bool:
@@ -168,6 +188,7 @@ def decide_verdict(
     test: str = "t",
     alpha: float = 0.05,
     note: str = "",
+    min_seeds: int = MIN_DECISIVE_SEEDS,
 ) -> dict:
     """The verdict on a claim "ours is ``expect`` than the baseline", by a fixed rule.
 
@@ -177,7 +198,8 @@ def decide_verdict(
     otherwise it is ``"reproduced"`` when ours is on the side the claim expects
     (``expect="better"`` or ``"worse"``, judged by the mean difference and
     ``higher_is_better``) and ``"contradicted"`` when not. The verdict is decisive when the
-    test resolves it and ``converged`` is true. Returns :func:`verdict_entry`'s dict, with a
+    test resolves it, ``converged`` is true and there are at least ``min_seeds`` seeds
+    (:data:`MIN_DECISIVE_SEEDS`). Returns :func:`verdict_entry`'s dict, with a
     ``why`` that states the means, the seed count, the wins and the p-value (plus ``note``).
     """
     if expect not in ("better", "worse"):
@@ -203,8 +225,8 @@ def decide_verdict(
         f"p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
         f"{'converged' if converged else 'not trained to convergence'}"
     )
-    if note:
-        why = f"{why}; {note}"
+    few = few_seeds_note(res["n"], min_seeds) if converged and p < alpha else ""
+    why = "; ".join(x for x in (why, few, note) if x)
     return verdict_entry(
         claim,
         verdict=verdict,
@@ -216,6 +238,6 @@ def decide_verdict(
         seeds=res["n"],
         p_value=p,
         converged=converged,
-        decisive=converged and p < alpha,
+        decisive=converged and p < alpha and not few,
         alpha=alpha,
     )

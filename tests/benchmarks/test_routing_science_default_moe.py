@@ -105,11 +105,14 @@ def test_pieces_equal_one_go(bench, toy, tmp_path, capsys):
         bench.main(["--threads", "1", "--json", str(two), "--resume"])
 
 
-def _doc(bench, flat_default=(1, 1, 1), default_better=True):
-    seeds = [0, 1, 2]
+def _doc(bench, flat_default=(1, 1, 1, 1, 1), default_better=True):
+    seeds = [0, 1, 2, 3, 4]  # five: the fewest on which a verdict can be decisive
     rows = [{"case": "8c2", "metric": "floor", "value": 1.0}]
-    base = {"val_loss": [1.10, 1.12, 1.11], "tokens_to_target": [9e5, 9.5e5, 9.2e5]}
-    dens = {"top-k": [0.25] * 3, "default": [1.0, 0.999, 1.0]}
+    base = {
+        "val_loss": [1.10, 1.12, 1.11, 1.13, 1.09],
+        "tokens_to_target": [9e5, 9.5e5, 9.2e5, 9.4e5, 9.1e5],
+    }
+    dens = {"top-k": [0.25] * 5, "default": [1.0, 0.999, 1.0, 0.998, 1.0]}
     for m in bench.METHODS:
         for metric, vals in base.items():
             if m == "default":
@@ -122,7 +125,7 @@ def _doc(bench, flat_default=(1, 1, 1), default_better=True):
             {"case": f"8c2/{m}", "metric": f"router_grad_density seed {s}", "value": v}
             for s, v in zip(seeds, dens[m], strict=True)
         ]
-        flats = flat_default if m == "default" else (1, 1, 1)
+        flats = flat_default if m == "default" else (1, 1, 1, 1, 1)
         rows += [
             {"case": f"8c2/{m}", "metric": f"converged seed {s}", "value": float(f)}
             for s, f in zip(seeds, flats, strict=True)
@@ -136,7 +139,7 @@ def test_verdict_rule(bench):
     assert [x["verdict"] for x in v] == ["reproduced"] * 3
     assert all(x["decisive"] and x["converged"] for x in v)
     assert "exact floor" in v[0]["why"]
-    v = bench.verdicts(_doc(bench, flat_default=(1, 0, 1)))
+    v = bench.verdicts(_doc(bench, flat_default=(1, 0, 1, 1, 1)))
     assert not any(x["decisive"] for x in v) and v[0]["verdict"] == "reproduced"
     v = bench.verdicts(_doc(bench, default_better=False))
     assert [x["verdict"] for x in v[:2]] == ["contradicted"] * 2

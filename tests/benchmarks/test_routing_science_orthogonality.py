@@ -157,25 +157,25 @@ def test_resume_refuses_another_plan_seeds_or_device(bench, tmp_path, capsys):
 
 
 def _doc(val_loss: dict, pre: float = 1.0) -> dict:
-    """Rows of three seeds: ``val_loss`` per case as given (plus a case-specific jitter),
+    """Rows of five seeds: ``val_loss`` per case as given (plus a case-specific jitter),
     overlap 0.05 lower off the baseline, the other metrics equal everywhere."""
     rows = [{"case": "pretrain", "metric": "converged", "value": pre}]
     for i, (case, loss) in enumerate(val_loss.items()):
         rows.append({"case": case, "metric": "converged", "value": 1.0})
         per_seed = {
-            "val_loss": [loss + 0.001 * s * (i + 1) for s in range(3)],
-            "overlap": [0.2 - 0.05 * (case != "o0_v0") + 0.001 * s * i for s in range(3)],
-            "score_variance": [0.05] * 3,
-            "max_violation": [0.3] * 3,
-            "probe_acc": [0.6] * 3,
+            "val_loss": [loss + 0.001 * s * (i + 1) for s in range(5)],
+            "overlap": [0.2 - 0.05 * (case != "o0_v0") + 0.001 * s * i for s in range(5)],
+            "score_variance": [0.05] * 5,
+            "max_violation": [0.3] * 5,
+            "probe_acc": [0.6] * 5,
         }
         for metric, vals in per_seed.items():
-            rows.append({"case": case, "metric": metric, "value": sum(vals) / 3})
+            rows.append({"case": case, "metric": metric, "value": sum(vals) / 5})
             rows += [
                 {"case": case, "metric": f"{metric} seed {s}", "value": v}
                 for s, v in enumerate(vals)
             ]
-    return {"machine": {"seeds": [0, 1, 2]}, "rows": rows}
+    return {"machine": {"seeds": [0, 1, 2, 3, 4]}, "rows": rows}
 
 
 def test_best_point_has_both_losses_on(helper):

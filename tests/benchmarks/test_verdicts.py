@@ -84,8 +84,21 @@ def test_decide_verdict_follows_the_rule(common):
     ours, base = [0.80, 0.82, 0.81], [1.00, 1.05, 1.02]
     kw = {"metric": "err", "baseline": "K=1", "higher_is_better": False}
     e = common.decide_verdict("fewer errors", ours=ours, baseline_values=base, converged=True, **kw)
-    assert e["verdict"] == "reproduced" and e["decisive"] is True and e["p_value"] < 0.05
+    # resolved and converged, but three seeds: reproduced, not decisive, and the why says so
+    assert e["verdict"] == "reproduced" and e["decisive"] is False and e["p_value"] < 0.05
     assert e["ours"] == pytest.approx(0.81) and e["seeds"] == 3
+    assert "only 3 seeds (decisive needs >= 5)" in e["why"]
+    assert common.MIN_DECISIVE_SEEDS == 5
+    five = common.decide_verdict(
+        "fewer errors", ours=[*ours, 0.8, 0.83], baseline_values=[*base, 1.01, 1.0],
+        converged=True, **kw,
+    )  # fmt: skip
+    assert five["verdict"] == "reproduced" and five["decisive"] is True
+    assert "decisive needs" not in five["why"]
+    three = common.decide_verdict(
+        "fewer errors", ours=ours, baseline_values=base, converged=True, min_seeds=3, **kw
+    )
+    assert three["decisive"] is True
     e = common.decide_verdict(
         "fewer errors", ours=base, baseline_values=ours, converged=False, **kw
     )
@@ -163,7 +176,8 @@ def test_seed_verdict_tests_per_seed_rows_or_asks_for_a_rerun(common):
     ]
     full = {**means, "rows": means["rows"] + per_seed}
     tested = common.seed_verdict("a beats b", full, converged=True, **kw)
-    assert tested["verdict"] == "reproduced" and tested["decisive"] and tested["seeds"] == 3
+    assert tested["verdict"] == "reproduced" and tested["seeds"] == 3
+    assert not tested["decisive"]  # three seeds: resolved, not decisive
 
 
 def test_summary_verdict_is_welch_from_the_stored_statistics(common):
