@@ -89,10 +89,11 @@ def flat(curve: list[list[float]]) -> bool:
 
 
 def _val_auc(embed, graphs) -> float:
-    """Mean AUC over graphs of ``embed(i) -> (n, d)`` node embeddings (pair scores only)."""
+    """Mean AUC over graphs of ``embed(i) -> (n, d)`` node embeddings (pair scores only,
+    on the CPU with the graphs' edges)."""
     out = []
     for i, g in enumerate(graphs):
-        h = embed(i)
+        h = embed(i).cpu()
         pos = (h[g.test_edge_index[0]] * h[g.test_edge_index[1]]).sum(-1)
         neg = (h[g.test_neg_edge_index[0]] * h[g.test_neg_edge_index[1]]).sum(-1)
         out.append(auc_score(pos, neg))
@@ -147,7 +148,7 @@ def _evaluate(models, graphs, encoded, routing, families=FAMILIES) -> dict:
             if s in HEURISTIC_NAMES:
                 m = evaluate_scores(heuristic_scorer(s, data), data)
             elif s == "no_expert":  # the parameter-free input the experts start from
-                m = evaluate_scores(z, data)
+                m = evaluate_scores(z.cpu(), data)
             else:
                 model = models.get(s, models["base"])
                 if s == "family_expert":
@@ -157,7 +158,7 @@ def _evaluate(models, graphs, encoded, routing, families=FAMILIES) -> dict:
                 else:
                     w2 = w[:K] / w[:K].sum()
                     h = infer_embeddings(model, z, ids[:K], w2, "merge" if s in TUNED else s)
-                m = evaluate_scores(h, data)
+                m = evaluate_scores(h.cpu(), data)  # scored on the CPU, with the graph
             m["auc_vs_bayes"] = m["auc"] / oracle["auc"] if oracle else None
             m["bayes_auc"] = oracle["auc"] if oracle else None
             out[s].append(m)
@@ -169,22 +170,23 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def _pretrained(seed: int, cfg: dict):
+def _pretrained(seed: int, cfg: dict, device: str = "cpu"):
     """Seed ``seed``'s graphs, their encodings and the model pre-trained with one expert per
-    family: ``(families, graphs, enc, model, pretrain result)``."""
+    family: ``(families, graphs, enc, model, pretrain result)``; the model and the encodings
+    (computed on the CPU) on ``device``."""
     torch.manual_seed(seed)
     families = tuple(cfg.get("families", FAMILIES))
     model_cfg = {**MODEL, "num_experts": len(families)}
     graphs = _collection(seed, cfg["nodes"], families)
-    model = AnyGraphMoE(AnyGraphConfig(**model_cfg))
-    enc = {k: [model.encode(g, seed=seed) for g in v] for k, v in graphs.items()}
+    model = AnyGraphMoE(AnyGraphConfig(**model_cfg)).to(device)
+    enc = {k: [model.encode(g, seed=seed).to(device) for g in v] for k, v in graphs.items()}
     val = graphs["val"]
 
     def pre_eval(m):
         fam = [_family(g, families) for g in val]
         return {"val_auc": _val_auc(lambda i: m.experts.forward_expert(fam[i], enc["val"][i]), val)}
 
-    pre = _train_config(PretrainConfig, cfg, cfg["max_pretrain"], seed)
+    pre = _train_config(PretrainConfig, cfg, cfg["max_pretrain"], seed, device=device)
     assignment = [_family(g, families) for g in graphs["train"]]
     res = pretrain(
         model, graphs["train"], pre, encoded=enc["train"], assignment=assignment, evaluate=pre_eval
@@ -198,7 +200,7 @@ def _specialisation(model, graphs, enc, families) -> list[list[float]]:
         [
             _mean(
                 [
-                    evaluate_scores(model.experts.forward_expert(e, z).detach(), g)["auc"]
+                    evaluate_scores(model.experts.forward_expert(e, z).detach().cpu(), g)["auc"]
                     for g, z in zip(graphs["unseen"], enc["unseen"], strict=True)
                     if _family(g, families) == f
                 ]
@@ -209,14 +211,15 @@ def _specialisation(model, graphs, enc, families) -> list[list[float]]:
     ]
 
 
-def specialisation_only(seeds: list[int], cfg: dict) -> float:
+def specialisation_only(seeds: list[int], cfg: dict, device: str = "cpu") -> float:
     """The specialisation check alone (pre-training only, no fine-tuning or JSON): prints
     every seed's AUC matrix and returns the fraction of (family, seed) pairs in which the
-    family's own expert beats every other expert on the family's unseen graphs."""
+    family's own expert beats every other expert on the family's unseen graphs (trained on
+    ``device``)."""
     wins = []
     for seed in seeds:
         t0 = time.perf_counter()
-        families, graphs, enc, model, res = _pretrained(seed, cfg)
+        families, graphs, enc, model, res = _pretrained(seed, cfg, device)
         special = _specialisation(model, graphs, enc, families)
         print(f"seed {seed}: {res.train.step} steps, {time.perf_counter() - t0:.0f} s")
         for f, row in enumerate(special):
@@ -227,10 +230,11 @@ def specialisation_only(seeds: list[int], cfg: dict) -> float:
     return statistics.fmean(wins)
 
 
-def run_seed(seed: int, cfg: dict) -> dict:
-    """Pre-train, route, fine-tune and score every strategy on seed ``seed``'s graphs."""
+def run_seed(seed: int, cfg: dict, device: str = "cpu") -> dict:
+    """Pre-train, route, fine-tune and score every strategy on seed ``seed``'s graphs; the
+    experts train on ``device`` (``--device``), the scores are computed on the CPU."""
     t0 = time.perf_counter()
-    families, graphs, enc, model, res = _pretrained(seed, cfg)
+    families, graphs, enc, model, res = _pretrained(seed, cfg, device)
     val = graphs["val"]
     curves = {"pretrain": _curve(res.train)}
     steps = {"pretrain": int(res.train.step)}
@@ -258,6 +262,7 @@ def run_seed(seed: int, cfg: dict) -> dict:
             top_k=K,
             kd_weight=cfg["kd_weight"],
             proximity_weight=cfg["proximity_weight"],
+            device=device,
         )
         models[s] = copy.deepcopy(model)
         r = train_merged_experts(

@@ -79,9 +79,12 @@ heterophily_quiet 5/5, feature_group4 5/5, feature_group1 1/5 (the feature_group
 often fits it too) -- against 6 of 20 (30 %) on the standard ones.
 
 Run: ``python benchmarks/graph_merging/run.py [--quick] [--json PATH] [--seeds N]
-[--families standard|specialised] [--resume] [--max-hours H] [--plots DIR] [--threads 1]``.
-The JSON is written after every seed; ``--resume`` continues it (seeds already in it are
-kept). ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows,
+[--families standard|specialised] [--resume] [--max-hours H] [--plots DIR] [--threads 1]
+[--device cuda]``. ``--device`` (default cpu, the reference of the stored results) is where
+the experts pre-train, fine-tune and embed; graphs, encodings and scores are computed on
+the CPU. The JSON's machine record notes it for information only (a run resumes on any
+device). The JSON is written after every seed; ``--resume`` continues it (seeds already in
+it are kept). ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows,
 ``--rows-only PATH`` its rows and verdicts from its per-seed records (no training).
 """
 
@@ -173,7 +176,7 @@ def rejudge(doc: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     piece_arguments(p)
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (quick 3, full 10)")
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     n_seeds = args.seeds or (3 if args.quick else 10)
     seeds = [args.seed + i for i in range(n_seeds)]
     if args.specialisation_only:
-        wins = specialisation_only(seeds, cfg)
+        wins = specialisation_only(seeds, cfg, args.device)
         met = "met" if wins >= SPECIALISATION_TARGET else "NOT met"
         print(
             f"specialisation: the family's own expert wins in {wins:.0%} of (family, seed) "
@@ -257,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         min_delta=MIN_DELTA,
         **cfg,
     )
+    machine["device"] = args.device  # for information: runs resume on any device
     runs: dict = {}
     curves: dict = {}
     if (old := previous_run(args)) is not None:
@@ -284,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if time.perf_counter() > deadline:
             break
-        rec = run_seed(s, cfg)
+        rec = run_seed(s, cfg, args.device)
         for run, c in rec.pop("curves").items():
             curves.setdefault(run, {})[str(s)] = c
         runs[str(s)] = rec
