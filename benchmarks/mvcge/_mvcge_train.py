@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from sci_moe._util import module_device, to_device
 from sci_moe.graphs import bayes_optimal_accuracy, make_multiview_csbm
 from sci_moe.graphs.mvcge import (
     MLP,
@@ -156,12 +157,16 @@ def mvcge_diagnostics(model: MvCGE, graph) -> dict:
     }
 
 
-def run_one(name: str, graph, seed: int, tc: dict) -> tuple[dict, torch.Tensor]:
-    """Train ``name`` on ``graph``; the record and the test-set probabilities."""
+def run_one(
+    name: str, graph, seed: int, tc: dict, device: str = "cpu"
+) -> tuple[dict, torch.Tensor]:
+    """Train ``name`` on ``graph`` (on ``device``); the record and the test-set
+    probabilities (on the CPU)."""
     seed_everything(seed)
     model = build(name, graph.num_features, graph.num_classes, graph.num_views)
     t0 = time.perf_counter()
-    res = train_node_classifier(model, graph, TrainConfig(seed=seed, progress=False, **tc))
+    cfg = TrainConfig(seed=seed, progress=False, device=device, **tc)
+    res = train_node_classifier(model, graph, cfg)
     curve = [(e["step"], e["val_loss"], e["val_accuracy"]) for e in res.history]
     rec = {
         "test_accuracy": res.test_accuracy,
@@ -173,17 +178,20 @@ def run_one(name: str, graph, seed: int, tc: dict) -> tuple[dict, torch.Tensor]:
         "seconds": time.perf_counter() - t0,
         "curve": [[int(s), round(float(loss), 5), round(float(a), 5)] for s, loss, a in curve],
     }
+    dev = module_device(model)  # where the model trained: the graph goes there once
+    on = graph if dev.type == "cpu" else to_device(graph, dev)
     if isinstance(model, MvCGE):
-        rec.update(mvcge_diagnostics(model, graph))
+        rec.update(mvcge_diagnostics(model, on))
     model.eval()
     with torch.no_grad():
-        out = model(graph.features(), graph.edge_indices)
+        out = model(on.features(), on.edge_indices)
         logits = out if isinstance(out, torch.Tensor) else out.logits
-    return rec, logits.softmax(-1)
+    return rec, logits.softmax(-1).cpu()
 
 
-def run_seed(setting: str, seed: int, num_nodes: int, tc: dict) -> dict:
-    """Every contestant on the graph of ``setting`` and ``seed``: {method: record}."""
+def run_seed(setting: str, seed: int, num_nodes: int, tc: dict, device: str = "cpu") -> dict:
+    """Every contestant on the graph of ``setting`` and ``seed``: {method: record}; the
+    models train on ``device`` (``--device``)."""
     g = make_multiview_csbm(mvcge_csbm_config(setting, num_nodes=num_nodes), seed=seed)
     bayes = {
         k: bayes_optimal_accuracy(g, views=views).expected
@@ -192,7 +200,7 @@ def run_seed(setting: str, seed: int, num_nodes: int, tc: dict) -> dict:
     }  # fmt: skip
     recs, probs = {}, {}
     for m in methods_of(setting):
-        recs[m], probs[m] = run_one(m, g, seed, tc)
+        recs[m], probs[m] = run_one(m, g, seed, tc, device)
         print(
             f"  [{setting}] seed {seed} {m}: test {recs[m]['test_accuracy']:.3f} "
             f"({recs[m]['epochs']} epochs, {recs[m]['seconds']:.0f} s, "

@@ -39,8 +39,11 @@ Ten seeds (graph and model seed ``seed + i``); paired t-tests over the seeds
 ``verdicts`` (:func:`verdicts`; ``--verdicts-only PATH`` re-derives them).
 
 Run: ``python benchmarks/mvcge/run.py [--quick] [--json PATH] [--resume] [--max-hours H]
-[--plots DIR] [--threads N]``. The partial JSON is written after every seed; ``--resume``
-continues it (seeds already in the JSON are kept).
+[--plots DIR] [--threads N] [--device cuda]``. ``--device`` (default cpu, the reference
+of the stored results) is where every model trains and is scored (the graphs are built on
+the CPU); the JSON's machine record notes it for information only (a run resumes on any
+device). The partial JSON is written after every seed; ``--resume`` continues it (seeds
+already in the JSON are kept).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ BENCHMARK = "mvcge"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts, device=True)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     piece_arguments(parser)
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds")
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         alpha=ALPHA,
         beta=BETA,
     )
+    machine["device"] = args.device  # for information: runs resume on any device
     print(f"mvcge: {machine['cpu']}, {torch.get_num_threads()} threads, seeds {seeds}")
     runs: dict = {}
     if (old := previous_run(args)) is not None:
@@ -179,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.perf_counter() > deadline:
                 stop = True
                 break
-            runs.setdefault(setting, {})[str(s)] = run_seed(setting, s, num_nodes, tc)
+            runs.setdefault(setting, {})[str(s)] = run_seed(setting, s, num_nodes, tc, args.device)
             write()
         if stop:
             break
