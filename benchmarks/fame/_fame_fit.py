@@ -110,8 +110,9 @@ def error(task: str, pred: np.ndarray, data: dict) -> float:
 # ------------------------------------------------------------------------- models
 
 
-def fit_unit(task: str, name: str, seed: int, data: dict, cfg: dict) -> dict:
-    """Train one model on one task and seed; its test errors per drop and its curve."""
+def fit_unit(task: str, name: str, seed: int, data: dict, cfg: dict, device: str = "cpu") -> dict:
+    """Train one model on one task and seed (the neural ones on ``device``); its test
+    errors per drop and its curve."""
     X, Y = data["train"]
     t0 = time.perf_counter()
     out: dict = {}
@@ -125,6 +126,7 @@ def fit_unit(task: str, name: str, seed: int, data: dict, cfg: dict) -> dict:
                 progress=False,
                 steps=cfg["steps"][task],
                 flat_min_steps=cfg["min_steps"][task],
+                device=device,
                 **cfg["train"],
             ),
             **cfg["fame"],
@@ -152,6 +154,7 @@ def fit_unit(task: str, name: str, seed: int, data: dict, cfg: dict) -> dict:
             eval_every=cfg["train"]["eval_every"],
             stop_when_flat=FLAT,
             flat_min_steps=cfg["gru_min_steps"],
+            device=device,
         )
         model.fit(X, Y, validation=data["val"])
     if model.result is not None and model.result.evals:  # FAME, GRU: trained until flat
@@ -185,7 +188,7 @@ def run(args, cfg: dict, state: dict, deadline: float) -> bool:
                 if time.perf_counter() > deadline:
                     return False
                 data = data or load_task(task, seed, cfg)
-                state[key] = fit_unit(task, name, seed, data, cfg)
+                state[key] = fit_unit(task, name, seed, data, cfg, args.device)
                 u = state[key]
                 print(
                     f"  {task:6s} seed {seed} {name:9s} {u['fit_seconds']:6.1f} s "

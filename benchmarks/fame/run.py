@@ -50,6 +50,9 @@ from ``JSON.state.json``; the JSON is rewritten from the finished seeds after ev
 
 The state file stores the plan (:func:`settings` but the seed count); ``--resume`` of a
 state of another plan (the fixed-step runs before the flat stop stored none) is refused.
+``--device cuda`` trains FAME and the GRU on a GPU (default cpu, the reference of the
+stored results); it is not part of the plan (a run resumes on any device) and the JSON's
+machine record notes the last piece's.
 ``--seeds N`` with ``--resume`` adds seeds to a stored run (the finished fits are kept).
 
 Cost (one thread): the 5-seed fixed-step run took 1,586 s of fits. Until flat, fits run
@@ -136,7 +139,7 @@ def settings(quick: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts, device=True)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     piece_arguments(parser, unit="fit")
     parser.add_argument(
@@ -196,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             sum(u.get("fit_seconds", 0.0) for k, u in state.items() if "|" in k)
         ),
         contention_last_piece=load,
+        device=args.device,  # of the last piece, for information (not in the plan)
     )
     write_json(args.json, BENCHMARK, machine, rows)
     doc = json.loads(args.json.read_text())
