@@ -5,6 +5,11 @@ round, nothing written): the round's epochs over the client's examples, its opti
 schedule from the client's :class:`TrainConfig`, every generator seeded from
 ``(seed, client, round)``. A client keeps no state between rounds, so the server's state is
 the whole simulation's (what :meth:`sci_moe.federated.Server.save` checkpoints).
+
+Device (``TrainConfig.device``): the client trains, selects (IFCA) and evaluates with its
+model, its frozen inputs and labels on that device; the states it sends back are CPU
+tensors, so the server (aggregation, clustering, checkpoints) and the messages are the
+same whichever device the clients used.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._util import module_device, resolve_device
 from ..train import (
     DistributedContext,
     ShuffledBatches,
@@ -213,21 +219,38 @@ class Client:
                 model.load_router_state(msg["router"])
         return model
 
+    def _placed(self, model: nn.Module) -> nn.Module:
+        """``model`` on the device of the client's training (``train.device``; ``None``:
+        the CPU, where it was built; a client is one process's work)."""
+        if self.train.device is None:
+            return model
+        return model.to(resolve_device(self.train.device))
+
     def _inputs(self, model: nn.Module, split: str) -> tuple:
-        d = self.data
+        """The frozen inputs of ``split``, prepared on ``model``'s device."""
+        d, dev = self.data, module_device(model)
         if split == "train":
-            return model.prepare(d.hidden_train, d.mask_train)
-        return model.prepare(d.hidden_test, d.mask_test)
+            return model.prepare(d.hidden_train.to(dev), d.mask_train.to(dev))
+        return model.prepare(d.hidden_test.to(dev), d.mask_test.to(dev))
+
+    @staticmethod
+    def _to_cpu(state: dict | None) -> dict | None:
+        """A state for the wire: CPU tensors (the server's aggregation and clustering, the
+        messages and the checkpoints are the same whichever device trained)."""
+        if state is None:
+            return None
+        return {k: v.cpu() for k, v in state.items()}
 
     @torch.no_grad()
     def _select(self, msg: dict) -> tuple[nn.Module, int]:
         """IFCA: the expert with the lowest training loss, as a one-expert model."""
-        model = self.spec.build(1)
+        model = self._placed(self.spec.build(1))
         inputs = self._inputs(model, "train")
+        y = self.data.y_train.to(module_device(model))
         losses = []
         for st in msg["experts"]:
             model.load_expert_state(0, st)
-            losses.append(float(F.cross_entropy(model(*inputs, own=0), self.data.y_train)))
+            losses.append(float(F.cross_entropy(model(*inputs, own=0), y)))
         choice = int(torch.tensor(losses).argmin())
         model.load_expert_state(0, msg["experts"][choice])
         return model, choice
@@ -241,10 +264,11 @@ class Client:
         else:
             model, choice = self._model(msg), 0
             own = int(msg["own"])
+        model = self._placed(model)  # before the optimiser: the engine's device
         train_router = bool(msg.get("train_router", False))
         params = model.trainable_parameters(own, train_router)
         inputs = self._inputs(model, "train")
-        y = self.data.y_train
+        y = self.data.y_train.to(module_device(model))
         n, bs = len(y), self.train.batch_size
         cfg = self.train.round_config(
             steps=int(msg["epochs"]) * math.ceil(n / bs),
@@ -280,8 +304,12 @@ class Client:
             "kind": "update",
             "client": self.client_id,
             "n": n,
-            "expert": model.expert_state(own),
-            "router": model.router_state() if train_router and model.num_experts > 1 else None,
+            "expert": self._to_cpu(model.expert_state(own)),
+            "router": (
+                self._to_cpu(model.router_state())
+                if train_router and model.num_experts > 1
+                else None
+            ),
             "choice": choice,
             "loss": seen[0] / max(seen[1], 1),
         }
@@ -292,10 +320,11 @@ class Client:
             model, choice = self._select(msg)
             own = 0
         else:
-            model, choice, own = self._model(msg), 0, int(msg["own"])
+            model, choice, own = self._placed(self._model(msg)), 0, int(msg["own"])
         model.eval()
         logits = model(*self._inputs(model, "test"), own=own)
-        acc = float((logits.argmax(1) == self.data.y_test).double().mean())
+        y = self.data.y_test.to(logits.device)
+        acc = float((logits.argmax(1) == y).double().mean())
         used = model.experts_used()
         return {
             "kind": "metrics",

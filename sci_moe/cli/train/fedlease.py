@@ -17,6 +17,12 @@ accuracy, the mean per task and, for the clustered methods, the clusters found a
 adjusted Rand index against the true tasks. Without ``--cache`` the MiniLM hidden states
 are cached in ``OUT/data/``.
 
+``--device cuda`` runs every client's local round, IFCA's selection and the final
+evaluation on the GPU (the client model, its frozen MiniLM inputs and labels); the clients
+send their states back as CPU tensors, so the server's aggregation and clustering, its
+checkpoints and ``model.pt`` are the same as a CPU run's (up to the GPU's rounding).
+Where torch sees no GPU it is refused (exit code 2) before anything is written.
+
 With ``--flower`` nothing is simulated: the command writes a Flower deployment of the same
 run to ``OUT/flower`` (``strategy.pt`` for the server app, ``client_<i>.pt`` for the node
 of client ``i``, the app directory ``app/`` for ``flwr run``;
@@ -31,6 +37,7 @@ Examples
     $ sci-moe train fedlease --out runs/flower --rounds 8 --flower
     $ sci-moe train fedlease --out runs/fedit --strategy fedit --rounds 8
     $ sci-moe train fedlease --out runs/fedlease --rounds 8 --max-hours 0.2 --resume
+    $ sci-moe train fedlease --out runs/fedlease_gpu --rounds 8 --device cuda
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ def b_matrix_distances(b_matrices: Sequence[Mapping[str, torch.Tensor]]) -> np.n
     Parameters
     ----------
     b_matrices : sequence of dict of str to Tensor
-        Per client, layer name -> ``B`` of that layer (any shape, same per layer).
+        Per client, layer name -> ``B`` of that layer (any shape, same per layer; on any
+        one device).
 
     Returns
     -------
@@ -40,7 +41,7 @@ def b_matrix_distances(b_matrices: Sequence[Mapping[str, torch.Tensor]]) -> np.n
         v = torch.stack([b[name].detach().double().reshape(-1) for b in b_matrices])
         norm = v.norm(dim=1, keepdim=True)
         u = torch.where(norm > 0, v / norm.clamp_min(1e-300), torch.zeros_like(v))
-        dist += (1.0 - (u @ u.t())).numpy()
+        dist += (1.0 - (u @ u.t())).cpu().numpy()
     dist /= len(names)
     dist = 0.5 * (dist + dist.T)
     np.fill_diagonal(dist, 0.0)

@@ -428,7 +428,7 @@ class FedLoRAClassifier(nn.Module):
             keep[own] = 1.0
             for p in experts:
                 shape = (-1,) + (1,) * (p.dim() - 1)
-                p.register_hook(lambda g, k=keep, s=shape: g * k.to(g.dtype).view(s))
+                p.register_hook(lambda g, k=keep, s=shape: g * k.to(g).view(s))
         return experts + (routers if train_router and self.num_experts > 1 else [])
 
     def experts_used(self) -> dict[str, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -136,3 +137,65 @@ def test_bad_configs():
         IFCA(spec, 4, PLAN, num_clusters=5)
     with pytest.raises(ValueError, match="num_clients"):
         FedIT(spec, 1, PLAN)
+
+
+def _on(clients, device):
+    """The same clients with their local training on ``device`` (``None``: the default)."""
+    return [
+        dataclasses.replace(c, train=dataclasses.replace(c.train, device=device)) for c in clients
+    ]
+
+
+def _run(spec, clients, kind):
+    n = len(clients)
+    if kind == "fedlease":
+        strat = FedLEASE(spec, n, PLAN, max_clusters=4)
+    else:
+        strat = IFCA(spec, n, PLAN, num_clusters=2)
+    server = Server(strat)
+    server.run(Simulator(clients))
+    return server, server.evaluate(Simulator(clients))
+
+
+def _devices(obj) -> set[str]:
+    if isinstance(obj, torch.Tensor):
+        return {obj.device.type}
+    if isinstance(obj, dict):
+        return set().union(*(_devices(v) for v in obj.values()))
+    if isinstance(obj, (list, tuple)):
+        return set().union(*(_devices(v) for v in obj))
+    return set()
+
+
+@pytest.mark.parametrize("kind", ["fedlease", "ifca"])
+def test_explicit_cpu_device_equals_the_default(setup, kind):
+    """Frozen inputs and labels on the model's device, states sent back on the CPU: on the
+    CPU nothing changes (bit for bit)."""
+    spec, clients = setup
+    a, ma = _run(spec, clients, kind)
+    b, mb = _run(spec, _on(clients, "cpu"), kind)
+    assert _states_equal(a.strategy.state_dict(), b.strategy.state_dict())
+    assert a.history == b.history and ma == mb
+    assert _devices(b.strategy.state_dict()) == {"cpu"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["fedlease", "ifca"])
+def test_clients_on_cuda_match_the_cpu(setup, kind):
+    """Local rounds (frozen inputs, labels, the expert-gradient masks), IFCA's selection
+    and the evaluation on the GPU; the server aggregates and clusters CPU states."""
+    spec, clients = setup
+    g, mg = _run(spec, _on(clients, "cuda"), kind)
+    c, mc = _run(spec, clients, kind)
+    assert all(not h["excluded"] for h in g.history), g.history
+    assert _devices(g.strategy.state_dict()) == {"cpu"}
+    assert g.strategy.labels == c.strategy.labels
+    for ea, eb in zip(g.strategy.experts, c.strategy.experts, strict=True):
+        for k in eb:
+            torch.testing.assert_close(ea[k], eb[k], rtol=1e-3, atol=1e-4)
+    assert sorted(mg) == sorted(mc)
+    for i in mc:
+        assert abs(mg[i]["accuracy"] - mc[i]["accuracy"]) <= 0.15
+    reply = _on(clients, "cuda")[0].handle(g.strategy.messages(PLAN.rounds)[0])
+    assert reply["kind"] == "update" and _devices(reply["expert"]) == {"cpu"}
