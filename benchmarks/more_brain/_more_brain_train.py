@@ -66,7 +66,16 @@ def flat(curve: list) -> bool:
     return is_flat(steps, values, mode="max", atol=FLAT_ATOL)
 
 
-def fit_until_flat(model, train, cfg: dict, seed: int, steps: int, eval_every: int, batch: int):
+def fit_until_flat(
+    model,
+    train,
+    cfg: dict,
+    seed: int,
+    steps: int,
+    eval_every: int,
+    batch: int,
+    device: str = "cpu",
+):
     """Train ``model`` in cycles until its validation top-1 curve is :func:`flat`.
 
     Parameters
@@ -84,6 +93,8 @@ def fit_until_flat(model, train, cfg: dict, seed: int, steps: int, eval_every: i
         The seed of cycle 0; cycle ``c`` uses ``seed + 100 c`` (:func:`_common.until_flat`).
     steps, eval_every, batch : int
         Steps of a cycle, steps between validation evaluations, batch size.
+    device : str
+        Where the cycles train (``--device``; the config's ``device``).
 
     Returns
     -------
@@ -96,7 +107,7 @@ def fit_until_flat(model, train, cfg: dict, seed: int, steps: int, eval_every: i
     best: dict = {"top1": None, "state": None}
 
     def cycle(c: int, cycle_seed: int) -> list:
-        run = train(_config(cfg, cycle_seed, steps, eval_every, batch))
+        run = train(_config(cfg, cycle_seed, steps, eval_every, batch, device))
         top1 = run.result.best_metric
         if top1 is not None and (best["top1"] is None or top1 > best["top1"]):
             best["top1"] = top1
@@ -132,8 +143,9 @@ def _model(subjects, cfg, experts):
     )
 
 
-def _config(cfg, seed, steps, eval_every, batch):
+def _config(cfg, seed, steps, eval_every, batch, device="cpu"):
     return TrainConfig(
+        device=device,
         steps=steps,
         batch_size=batch,
         lr=cfg["lr"],
@@ -159,8 +171,11 @@ def _spectral(x: np.ndarray, k: int, seed: int) -> np.ndarray:
     return sc.fit_predict(aff)
 
 
-def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> dict:
-    """Every measurement of one seed (data and model seed ``seed``)."""
+def run_seed(
+    seed: int, cfg: dict, targets: np.ndarray, plots: Path | None, device: str = "cpu"
+) -> dict:
+    """Every measurement of one seed (data and model seed ``seed``); the encoders train on
+    ``device`` (the voxels stay on the CPU, ridge and the clustering fit there)."""
     data = plant_nonlinear_voxels(
         targets,
         num_voxels=cfg["voxels"],
@@ -189,6 +204,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
             cfg["steps"],
             cfg["eval_every"],
             cfg["batch"],
+            device,
         )
         out[name] = {**_ret(predict(m, xte, s1), yte), **fit}
         models[name] = m
@@ -211,7 +227,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
     }
     if plots is not None:
         _plot_assign([tree_assign[1], tree_assign[3]], data.roi[s1], data.permutation[s1], plots)
-    out["linear"] = _linear_diagnosis(seed, cfg, targets)
+    out["linear"] = _linear_diagnosis(seed, cfg, targets, device)
     # transfer to subject 3 with few rows
     (xn, yn), (xnv, ynv), (xnt, ynt) = sp[s3]
     for n in cfg["new_rows"]:
@@ -225,6 +241,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
             cfg,
             seed,
             *ft,
+            device,
         )
         res["router-only"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         m = copy.deepcopy(models["MoRE-Brain"])
@@ -235,6 +252,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
             cfg,
             seed,
             *ft,
+            device,
         )
         res["full fine-tuning"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         torch.manual_seed(seed)
@@ -245,6 +263,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
             cfg,
             seed,
             *ft,
+            device,
         )
         res["scratch"] = {**_ret(predict(m, xnt, s3), ynt), **fit}
         rr = RidgeDecoder(alphas=ALPHAS, seed=seed).fit(xs.numpy(), ys.numpy())
@@ -257,7 +276,7 @@ def run_seed(seed: int, cfg: dict, targets: np.ndarray, plots: Path | None) -> d
     return out
 
 
-def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray) -> dict:
+def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray, device: str = "cpu") -> dict:
     """Why the issue-41 run lost to ridge: on its linear planted data (one subject), the
     tree trained by the old recipe (``old_steps`` steps, constant learning rate, no
     validation: a fixed recipe, not trained until flat) and by this run's (cycles of
@@ -269,7 +288,9 @@ def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray) -> dict:
     (xtr, ytr), (xva, yva), (xte, yte) = _split(lin.voxels["subj01"], targets)
     ridge = RidgeDecoder(alphas=ALPHAS, seed=seed).fit(xtr.numpy(), ytr.numpy())
     out = {"ridge": _ret(ridge.predict(xte.numpy()), yte)}
-    old = TrainConfig(steps=cfg["old_steps"], batch_size=cfg["batch"], lr=cfg["lr"], seed=seed)
+    old = TrainConfig(
+        steps=cfg["old_steps"], batch_size=cfg["batch"], lr=cfg["lr"], seed=seed, device=device
+    )
     torch.manual_seed(seed)
     m = _model(("subj01",), cfg, (2, 4, 8, 16))
     train_encoder(m, {"subj01": (xtr, ytr)}, old)
@@ -284,6 +305,7 @@ def _linear_diagnosis(seed: int, cfg: dict, targets: np.ndarray) -> dict:
         cfg["steps"],
         cfg["eval_every"],
         cfg["batch"],
+        device,
     )
     out["MoRE-Brain"] = {**_ret(predict(m, xte, "subj01"), yte), **fit}
     print(

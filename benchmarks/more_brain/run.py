@@ -53,7 +53,9 @@ Run: ``python benchmarks/more_brain/run.py [--quick] [--json PATH] [--seed 0] [-
 seeds, ``--resume`` continues from ``JSON.state.json`` (which stores the settings: a state
 of other settings, such as one of the fixed-step plan, which stored none, is refused); the
 JSON is rewritten from the finished seeds after every seed. ``--verdicts-only PATH``
-recomputes a stored JSON's verdicts.
+recomputes a stored JSON's verdicts. ``--device cuda`` trains the encoders on a GPU
+(default cpu, the reference of the stored results); it is not one of the settings (a run
+resumes on any device), the JSON's machine record notes the last piece's.
 
 Cost (one thread): a seed of the fixed-step plan (one cycle per fit) took ~290 s, ~95 % of
 it in the fits; a fit's cost grows with its cycles, so the worst case (every fit at the cap
@@ -153,7 +155,7 @@ def _plan(quick: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    ap = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument(
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         ts = time.perf_counter()
         plots = args.plots if i == 0 else None
-        state[str(seed)] = run_seed(seed, cfg, targets, plots)
+        state[str(seed)] = run_seed(seed, cfg, targets, plots, args.device)
         state[str(seed)]["seed_seconds"] = time.perf_counter() - ts
         print(f"seed {seed}: {state[str(seed)]['seed_seconds']:.0f} s")
         if args.json is not None:
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         flat_rule=FLAT_RULE,
         seed_seconds_total=float(sum(state[str(s)]["seed_seconds"] for s in done)),
         contention_last_piece=load.report(),
+        device=args.device,  # of the last piece, for information (not in the settings)
     )
     write_json(args.json, BENCHMARK, info, rows)
     doc = json.loads(args.json.read_text())
