@@ -45,7 +45,9 @@ training plan (``machine.plan``: the stop rule, minima and caps); ``--resume`` o
 another plan (the fixed-step runs with patience stops before, such as
 ``cogamid_long.json``, stored none) is refused rather than mixing runs.
 ``--max-steps-factor F`` sets the cap to F times the minimum (default 4; 1: fixed
-budgets). ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows,
+budgets). ``--device cuda`` trains the networks on a GPU (default cpu, the reference of
+the stored results); the JSON's machine record notes it, a run resumes on any device.
+``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows,
 ``--rows-only PATH`` its rows and verdicts from its runs (no training).
 
 Cost (one thread): the old 5-seed run took ~1,852 s (~370 s per seed: base fits stopped at
@@ -167,7 +169,9 @@ def plan(size: dict) -> dict:
     }
 
 
-def _config(size: dict, seed: int, base: bool = False, **kw) -> IncrementalConfig:
+def _config(
+    size: dict, seed: int, base: bool = False, device: str = "cpu", **kw
+) -> IncrementalConfig:
     pre = "base_" if base else ""
     factor = size["max_steps_factor"]
     return IncrementalConfig(
@@ -196,19 +200,22 @@ def _config(size: dict, seed: int, base: bool = False, **kw) -> IncrementalConfi
         min_delta=size["min_delta"],
         restore_best=True,
         progress=False,
+        device=device,
         **kw,
     )
 
 
-def run_seed(seed: int, size: dict, methods: list[str]) -> dict:
-    """One seed: the shared base model, then every method's later steps."""
+def run_seed(seed: int, size: dict, methods: list[str], device: str = "cpu") -> dict:
+    """One seed: the shared base model, then every method's later steps (the networks on
+    ``device``)."""
     t0 = time.perf_counter()
-    base = run_incremental(_config(size, seed, True, method="finetune"), stop_after=0)
+    base = run_incremental(_config(size, seed, True, device, method="finetune"), stop_after=0)
     start = {"model": base["model"].state_dict()}
     rec = {"base": base["steps"][0], "curves": {"base": base["curves"][0]}, "methods": {}}
     for name in methods:
         t1 = time.perf_counter()
-        out = run_incremental(_config(size, seed, **METHODS[name]), start_state=start)
+        cfg = _config(size, seed, device=device, **METHODS[name])
+        out = run_incremental(cfg, start_state=start)
         rec["methods"][name] = out["steps"]
         rec["curves"][name] = out["curves"][1:]
         print(
@@ -226,7 +233,7 @@ def run_seed(seed: int, size: dict, methods: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     p.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     piece_arguments(p)
     p.add_argument(
@@ -277,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         **size,
     )
     runs: dict = {}
+    machine["device"] = args.device  # for information: not compared on --resume
     walls: list = []
     if (old := previous_run(args)) is not None:
         now = {"methods": methods, "quick": args.quick}
@@ -316,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if time.perf_counter() > deadline:
             break
-        runs[str(s)] = run_seed(s, size, methods)
+        runs[str(s)] = run_seed(s, size, methods, args.device)
         print(f"seed {s} done in {runs[str(s)]['seconds']:.0f} s", flush=True)
         write()
     doc = write()

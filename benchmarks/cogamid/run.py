@@ -35,7 +35,10 @@ unimodal world start with ``unimodal/``. ``--plots PREFIX`` writes
         --plots docs/results/img/cogamid
 
 :func:`verdicts` decides the paper's claims from the rows and writes them into the JSON;
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts (no training).
+``--verdicts-only PATH`` recomputes a stored JSON's verdicts (no training). ``--device
+cuda`` trains and scores the networks on a GPU (default cpu, the reference of the stored
+results; the scenes and the class memories stay on the CPU); the JSON's machine record
+(and a ``--raw-out`` part) notes it for information.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from _common import (
     write_json_doc,
 )
 
+from sci_moe._util import module_device
 from sci_moe.vision import background_shift_labels, incremental_tasks
 from sci_moe.vision.cogamid import (
     GaussianMixtureMemory,
@@ -95,7 +99,9 @@ def _world_methods(world: str, quick: bool) -> list[str]:
     return ["prototype", "gmm_k3"]
 
 
-def _config(quick: bool, seed: int, world: str = "multimodal", **kw) -> IncrementalConfig:
+def _config(
+    quick: bool, seed: int, world: str = "multimodal", device: str = "cpu", **kw
+) -> IncrementalConfig:
     modes = WORLDS[world]
     if quick:
         size = dict(
@@ -117,7 +123,7 @@ def _config(quick: bool, seed: int, world: str = "multimodal", **kw) -> Incremen
             width=8,
             feature_dim=16,
         )
-    return IncrementalConfig(seed=seed, **size, **kw)
+    return IncrementalConfig(seed=seed, device=device, **size, **kw)
 
 
 def _heldout_loglik(model, cfg: IncrementalConfig, seed: int) -> dict[str, float]:
@@ -152,8 +158,9 @@ def _example_images(cfg: IncrementalConfig, n: int = 4):
 
 
 def _predict(model, x: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """The predicted classes (on the CPU) of images ``x`` (moved to the model's device)."""
     with torch.no_grad():
-        return model(x)[:, : n_classes + 1].argmax(1)
+        return model(x.to(module_device(model)))[:, : n_classes + 1].argmax(1).cpu()
 
 
 def _run_world(world: str, args, seeds: list[int]):
@@ -162,7 +169,7 @@ def _run_world(world: str, args, seeds: list[int]):
     ll: dict[str, list[float]] = {}
     examples: dict[str, torch.Tensor] = {}
     for seed in seeds:
-        base_cfg = _config(args.quick, seed, world, method="finetune")
+        base_cfg = _config(args.quick, seed, world, args.device, method="finetune")
         base = run_incremental(base_cfg, stop_after=0)
         start = {"model": base["model"].state_dict()}
         for name, val in _heldout_loglik(base["model"], base_cfg, seed).items():
@@ -171,7 +178,7 @@ def _run_world(world: str, args, seeds: list[int]):
             x_ex, m_ex = _example_images(base_cfg)
             examples["image"], examples["truth"] = x_ex, m_ex
         for name in runs:
-            cfg = _config(args.quick, seed, world, **METHODS[name])
+            cfg = _config(args.quick, seed, world, args.device, **METHODS[name])
             out = run_incremental(cfg, start_state=start)
             runs[name].append(out["steps"])
             if seed == seeds[0]:
@@ -185,7 +192,14 @@ def _run_world(world: str, args, seeds: list[int]):
 
 
 def _save_raw(path: Path, results: dict, seeds: list[int], args, wall: float, load) -> None:
-    doc = {"seeds": seeds, "quick": args.quick, "wall": wall, "contention": load, "worlds": {}}
+    doc = {
+        "seeds": seeds,
+        "quick": args.quick,
+        "device": args.device,
+        "wall": wall,
+        "contention": load,
+        "worlds": {},
+    }
     for world, (runs, ll, ex) in results.items():
         doc["worlds"][world] = {
             "runs": runs,
@@ -217,12 +231,13 @@ def _load_raw(paths: list[Path]):
         "quick": parts[0]["quick"],
         "wall": [p["wall"] for p in parts],
         "contention": [p["contention"] for p in parts],
+        "device": sorted({p.get("device", "cpu") for p in parts}),
     }
     return results, seeds_of["multimodal"], info
 
 
 def main() -> None:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     p.add_argument("--plots", default=None, metavar="PREFIX", help="write PREFIX_*.png plots")
     p.add_argument(
@@ -299,6 +314,8 @@ def main() -> None:
             print(f"wrote {path}")
     if args.json:
         machine = machine_info(seed=seeds[0], seeds=seeds, quick=args.quick, contention=load)
+        # where the networks trained, for information (the memories stay on the CPU)
+        machine["device"] = info["device"] if args.combine else args.device
         if args.combine:
             machine["parts"] = [str(p) for p in args.combine]
         doc = {"machine": machine, "rows": [vars(r) for r in rows]}
