@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from .._util import CheckpointError, load_latest, previous_path
+from .._util import CheckpointError, load_latest, module_device, previous_path, resolve_device
 from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from ..train import (
     CHECKPOINT_NAME,
@@ -107,9 +107,12 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
     ``entropy``, ``score_variance`` and ``overlap`` (means over batches; see
     :func:`~sci_moe.moe.routing_diagnostics`). With expert-parallel layers it is a
     collective: call it on every rank with the same windows.
+    ``x, y`` may live anywhere: each batch goes to the model's device
+    (:func:`~sci_moe._util.module_device`).
     """
     was_training = model.training
     model.eval()
+    device = module_device(model)
     layers = model.moe_layers()
     records: dict[int, list] = {i: [] for i in range(len(layers))}
     counts = [torch.zeros(m.num_experts) for m in layers]
@@ -135,7 +138,7 @@ def evaluate(model: MoETransformerLM, x: torch.Tensor, y: torch.Tensor, batch_si
     try:
         total, n = 0.0, 0
         for s in range(0, x.shape[0], batch_size):
-            xb, yb = x[s : s + batch_size], y[s : s + batch_size]
+            xb, yb = x[s : s + batch_size].to(device), y[s : s + batch_size].to(device)
             ce, _, _ = model.loss(xb, yb)
             total += float(ce) * yb.numel()
             n += yb.numel()
@@ -235,6 +238,15 @@ class LMRun:
         return self.model.state_dict()
 
 
+def _run_device(name: str | None, ctx) -> torch.device:
+    """The device the engine will train on (:class:`~sci_moe.train.Trainer`'s rule):
+    ``None`` or a ``torchrun`` group on NCCL, the process group's device (where the engine
+    refuses ``"cpu"``), else ``name`` on this machine."""
+    if name is None or (ctx.enabled and ctx.backend == "nccl" and name != "cpu"):
+        return ctx.device
+    return resolve_device(name)
+
+
 def _resume_meta(out: Path, meta: dict, model_cfg: MoELMConfig) -> dict:
     """The checkpoint's ``meta`` when it describes this model (keys added to
     :class:`MoELMConfig` since it was written take their defaults), else ``meta``."""
@@ -285,7 +297,7 @@ def run_training(
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the checkpoint is)")
     ctx = current_context()
-    device = torch.device(train_cfg.device) if train_cfg.device else ctx.device
+    device = _run_device(train_cfg.device, ctx)
     corpus = corpus if corpus is not None else load_corpus(train_cfg.val_fraction)
     if train_cfg.expert_parallel:
         if not ctx.enabled:
@@ -327,8 +339,8 @@ def run_training(
     train_tokens = corpus.train
 
     def sample(gen: torch.Generator, n: int):
-        x, y = random_windows(train_tokens, seq_len, n, gen)
-        return x.to(device), y.to(device)
+        # drawn on the CPU (the same windows on every device); the engine moves them
+        return random_windows(train_tokens, seq_len, n, gen)
 
     data = StreamBatches(sample, train_cfg.batch_size, seed=train_cfg.seed)
     vx, vy = validation_windows(corpus.val, seq_len, train_cfg.eval_batches * train_cfg.batch_size)

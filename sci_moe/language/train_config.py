@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import torch
-
 from ..moe import MoEConfig
 from ..train import TrainConfig as EngineConfig
 from .model import MoELMConfig
@@ -22,7 +20,10 @@ class TrainConfig(EngineConfig):
     The defaults differ from the engine's where the LM needs it: 300 steps of 16 windows,
     peak LR 3e-3 with a 10 % warm-up and cosine decay, AdamW with betas (0.9, 0.95) and
     weight decay 0.1 on matrices, evaluation every 50 steps, and the final (not the best)
-    weights kept (``restore_best=False``). ``monitor`` is ``val_loss``.
+    weights kept (``restore_best=False``). ``monitor`` is ``val_loss``. ``device`` is the
+    engine's (``None``, the default: the process group's device, the ``LOCAL_RANK`` GPU
+    under ``torchrun`` with NCCL and the CPU elsewhere; ``"cpu"``, ``"cuda"``,
+    ``"cuda:N"``): the model, every batch and the fixed validation windows go there.
 
     Parameters
     ----------
@@ -37,9 +38,6 @@ class TrainConfig(EngineConfig):
     expert_parallel : bool
         Shard every MoE FFN's experts over the processes of a ``torchrun`` run (needs >= 2
         processes, ``num_experts`` and ``batch_size`` divisible by their number).
-    device : str or None
-        Torch device of the model and batches (``None``: ``cuda:LOCAL_RANK`` under NCCL,
-        else the CPU). Exact resume is guaranteed on the CPU.
     """
 
     steps: int = 300
@@ -54,7 +52,6 @@ class TrainConfig(EngineConfig):
     bias_balancing: float | None = None
     val_fraction: float = 0.1
     expert_parallel: bool = False
-    device: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -72,13 +69,6 @@ class TrainConfig(EngineConfig):
             raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
         if not isinstance(self.expert_parallel, bool):
             raise ValueError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
-        if self.device is not None:
-            try:
-                torch.device(self.device)
-            except (RuntimeError, TypeError):
-                raise ValueError(
-                    f"device must be a torch device such as 'cpu' or 'cuda:0', got {self.device!r}"
-                ) from None
 
 
 _MOE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(MoEConfig)}

@@ -277,3 +277,22 @@ def test_finetune_with_specialisation_losses(small, tmp_path):
     pre = load_checkpoint(ckpt)["history"]
     assert hist["val_loss"][0] == pytest.approx(pre["val_loss"][-1], rel=1e-5)
     assert hist["step"] == [0, 3]
+
+
+def test_explicit_cpu_device_is_the_default_run(small):
+    """``device="cpu"`` trains bit-identically to the default (``None``: the CPU here), and
+    :func:`evaluate` takes windows wherever they are (moved to the model's device)."""
+    from sci_moe.language import evaluate
+
+    cfg = dict(steps=3, batch_size=4, eval_every=2, eval_batches=1, progress=False)
+    runs = [
+        train(MoELMConfig(**TINY), TrainConfig(**cfg, **dev), corpus=small, return_model=True)
+        for dev in ({}, {"device": "cpu"})
+    ]
+    (h0, m0), (h1, m1) = runs
+    h0.pop("step_time"), h1.pop("step_time")  # wall times
+    assert h0 == h1
+    s0, s1 = m0.state_dict(), m1.state_dict()
+    assert all(torch.equal(s0[k], s1[k]) for k in s0)
+    x, y = validation_windows(small.val, 16, 4)
+    assert evaluate(m0, x, y, 2) == evaluate(m1, x, y, 2)

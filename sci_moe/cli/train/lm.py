@@ -32,6 +32,11 @@ cycles says to continue with ``--resume``). The settings, ``--max-cycles`` inclu
 cannot change on ``--resume``: to allow more cycles, start a new ``--out``.
 ``--until-flat`` excludes ``--init-from``, ``--stop-when-flat`` and ``--patience``.
 
+``--device cuda`` trains on a GPU (without it: the CPU, or each process's GPU under
+``torchrun`` with NCCL): the training windows are drawn on the CPU, as in a CPU run, and
+moved by the engine, the validation windows once; the routing diagnostics come back to the
+CPU and the model files hold CPU tensors.
+
 Examples
 --------
 .. code-block:: console
@@ -127,6 +132,11 @@ def _corpus(cfg):
     return load_corpus(cfg.val_fraction)
 
 
+def _cpu(state: dict) -> dict:
+    """CPU copies of a state dict's tensors (a model file any machine reads)."""
+    return {k: v.detach().cpu() for k, v in state.items()}
+
+
 def _val(hist: dict) -> dict | None:
     """The last evaluation of a history of :func:`sci_moe.language.train`."""
     if not hist["val_loss"]:
@@ -151,7 +161,7 @@ def run(cfg, out: Path, resume: bool) -> dict:
         return _run_cycles(cfg, out, resume, corpus)
     model_cfg = cfg.model_config()
     lm = run_training(model_cfg, cfg, out, resume, init_from=cfg.init_from, corpus=corpus)
-    weights = lm.full_state_dict()  # a collective under expert parallelism
+    weights = _cpu(lm.full_state_dict())  # a collective under expert parallelism
     if not current_context().is_main:
         return {}
     hist = lm.history
@@ -222,7 +232,7 @@ def _run_cycles(cfg: LMRunConfig, out: Path, resume: bool, corpus) -> dict:
         lm = run_training(
             model_cfg, cfg.lm_config(**changes), folder, started, init_from=init, corpus=corpus
         )
-        weights = lm.full_state_dict()  # a collective under expert parallelism
+        weights = _cpu(lm.full_state_dict())  # a collective under expert parallelism
         train = {**lm.result.to_dict(), "cycle": c}
         if lm.result.reason != "completed":
             raise _Stopped(train)
