@@ -59,6 +59,11 @@ starts), so a piece stays within ``--max-hours`` plus the summary (about 2 minut
         --data data/ligand_set_full --json benchmarks/spice/results/spice_ablation.json \\
         --plots docs/results/img --max-hours 0.6 --resume
     python benchmarks/spice/ablation.py --quick --data DIR --json /tmp/spice_ablation.json
+
+``--device cuda`` trains every unit on a GPU (``TrainConfig.device``; the default ``cpu``
+is the reference of the stored results). The device is recorded in the JSON's ``machine``
+block for information only: it is not one of the settings ``--resume`` compares, so a run
+may continue on another device (its units then differ in rounding).
 """
 
 from __future__ import annotations
@@ -166,7 +171,7 @@ ALPHA = 0.05
 
 
 def parse_args(argv=None):
-    p = base_parser(__doc__.splitlines()[0], verdicts=claim_verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=claim_verdicts, device=True)
     p.add_argument("--data", type=Path, default=Path("data/ligand_set_full"))
     p.add_argument("--chosen-from", type=Path, default=CONVERGED, help="configurations")
     p.add_argument("--seeds", type=int, default=3, help="splits (default 3)")
@@ -453,6 +458,7 @@ def main(argv=None) -> None:
             chosen_from=str(args.chosen_from),
             variants=variants,
             data_as_chosen_from=same_data,
+            device=args.device,
             **setting,
         )
         doc = {"benchmark": "spice_ablation", "machine": machine, "complete": complete}
@@ -488,7 +494,9 @@ def main(argv=None) -> None:
             skipped.add((v, s))
             continue
         name, opts, extra = unit_options(v, chosen, base, e)
-        r = train_record(ms, graphs, targets, name, opts, {**tcfg, "epochs": e, **extra}, s)
+        # the device is not a setting: a resumed run may continue on another one
+        train = {**tcfg, "epochs": e, **extra, "device": args.device}
+        r = train_record(ms, graphs, targets, name, opts, train, s)
         old = runs.get(v, {}).get(str(s))
         r["ladder"] = [
             *(old or {}).get("ladder", []),

@@ -104,9 +104,12 @@ def test_tiny_run_in_two_pieces(abl, tmp_path, capsys):
     abl.main([*argv, "--max-hours", "0"])  # a piece that starts no unit
     doc = json.loads(out.read_text())
     assert doc["complete"] is False and doc["runs"] == {}
-    abl.main([*argv, "--resume", "--plots", str(tmp_path / "img")])
+    assert doc["machine"]["device"] == "cpu"
+    doc["machine"]["device"] = "cuda:0"  # as if started on a GPU: not a setting
+    out.write_text(json.dumps(doc))
+    abl.main([*argv, "--resume", "--device", "cpu", "--plots", str(tmp_path / "img")])
     doc = json.loads(out.read_text())
-    assert doc["complete"] is True
+    assert doc["complete"] is True and doc["machine"]["device"] == "cpu"
     assert (tmp_path / "img" / "abl_curves.png").stat().st_size > 0
     assert {v: sorted(r) for v, r in doc["runs"].items()} == {
         v: ["0", "1"] for v in ("boltzmann_ensemble", "single_conformer", "spice", "one_expert")
