@@ -165,7 +165,8 @@ def gap(cost: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 def curve_eval(batch: MTVRPInstance, keys, cache: ReferenceCache, field: str):
     """The learning-curve evaluation on a fixed set: ``extra_eval`` of the MoSES trainers.
 
-    Greedy multi-start (no augmentation), the best rollout per instance; returns
+    Greedy multi-start (no augmentation, on the policy's device), the best rollout per
+    instance; returns
     ``curve_gap`` (mean gap to ``field``, %), ``curve_gap_savings`` and the means over the
     seen (:data:`~sci_moe.vrp.SEEN`) and held-out variants (``curve_gap_seen``,
     ``curve_gap_held_out``).
@@ -178,9 +179,11 @@ def curve_eval(batch: MTVRPInstance, keys, cache: ReferenceCache, field: str):
 
     def evaluate(policy) -> dict:
         nonlocal dtype
-        dtype = next(policy.parameters()).dtype
-        _, _, cost = policy(batch.to(dtype), greedy=True)
-        best = cost.min(1).values
+        param = next(policy.parameters())
+        dtype = param.dtype
+        # decoded on the policy's device (a GPU run), compared with the references on the CPU
+        _, _, cost = policy(batch.to(dtype=dtype, device=param.device), greedy=True)
+        best = cost.min(1).values.cpu()
         g = gap(best, ref)
         out = {
             "curve_gap": float(g.mean()),

@@ -56,6 +56,11 @@ old/new stage 1 1.18 / 1.13, stage 2 1.27 / 1.17, stage 3 1.09 / 1.07, unified 1
 (CPU seconds per update about 0.17 -> 0.15, 0.33 -> 0.28, 0.42 -> 0.37, 0.20 -> 0.18); the
 greedy curve evaluation does not sample and is unchanged. So about 10 % less again.
 
+``--device cuda`` trains (and evaluates the curve set) on a GPU; instances are still
+drawn with the CPU generators. The device is recorded in the JSON's ``machine`` block for
+information only, not in ``settings``: ``--resume`` may continue a run on another device
+(the stored CPU results stay the reference).
+
 Full run (the commands of docs/results/vrp.rst)::
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/train_long.py \\
@@ -130,7 +135,7 @@ def settings(args) -> dict:
     return st
 
 
-def _config(st, seed: int, steps: int, hours: float | None) -> TrainConfig:
+def _config(st, seed: int, steps: int, hours: float | None, device: str = "cpu") -> TrainConfig:
     return TrainConfig(
         steps=steps,
         batch_size=st["batch_size"],
@@ -141,6 +146,7 @@ def _config(st, seed: int, steps: int, hours: float | None) -> TrainConfig:
         lr=st["lr"],
         seed=seed,
         max_hours=hours,
+        device=device,
         progress=False,
     )
 
@@ -177,13 +183,16 @@ def _record(results: dict, offsets: dict) -> dict:
     }
 
 
-def train_model(model, seed, st, run_dir: Path, curve, hours, resume, stop_after=None):
-    """Train (or resume) one model; returns (policy, record, finished)."""
+def train_model(
+    model, seed, st, run_dir: Path, curve, hours, resume, stop_after=None, device="cpu"
+):
+    """Train (or resume) one model on ``device`` (not a setting: a stage's checkpoint
+    resumes on another); returns (policy, record, finished)."""
     s1, s2, s3 = st["steps"]
     folder = run_dir / f"seed{seed}" / model
     if model == "unified":
         pol = _build(st, seed, rank=False)
-        cfg = _config(st, 100 * seed + 4, s1 + s2 + s3, hours)
+        cfg = _config(st, 100 * seed + 4, s1 + s2 + s3, hours, device)
         res = train_stage(
             pol,
             "backbone",
@@ -208,7 +217,7 @@ def train_model(model, seed, st, run_dir: Path, curve, hours, resume, stop_after
         results = train_moses(
             pol,
             steps,
-            config=_config(st, seed, s1, hours),
+            config=_config(st, seed, s1, hours, device),
             variants=SEEN,
             out_dir=folder,
             resume=resume or model == "basis",
@@ -225,7 +234,7 @@ def train_model(model, seed, st, run_dir: Path, curve, hours, resume, stop_after
 
 
 def main(argv=None) -> int:
-    p = _common.base_parser(__doc__.splitlines()[0])
+    p = _common.base_parser(__doc__.splitlines()[0], device=True)
     _common.piece_arguments(p, unit="stage")
     p.add_argument("--run-dir", type=Path, default=Path("benchmarks/.vrp_long"))
     p.add_argument(
@@ -268,7 +277,10 @@ def main(argv=None) -> int:
 
     def write():
         doc["machine"] = _common.machine_info(
-            seed=args.seed, quick=args.quick, wall_s=round(time.perf_counter() - t0, 1)
+            seed=args.seed,
+            quick=args.quick,
+            wall_s=round(time.perf_counter() - t0, 1),
+            device=args.device,  # information only: not in the settings --resume compares
         )
         doc["machine"]["contention"] = load.report()
         doc["rows"] = _rows(doc)
@@ -300,7 +312,15 @@ def main(argv=None) -> int:
                 break
             print(f"seed {seed} {model} ...", file=sys.stderr, flush=True)
             pol, rec, finished = train_model(
-                model, seed, st, args.run_dir, curve, left, args.resume, args.stop_after
+                model,
+                seed,
+                st,
+                args.run_dir,
+                curve,
+                left,
+                args.resume,
+                args.stop_after,
+                args.device,
             )
             rec["complete"] = finished
             if finished:

@@ -55,14 +55,18 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
             assert isinstance(rec["converged"], bool)
     assert set(doc["runs"]["0"]["moses"]["stages"]) == {"backbone", "expert", "gated"}
     assert set(doc["runs"]["0"]["basis"]["stages"]) == {"backbone", "expert"}
-    # pieces of 7 updates pause mid-stage; resuming ends where one piece did
+    # pieces of 7 updates pause mid-stage; resuming ends where one piece did (the device
+    # given explicitly, the default's, changes nothing and is no setting)
     parts = _common_args(tmp_path, "parts")
-    for _ in range(20):
-        assert train_long.main([*parts, "--seeds", "1", "--stop-after", "7", "--resume"]) == 0
+    for i in range(20):
+        device = ["--device", "cpu"] if i % 2 else []
+        argv = [*parts, "--seeds", "1", "--stop-after", "7", "--resume", *device]
+        assert train_long.main(argv) == 0
         piece = json.loads((tmp_path / "parts.json").read_text())
         if piece["complete"]:
             break
-    assert piece["complete"]
+    assert piece["complete"] and piece["machine"]["device"] == "cpu"
+    assert "device" not in piece["settings"]
     for model, rec in piece["runs"]["0"].items():
         assert rec["curve"] == doc["runs"]["0"][model]["curve"], model
     with refused(capsys, r"other settings \(.*steps: .*\); resume with the same flags"):
