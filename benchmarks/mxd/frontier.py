@@ -191,7 +191,7 @@ class Data:
 
 def train_run(
     key: str, layer_mod, tr: dict, val: dict, cfg: dict, lr: float, seed: int, out: Path,
-    deadline: float,
+    deadline: float, device: str = "cpu",
 ) -> dict | None:  # fmt: skip
     """Train one decomposition in segments until flat or ``max_steps``; None when the
     piece's deadline came first (the checkpoint in ``out`` continues it).
@@ -213,6 +213,7 @@ def train_run(
         dead_window=min(cfg["max_steps"] * cfg["batch_size"] // 4, 200_000),
         checkpoint_minutes=0.0,
         threads=torch.get_num_threads(),
+        device=device,
         progress=False,
     )
     t0 = time.perf_counter()
@@ -297,7 +298,7 @@ def _monitor(cache, n: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(p, unit="chunk or training segment")
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument(
@@ -307,7 +308,6 @@ def main(argv: list[str] | None = None) -> int:
         help="activations and run checkpoints (default $SCI_MOE_CACHE/mxd_frontier[_quick], "
         "~/.cache/sci_moe without it); keep it between pieces",
     )
-    p.add_argument("--device", default="cpu", help="torch device of the model and the layers")
     p.add_argument(
         "--seeds",
         type=int,
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.manual_seed(1000 * seed + k)
             mod = sizes.build(m, top_k=k).to(args.device)
             out = root / "runs" / key.replace("/", "_")
-            rec = train_run(key, mod, tr, val, cfg, lr, seed, out, deadline)
+            rec = train_run(key, mod, tr, val, cfg, lr, seed, out, deadline, args.device)
             if rec is None:
                 stopped = True
                 break

@@ -32,6 +32,10 @@ L0; training dead fraction and resampled units; the scales) and the engine's fil
 cross-entropy of the model with the MLP replaced is measured by
 ``benchmarks/mxd/frontier.py``.
 
+``--device cuda`` trains the layer on a GPU; the activations are collected on the CPU
+(the cache is the same whatever the device) and stay there, each batch going to the GPU
+(:func:`sci_moe.language.mxd.train_decomposition`); ``model.pt`` holds CPU tensors.
+
 Examples
 --------
 .. code-block:: console
@@ -271,9 +275,10 @@ def run(cfg: MxDRunConfig, out: Path, resume: bool) -> dict:
         "scale_x": s_x,
         "scale_y": s_y,
     }
+    state = {k: v.detach().cpu() for k, v in layer.state_dict().items()}  # any machine reads it
     save_verified(
         out / "model.pt",
-        {"format": _FORMAT, "layer": description, "state": layer.state_dict()},
+        {"format": _FORMAT, "layer": description, "state": state},
         keep_previous=False,
     )
     params = sum(p.numel() for p in layer.parameters())

@@ -22,6 +22,11 @@ row points at such an input, the decoder row / expert vector at its residual; th
 Adam moments are reset). The resampling batch and draws come from a generator seeded by
 ``(seed, step)``, the same on every rank.
 
+On a GPU (``config.device``: ``"cuda"``) the activations may stay where they are (the
+CPU, for a large cache): the engine moves each training batch, the evaluation each
+validation batch and the resampling its batch to the layer's device; the dead-unit
+counters stay on the CPU and every draw is made with a CPU generator, as on the CPU.
+
 The engine's checkpoint holds the layer, the optimiser, the step and (as ``stateful``)
 the dead-unit counters, the resampling count and the loss history: a run resumed from a
 checkpoint is bit-identical to an uninterrupted one.
@@ -198,7 +203,9 @@ def resample_dead_units(
     ``0.2 * mean_alive_norm * x_t / ||x_t||`` with zero bias, and its decoder row /
     expert vector the unit direction of the residual ``target_t - y_t`` (for MxD the
     expert vector's scale is the unit norm it is kept at). Adam moments of the touched
-    slices are zeroed.
+    slices are zeroed. ``dead``, ``x`` and ``target`` may live on another device than the
+    layer (they are moved to it); the draws use ``generator`` on the CPU, so they are the
+    same on every device.
 
     Parameters
     ----------
@@ -215,6 +222,9 @@ def resample_dead_units(
     int
         Number of units resampled.
     """
+    (enc, enc_axis), (bias, _), (dec, _) = unit_parameters(module)
+    device = enc.device
+    dead, x, target = dead.to(device), x.to(device), target.to(device)
     units = dead.nonzero().flatten()
     if units.numel() == 0:
         return 0
@@ -222,11 +232,12 @@ def resample_dead_units(
     err = residual.pow(2).sum(-1)
     if float(err.sum()) <= 0:
         return 0
-    picks = torch.multinomial(err, units.numel(), replacement=True, generator=generator)
-    (enc, enc_axis), (bias, _), (dec, _) = unit_parameters(module)
+    # drawn on the CPU with the CPU generator (a CUDA tensor needs a CUDA generator)
+    picks = torch.multinomial(err.cpu(), units.numel(), replacement=True, generator=generator)
+    picks = picks.to(device)
     alive = ~dead
     enc_rows = enc if enc_axis == 0 else enc.t()
-    scale = enc_rows[alive].norm(dim=1).mean() if alive.any() else torch.tensor(1.0)
+    scale = enc_rows[alive].norm(dim=1).mean() if alive.any() else torch.tensor(1.0, device=device)
     xs = x[picks]
     new_enc = 0.2 * scale * xs / xs.norm(dim=1, keepdim=True).clamp_min(1e-12)
     enc_rows[units] = new_enc.to(enc.dtype)
@@ -304,8 +315,9 @@ def train_decomposition(
         Trained in place.
     x : Tensor, shape (T, d_in)
         MLP inputs (after the norm), e.g. :meth:`ActivationCache.load` ``["x"]``; may be
-        stored in a lower precision (float16 / bfloat16) and on the layer's device: each
-        batch is cast to the layer's dtype.
+        stored in a lower precision (float16 / bfloat16), on the CPU or on the training
+        device: each batch is cast to the layer's dtype and the engine moves it to
+        ``config.device``.
     y : Tensor, shape (T, d_out)
         MLP outputs (the same storage as ``x``).
     config : DecompositionTrainConfig, optional
@@ -437,7 +449,8 @@ def evaluate_decomposition(
     ----------
     module : MixtureOfDecoders or Transcoder or SkipTranscoder
     x, y : Tensor, shape (T, d_in), (T, d_out)
-        Any storage dtype (cast to the layer's batch by batch).
+        Any storage dtype and device (cast to the layer's dtype and moved to its device
+        batch by batch).
     batch_size : int
 
     Returns
@@ -454,13 +467,14 @@ def evaluate_decomposition(
     module.eval()
     n_units = _num_units(module)
     dtype = output_bias(module).dtype
-    used = torch.zeros(n_units, dtype=torch.bool, device=x.device)
+    device = output_bias(module).device
+    used = torch.zeros(n_units, dtype=torch.bool, device=device)
     nmse, sse, l0, var = 0.0, 0.0, 0.0, 0.0
-    mean = y.mean(0, dtype=torch.float32).to(dtype)
+    mean = y.mean(0, dtype=torch.float32).to(device, dtype)
     try:
         for b in range(0, x.shape[0], batch_size):
-            out = module(x[b : b + batch_size].to(dtype))
-            yb = y[b : b + batch_size].to(dtype)
+            out = module(x[b : b + batch_size].to(device, dtype))
+            yb = y[b : b + batch_size].to(device, dtype)
             var += float((yb - mean).pow(2).sum())
             nmse += float(normalized_mse(out.y, yb, reduction="sum"))
             sse += float((out.y - yb).pow(2).sum())

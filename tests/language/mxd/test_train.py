@@ -149,3 +149,43 @@ def test_bad_training_input():
         mod = torch.nn.Linear(6, 6)
         mod.d_in = mod.d_out = 6
         train_decomposition(mod, x, y)
+
+
+def test_explicit_cpu_device_is_the_default_run():
+    """``device="cpu"`` gives the default run bit for bit, resampling and validation
+    included (both move their batches to the layer's device)."""
+    x, y = _teacher_data()
+    cfg = dict(steps=10, batch_size=32, lr=5e-3, progress=False, log_every=5, dead_window=96,
+               resample_every=5, eval_every=5)  # fmt: skip
+    layers, results = [], []
+    for dev in ({}, {"device": "cpu"}):
+        layer = _layers()["transcoder"]
+        res = train_decomposition(
+            layer, x, y, DecompositionTrainConfig(**cfg, **dev), x_val=x[:64], y_val=y[:64]
+        )
+        layers.append(layer.state_dict())
+        results.append((res.history, res.resampled, res.summary.evals))
+    assert results[0] == results[1] and results[0][1] > 0
+    assert all(torch.equal(layers[0][k], layers[1][k]) for k in layers[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_resampling_and_evaluation_on_cuda_with_cpu_activations():
+    """The layer on the GPU, the activations on the CPU: resampling and evaluation move
+    them; the draws are the CPU generator's (the same picks as on the CPU)."""
+    x, y = _teacher_data()
+    got = {}
+    for device in ("cpu", "cuda"):
+        layer = _layers()["transcoder"].to(device)
+        with torch.no_grad():
+            layer.b_enc[:10] = -100.0
+        opt = torch.optim.Adam(layer.parameters())
+        dead = torch.zeros(52, dtype=torch.bool)
+        dead[:10] = True
+        n = resample_dead_units(layer, opt, dead, x[:64], y[:64], torch.Generator().manual_seed(0))
+        got[device] = (n, layer.W_dec.detach().cpu(), evaluate_decomposition(layer, x, y))
+    assert got["cuda"][0] == got["cpu"][0] == 10
+    torch.testing.assert_close(got["cuda"][1], got["cpu"][1], rtol=1e-3, atol=1e-4)
+    for k, v in got["cpu"][2].items():
+        assert got["cuda"][2][k] == pytest.approx(v, rel=1e-2, abs=1e-4), k
