@@ -91,7 +91,8 @@ def corpora_and_pool(cfg, seed):
 
 
 # ---------------------------------------------------------------------------- parts
-def part_classify(cfg, seed, state) -> list[Row]:
+def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
+    """The classification part; the byte classifier trains on ``device`` (not a setting)."""
     corpora, full, data = corpora_and_pool(cfg, seed)
     names = list(corpora)
     K = len(names)
@@ -170,7 +171,9 @@ def part_classify(cfg, seed, state) -> list[Row]:
         fit_i, val_i = document_split(sub, 0.15, seed=seed + 100 + s)
         bc, curves[str(s)], cycles, conv = fit_byte_classifier(
             ByteTransformerClassifier(
-                ByteClassifierConfig(lm=byte_lm, steps=cfg["byte_steps"], seed=s), progress=False
+                ByteClassifierConfig(lm=byte_lm, steps=cfg["byte_steps"], seed=s),
+                progress=False,
+                device=device,
             ),
             [sub.texts[i] for i in fit_i],
             sub.labels[fit_i],

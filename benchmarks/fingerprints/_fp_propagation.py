@@ -17,6 +17,7 @@ from _common import Row
 from _cycles import train_lm
 from _fp_classify import SOURCES, _bow
 
+from sci_moe._util import module_device
 from sci_moe.data.wiki_pipelines import build_pipeline_corpora
 from sci_moe.language import MoELMConfig, TrainConfig
 from sci_moe.language.provenance import estimate_mixture, generate, mixture_documents
@@ -48,12 +49,13 @@ def word_rate(texts, vocabulary: set[str]) -> float:
 
 
 def stream_ppl(model, ids, max_windows: int = 48) -> float:
-    """Per-token perplexity of ``model`` on non-overlapping windows of token ids ``ids``."""
+    """Per-token perplexity of ``model`` on non-overlapping windows of token ids ``ids``
+    (on the model's device)."""
     T = model.config.seq_len
     n = min(max_windows, (ids.numel() - 1) // (T + 1))
     if n < 1:
         raise ValueError("validation text shorter than one window")
-    w = ids[: n * (T + 1)].view(n, T + 1)
+    w = ids[: n * (T + 1)].view(n, T + 1).to(module_device(model))
     with torch.no_grad():
         logits, _, _ = model(w[:, :-1])
         loss = torch.nn.functional.cross_entropy(
@@ -97,7 +99,8 @@ def document_split(corpora: dict, order: dict, fraction: float) -> tuple[dict, d
     return train, val
 
 
-def part_propagation(cfg, seed, s, state) -> list[Row]:
+def part_propagation(cfg, seed, s, state, device: str = "cpu") -> list[Row]:
+    """One propagation seed; the LMs train (and sample) on ``device`` (not a setting)."""
     from sci_moe.language.provenance import PieceTokenizer
 
     corpora = build_pipeline_corpora(PROP, seed=1, sources=SOURCES)
@@ -138,6 +141,7 @@ def part_propagation(cfg, seed, s, state) -> list[Row]:
         eval_batches=4,
         seed=seed + s,
         progress=False,
+        device=device,
     )
     total = int((1.0 if by_document else 0.9) * min(len(stream[n].encode()) for n in PROP))
     sources = dict(texts)

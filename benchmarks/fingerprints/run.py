@@ -66,9 +66,12 @@ every LM.
 
 Run: ``python benchmarks/fingerprints/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--max-hours H] [--resume [--finish]] [--seeds N] [--byte-steps N] [--byte-cycles N]
-[--lm-steps N] [--lm-cycles N]`` (pieces: the run stops after the part during which ``H``
-hours passed and writes ``PATH.state.json``; ``--resume`` continues from it);
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows. The full run::
+[--lm-steps N] [--lm-cycles N] [--device cuda]`` (pieces: the run stops after the part
+during which ``H`` hours passed and writes ``PATH.state.json``; ``--resume`` continues from
+it); ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows.
+``--device`` is where the byte classifier and the propagation LMs train and sample (the
+bag-of-words and MiniLM parts stay on the CPU); it is recorded in the JSON's ``machine``
+block and is not a setting, so a piece may resume on another device. The full run::
 
     flock /work/notes/longrun.lock nice -n 10 env OMP_NUM_THREADS=1 \
         .venv/bin/python benchmarks/fingerprints/run.py --threads 1 \
@@ -200,7 +203,7 @@ def pooled_rows(rows: list[Row], seeds: int) -> list[Row]:
 
 
 def main() -> int:
-    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     _common.piece_arguments(p, unit="part")
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
@@ -263,11 +266,11 @@ def main() -> int:
         t0 = time.time()
         print(f"== {part}", flush=True)
         if part == "classify":
-            new = part_classify(cfg, args.seed, state)
+            new = part_classify(cfg, args.seed, state, device=args.device)
         elif part == "null":
             new = part_null(cfg, args.seed, state)
         else:
-            new = part_propagation(cfg, args.seed, int(part.split()[-1]), state)
+            new = part_propagation(cfg, args.seed, int(part.split()[-1]), state, device=args.device)
         new.append(Row(f"part {part}", "wall_seconds", time.time() - t0, "s"))
         state["rows"] += [_common.row_dict(r) for r in new]
         state["done"].append(part)
@@ -293,7 +296,9 @@ def main() -> int:
 
 def write(args, cfg, state, final: bool) -> dict:
     """The results JSON: rows, verdicts (when every part is done), curves and samples."""
-    machine = _common.machine_info(seed=args.seed, settings=cfg, flat_rule=FLAT_RULE)
+    machine = _common.machine_info(
+        seed=args.seed, settings=cfg, flat_rule=FLAT_RULE, device=getattr(args, "device", "cpu")
+    )
     doc = {
         "benchmark": "fingerprints",
         "machine": machine,

@@ -33,6 +33,11 @@ run, ``steps`` (total: cycles x ``--steps``), ``cap`` (``--steps`` x ``--max-cyc
 ``converged`` (false: the cap was reached unflat, train again with a larger ``--steps`` or
 ``--max-cycles``), ``cycle_steps``, ``eval_every``, the validation documents and sequences
 and the validation ``curve`` ``[[step, accuracy], ...]`` of all cycles on one step axis.
+
+``--device cuda`` trains the ``minilm`` head or the ``byte`` model on a GPU and predicts
+the test sequences there (the MiniLM embedding stays on the CPU; the saved weights are CPU
+tensors, so ``predict`` runs anywhere). A device this machine lacks, or one with
+``--model bow`` (scikit-learn), is refused with exit code 2.
 """
 
 from __future__ import annotations
@@ -96,6 +101,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         choices=("strict", "replace"),
         default="strict",
         help="what to do with bytes that are not UTF-8 (default: error)",
+    )
+    tr.add_argument(
+        "--device",
+        default="cpu",
+        help="minilm, byte: torch device of the training (cpu, the default; cuda, cuda:N)",
     )
     add_threads_argument(tr, THREADS, "the classifiers are small")
     tr.set_defaults(func=_threaded(_train))
@@ -176,9 +186,22 @@ def _check_until_flat(args: argparse.Namespace) -> None:
         )
 
 
+def _check_device(args: argparse.Namespace) -> None:
+    """Refuse a ``--device`` this machine lacks, or one the model does not use (ValueError)."""
+    from .._util import resolve_device
+
+    resolve_device(args.device, what="--device")
+    if args.model == "bow" and args.device != "cpu":
+        raise ValueError(
+            f"--device {args.device}: the bow model is scikit-learn's, on the CPU; drop "
+            "--device or use --model minilm or --model byte"
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from ..language import provenance as pv
 
+    _check_device(args)
     _check_until_flat(args)
     corpora = pv.read_corpora(args.corpora, args.names, errors=args.errors)
     data = pv.make_sequences(corpora, seq_words=args.seq_words)
@@ -192,12 +215,12 @@ def _train(args: argparse.Namespace) -> int:
         cfg = pv.EmbeddingHeadConfig(
             seed=args.seed, **({"steps": args.steps} if args.steps else {})
         )
-        clf = pv.EmbeddingMoEClassifier(embed=_embed(), config=cfg)
+        clf = pv.EmbeddingMoEClassifier(embed=_embed(), config=cfg, device=args.device)
     else:
         cfg = pv.ByteClassifierConfig(
             seed=args.seed, **({"steps": args.steps} if args.steps else {})
         )
-        clf = pv.ByteTransformerClassifier(cfg)
+        clf = pv.ByteTransformerClassifier(cfg, device=args.device)
     flat = None
     if args.until_flat:
         sub = data.subset(tr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..._util import module_device
 from ...train import StepInfo, StreamBatches, TrainConfig, Trainer
 
 __all__ = ["fit_classifier", "predict_logits"]
@@ -20,6 +21,7 @@ def fit_classifier(
     desc: str = "fit",
     evaluate=None,
     eval_every: int = 0,
+    device: str = "cpu",
 ) -> list[float]:
     """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
@@ -31,8 +33,10 @@ def fit_classifier(
     left as the caller set it (``sci-moe provenance --threads``). With ``evaluate`` (a
     callable of the completed step count) and ``eval_every > 0``, ``evaluate(step)`` runs
     after every ``eval_every``-th step and after the last (the model is put back in
-    training mode after it). Returns the per-step training losses; the model is left in
-    eval mode.
+    training mode after it). ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``) is where the
+    engine trains: the model is moved there (and stays there) and every batch, drawn on
+    the CPU, follows it. Returns the per-step training losses; the model is left in eval
+    mode.
     """
     n = inputs.shape[0]
     cfg = TrainConfig(
@@ -49,6 +53,7 @@ def fit_classifier(
         restore_best=False,
         checkpoint_minutes=0,
         threads=torch.get_num_threads(),
+        device=device,
         progress=progress,
     )
 
@@ -81,7 +86,14 @@ def predict_logits(
     inputs: torch.Tensor,
     batch_size: int = 256,
 ) -> torch.Tensor:
-    """Logits of ``inputs`` in eval mode, batched, shape (n, K)."""
+    """Logits of ``inputs`` in eval mode, batched, shape (n, K), on the CPU.
+
+    Each batch goes to the model's device (:func:`~sci_moe._util.module_device`).
+    """
     model.eval()
-    out = [model(inputs[s : s + batch_size])[0] for s in range(0, inputs.shape[0], batch_size)]
+    dev = module_device(model)
+    out = [
+        model(inputs[s : s + batch_size].to(dev))[0].cpu()
+        for s in range(0, inputs.shape[0], batch_size)
+    ]
     return torch.cat(out) if out else torch.zeros(0)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..._util import check_device_name
 from ...train import is_flat, until_flat
 from .. import MoELMConfig, MoETransformerLM, encode, load_checkpoint
 from ._fit import fit_classifier, predict_logits
@@ -136,6 +137,10 @@ class ByteTransformerClassifier:
         A :func:`sci_moe.language.train` checkpoint whose model weights initialise the
         backbone (its model config must match ``config.lm``).
     progress : bool
+    device : str
+        Where :meth:`fit` trains (``"cpu"``, ``"cuda"``, ``"cuda:N"``): the model moves
+        there and stays there; predictions take any input and return CPU results. Not
+        saved with the classifier (a loaded one is on the CPU).
     """
 
     kind = "byte_transformer"
@@ -145,10 +150,12 @@ class ByteTransformerClassifier:
         config: ByteClassifierConfig | None = None,
         init_from: str | os.PathLike | None = None,
         progress: bool = True,
+        device: str = "cpu",
     ) -> None:
         self.config = config or ByteClassifierConfig()
         self.init_from = init_from
         self.progress = progress
+        self.device = check_device_name(device)
         self.classes: tuple[str, ...] = ()
         self.model: LMSequenceClassifier | None = None
         #: Training losses per step and ``(step, validation accuracy)`` of the last fit.
@@ -223,6 +230,7 @@ class ByteTransformerClassifier:
             desc="byte transformer",
             evaluate=evaluate,
             eval_every=eval_every,
+            device=self.device,
         )
         return self
 
@@ -241,7 +249,8 @@ class ByteTransformerClassifier:
         """``(config, arrays)`` for :func:`~sci_moe.language.provenance.save_classifier`."""
         if self.model is None:
             raise ValueError("the classifier is not fitted: call fit first")
-        return {"config": asdict(self.config)}, dict(self.model.state_dict())
+        arrays = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        return {"config": asdict(self.config)}, arrays
 
     @classmethod
     def from_state(cls, classes, config: dict, arrays: dict, **_):

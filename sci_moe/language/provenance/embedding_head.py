@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..._util import check_device_name
 from ...moe import MoE, MoEConfig
 from ._fit import fit_classifier, predict_logits
 from .bow import _check_labels, _class_names
@@ -108,6 +109,10 @@ class EmbeddingMoEClassifier:
     config : EmbeddingHeadConfig, optional
     progress : bool
         Progress bar while training.
+    device : str
+        Where the head trains (``"cpu"``, ``"cuda"``, ``"cuda:N"``; the embedding is
+        ``embed``'s business): the head moves there and stays there; predictions take any
+        input and return CPU results. Not saved with the classifier.
     """
 
     kind = "embedding_moe"
@@ -117,10 +122,12 @@ class EmbeddingMoEClassifier:
         embed: Callable[[Sequence[str]], np.ndarray] | None = None,
         config: EmbeddingHeadConfig | None = None,
         progress: bool = True,
+        device: str = "cpu",
     ) -> None:
         self.embed = embed
         self.config = config or EmbeddingHeadConfig()
         self.progress = progress
+        self.device = check_device_name(device)
         self.classes: tuple[str, ...] = ()
         self.head: MoEClassifierHead | None = None
 
@@ -148,7 +155,9 @@ class EmbeddingMoEClassifier:
         c = self.config
         torch.manual_seed(c.seed)
         self.head = MoEClassifierHead(x.shape[1], len(self.classes), c).float()
-        fit_classifier(self.head, x, y, c, progress=self.progress, desc="MoE head")
+        fit_classifier(
+            self.head, x, y, c, progress=self.progress, desc="MoE head", device=self.device
+        )
         return self
 
     def predict_proba_features(self, features) -> np.ndarray:
@@ -171,7 +180,7 @@ class EmbeddingMoEClassifier:
         if self.head is None:
             raise ValueError("the classifier is not fitted: call fit first")
         cfg = {"config": asdict(self.config), "d_in": self.head.norm.normalized_shape[0]}
-        return cfg, dict(self.head.state_dict())
+        return cfg, {k: v.detach().cpu() for k, v in self.head.state_dict().items()}
 
     @classmethod
     def from_state(cls, classes, config: dict, arrays: dict, embed=None, **_):

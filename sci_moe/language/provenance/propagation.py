@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..._util import module_device
 from .. import MoELMConfig, MoETransformerLM, TextCorpus, TrainConfig, decode, encode, train
 
 __all__ = ["PieceTokenizer", "generate", "mixture_documents", "train_lm_on_texts"]
@@ -134,10 +135,13 @@ def train_lm_on_texts(
     :func:`sci_moe.language.train`) the model starts from those weights with a fresh
     optimiser and schedule: a further training cycle of the same data split.
 
+    ``train_cfg.device`` is where the model trains (and stays: :func:`generate` samples
+    it there).
+
     Returns
     -------
     model : MoETransformerLM
-        In eval mode.
+        In eval mode, on ``train_cfg.device``.
     history : dict
         :func:`sci_moe.language.train`'s history (``val_ppl`` etc.).
     """
@@ -211,6 +215,10 @@ def generate(
     tokenizer : PieceTokenizer, optional
         The model's tokenizer (default: bytes); ``burn_in`` and ``length`` count its tokens.
 
+    The model runs on its own device; the draws are made on the CPU with a generator
+    seeded by ``seed``, so the samples do not depend on where the model is beyond the
+    rounding of its logits.
+
     Returns
     -------
     list of str, length num_samples
@@ -225,6 +233,7 @@ def generate(
         raise ValueError("prompt must be at least one byte")
     gen = torch.Generator().manual_seed(seed)
     window = model.config.seq_len
+    dev = module_device(model)
     was = model.training
     model.eval()
     out: list[str] = []
@@ -233,8 +242,8 @@ def generate(
             b = min(batch_size, num_samples - s)
             seq = start.unsqueeze(0).repeat(b, 1)
             for _ in range(burn_in + length):
-                logits, _, _ = model(seq[:, -window:])
-                p = torch.softmax(logits[:, -1].double() / temperature, -1)
+                logits, _, _ = model(seq[:, -window:].to(dev))
+                p = torch.softmax(logits[:, -1].double() / temperature, -1).cpu()
                 nxt = torch.multinomial(p, 1, generator=gen)
                 seq = torch.cat([seq, nxt], 1)
             body = seq[:, start.numel() + burn_in :]

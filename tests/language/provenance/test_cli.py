@@ -161,3 +161,16 @@ def test_until_flat_bad_values_exit_2(tmp_path, capsys, extra, message):
     assert main(_byte_args(tmp_path, *extra)) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
+
+
+def test_a_misspelt_device_is_refused_before_reading(tmp_path, capsys):
+    assert main(_byte_args(tmp_path, "--device", "gpu0")) == 2
+    assert "'cpu', 'cuda' or 'cuda:N'" in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU-only refusal")
+def test_cuda_without_a_gpu_is_refused(tmp_path, capsys):
+    assert main(_byte_args(tmp_path, "--device", "cuda")) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
