@@ -38,12 +38,13 @@ def unit_key(modality: str, method: str, seed: int) -> str:
 
 def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
              max_hours: float | None = None, progress: bool = False,
-             encoder: Path | None = None) -> dict | None:  # fmt: skip
+             encoder: Path | None = None, device: str = "cpu") -> dict | None:  # fmt: skip
     """Train one recogniser (resuming its checkpoint in ``ckpt``) and score it; ``None``
     when ``max_hours`` (the piece's time left) ran out first, the checkpoint kept for
     ``--resume``. ``encoder``: the pretrained audio encoder file (:func:`pretrain_stage`),
     loaded (verified) into audio and audio-visual models, frozen unless
-    ``s["encoder_lr"]`` is set."""
+    ``s["encoder_lr"]`` is set. ``device``: where it trains and is scored (the untrained
+    routing control runs on the CPU, before the engine moves the model); not a setting."""
     if max_hours is not None and max_hours <= 0:
         return None
     t0 = time.perf_counter()
@@ -62,7 +63,7 @@ def run_unit(modality, method, seed, s, data, backbone, ckpt: Path | None,
                       eval_every=s["eval_every"], monitor="val_cer", patience=s["patience"],
                       snr_db=tuple(s["train_snr"]), video_dropout=s["video_dropout"], seed=seed,
                       max_hours=max_hours, progress=progress, encoder_lr=s["encoder_lr"],
-                      checkpoint_minutes=5.0)  # fmt: skip
+                      checkpoint_minutes=5.0, device=device)  # fmt: skip
     resume = ckpt is not None and (ckpt / "checkpoint.pt").is_file()
     run = train_recognizer(model, data, cfg, out_dir=ckpt, resume=resume)
     r = run.result

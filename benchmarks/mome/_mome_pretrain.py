@@ -206,14 +206,14 @@ def encoder_path(arg: Path | None, root: Path, pre: dict | None,
 
 
 def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
-                   progress: bool = False) -> dict | None:  # fmt: skip
+                   progress: bool = False, device: str = "cpu") -> dict | None:  # fmt: skip
     """Pretrain the audio encoder alone with CTC (:func:`sci_moe.speech.mome.pretrain_encoder`)
     and write it to ``path``; its trainer checkpoints go to ``<path stem>_run/`` beside it
     (resumed when there). Returns the record (curve, flatness, test CER/WER at rate 1 per
     test SNR), also kept in the file; ``None`` when ``max_hours`` ran out first.
 
     A ``path`` that exists already is read instead (verified); it must have been
-    pretrained with these settings."""
+    pretrained with these settings. ``device``: where it trains (not a setting)."""
     p = s["pretrain"]
     want = pretrain_settings(s)
     if path.is_file():
@@ -234,7 +234,7 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
                          eval_every=p["eval_every"], monitor="val_cer", patience=p["patience"],
                          rates=tuple(p["rates"]), upsample=p["upsample"],
                          snr_db=tuple(s["train_snr"]), seed=0, max_hours=max_hours,
-                         progress=progress, checkpoint_minutes=5.0)  # fmt: skip
+                         progress=progress, checkpoint_minutes=5.0, device=device)  # fmt: skip
     run_dir = path.parent / f"{path.stem}_run"
     resume = (run_dir / "checkpoint.pt").is_file()
     run = pretrain_encoder(data, enc, cfg, out_dir=run_dir, resume=resume)
@@ -256,8 +256,8 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
 
 
 def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float | None = None,
-                   progress: bool = False,
-                   committed: Path | None = None) -> tuple[dict | None, bool]:  # fmt: skip
+                   progress: bool = False, committed: Path | None = None,
+                   device: str = "cpu") -> tuple[dict | None, bool]:  # fmt: skip
     """One piece of the stage (:func:`pretrain_stage`), checked against the stored record.
 
     Parameters
@@ -278,6 +278,8 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
         Where to keep the finished encoder for commit (:func:`committed_encoder`); it is
         copied there (:func:`publish_encoder`) and its SHA-256 recorded as the record's
         ``file``. Nothing is copied while the stage is unfinished.
+    device : str
+        Where the encoder trains (``--device``; not a setting).
 
     Returns
     -------
@@ -292,7 +294,7 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
     SystemExit
         The file's encoder is not the one of the stored record (another digest).
     """
-    info = pretrain_stage(s, data, path, max_hours, progress)
+    info = pretrain_stage(s, data, path, max_hours, progress, device)
     if info is None:
         print("encoder pretraining: piece time spent; continue with --resume", flush=True)
         return pre, True

@@ -70,7 +70,10 @@ encoder reached it still improving, so ``converged: false``).
 ``--encoder-layers`` add training utterances and size the audio encoder; they enter
 ``machine.settings`` and the encoder file's settings, so ``--resume`` refuses a run or
 file of other settings. The stage and these flags, with their measurements, the
-diagnosis (generalisation, not capacity) and the probes: ``_mome.py``.
+diagnosis (generalisation, not capacity) and the probes: ``_mome.py``. ``--device cuda``
+trains (and scores) the encoder and the units on a GPU; it is recorded in ``machine`` and
+is not a setting, so a piece may resume on another device (the stored results are the
+CPU's).
 Recommended next pretraining (a new JSON; est.
 20,000 steps x 0.098 s + evaluations and synthesis ~35 min, ~40 min under more load,
 less if it stops early; without ``--encoder-layers 4`` ~23 min):
@@ -208,7 +211,7 @@ def load_backbone(s: dict):
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(p, unit="(modality, method, seed) unit")
     p.add_argument("--seeds", type=int, default=3, help="paired seeds (default 3)")
     p.add_argument("--backbone", choices=("minilm", "smollm2"), default="minilm",
@@ -245,7 +248,7 @@ def main(argv=None) -> int:
     machine = machine_info(seed=args.seed, seeds=seeds, quick=args.quick, settings=s, gate=GATE,
                            train_voices=list(TRAIN_VOICES), heldout_voices=list(HELDOUT_VOICES),
                            flat_rule="validation CER < 1 % better over the last 20 % of the "
-                           "steps (sci_moe.train.is_flat)")  # fmt: skip
+                           "steps (sci_moe.train.is_flat)", device=args.device)  # fmt: skip
     runs: dict = {}
     pre: dict | None = None  # the pretrained encoder's record
     if (old := previous_run(args)) is not None:
@@ -285,7 +288,7 @@ def main(argv=None) -> int:
     if pretrain:
         left = deadline - time.perf_counter()
         pre, stop = pretrain_piece(s, data, enc_path, pre, None if np.isinf(left) else left / 3600,
-                                   args.progress, committed)  # fmt: skip
+                                   args.progress, committed, args.device)  # fmt: skip
         write()
         stop = stop or args.pretrain_only
     pristine = None  # loaded once; each unit hooks its adapters into a fresh copy
@@ -302,7 +305,8 @@ def main(argv=None) -> int:
         ckpt = None if ckpt_root is None else ckpt_root / key.replace("/", "_")
         left = deadline - time.perf_counter()
         hours = None if np.isinf(left) else left / 3600
-        rec = run_unit(mod, method, sd, s, data, backbone, ckpt, hours, args.progress, enc_path)
+        rec = run_unit(mod, method, sd, s, data, backbone, ckpt, hours, args.progress, enc_path,
+                       args.device)  # fmt: skip
         if rec is None:
             print(f"{key}: piece time spent; continue with --resume", flush=True)
             break

@@ -64,7 +64,8 @@ def pretrain_stage(cfg, data, out: Path, resume: bool) -> dict:
     pcfg = PretrainConfig(steps=cfg.pretrain_encoder_steps, batch_size=cfg.batch_size,
                           lr=_PRETRAIN_LR, eval_every=cfg.eval_every, patience=cfg.patience,
                           snr_db=cfg.snr_db, seed=cfg.seed, max_hours=cfg.max_hours,
-                          progress=cfg.progress, threads=cfg.threads)  # fmt: skip
+                          progress=cfg.progress, threads=cfg.threads,
+                          device=cfg.device)  # fmt: skip
     again = resume and (run_dir / "checkpoint.pt").is_file()
     if not resume and run_dir.exists() and current_context().is_main:
         shutil.rmtree(run_dir)  # only with --overwrite (the CLI refuses otherwise)

@@ -32,6 +32,11 @@ the validation and test phrases (the benchmark's: ``en-us-nyc+f4,en-gb-x-gbclan+
 :data:`~sci_moe.speech.mome.HELDOUT_VOICES`); without it the training voices speak every
 split.
 
+``--device cuda`` runs both stages (the encoder's pretraining and the recogniser, frozen
+MiniLM included) and the test transcriptions on a GPU; the speech is synthesised and its
+features computed on the CPU, as are the random draws, and ``model.pt`` and
+``audio_encoder.pt`` hold CPU tensors.
+
 Writes ``OUT/model.pt`` (the trainable parts and the model description; the backbone is
 rebuilt from the installed MiniLM), ``OUT/results.json`` (test CER/WER per combination and
 SNR, MoME's cross-rate routing consistency, the encoder's record), the engine's files, the
@@ -412,7 +417,10 @@ def run(cfg: MoMERunConfig, out: Path, resume: bool) -> dict:
         return results
     atomic_torch_save(
         out / "model.pt",
-        {"meta": recognizer_meta(model, data), "state": TrainableParts(model).state_dict()},
+        {
+            "meta": recognizer_meta(model, data),
+            "state": {k: v.detach().cpu() for k, v in TrainableParts(model).state_dict().items()},
+        },
     )
     combos = model.config.compression.combinations()
     test = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sci_moe._util import module_device, to_device
 from sci_moe.stats import pairwise_js_divergence
 
 from .dataset import SpeechSet
@@ -63,8 +64,10 @@ def evaluate(
     rng = np.random.default_rng(seed)
     multiple = _multiple(model)
     hyps, refs = [], []
+    device = module_device(model)
     for start in range(0, len(idx), batch_size):
         batch = data.batch(idx[start : start + batch_size], snr_db, rng, multiple, video_dropout)
+        batch = to_device(batch, device)  # built on the CPU, run where the model is
         out = model(batch.streams, rates)
         hyps += ctc_greedy_decode(out.log_probs, out.lengths)
         refs += batch.texts

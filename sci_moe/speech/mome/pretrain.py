@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sci_moe._util import module_device, to_device
 from sci_moe.train import StreamBatches, Trainer, TrainResult, seed_everything
 from sci_moe.train import TrainConfig as EngineConfig
 
@@ -226,6 +227,8 @@ def pretrain_encoder(
     SNR of ``config.snr_db`` and the noise from the engine's generator of that step; the
     SpecAugment masks of ``encoder`` are drawn from torch's global generator, which the
     engine seeds and checkpoints; so a run is a function of the seed and resumes exactly.
+    On a GPU (``config.device``) the batches are built on the CPU (the same draws) and
+    moved by the engine, the validation batches once; the masks are drawn on the CPU.
 
     Parameters
     ----------
@@ -287,8 +290,10 @@ def pretrain_encoder(
     def evaluate_fn(m: EncoderCTC) -> dict:
         if not batches:  # the same noise-free validation batches at every evaluation
             rng = np.random.default_rng(0)
+            device = module_device(m)  # built on the CPU, moved once to the model's device
             for s in range(0, len(val_idx), 16):
-                batches.append(data.batch(val_idx[s : s + 16], None, rng, multiple, 0.0))
+                b = data.batch(val_idx[s : s + 16], None, rng, multiple, 0.0)
+                batches.append(to_device(b, device))
         out: dict[str, float] = {}
         for r in rates:
             hyps, refs, ctc = [], [], 0.0
@@ -372,8 +377,9 @@ def evaluate_encoder(
     rng = np.random.default_rng(seed)
     multiple = {modality: _multiple(model, (rate,))}
     hyps, refs = [], []
+    device = module_device(model)
     for s in range(0, len(idx), batch_size):
-        b = data.batch(idx[s : s + batch_size], snr_db, rng, multiple, 0.0)
+        b = to_device(data.batch(idx[s : s + batch_size], snr_db, rng, multiple, 0.0), device)
         lp, lengths = model(*_stream(b, modality), rate=rate)
         hyps += ctc_greedy_decode(lp, lengths)
         refs += b.texts

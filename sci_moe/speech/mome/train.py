@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sci_moe._util import module_device, to_device
 from sci_moe.train import StreamBatches, Trainer, TrainResult
 from sci_moe.train import TrainConfig as EngineConfig
 
@@ -266,11 +267,11 @@ def _validation(model: SpeechRecognizer, data: SpeechSet, combos, config: TrainC
     rng = np.random.default_rng(0)
 
     def evaluate_fn(view: nn.Module) -> dict:
-        if not batches:
+        if not batches:  # on the CPU, then moved once to the model's device
+            device = module_device(view)
             for s in range(0, len(idx), 16):
-                batches.append(
-                    data.batch(idx[s : s + 16], None, rng, multiple, config.video_dropout)
-                )
+                b = data.batch(idx[s : s + 16], None, rng, multiple, config.video_dropout)
+                batches.append(to_device(b, device))
         with torch.no_grad():  # the encoders once per batch, for every rate combination
             encoded = [(b, view.model.encode(b.streams)) for b in batches]
         out: dict[str, float] = {}
@@ -309,7 +310,10 @@ def train_recognizer(
     the split's size), one SNR of ``config.snr_db`` and the noise and video dropout, all
     from the engine's generator of that step (:class:`sci_moe.train.StreamBatches`), so
     a run is a function of ``config.seed`` and resumes exactly; the loss is the mean
-    over the rate combinations of CTC + ``balance_coef`` x balance.
+    over the rate combinations of CTC + ``balance_coef`` x balance. On a GPU
+    (``config.device``) the whole recogniser, frozen backbone included, moves there; the
+    batches are built on the CPU (the same draws as a CPU run) and the engine moves them,
+    the validation batches are moved once.
 
     Parameters
     ----------

@@ -187,3 +187,17 @@ def test_exact_resume_and_trainable_checkpoint(data, tmp_path):
         next(other.backbone.parameters()).add_(1.0)
     with pytest.raises(ValueError, match="another model"):
         train_recognizer(other, data, cfg, out_dir=tmp_path / "b", resume=True)
+
+
+def test_explicit_cpu_device_is_the_default_run(data):
+    """``device="cpu"`` trains the default run bit for bit (the validation batches and the
+    test batches of ``evaluate`` are moved to the model's device, a no-op here)."""
+    cfg = dict(steps=3, batch_size=2, lr=1e-2, eval_every=2, progress=False)
+    runs = []
+    for dev in ({}, {"device": "cpu"}):
+        model = _model(rates={"audio": (4, 8)})
+        res = train_recognizer(model, data, TrainConfig(**cfg, **dev)).result
+        ev = evaluate(model, data, {"audio": 4}, "test")
+        runs.append((model.state_dict(), res.evals, ev["hyps"]))
+    (a, ea, ha), (b, eb, hb) = runs
+    assert ea == eb and ha == hb and all(torch.equal(a[k], b[k]) for k in a)
