@@ -41,7 +41,9 @@ took 121 s wall (87 s CPU): 90 s training (51,901 training and 5,882 validation 
 all five models flat at the first check, step 3000, MoE and OE best at steps 900-1100 and
 overfitting after), the rest data, scoring 12 test utterances and timing. 15 units (5 seeds
 x 3 RT60s) are about 30 min: one piece of ``--max-hours 0.5`` (a piece starts no unit
-after 30 min), a second one if the machine is busier.
+after 30 min), a second one if the machine is busier. ``--device cuda`` trains and scores
+the models on a GPU (and times their forwards there); it is recorded in ``machine`` and is
+not a setting, so a piece may resume on another device (the stored results are the CPU's).
 
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/omni_expert/full.py \\
         --threads 1 --max-hours 0.5 --resume --plots docs/results/img \\
@@ -120,8 +122,10 @@ def unit_key(rt60: float, seed: int) -> str:
     return f"rt60={rt60}/seed={seed}"
 
 
-def run_unit(rt60: float, seed: int, s: dict, cache: Path, progress: bool) -> dict:
-    """Train the four models of one (RT60, seed) until flat and score them on the test set."""
+def run_unit(rt60: float, seed: int, s: dict, cache: Path, progress: bool,
+             device: str = "cpu") -> dict:  # fmt: skip
+    """Train the four models of one (RT60, seed) until flat and score them on the test set
+    (on ``device``, not a setting)."""
     t0 = time.perf_counter()
     net = MaskNetConfig(**s["net"])
     data_cfg = ReverbSpeechConfig(n_train=s["n_train"] + s["n_val"], n_test=s["n_test"],
@@ -139,7 +143,8 @@ def run_unit(rt60: float, seed: int, s: dict, cache: Path, progress: bool) -> di
     V = frame_tensors(frames(train_all[s["n_train"] :]), norm, net.context)
     cfg = TrainConfig(epochs=s["max_epochs"], batch_size=s["batch_size"], seed=seed,
                       eval_every=s["eval_every"], until_flat=True,
-                      flat_min_steps=s["flat_min_steps"], progress=progress)  # fmt: skip
+                      flat_min_steps=s["flat_min_steps"], progress=progress,
+                      device=device)  # fmt: skip
     kw = dict(validation=V, return_result=True)
     pi, r_pi = train_pi(D, net, cfg, **kw)
     moe, r_moe = train_moe(pi, D, cfg, **kw)
@@ -326,7 +331,7 @@ def plot_curves(runs: dict, rt60s: list, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(p, unit="(RT60, seed) unit")
     p.add_argument("--seeds", type=int, default=5, help="paired seeds per RT60 (default 5)")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "sci_moe" / "omni_expert",
@@ -342,7 +347,7 @@ def main(argv=None) -> int:
     machine = machine_info(seed=args.seed, seeds=seeds, quick=args.quick, settings=s,
                            level_margin=LEVEL_MARGIN,
                            flat_rule="validation loss < 1 % better over the last 20 % of the "
-                           "steps (sci_moe.train.is_flat)")  # fmt: skip
+                           "steps (sci_moe.train.is_flat)", device=args.device)  # fmt: skip
     runs: dict = {}
     if (old := previous_run(args)) is not None:
         try:
@@ -370,7 +375,7 @@ def main(argv=None) -> int:
             continue
         if time.perf_counter() > deadline:
             break
-        rec = run_unit(rt, sd, s, args.cache, args.progress)
+        rec = run_unit(rt, sd, s, args.cache, args.progress, args.device)
         runs[unit_key(rt, sd)] = rec
         piece = machine["pieces"][-1]
         piece.update(units=piece["units"] + 1, load=other.report())

@@ -149,3 +149,16 @@ def test_train_omni_expert_bad_values_exit_2(tmp_path, capsys, extra, message):
     assert main(["train", "omni-expert", "--out", str(tmp_path / "r"), *TINY, *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_explicit_cpu_device_is_the_default_run(tmp_path):
+    """``device="cpu"`` (the frames used where they are) trains the default run bit for bit,
+    validation and the until-flat stretches included."""
+    data, val = _data(T=128), _data(T=64, seed=3)
+    models = []
+    for dev in ({}, {"device": "cpu"}):
+        cfg = TrainConfig(epochs=3, batch_size=32, seed=0, eval_every=4, until_flat=True, **dev)
+        pi, res = train_pi(data, NET, cfg, validation=val, return_result=True)
+        models.append((pi.state_dict(), res.evals))
+    (a, ea), (b, eb) = models
+    assert ea == eb and all(torch.equal(a[k], b[k]) for k in a)

@@ -16,8 +16,14 @@ The test utterances are then dereverberated by every system: the reverberant inp
 MoE and OE with predicted (``^p``) or oracle (``^k``) phoneme probabilities, and the ideal
 ratio mask; ``results.json`` holds the mean STOI of the CI-vocoded speech and the
 log-spectral distance (dB) of each, and the classifier's frame accuracy. ``OUT/models.pt``
-holds the four models' weights and the feature normaliser; without ``--cache``,
-``OUT/data/`` holds the speech and room responses, which ``--resume`` reads again.
+holds the four models' weights (CPU tensors) and the feature normaliser; without
+``--cache``, ``OUT/data/`` holds the speech and room responses, which ``--resume`` reads
+again.
+
+``--device cuda`` trains the four stages and runs the test masks on a GPU: the speech,
+rooms and features are built on the CPU, the training and validation frames are copied to
+the GPU once per stage (:func:`sci_moe.speech.omni.fit_model`), and the masks come back to
+the CPU for the vocoder and the metrics.
 
 Examples
 --------
@@ -146,6 +152,7 @@ def _test(models: dict, test, norm, net) -> dict:
     import numpy as np
     import torch
 
+    from ..._util import module_device, to_device
     from ...speech.omni import (
         apply_mask,
         frame_tensors,
@@ -159,18 +166,19 @@ def _test(models: dict, test, norm, net) -> dict:
     lsd: dict[str, list] = {}
     acc = []
     pi, moe, oe, clf = (models[s] for s in STAGES)
+    device = module_device(pi)  # where the chain trained; the masks come back to the CPU
     for u in test:
         fr = utterance_frames(u.reverberant, u.direct, u.phonemes)
-        t = frame_tensors(fr, norm, net.context)
+        t = to_device(frame_tensors(fr, norm, net.context), device)
         with torch.no_grad():
             p, k = clf.probs(t.features), oracle_probs(t.labels, net.n_classes)
             masks = {
                 "reverberant": np.ones_like(fr.irm),
-                "PI": pi(t.features),
-                "MoE^p": moe(t.features, p),
-                "MoE^k": moe(t.features, k),
-                "OE^p": oe(t.features, p, "folded"),
-                "OE^k": oe(t.features, k, "folded"),
+                "PI": pi(t.features).cpu(),
+                "MoE^p": moe(t.features, p).cpu(),
+                "MoE^k": moe(t.features, k).cpu(),
+                "OE^p": oe(t.features, p, "folded").cpu(),
+                "OE^k": oe(t.features, k, "folded").cpu(),
                 "IRM": fr.irm,
             }
             acc.append(float((p.argmax(1) == t.labels).double().mean()))
@@ -262,7 +270,10 @@ def run(cfg: OmniRunConfig, out: Path, resume: bool) -> dict:
         {
             "net": dataclasses.asdict(net),
             "normalizer": {"mean": torch.as_tensor(norm.mean), "std": torch.as_tensor(norm.std)},
-            **{s: m.state_dict() for s, m in models.items()},
+            **{
+                s: {k: v.detach().cpu() for k, v in m.state_dict().items()}
+                for s, m in models.items()
+            },
         },
     )
     results["test"] = _test(models, test, norm, net)

@@ -26,8 +26,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from sci_moe._util import atomic_torch_save
-from sci_moe.train import ShuffledBatches, Trainer, TrainResult, is_flat, seed_everything
+from sci_moe._util import atomic_torch_save, resolve_device, to_device
+from sci_moe.train import (
+    ShuffledBatches,
+    Trainer,
+    TrainResult,
+    current_context,
+    is_flat,
+    seed_everything,
+)
 from sci_moe.train import TrainConfig as EngineConfig
 
 from .dataset import FrameSet
@@ -188,6 +195,8 @@ def fit_model(
     PI: :func:`mask_loss`; MoE and OE: :func:`mask_loss` with oracle routing (the
     labels); classifier: cross-entropy on the labels. Mini-batches of frames come from
     :class:`sci_moe.train.ShuffledBatches` (a new order every epoch, from ``cfg.seed``).
+    On a GPU (``cfg.device``) the frames (``data`` and ``validation``) are copied there
+    once, the model and each batch's frame indices by the engine.
 
     Parameters
     ----------
@@ -223,11 +232,17 @@ def fit_model(
         "data": _digest([data.features, data.irm, data.magnitude, data.labels]),
         "init": _digest(model.state_dict().values()),
     }
+    # the engine's device (None: the process group's, the CPU outside torchrun with NCCL)
+    device = current_context().device if cfg.device is None else resolve_device(cfg.device)
+    if device.type != "cpu":  # the losses index the frames with the batch's (moved) indices
+        data = to_device(data, device)
+        loss = _loss_of(model, data)
+        validation = None if validation is None else to_device(validation, device)
     source = ShuffledBatches(len(data), cfg.batch_size, torch.tensor, seed=cfg.seed)
     evaluate = None
     if validation is not None:
         val_loss = _loss_of(model, validation)
-        every = torch.arange(len(validation))
+        every = torch.arange(len(validation), device=device)
         evaluate = lambda m: {"val_loss": float(val_loss(m, every))}  # noqa: E731
     elif cfg.until_flat:
         raise ValueError("until_flat needs validation frames (validation=...)")
@@ -275,7 +290,7 @@ def _fit_until_flat(model, loss, source, cfg, args, out_dir, resume, stop_after)
     flat_file = out / _FLAT_NAME
     try:
         if resume and flat_file.is_file():
-            state = torch.load(flat_file, weights_only=True)
+            state = torch.load(flat_file, map_location="cpu", weights_only=True)
             model.load_state_dict(state["model"])
             return TrainResult(**state["result"])
         if not resume and flat_file.exists():
