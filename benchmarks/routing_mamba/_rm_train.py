@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from _common import until_flat
@@ -53,13 +54,14 @@ def flat(tokens, losses) -> bool:
     return is_flat(tokens, losses, tail=FLAT_TAIL, tol=FLAT, mode="min")
 
 
-def train_cycle(p, keys, seed, corpus, init=None):
+def train_cycle(p, keys, seed, corpus, init=None, device="cpu"):
     """One training run of ``p["steps"]`` steps (one cycle); ``init``: a model file to
-    start from (:func:`sci_moe.language.save_model`), else a fresh initialisation.
+    start from (:func:`sci_moe.language.save_model`), else a fresh initialisation;
+    ``device``: where it trains (not part of the plan: a run may change it on resume).
 
     Returns the history of :func:`sci_moe.language.train` and the model (its final
     weights: the language models' training keeps them, ``restore_best=False``)."""
-    cfg = lm_config(p, {**keys, "seed": seed, "progress": False})
+    cfg = lm_config(p, {**keys, "seed": seed, "progress": False, "device": device})
     return train(cfg.model_config(), cfg, corpus=corpus, return_model=True, init_from=init)
 
 
@@ -114,13 +116,17 @@ def cycles_until_flat(p, keys, seed, corpus, cycle=None):
     return hist, last["model"], info
 
 
-def run_one(p, keys, seed, corpus, ctx: bool) -> dict:
-    """One run of the plan: fixed steps, or in cycles until flat (``p["until_flat"]``)."""
+def run_one(p, keys, seed, corpus, ctx: bool, device: str = "cpu") -> dict:
+    """One run of the plan: fixed steps, or in cycles until flat (``p["until_flat"]``),
+    trained on ``device`` (the context evaluation of ``ctx`` runs there too)."""
+    # on the CPU the calls are those of the runs before --device (the plan's reference)
+    on = {} if device == "cpu" else {"device": device}
     if p.get("until_flat"):
-        hist, model, info = cycles_until_flat(p, keys, seed, corpus)
+        cycle = partial(train_cycle, **on) if on else None
+        hist, model, info = cycles_until_flat(p, keys, seed, corpus, cycle)
         step_time, steps = info.pop("step_time"), info["steps"]
     else:
-        hist, model = train_cycle(p, keys, seed, corpus)
+        hist, model = train_cycle(p, keys, seed, corpus, **on)
         step_time, steps, info = sum(hist["step_time"]), p["steps"], {}
     tps = steps * p["batch"] * p["seq"] / step_time
     out = dict(
@@ -140,11 +146,12 @@ def run_one(p, keys, seed, corpus, ctx: bool) -> dict:
     return out
 
 
-def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
+def run_all(p, seeds, corpus, state, deadline, save, device: str = "cpu") -> list[int]:
     """Train every model of every seed not in ``state`` (seed by seed), until ``deadline``.
 
     ``state["runs"]`` maps ``"<model> seed <s>"`` to the run's record; ``save()`` is called
-    after each run. Returns the seeds whose every model is done.
+    after each run; ``device`` is where they train (not recorded in the state). Returns the
+    seeds whose every model is done.
     """
     runs = state.setdefault("runs", {})
     names = list(models(p))
@@ -156,7 +163,9 @@ def run_all(p, seeds, corpus, state, deadline, save) -> list[int]:
             if time.perf_counter() > deadline:
                 return [t for t in seeds if all(f"{n} seed {t}" in runs for n in names)]
             t0 = time.perf_counter()
-            runs[key] = run_one(p, models(p)[name], s, corpus, ctx=not name.startswith("hybrid"))
+            runs[key] = run_one(
+                p, models(p)[name], s, corpus, ctx=not name.startswith("hybrid"), device=device
+            )
             r = runs[key]
             print(
                 f"  {key}: bpb {r['hist']['val_loss'][-1] / LN2:.3f}, converged {r['converged']}, "

@@ -89,6 +89,11 @@ says the run is complete)::
         --until-flat --min-steps 2400 --max-steps 9600 \\
         --json benchmarks/routing_mamba/results/routing_mamba_flat.json --max-hours 1 --resume
 
+``--device cuda`` trains the language models on a GPU (the scan experiment (e) stays on
+the CPU); the device is recorded in the JSON's ``machine`` block for information and is not
+part of the plan, so a piece may resume on another device than the one before (the
+stored results are the CPU's).
+
 This script holds the command line and the run in pieces; its parts are helper modules
 beside it: ``_rm_plan.py`` (plan, models, counts), ``_rm_train.py`` (the flatness rule and
 the training runs), ``_rm_scan.py`` (the scan experiment), ``_rm_scaling.py`` (mean
@@ -179,7 +184,7 @@ def plots_only(json_path: Path, out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(parser, unit="training run")
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR")
     parser.add_argument(
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
     exp_scan(p, rows, tables["scan"], state)
     save()
-    done = run_all(p, seeds, corpus, state, deadline, save)
+    done = run_all(p, seeds, corpus, state, deadline, save, device=args.device)
     state["wall_s"] = state.get("wall_s", 0.0) + other.report()["wall_s"]
     save()
     complete = len(done) == len(seeds)
@@ -351,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         configs={n: {**train_keys(p), **k} for n, k in models(p).items()},
         contention=other.report(),
         training_wall_s=state["wall_s"],
+        device=args.device,
         command=" ".join(["python", *sys.argv]),
     )
     if not complete:
