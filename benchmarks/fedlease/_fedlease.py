@@ -171,10 +171,14 @@ def majority_class(fs) -> dict:
     return dict(accuracy=acc, label=label, n_test=[len(c.data.y_test) for c in fs.clients])
 
 
-def build_seed(seed: int, s: dict, cache: Path | None, alpha: float | None = None):
+def build_seed(
+    seed: int, s: dict, cache: Path | None, alpha: float | None = None, device: str | None = None
+):
     """The clients of one seed (:func:`sci_moe.data.fed_tasks.build_fed_clients` with
     held-out validation and test pools); the hidden states are cached under ``cache``
-    (keyed by the texts, so another ``alpha`` reuses them)."""
+    (keyed by the texts, so another ``alpha`` reuses them). The clients train and evaluate
+    on ``device`` (their ``TrainConfig.device``; not a setting: the numbers are the CPU's
+    up to rounding)."""
     name = f"fed_{'_'.join(s['tasks'])}_{s['per_class']}_{seed}.npz"
     return build_fed_clients(
         clients_per_task=s["clients_per_task"],
@@ -183,7 +187,7 @@ def build_seed(seed: int, s: dict, cache: Path | None, alpha: float | None = Non
         alpha=s["alpha"] if alpha is None else alpha,
         test_fraction=s["test_fraction"],
         seed=seed,
-        train=TrainConfig(lr=s["lr"], batch_size=s["batch_size"], seed=seed),
+        train=TrainConfig(lr=s["lr"], batch_size=s["batch_size"], seed=seed, device=device),
         rank=s["rank"],
         cache=None if cache is None else Path(cache) / name,
         eval_per_client=s["eval_per_client"],
@@ -244,13 +248,14 @@ def clustering_diagnostics(strat, tasks: np.ndarray, max_clusters: int) -> dict:
     return out
 
 
-def warmup_sweep(seed: int, s: dict, cache: Path | None) -> dict:
+def warmup_sweep(seed: int, s: dict, cache: Path | None, device: str | None = None) -> dict:
     """The clustering diagnostics after the warm-up only, for every label skew, optimiser and
-    warm-up length of :data:`SWEEP` (same texts and seed; no federated rounds)."""
+    warm-up length of :data:`SWEEP` (same texts and seed; no federated rounds; the clients
+    on ``device``)."""
     t0, out, sets = time.perf_counter(), {}, {}
     for alpha, opt, lr, ep in SWEEP:
         if alpha not in sets:
-            sets[alpha] = build_seed(seed, s, cache, alpha=alpha)
+            sets[alpha] = build_seed(seed, s, cache, alpha=alpha, device=device)
         fs = sets[alpha]
         clients = [
             dataclasses.replace(c, train=dataclasses.replace(c.train, optimizer=opt, lr=lr))

@@ -91,6 +91,12 @@ goes to 60: two to four pieces of ``--max-hours 1`` (the plot is named after ``-
 
 ``--alpha 100`` (nearly no label skew; its own ``--json``) repeats the run where the
 warm-up sweep says the B matrices do carry the tasks.
+
+``--device cuda`` runs the clients' local rounds and evaluations on a GPU (their
+``TrainConfig.device``; the server aggregates and clusters the CPU states they send). The
+device is recorded in ``machine.device`` for information only, not in
+``machine.settings``: ``--resume`` may continue a run on another device (the stored CPU
+results stay the reference).
 """
 
 from __future__ import annotations
@@ -378,7 +384,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(p, unit="(seed, method) unit")
     p.add_argument("--seeds", type=int, default=10, help="paired seeds (default 10)")
     p.add_argument(
@@ -425,6 +431,7 @@ def main(argv=None) -> int:
         ari_target=ARI_TARGET,
         sweep=[list(c) for c in SWEEP],
         flat_rule=flat_rule(s),
+        device=args.device,  # information only: not in the settings --resume compares
     )
     runs: dict = {}
     if (old := previous_run(args)) is not None:
@@ -452,7 +459,7 @@ def main(argv=None) -> int:
         todo = [m for m in UNITS if unit_key(sd, m) not in runs]
         if not todo or time.perf_counter() > deadline:
             continue
-        fs = build_seed(sd, s, args.cache)
+        fs = build_seed(sd, s, args.cache, device=args.device)
         for m in todo:
             if time.perf_counter() > deadline:
                 break
@@ -464,7 +471,7 @@ def main(argv=None) -> int:
                 write()
                 continue
             if m == "warmup_sweep":
-                rec = warmup_sweep(sd, s, args.cache)
+                rec = warmup_sweep(sd, s, args.cache, device=args.device)
                 runs[unit_key(sd, m)] = rec
                 piece = machine["pieces"][-1]
                 piece.update(units=piece["units"] + 1, load=other.report())

@@ -142,6 +142,18 @@ def test_flat_rule_waits_for_min_rounds_and_patience(helpers):
     assert f"never before round {first}" in rule and f"at most {s['max_rounds']}" in rule
 
 
+def test_the_device_is_recorded_but_no_setting(bench, tmp_path):
+    path = tmp_path / "d.json"
+    args = ["--quick", "--json", str(path), "--max-hours", "0", "--cache", str(tmp_path)]
+    assert bench.main(args) == 0
+    doc = json.loads(path.read_text())
+    assert doc["machine"]["device"] == "cpu" and "device" not in doc["machine"]["settings"]
+    doc["machine"]["device"] = "cuda:0"  # as if started on a GPU
+    path.write_text(json.dumps(doc))
+    assert bench.main([*args, "--resume", "--device", "cpu"]) == 0
+    assert json.loads(path.read_text())["machine"]["device"] == "cpu"
+
+
 def test_warmup_optimizer_is_a_setting(bench, tmp_path, capsys):
     path = tmp_path / "w.json"
     args = ["--quick", "--json", str(path), "--max-hours", "0", "--cache", str(tmp_path)]
