@@ -64,11 +64,12 @@ def mb_case(variant, seed, data, ref, args):
         seed=seed,
         progress=False,
         ema_reset=False,
+        device=getattr(args, "device", None),
     )
     t0 = time.perf_counter()
     out = train(model, data, sde, cfg)
     t_train = time.perf_counter() - t0
-    model.eval()
+    model.cpu().eval()  # the sampling, MD and FP residual on the CPU (the reference's)
     gen = torch.Generator().manual_seed(10_000 + seed)
     x_iid = reverse_sde_sample(
         model.score,

@@ -215,6 +215,7 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         seed=seed,
         progress=False,
         compile=not args.eager,
+        device=getattr(args, "device", None),  # may change when a case resumes
     )
     t0, c0 = time.perf_counter(), _cpu_s()
     out = train(model, data, sde, cfg, out_dir=work, resume=True)
@@ -223,7 +224,7 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
     # a resumed run: the epochs' own seconds give the whole training wall time
     train_wall = float(sum(h["seconds"] for h in hist))
     steps = len(hist) * min(math.ceil(len(data) / PAPER["batch"]), args.steps_per_epoch)
-    model.eval()
+    model.cpu().eval()  # the sampling, MD and FP residual on the CPU (the reference's)
     gen = torch.Generator().manual_seed(10_000 + seed)
     t1, f1 = time.perf_counter(), _minflt()
     iid = reverse_sde_sample(
