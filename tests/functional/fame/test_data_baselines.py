@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from sci_moe.functional.fame import (
     FourierFunction,
@@ -86,3 +87,31 @@ def test_neural_baselines_stop_when_the_validation_curve_is_flat(cls):
     assert float(np.mean(per)) == pytest.approx(best, rel=1e-6)
     plain = cls(steps=30).fit(d.inputs, d.output_pairs())  # no validation: fixed steps
     assert plain.result.reason == "completed" and plain.result.step == 30
+
+
+def _fit_baseline(cls, **kw):
+    d = make_oscillator_data(8, seed=1, grid_size=20, output_size=10)
+    v = make_oscillator_data(4, seed=2, grid_size=20, output_size=10)
+    m = cls(steps=6, eval_every=2, **kw)
+    m.fit(d.inputs, d.output_pairs(), validation=(v.inputs, v.output_pairs()))
+    return m, m.predict(v.inputs, v.output_times)
+
+
+@pytest.mark.parametrize("cls", [GridMLP, ObservationGRU])
+def test_neural_baselines_device_cpu_is_the_default(cls):
+    (a, pa), (b, pb) = _fit_baseline(cls), _fit_baseline(cls, device="cpu")
+    assert np.array_equal(pa, pb) and a.result.evals == b.result.evals
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("cls", [GridMLP, ObservationGRU])
+def test_neural_baselines_train_and_predict_on_cuda(cls):
+    from sci_moe._util import module_device
+
+    m, p = _fit_baseline(cls, device="cuda")
+    net = m.net if cls is GridMLP else m.gru
+    assert module_device(net).type == "cuda"
+    assert isinstance(p, np.ndarray) and np.isfinite(p).all()
+    _, ref = _fit_baseline(cls)
+    np.testing.assert_allclose(p, ref, rtol=1e-2, atol=1e-2 * float(np.abs(ref).max()))

@@ -89,3 +89,23 @@ def test_sci_moe_train_fame(tmp_path, capsys):
     assert main(["train", "fame", "--out", str(tmp_path / "x"), "--observed", "0.5,2"]) == 2
     assert main(["train", "fame", "--out", str(tmp_path / "x"), "--hidden", "0"]) == 2
     assert "--hidden" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fit_validate_predict_on_cuda_and_load_on_the_cpu(tmp_path, data):
+    X, Y, val = data
+    reg = _reg(device="cuda").fit(X, Y, validation=val)
+    assert next(reg.model.parameters()).device.type == "cuda"
+    ref = _reg().fit(X, Y, validation=val)
+    assert reg.history[0] == pytest.approx(ref.history[0], rel=1e-3)  # the same first batch
+    assert all(np.isfinite(e["val_rel_l2"]) for e in reg.result.evals)
+    q = np.linspace(0, 10, 5)
+    pred = reg.predict(val[0], q)
+    assert pred.shape == (2, 5) and np.isfinite(pred).all()
+    pi = reg.mixture_weights(val[0])
+    assert np.allclose(pi.sum(-1), 1.0, atol=1e-5)
+    reg.save(tmp_path / "m.pt")  # CPU tensors: loads without a GPU
+    back = FunctionOnFunctionRegressor.load(tmp_path / "m.pt")
+    assert next(back.model.parameters()).device.type == "cpu"
+    np.testing.assert_allclose(back.predict(val[0], q), pred, rtol=1e-4, atol=1e-5)

@@ -123,3 +123,31 @@ def test_inference_flops(trained):
     one = inference_flops(model, 100, "top1", 2)
     assert inference_flops(model, 100, "ensemble", 2) / one == pytest.approx(2.0, rel=0.05)
     assert 1.0 < inference_flops(model, 100, "kdem", 2) / one < 1.5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("strategy", ["kdem", "ppem"])
+def test_pretrain_and_merged_fine_tuning_on_cuda(strategy):
+    """CPU encodings and a CPU model in, every engine run on cuda; the losses of the first
+    steps are the CPU run's (same batches, same fixed assignment)."""
+    col = make_graph_collection(3, 1, num_nodes=(40, 60), feature_dims=(2, 6), seed=0)
+    losses, tuned_on = {}, {}
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        model = AnyGraphMoE(AnyGraphConfig(d_model=8, num_experts=3))
+        cfg = PretrainConfig(steps=4, batch_size=32, device=device)
+        res = pretrain(model, col.train, cfg, assignment=[0, 1, 2])  # encodes on the CPU
+        assert res.encoded[0].device.type == device == next(model.parameters()).device.type
+        losses[device] = res.losses
+        cpu_encoded = [z.cpu() for z in res.encoded]
+        routing = model.route_graphs(cpu_encoded, col.train, top_k=2)  # z moved inside
+        mc = MergeConfig(strategy=strategy, steps=3, batch_size=32, device=device)
+        tuned = fine_tune_merging(model, col.train, cpu_encoded, routing, mc)
+        ids, w = selected_experts(routing, 0)
+        h = infer_embeddings(tuned, cpu_encoded[0], ids, w, strategy)
+        assert h.device.type == device and bool(torch.isfinite(h).all())
+        assert 0 <= evaluate_scores(h.cpu(), col.train[0])["auc"] <= 1
+        tuned_on[device] = next(tuned.parameters()).device.type
+    assert tuned_on == {"cpu": "cpu", "cuda": "cuda"}
+    assert losses["cuda"] == pytest.approx(losses["cpu"], rel=1e-3)

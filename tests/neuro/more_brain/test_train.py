@@ -83,3 +83,42 @@ def test_sci_moe_train_more_brain(tmp_path, capsys):
     assert main([*bad, "--batch-size", "1"]) == 2
     assert main([*bad, "--max-sentences", "60", "--n-test", "55"]) == 2
     assert "--n-val/--n-test" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_transfer_and_score_on_cuda():
+    from sci_moe._util import module_device
+    from sci_moe.neuro.more_brain import (
+        finetune_routers,
+        predict,
+        retrieval_accuracy,
+        voxel_assignments,
+    )
+
+    data = _data()
+    x1, y1 = data["subj01"]
+    train = {"subj01": (x1[:30], y1[:30])}
+    val = {"subj01": (x1[30:], y1[30:])}
+    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, device="cuda")
+    model = _model()
+    run = train_encoder(model, train, cfg, validation=val)
+    assert module_device(model).type == "cuda"
+    assert all(0 <= e["val_top5"] <= 1 for e in run.result.evals)
+    pred = predict(model, x1[30:], "subj01")  # CPU voxels in, the model's device out
+    assert pred.device.type == "cuda" and bool(torch.isfinite(pred).all())
+    assert 0 <= retrieval_accuracy(pred, y1[30:])[5] <= 1  # CPU targets moved to pred
+    assert [a.shape for a in voxel_assignments(model, x1[30:], "subj01")] == [(32,), (32,)]
+    # a new subject's front end is drawn on the CPU (a CPU model's draws), put on cuda
+    cpu_model = _model()
+    torch.manual_seed(5)
+    cpu_model.add_subject("new", 32)
+    torch.manual_seed(5)
+    model.add_subject("new", 32)
+    for name in ("value", "identity"):
+        on_gpu = getattr(model.frontend, name)["new"]
+        assert on_gpu.device.type == "cuda"
+        assert torch.equal(on_gpu.cpu(), getattr(cpu_model.frontend, name)["new"])
+    x2, y2 = data["subj02"]
+    ft = finetune_routers(model, "new", x2[:30], y2[:30], cfg, validation=(x2[30:], y2[30:]))
+    assert module_device(model).type == "cuda" and all(map(np.isfinite, ft.history))

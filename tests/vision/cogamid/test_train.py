@@ -212,3 +212,37 @@ def test_patience_after_and_n_val_are_checked():
         IncrementalConfig(n_val=-1)
     with pytest.raises(ValueError, match="patience_after"):
         IncrementalConfig(patience_after=-1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("gmm", {"dynamic_adjustment": True, "grc_weight": 0.1, "n_val": 2}),
+        ("prototype", {}),
+    ],
+)
+def test_incremental_steps_on_cuda_from_a_cpu_base(tmp_path, method, extra):
+    """A CPU step-0 state in, the later steps on cuda (the frozen previous model moved
+    beside the model); the memory stays on the CPU; the scores are finite and the first
+    loss of step 1 is the CPU run's (the same replay draws)."""
+    import json
+    from dataclasses import replace
+
+    base_cfg = replace(_cfg("finetune"), n_val=extra.get("n_val", 0))
+    base = run_incremental(base_cfg, stop_after=0)
+    start = {"model": base["model"].state_dict()}
+    runs, first = {}, {}
+    for device in ("cpu", "cuda"):
+        cfg = replace(_cfg(method), device=device, log_every=1, **extra)
+        runs[device] = run_incremental(cfg, tmp_path / device, start_state=start)
+        lines = (tmp_path / device / "task_1" / "metrics.jsonl").read_text().splitlines()
+        first[device] = next(r["train_loss"] for r in map(json.loads, lines) if "train_loss" in r)
+    out = runs["cuda"]
+    assert out["train"]["finished"]
+    assert next(out["model"].parameters()).device.type == "cuda"
+    assert all(0 <= s["miou_all"] <= 1 for s in out["steps"])
+    mem = out["memory"].state_dict()
+    assert mem and all(t.device.type == "cpu" for t in mem.values())
+    assert first["cuda"] == pytest.approx(first["cpu"], rel=1e-2)
