@@ -219,6 +219,10 @@ def resolve_config(args: argparse.Namespace) -> dict:
         data["split_seed"] = args.split_seed
     if args.no_progress:
         train["progress"] = False
+    if train.get("device") is not None:
+        # first: a device this machine lacks is refused before anything else is checked,
+        # loaded or written
+        resolve_device(train["device"], what="--device")
     if "path" not in data:
         raise ValueError("no data set: give --data DIR or data.path in the config file")
     data.setdefault("targets", None)
@@ -235,11 +239,9 @@ def resolve_config(args: argparse.Namespace) -> dict:
     if bad:
         raise ValueError(f"unknown train options {sorted(bad)}")
     try:
-        tcfg = TrainConfig(**train)  # validate early, before loading data
+        TrainConfig(**train)  # validate early, before loading data
     except ValueError as err:
         raise flag_error(err, "train", _TRAIN_FLAGS) from None
-    if tcfg.device is not None:  # it must exist here: refused before anything is written
-        resolve_device(tcfg.device, what="--device")
     if train.get("upcycle_epochs", 0) > 0:
         if model["name"] != "spice":
             raise ValueError("--upcycle-epochs needs --model spice (a model with MoE layers)")
