@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from tests.benchmarks.conftest import load_benchmark, refused
 
@@ -65,6 +66,27 @@ def test_toy_run_resume_and_verdicts(bench, tmp_path, monkeypatch):
     assert json.loads(path.read_text())["verdicts"] == before
     assert bench.main(["--rows-only", str(path)]) == 0
     assert json.loads(path.read_text())["rows"] == doc["rows"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_toy_run_on_cuda_resumes_a_cpu_run(bench, tmp_path, monkeypatch):
+    size = {
+        **bench.QUICK,
+        **dict(n_classes=4, image_size=16, n_train=4, n_val=2, n_test=2, width=4),
+        **dict(feature_dim=4, base_steps=2, base_eval_every=1, increment_steps=2),
+        "eval_every": 1,
+    }
+    monkeypatch.setattr(bench, "QUICK", size)
+    path = tmp_path / "toy.json"
+    args = ["--quick", "--threads", "1", "--json", str(path), "--methods", "prototype", "gmm"]
+    assert bench.main([*args, "--seeds", "1"]) == 0
+    # the device is not compared on --resume: a CPU run continues on the GPU
+    assert bench.main([*args, "--seeds", "2", "--resume", "--device", "cuda"]) == 0
+    doc = json.loads(path.read_text())
+    assert set(doc["runs"]) == {"0", "1"} and doc["machine"]["device"] == "cuda"
+    steps = doc["runs"]["1"]["methods"]["gmm"]
+    assert all(0 <= s["miou_all"] <= 1 for s in steps)
 
 
 def test_verdict_rule_on_stored_rows(bench):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from .conftest import load_benchmark, refused
 
@@ -79,3 +81,23 @@ def test_resume_refuses_a_state_of_another_plan(bench, monkeypatch, tmp_path, ca
     assert bench.main(["--quick", "--json", str(tmp_path / "g.json"), "--resume"]) == 0
     with refused(capsys, r"written with another plan \(gru_min_steps: 30 -> 600; "):
         bench.main(["--json", str(tmp_path / "g.json"), "--resume"])  # full vs quick plan
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fame_and_gru_fits_on_cuda(bench):
+    cfg = bench.settings(True)
+    cfg.update(n_train=8, n_val=4, n_test=4, gru_steps=4, gru_min_steps=2)
+    cfg.update(steps={"regime": 4}, min_steps={"regime": 2})
+    cfg["train"]["eval_every"] = 2
+    with load_benchmark("fame/_fame_fit.py", "fame_fit_under_test") as fit:
+        data = fit.load_task("regime", 0, cfg)
+        units = {
+            (name, device): fit.fit_unit("regime", name, 0, data, cfg, device)
+            for name in ("FAME K=2", "GRU")
+            for device in ("cuda", "cpu")
+        }
+    for name in ("FAME K=2", "GRU"):
+        on_gpu, on_cpu = units[name, "cuda"], units[name, "cpu"]
+        assert all(np.isfinite(v) for v in on_gpu["error"].values())
+        assert on_gpu["error"]["0"] == pytest.approx(on_cpu["error"]["0"], rel=0.05)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from tests.benchmarks.conftest import BENCH, load_benchmark
 
@@ -104,3 +105,18 @@ def test_specialisation_only(bench, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "heterophily_quiet" in out and "(family, seed) pairs (target 80%" in out
     assert not path.exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_toy_run_on_cuda_resumes_a_cpu_run(bench, tmp_path):
+    path = tmp_path / "toy.json"
+    args = ["--max-steps", "2", "--nodes", "30", "40", "--threads", "1", "--json", str(path)]
+    assert bench.main([*args, "--seeds", "1"]) == 0  # the default: the CPU
+    assert json.loads(path.read_text())["machine"]["device"] == "cpu"
+    # the device is no setting of the run: a CPU run continues on the GPU
+    assert bench.main([*args, "--seeds", "2", "--resume", "--device", "cuda"]) == 0
+    doc = json.loads(path.read_text())
+    assert set(doc["runs"]) == {"0", "1"} and doc["machine"]["device"] == "cuda"
+    u = doc["runs"]["1"]["metrics"]["unseen"]
+    assert all(0 <= u[s]["auc"] <= 1 for s in bench.STRATS)

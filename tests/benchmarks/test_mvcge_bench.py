@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from tests.benchmarks.conftest import load_benchmark
 
@@ -48,3 +49,17 @@ def test_toy_run_resume_and_verdicts(bench, tmp_path):
     before = doc["verdicts"]
     assert bench.main(["--verdicts-only", str(path)]) == 0
     assert json.loads(path.read_text())["verdicts"] == before
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_toy_run_on_cuda(bench, tmp_path):
+    path = tmp_path / "toy.json"
+    args = ["--seeds", "1", "--max-steps", "3", "--num-nodes", "80", "--threads", "1"]
+    args += ["--json", str(path), "--settings", "complementary", "--device", "cuda"]
+    assert bench.main(args) == 0
+    doc = json.loads(path.read_text())
+    assert doc["machine"]["device"] == "cuda"
+    methods = doc["runs"]["complementary"]["0"]["methods"]
+    assert all(0 <= r["test_accuracy"] <= 1 for r in methods.values())
+    assert 0 <= methods["MvCGE"]["usage_entropy"]  # the diagnostics ran on the GPU graph
