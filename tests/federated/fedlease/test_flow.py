@@ -193,7 +193,7 @@ def test_clients_on_cuda_match_the_cpu(setup, kind):
     assert g.strategy.labels == c.strategy.labels
     for ea, eb in zip(g.strategy.experts, c.strategy.experts, strict=True):
         for k in eb:
-            torch.testing.assert_close(ea[k], eb[k], rtol=1e-3, atol=1e-4)
+            torch.testing.assert_close(ea[k], eb[k], rtol=1e-2, atol=1e-3)
     assert sorted(mg) == sorted(mc)
     for i in mc:
         assert abs(mg[i]["accuracy"] - mc[i]["accuracy"]) <= 0.15

@@ -232,5 +232,5 @@ def test_fit_on_cuda_matches_the_cpu(name, data):
     assert next(mg.parameters()).device.type == "cuda"
     assert mg.target_std.device.type == "cuda"
     for k in ("test_mae", "val_mae"):
-        assert list(g[k].values()) == pytest.approx(list(c[k].values()), rel=1e-3, abs=1e-5)
+        assert list(g[k].values()) == pytest.approx(list(c[k].values()), rel=1e-2, abs=1e-4)
     assert np.isfinite(g["history"]["train_loss"]).all()
