@@ -23,8 +23,8 @@ in subfolders of its folder (:class:`sci_moe.train.Phases`).
 
 Device (``TrainConfig.device``): instances are drawn with the CPU generators as on the
 CPU, and the engine moves each batch to the policy's device; the rollouts' actions are
-sampled from the same CPU generator (:func:`~.model._sample` draws on it and moves the
-numbers), the validation instances and :func:`solve`'s instances are moved to the
+sampled from the same CPU generator (the uniform numbers drawn on it, then moved), the
+validation instances and :func:`solve`'s instances are moved to the
 policy's device, so a GPU run sees the same instances and random numbers as a CPU run.
 """
 
