@@ -95,8 +95,9 @@ def resolve_device(name: str, *, what: str = "device") -> torch.device:
 def to_device(obj: Any, device: torch.device | str, *, non_blocking: bool = False) -> Any:
     """``obj`` with every tensor in it on ``device``.
 
-    Walks tensors, mappings, lists, tuples (named ones kept), dataclass instances and any
-    object with a ``to(device)`` method (a PyG ``Data``/``Batch``, a module); anything
+    Moves tensors and any object with a ``to(device)`` method its own way (a PyG
+    ``Data``/``Batch``, a ``PackedSequence``, a module), and walks mappings, lists, tuples
+    (named ones kept) and dataclass instances; anything
     else (numbers, strings, numpy arrays) is returned as it is. Containers are rebuilt,
     the input is not changed (objects with ``to`` may move in place, as a module does).
 
@@ -116,6 +117,11 @@ def to_device(obj: Any, device: torch.device | str, *, non_blocking: bool = Fals
     """
     if isinstance(obj, torch.Tensor):
         return obj.to(device, non_blocking=non_blocking)
+    to = getattr(obj, "to", None)
+    if callable(to) and not isinstance(obj, type):
+        # an object that knows how to move itself (PyG data, PackedSequence: a named tuple
+        # whose lengths must stay on the CPU) is moved its own way, not walked
+        return to(device)
     if isinstance(obj, Mapping):
         items = {k: to_device(v, device, non_blocking=non_blocking) for k, v in obj.items()}
         try:
@@ -134,9 +140,6 @@ def to_device(obj: Any, device: torch.device | str, *, non_blocking: bool = Fals
             if f.init
         }
         return dataclasses.replace(obj, **changes)
-    to = getattr(obj, "to", None)
-    if callable(to) and not isinstance(obj, type):
-        return to(device)
     return obj
 
 

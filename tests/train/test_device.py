@@ -88,6 +88,16 @@ def test_to_device_moves_objects_with_a_to_method():
     assert torch.equal(out[0].x, g.x) and out[0].num_nodes == 3
 
 
+def test_to_device_lets_a_packed_sequence_move_itself():
+    """A PackedSequence is a named tuple whose lengths must stay on the CPU: its own ``to``."""
+    from torch.nn.utils.rnn import pack_sequence
+
+    packed = pack_sequence([torch.ones(3, 2), torch.ones(2, 2)])
+    out = to_device({"x": packed}, "cpu")["x"]
+    assert type(out) is type(packed) and torch.equal(out.data, packed.data)
+    assert out.batch_sizes.device.type == "cpu"
+
+
 def test_module_device():
     assert module_device(nn.Linear(2, 2)) == torch.device("cpu")
     assert module_device(nn.Identity()) == torch.device("cpu")
