@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from .._util import CheckpointError, load_latest, module_device, previous_path, resolve_device
+from .._util import CheckpointError, load_latest, module_device, previous_path
 from ..moe import BiasBalancer, MoE, dispatch, routing_diagnostics
 from ..train import (
     CHECKPOINT_NAME,
@@ -65,6 +65,7 @@ from ..train import (
     TrainResult,
     current_context,
     get_rng_state,
+    run_device,
     seed_everything,
     set_rng_state,
 )
@@ -238,15 +239,6 @@ class LMRun:
         return self.model.state_dict()
 
 
-def _run_device(name: str | None, ctx) -> torch.device:
-    """The device the engine will train on (:class:`~sci_moe.train.Trainer`'s rule):
-    ``None`` or a ``torchrun`` group on NCCL, the process group's device (where the engine
-    refuses ``"cpu"``), else ``name`` on this machine."""
-    if name is None or (ctx.enabled and ctx.backend == "nccl" and name != "cpu"):
-        return ctx.device
-    return resolve_device(name)
-
-
 def _resume_meta(out: Path, meta: dict, model_cfg: MoELMConfig) -> dict:
     """The checkpoint's ``meta`` when it describes this model (keys added to
     :class:`MoELMConfig` since it was written take their defaults), else ``meta``."""
@@ -297,7 +289,7 @@ def run_training(
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the checkpoint is)")
     ctx = current_context()
-    device = _run_device(train_cfg.device, ctx)
+    device = run_device(train_cfg.device, ctx)
     corpus = corpus if corpus is not None else load_corpus(train_cfg.val_fraction)
     if train_cfg.expert_parallel:
         if not ctx.enabled:

@@ -38,6 +38,7 @@ from .distributed import (
     broadcast_object,
     current_context,
     init_distributed,
+    run_device,
 )
 from .history import MetricHistory
 from .metrics_log import MetricsLog, read_metrics
@@ -86,6 +87,7 @@ __all__ = [
     "is_flat",
     "lr_factor",
     "read_metrics",
+    "run_device",
     "run_files",
     "seed_everything",
     "set_rng_state",

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .._util import resolve_device
+
 __all__ = [
     "DistributedContext",
     "all_reduce_sum",
@@ -35,6 +37,7 @@ __all__ = [
     "broadcast_object",
     "current_context",
     "init_distributed",
+    "run_device",
 ]
 
 
@@ -87,6 +90,43 @@ def current_context() -> DistributedContext:
         str(dist.get_backend()),
         int(os.environ.get("LOCAL_RANK", 0)),
     )
+
+
+def run_device(name: str | None, ctx: DistributedContext | None = None) -> torch.device:
+    """The device a training run uses: the one rule of the engine and of every method.
+
+    Parameters
+    ----------
+    name : str or None
+        ``TrainConfig.device``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, or ``None`` for the
+        process group's device.
+    ctx : DistributedContext, optional
+        The run's process group (default: :func:`current_context`).
+
+    Returns
+    -------
+    torch.device
+        ``None``: ``ctx.device`` (``cuda:LOCAL_RANK`` under NCCL, else the CPU). In a
+        group on NCCL every CUDA name means the process's own GPU. Otherwise ``name`` on
+        this machine.
+
+    Raises
+    ------
+    ValueError
+        ``"cpu"`` in a group on NCCL (GPUs), or a device this machine lacks
+        (:func:`sci_moe._util.resolve_device`'s message).
+    """
+    ctx = current_context() if ctx is None else ctx
+    if name is None:
+        return ctx.device
+    if ctx.enabled and ctx.backend == "nccl":
+        if name == "cpu":
+            raise ValueError(
+                "this torchrun process group uses NCCL (GPUs), but device='cpu'; train "
+                "with device='cuda' (--device cuda), or start torchrun on CPUs (gloo)"
+            )
+        return ctx.device
+    return resolve_device(name)
 
 
 def init_distributed(backend: str | None = None) -> DistributedContext:

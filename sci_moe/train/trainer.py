@@ -34,7 +34,6 @@ from .._util import (
     previous_path,
     progress_bar,
     remove_stale_temps,
-    resolve_device,
     save_verified,
     set_threads,
     to_device,
@@ -49,6 +48,7 @@ from .distributed import (
     barrier,
     broadcast_object,
     current_context,
+    run_device,
 )
 from .metrics_log import MetricsLog
 from .result import (
@@ -159,7 +159,7 @@ class Trainer:
             raise ValueError(f"patience_after must be an integer, got {patience_after!r}")
         self.patience_after = patience_after
         self.ctx: DistributedContext = context if context is not None else current_context()
-        self.device = self._training_device()
+        self.device = run_device(self.config.device, self.ctx)
         self.model.to(self.device)
         self._log = log
         self.optimizer = self._build_optimizer(param_groups)
@@ -185,21 +185,6 @@ class Trainer:
             self._log(message)
         else:
             print(f"{self.name}: {message}", file=sys.stderr, flush=True)
-
-    def _training_device(self) -> torch.device:
-        """``config.device`` on this machine; under NCCL (and for ``None``) the process
-        group's device."""
-        name = self.config.device
-        if name is None:
-            return self.ctx.device
-        if self.ctx.backend == "nccl" and self.ctx.enabled:
-            if name == "cpu":
-                raise ValueError(
-                    "this torchrun process group uses NCCL (GPUs), but device='cpu'; train "
-                    "with device='cuda' (--device cuda), or start torchrun on CPUs (gloo)"
-                )
-            return self.ctx.device
-        return resolve_device(name)
 
     def _build_optimizer(self, groups: list[dict] | None) -> torch.optim.Optimizer:
         cfg = self.config

@@ -179,3 +179,17 @@ def test_a_cpu_run_resumes_on_cuda(tmp_path):
     c.fit()
     for k, v in c.model.state_dict().items():  # same arithmetic, other rounding
         torch.testing.assert_close(b.model.state_dict()[k].cpu(), v, rtol=1e-3, atol=1e-4)
+
+
+def test_run_device_is_the_engines_rule():
+    from sci_moe.train import DistributedContext, run_device
+
+    assert run_device(None, DistributedContext()) == torch.device("cpu")
+    assert run_device("cpu", DistributedContext()) == torch.device("cpu")
+    nccl = DistributedContext(rank=1, world_size=2, backend="nccl", local_rank=1)
+    assert run_device(None, nccl) == torch.device("cuda", 1)
+    assert run_device("cuda", nccl) == run_device("cuda:0", nccl) == torch.device("cuda", 1)
+    with pytest.raises(ValueError, match=r"NCCL.*device='cpu'.*--device cuda"):
+        run_device("cpu", nccl)
+    gloo = DistributedContext(rank=0, world_size=2, backend="gloo")
+    assert run_device(None, gloo) == run_device("cpu", gloo) == torch.device("cpu")

@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..._util import atomic_save_json, atomic_write_bytes, load_verified, resolve_device
+from ..._util import atomic_save_json, atomic_write_bytes, load_verified
 from ...train import (
     ShuffledBatches,
     StepInfo,
     Trainer,
     all_reduce_sum,
     current_context,
+    run_device,
 )
 from ..graph import EnsembleGraph, collate_ensembles
 from .model import EnsembleRegressor
@@ -335,10 +336,7 @@ def fit(
             "upcycle_epochs > 0 needs a SPiCE built with upcycle=True (it starts dense)"
         )
     ctx = current_context()
-    # the engine's device: config.device, or the process group's (under NCCL this
-    # process's GPU; the CPU alone) when it is None or NCCL runs
-    nccl = ctx.enabled and ctx.backend == "nccl"
-    device = ctx.device if cfg.device is None or nccl else resolve_device(cfg.device)
+    device = run_device(cfg.device, ctx)  # the engine's rule
     model.to(device)
     # computed on the CPU (the same numbers on every device), copied into the buffers
     model.set_target_stats(torch.stack([g.y for g in train]))  # a resumed run loads its own

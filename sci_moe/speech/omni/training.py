@@ -26,13 +26,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from sci_moe._util import atomic_torch_save, resolve_device, to_device
+from sci_moe._util import atomic_torch_save, to_device
 from sci_moe.train import (
     ShuffledBatches,
     Trainer,
     TrainResult,
-    current_context,
     is_flat,
+    run_device,
     seed_everything,
 )
 from sci_moe.train import TrainConfig as EngineConfig
@@ -232,8 +232,7 @@ def fit_model(
         "data": _digest([data.features, data.irm, data.magnitude, data.labels]),
         "init": _digest(model.state_dict().values()),
     }
-    # the engine's device (None: the process group's, the CPU outside torchrun with NCCL)
-    device = current_context().device if cfg.device is None else resolve_device(cfg.device)
+    device = run_device(cfg.device)  # the engine's rule
     if device.type != "cpu":  # the losses index the frames with the batch's (moved) indices
         data = to_device(data, device)
         loss = _loss_of(model, data)
