@@ -111,20 +111,12 @@ def _activations(tmp_path):
 
 
 def _corpora(tmp_path) -> list[str]:
-    """Two small corpora of different formatting (as the provenance CLI test)."""
-    out = []
+    """Two small corpora of different formatting (the provenance CLI test's)."""
+    from ..language.provenance.test_cli import _corpus
+
     for style, name in ((0, "prose"), (1, "lists")):
-        folder = tmp_path / name
-        folder.mkdir()
-        for i in range(12):
-            words = [f"w{(i * 7 + j) % 23}" for j in range(60)]
-            if style:
-                text = "\n".join("- " + " ".join(words[k : k + 6]) for k in range(0, 60, 6))
-            else:
-                text = " ".join(words[k] + ("." if k % 6 == 5 else "") for k in range(60))
-            (folder / f"d{i}.txt").write_text(text)
-        out.append(str(folder))
-    return out
+        _corpus(tmp_path / name, style)
+    return [str(tmp_path / "prose"), str(tmp_path / "lists")]
 
 
 def _lm(tmp_path, device, *extra):
