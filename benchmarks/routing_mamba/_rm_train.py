@@ -9,6 +9,7 @@ imports it.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ __all__ = [
     "run_all",
     "run_one",
     "train_cycle",
+    "upgrade_min_cycles",
 ]
 
 
@@ -71,7 +73,7 @@ def cycles_until_flat(p, keys, seed, corpus, cycle=None):
     Cycle ``c`` is ``cycle(p, keys, seed + CYCLE_SEED c, corpus, init)`` (default
     :func:`train_cycle`), ``init`` the final weights of cycle ``c - 1`` (``None`` for
     cycle 0: the fixed-step run); :func:`_common.until_flat` judges the joined curve
-    after each cycle.
+    after each cycle from the plan's ``min_cycles``-th on.
 
     Returns
     -------
@@ -103,7 +105,12 @@ def cycles_until_flat(p, keys, seed, corpus, cycle=None):
         return flat([s * bl for s, _ in curve], [v for _, v in curve])
 
     curve, n, converged = until_flat(
-        one, judge, p["max_steps"] // p["steps"], seed=seed, cycle_steps=p["steps"]
+        one,
+        judge,
+        p["max_steps"] // p["steps"],
+        seed=seed,
+        cycle_steps=p["steps"],
+        min_cycles=p.get("min_cycles", 1),
     )
     hist = {"tokens": [s * bl for s, _ in curve], "val_loss": [v for _, v in curve]}
     info = dict(
@@ -175,3 +182,30 @@ def run_all(p, seeds, corpus, state, deadline, save, device: str = "cpu") -> lis
             )
             save()
     return [t for t in seeds if all(f"{n} seed {t}" in runs for n in names)]
+
+
+def upgrade_min_cycles(state: dict, p: dict) -> list[str]:
+    """Carry a state written before the plan had ``min_cycles`` over to plan ``p``.
+
+    Such a state judged every run from its first cycle on. When its plan is ``p`` but for
+    ``min_cycles``, the runs that stopped after fewer cycles than ``p["min_cycles"]`` are
+    dropped from ``state["runs"]`` (``--resume`` trains them again under the new rule; the
+    weights of their cycles were not kept), every other run is kept (it ran at least that
+    many cycles: what the rule would have trained), and the state gets plan ``p``. Any
+    other difference of plans is left for :func:`check_resume_settings` to refuse.
+
+    Returns the keys of the dropped runs.
+    """
+    old = state.get("plan")
+    need = p.get("min_cycles")
+    if not old or need is None or "min_cycles" in old:
+        return []
+    plain = json.loads(json.dumps(p))
+    if {**old, "min_cycles": need} != plain:
+        return []
+    runs = state.setdefault("runs", {})
+    dropped = [k for k, r in runs.items() if r.get("cycles", need) < need]
+    for k in dropped:
+        del runs[k]
+    state["plan"] = plain
+    return dropped

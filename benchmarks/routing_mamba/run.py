@@ -137,6 +137,7 @@ from _rm_plan import (
 )
 from _rm_plan import HYBRID_RATIOS as HYBRID_RATIOS
 from _rm_plan import RATIOS as RATIOS
+from _rm_plan import UNTIL_FLAT_MIN_CYCLES as UNTIL_FLAT_MIN_CYCLES
 from _rm_plan import count as count
 from _rm_plan import flops_per_token as flops_per_token
 from _rm_plan import lm_config as lm_config
@@ -148,7 +149,7 @@ from _rm_scaling import equivalent_ratio as equivalent_ratio
 from _rm_scaling import hybrid_saving as hybrid_saving
 from _rm_scaling import mean_curve as mean_curve
 from _rm_scan import exp_scan
-from _rm_train import FLAT, FLAT_TAIL, run_all
+from _rm_train import FLAT, FLAT_TAIL, run_all, upgrade_min_cycles
 from _rm_train import cycles_until_flat as cycles_until_flat
 from _rm_train import flat as flat
 from _rm_train import run_one as run_one
@@ -274,6 +275,13 @@ def main(argv: list[str] | None = None) -> None:
     state = resume_state(args)
     seeds = list(range(args.seed, args.seed + p["seeds"]))
     if state:
+        dropped = upgrade_min_cycles(state, p)
+        if dropped:
+            print(
+                f"the plan now judges a run from cycle {p['min_cycles']} on: "
+                f"{len(dropped)} run(s) that stopped earlier train again: {', '.join(dropped)}",
+                file=sys.stderr,
+            )
         try:
             check_resume_settings(state.get("plan"), p, state_path(args.json), what="plan")
         except ValueError as err:

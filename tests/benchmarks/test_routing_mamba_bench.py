@@ -198,9 +198,12 @@ def test_plots_only_needs_a_complete_stored_run(bench, tmp_path):
 def test_until_flat_plan_and_options(bench, tmp_path, capsys):
     p = bench.plan(False, 2400, 9600)
     assert p["until_flat"] and p["max_steps"] == 9600 and p["steps"] == 2400
-    assert {k: v for k, v in p.items() if k not in ("until_flat", "max_steps")} == bench.plan(
+    assert p["min_cycles"] == bench.UNTIL_FLAT_MIN_CYCLES == 2
+    cycle_keys = ("until_flat", "max_steps", "min_cycles")
+    assert {k: v for k, v in p.items() if k not in cycle_keys} == bench.plan(
         False, 2400
     )  # cycle 0 is the fixed --steps 2400 run
+    assert bench.plan(False, 2400, 2400)["min_cycles"] == 1  # a one-cycle cap judges cycle 1
     with pytest.raises(ValueError, match="multiple of the minimum steps 2400"):
         bench.plan(False, 2400, 5000)
     run = [sys.executable, str(BENCH / "routing_mamba" / "run.py"), "--quick"]
@@ -216,12 +219,25 @@ def test_until_flat_plan_and_options(bench, tmp_path, capsys):
     fixed = json.loads(json.dumps(bench.plan(True)))
     path.with_suffix(".state.json").write_text(json.dumps({"plan": fixed, "runs": {}}))
     cap = bench.UNTIL_FLAT_CAP * 8
-    with refused(capsys, rf"another plan \(max_steps: unset -> {cap}; until_flat: unset -> True\)"):
+    with refused(capsys, rf"another plan \(max_steps: unset -> {cap}; min_cycles: unset -> 2"):
         bench.main(["--quick", "--until-flat", "--json", str(path), "--resume"])
     flat = json.loads(json.dumps(bench.plan(True, None, 32)))
     path.with_suffix(".state.json").write_text(json.dumps({"plan": flat, "runs": {}}))
-    with refused(capsys, r"\(max_steps: 32 -> unset; until_flat: True -> unset\)"):
+    with refused(capsys, r"\(max_steps: 32 -> unset; min_cycles: 2 -> unset; until_flat: True"):
         bench.main(["--quick", "--json", str(path), "--resume"])
+
+
+def test_a_state_judged_from_cycle_one_resumes_under_min_cycles(bench):
+    """The first pieces judged from cycle 1: their one-cycle runs train again, the rest stay."""
+    p = json.loads(json.dumps(bench.plan(False, 2400, 9600)))
+    old = {k: v for k, v in p.items() if k != "min_cycles"}
+    runs = {"RoM seed 0": {"cycles": 3}, "dense 1x seed 0": {"cycles": 1}, "x seed 1": {}}
+    state = {"plan": old, "runs": dict(runs)}
+    assert bench.upgrade_min_cycles(state, p) == ["dense 1x seed 0"]
+    assert state["plan"] == p and set(state["runs"]) == {"RoM seed 0", "x seed 1"}
+    assert bench.upgrade_min_cycles(state, p) == []  # already carried over
+    other = {"plan": {**old, "d": 64}, "runs": dict(runs)}  # another plan: left to refuse
+    assert bench.upgrade_min_cycles(other, p) == [] and other["runs"] == runs
 
 
 def _fake_cycle(bench, p, calls):

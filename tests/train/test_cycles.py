@@ -48,6 +48,21 @@ def test_a_never_flat_run_stops_at_max_cycles(common):
         common.until_flat(cycle, last_value_judge, max_cycles=0)
 
 
+def test_min_cycles_judges_only_from_that_cycle_on(common):
+    """A first cycle that ends flat (its annealed tail) does not end the run."""
+    flat_first = [[[0, 0.0], [5, 1.0]], [[0, 1.0], [5, 1.0]], [[0, 1.0], [5, 1.0]]]
+    cycle, calls = fake(flat_first)
+    _, n, conv = common.until_flat(cycle, last_value_judge, max_cycles=3)
+    assert (n, conv, len(calls)) == (1, True, 1)
+    cycle, calls = fake(flat_first)
+    curve, n, conv = common.until_flat(cycle, last_value_judge, max_cycles=3, min_cycles=2)
+    assert (n, conv) == (2, True) and calls == [(0, 0), (1, 100)]
+    assert curve == [[0, 0.0], [5, 1.0], [10, 1.0]]
+    for bad in (0, 4):
+        with pytest.raises(ValueError, match="min_cycles"):
+            common.until_flat(cycle, last_value_judge, max_cycles=3, min_cycles=bad)
+
+
 def test_concat_shifts_by_cycle_steps_or_by_each_cycles_end(common):
     curves = [[[0, 5.0], [3, 4.0], [7, 3.5]], [[0, 3.5], [4, 3.2], [6, 3.1]], [[2, 3.0]]]
     by_end = common.concat(curves)

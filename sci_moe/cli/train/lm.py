@@ -21,10 +21,11 @@ files (``checkpoint.pt``, ``metrics.jsonl``).
 ``c - 1``'s ``model.pt`` (the weights the cycle ended with: the final ones, as in the
 benchmark, or the best evaluated ones with ``--restore-best``), until the validation
 loss of all cycles joined on one step axis is flat (:func:`sci_moe.train.is_flat`, mode
-``min``, its default tail and tolerance) or ``--max-cycles`` cycles ran. ``OUT/model.pt``
+``min``, its default tail and tolerance; judged from cycle ``--min-cycles`` on) or
+``--max-cycles`` cycles ran. ``OUT/model.pt``
 is then the last cycle's model file and ``results.json`` records ``until_flat``:
 ``cycles``, ``steps`` (cycles x ``--steps``), ``cap`` (``--steps`` x ``--max-cycles``),
-``converged``, ``cycle_steps``, ``max_cycles``, ``tokens_per_step`` and the joined
+``converged``, ``cycle_steps``, ``max_cycles``, ``min_cycles``, ``tokens_per_step`` and the joined
 ``curve`` (``[step, val_loss]``, nats). ``--resume`` reads the finished cycles back from
 their folders (not retrained) and resumes the unfinished one through the engine;
 ``--max-hours`` is the budget of all cycles together (a run stopped between or inside
@@ -53,8 +54,8 @@ One row of the Routing Mamba benchmark's until-flat run (RoM, seed 3), rerun:
 
 .. code-block:: console
 
-    $ sci-moe train lm --config benchmarks/routing_mamba/configs/RoM.toml \\
-          --steps 2400 --eval-every 240 --until-flat --max-cycles 4 --seed 3 --out rom_s3
+    $ sci-moe train lm --config benchmarks/routing_mamba/configs/until_flat/RoM.toml \\
+          --seed 3 --out rom_s3
 """
 
 from __future__ import annotations
@@ -88,16 +89,26 @@ class LMRunConfig(LMConfig):
         Train in cycles of ``steps`` steps until the joined validation loss is flat.
     max_cycles : int
         The most cycles of ``until_flat`` (>= 1).
+    min_cycles : int
+        The cycles ``until_flat`` trains before it judges the curve (1 to
+        ``max_cycles``; the Routing Mamba benchmark's 2: the end of one annealed cycle
+        always looks flat).
     """
 
     until_flat: bool = False
     max_cycles: int = 4
+    min_cycles: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.until_flat, bool):
             raise ValueError(f"until_flat must be true or false, got {self.until_flat!r}")
         check_int_attr(self, "max_cycles", minimum=1)
+        check_int_attr(self, "min_cycles", minimum=1)
+        if self.min_cycles > self.max_cycles:
+            raise ValueError(
+                f"min_cycles ({self.min_cycles}) must be <= max_cycles ({self.max_cycles})"
+            )
         if self.until_flat:
             for name, value, off in (
                 ("init_from", self.init_from, None),
@@ -254,12 +265,18 @@ def _run_cycles(cfg: LMRunConfig, out: Path, resume: bool, corpus) -> dict:
     flat = {
         "cycle_steps": cfg.steps,
         "max_cycles": cfg.max_cycles,
+        "min_cycles": cfg.min_cycles,
         "cap": cfg.steps * cfg.max_cycles,
         "tokens_per_step": cfg.batch_size * cfg.seq_len,
     }
     try:
         curve, n, converged = until_flat(
-            cycle, judge, cfg.max_cycles, seed=cfg.seed, cycle_steps=cfg.steps
+            cycle,
+            judge,
+            cfg.max_cycles,
+            seed=cfg.seed,
+            cycle_steps=cfg.steps,
+            min_cycles=cfg.min_cycles,
         )
     except _Stopped as stop:
         train = stop.args[0]
