@@ -30,11 +30,11 @@ def _clf(seed=3):
     return ByteTransformerClassifier(cfg, progress=False)
 
 
-def _fit(max_cycles=2, clf=None):
+def _fit(max_cycles=2, clf=None, **kw):
     x, y = _data(8, 0)
     val = _data(4, 1)
     return fit_until_flat(
-        clf or _clf(), x, y, ["p", "l"], val=val, eval_every=2, max_cycles=max_cycles
+        clf or _clf(), x, y, ["p", "l"], val=val, eval_every=2, max_cycles=max_cycles, **kw
     )
 
 
@@ -45,6 +45,37 @@ def test_cycles_stop_flat_or_at_the_cap(monkeypatch, flat):
     assert (cycles, converged) == ((1, True) if flat else (2, False))
     assert [s for s, _ in curve] == [2, 4, 6, 8][: 2 * cycles]  # cycle c shifted by 4 c
     assert clf.config.seed == 3 and clf.classes == ("p", "l")
+
+
+def test_min_cycles_trains_on_past_a_flat_first_cycle(monkeypatch):
+    # every curve flat (as the end of one annealed cycle looks): min_cycles=2 still trains
+    # a second cycle, judged once, after it
+    seen = []
+    monkeypatch.setattr(bc, "is_flat", lambda steps, *a, **k: seen.append(list(steps)) or True)
+    clf, curve, cycles, converged = _fit(max_cycles=3, min_cycles=2)
+    assert (cycles, converged) == (2, True) and [s for s, _ in curve] == [2, 4, 6, 8]
+    assert seen[0] == [2, 4, 6, 8] and clf.config.seed == 3
+    # the same two cycles as a fit forced to its cap of two
+    monkeypatch.setattr(bc, "is_flat", lambda *a, **k: False)
+    capped = _fit(max_cycles=2)
+    assert capped[1] == curve
+    for k, v in clf.model.state_dict().items():
+        assert torch.equal(v, capped[0].model.state_dict()[k])
+
+
+def test_min_cycles_equal_to_the_cap_runs_the_cap(monkeypatch):
+    monkeypatch.setattr(bc, "is_flat", lambda *a, **k: True)
+    assert _fit(max_cycles=2, min_cycles=2)[2:] == (2, True)
+    assert _fit(max_cycles=2, min_cycles=1)[2:] == (1, True)  # the default judges cycle 1
+
+
+@pytest.mark.parametrize("min_cycles", [0, 3, -1])
+def test_min_cycles_outside_one_to_the_cap_raises(min_cycles):
+    x, y = _data(2, 0)
+    with pytest.raises(ValueError, match=f"min_cycles={min_cycles} with max_cycles=2"):
+        fit_until_flat(
+            _clf(), x, y, val=_data(1, 1), eval_every=2, max_cycles=2, min_cycles=min_cycles
+        )
 
 
 def test_same_seed_same_curve_and_the_hand_run_cycles(monkeypatch):
