@@ -142,10 +142,37 @@ def test_until_flat_records_cycles_steps_converged(tmp_path, monkeypatch, capsys
     assert ("not flat after the cap of 3 cycles" in capsys.readouterr().out) is not flat
 
 
+def test_min_cycles_trains_past_a_flat_first_cycle(tmp_path, monkeypatch):
+    # the flat rule forced to flat at once: --min-cycles 2 still trains two cycles
+    import sci_moe.language.provenance.byte_classifier as bc
+
+    monkeypatch.setattr(bc, "is_flat", lambda *a, **k: True)
+    metrics = _until_flat(tmp_path, "--max-cycles", "3", "--min-cycles", "2")
+    rec = metrics["until_flat"]
+    assert rec["cycles"] == 2 and rec["converged"] is True and rec["min_cycles"] == 2
+    assert rec["steps"] == metrics["steps"] == 12 and rec["max_cycles"] == 3
+    assert [s for s, _ in rec["curve"]] == [2, 4, 6, 8, 10, 12]
+
+
+def test_min_cycles_defaults_to_one(tmp_path, monkeypatch):
+    import sci_moe.language.provenance.byte_classifier as bc
+
+    monkeypatch.setattr(bc, "is_flat", lambda *a, **k: True)
+    rec = _until_flat(tmp_path, "--max-cycles", "3")["until_flat"]
+    assert rec["cycles"] == 1 and rec["min_cycles"] == 1
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--until-flat", "--model", "bow"], "byte model only"),
+        (
+            ["--until-flat", "--max-cycles", "2", "--min-cycles", "3"],
+            "got --min-cycles 3 with --max-cycles 2",
+        ),
+        (["--until-flat", "--min-cycles", "0"], "got --min-cycles 0 with --max-cycles 4"),
+        (["--min-cycles", "2"], "--min-cycles 2 needs --until-flat"),
+        (["--model", "bow", "--min-cycles", "1"], "--min-cycles 1 needs --until-flat"),
         (["--until-flat", "--eval-every", "0"], "--eval-every must be >= 1"),
         (["--until-flat", "--max-cycles", "0"], "--max-cycles must be >= 1"),
         (["--until-flat", "--max-cycles", "-2"], "--max-cycles must be >= 1"),
