@@ -5,9 +5,13 @@ schedule from the previous cycle's weights, its batches drawn with the seed ``se
 in cycle ``c``, so cycle 0 is the plain run) until its concatenated validation curve is flat
 (:func:`sci_moe.train.is_flat`: the best value of the last 20 % of the steps is < 1 %
 better, relative, than the best before; at least five evaluations) or the cap of cycles is
-spent. The byte classifier is judged on its validation accuracy, the propagation LMs on
-their validation loss (the log of the perplexity the curves store), as the other LM
-benchmarks of ``benchmarks/`` judge theirs. The cycles themselves are
+spent. The curve is judged only from cycle ``min_cycles`` on (the plan's 2): the end of
+one annealed warm-up + cosine schedule always looks flat, however much a restart would
+still gain (``fingerprints_v2.json``, judged from cycle 1: the byte classifier stopped
+after exactly one cycle on all 5 seeds, while its LMs ran 4-5). The byte classifier is
+judged on its validation accuracy, the propagation LMs on their validation loss (the log of
+the perplexity the curves store), as the other LM benchmarks of ``benchmarks/`` judge
+theirs. The cycles themselves are
 :func:`sci_moe.train.until_flat`'s; the byte classifier's are
 :func:`sci_moe.language.provenance.fit_until_flat` (what ``sci-moe provenance train --model
 byte --until-flat`` runs). A helper module: ``run.py`` imports it.
@@ -37,8 +41,9 @@ FLAT_RULE = (
     "trained in cycles (byte classifier: byte_steps steps, at most byte_cycles; propagation "
     "LMs: lm_steps steps, at most lm_cycles; each a fresh warm-up + cosine schedule from the "
     "previous cycle's weights, batch seed + 100 per cycle) until the concatenated validation "
-    "curve is flat: the best value of the last 20 % of the steps is < 1 % better (relative) "
-    "than the best value up to 80 % of the steps (sci_moe.train.is_flat, at least five "
+    "curve, judged after every cycle from cycle min_cycles on (one annealed cycle always ends "
+    "flat-looking), is flat: the best value of the last 20 % of the steps is < 1 % better "
+    "(relative) than the best value up to 80 % of the steps (sci_moe.train.is_flat, at least five "
     "evaluations); the byte classifier on its validation accuracy (held-out training "
     "documents, higher is better), the LMs on their validation loss (ln of the stored "
     "perplexity, lower is better); a run that reaches the cap unflat has converged false"
@@ -57,21 +62,31 @@ def lm_flat(curve) -> bool:
     return flat([[s, math.log(v)] for s, v in curve], higher_is_better=False)
 
 
-def fit_byte_classifier(clf, texts, labels, names, val, eval_every: int, max_cycles: int):
+def fit_byte_classifier(
+    clf, texts, labels, names, val, eval_every: int, max_cycles: int, min_cycles: int = 1
+):
     """Fit ``clf`` (a :class:`~sci_moe.language.provenance.ByteTransformerClassifier`) in
-    cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat:
+    cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat, judged
+    from cycle ``min_cycles`` on (1 to ``max_cycles``):
     :func:`sci_moe.language.provenance.fit_until_flat` (the same rule as :func:`flat`).
     Returns ``(clf, curve, cycles, converged)``."""
     return fit_until_flat(
-        clf, texts, labels, names, val=val, eval_every=eval_every, max_cycles=max_cycles
+        clf,
+        texts,
+        labels,
+        names,
+        val=val,
+        eval_every=eval_every,
+        max_cycles=max_cycles,
+        min_cycles=min_cycles,
     )
 
 
-def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int, val_docs=None):
+def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int, val_docs=None, min_cycles: int = 1):
     """:func:`~sci_moe.language.provenance.train_lm_on_texts` in cycles of ``tcfg.steps``
-    until the validation loss is flat (validated on ``val_docs`` when given, else on the
-    last tenth of the token stream). Returns ``(model, curve [[step, ppl], ...], cycles,
-    converged)``."""
+    until the validation loss is flat, judged from cycle ``min_cycles`` on (1 to
+    ``max_cycles``; validated on ``val_docs`` when given, else on the last tenth of the
+    token stream). Returns ``(model, curve [[step, ppl], ...], cycles, converged)``."""
     from sci_moe.language import save_model
     from sci_moe.language.provenance import train_lm_on_texts
 
@@ -92,5 +107,7 @@ def train_lm(docs, lm_cfg, tcfg, tokenizer, max_cycles: int, val_docs=None):
             )
             return [[int(s), float(p)] for s, p in zip(hist["step"], hist["val_ppl"], strict=True)]
 
-        curve, n, conv = until_flat(cycle, lm_flat, max_cycles, tcfg.seed, tcfg.steps)
+        curve, n, conv = until_flat(
+            cycle, lm_flat, max_cycles, tcfg.seed, tcfg.steps, min_cycles=min_cycles
+        )
     return held["lm"], curve, n, conv

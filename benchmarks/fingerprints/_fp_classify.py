@@ -181,6 +181,7 @@ def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
             ([sub.texts[i] for i in val_i], sub.labels[val_i]),
             cfg["byte_eval"],
             cfg["byte_cycles"],
+            cfg["min_cycles"],
         )
         preds["byte_lm"].append((yte, bc.predict(xte), gte))
         converged.append(conv)

@@ -162,7 +162,13 @@ def part_propagation(cfg, seed, s, state, device: str = "cpu") -> list[Row]:
     for i, (n, docs) in enumerate(sources.items()):
         t0 = time.time()
         lm, curve, cycles, conv = train_lm(
-            docs, lm_cfg, tcfg, tok, cfg["lm_cycles"], None if val_text is None else val_text[n]
+            docs,
+            lm_cfg,
+            tcfg,
+            tok,
+            cfg["lm_cycles"],
+            None if val_text is None else val_text[n],
+            min_cycles=cfg["min_cycles"],
         )
         curves.setdefault(n, {})[str(s)] = curve
         ppl = curve[-1][1]

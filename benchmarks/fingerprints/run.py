@@ -49,11 +49,20 @@ with a paired t-test over the seeds):
 Convergence (``_cycles.FLAT_RULE``, stated in the JSON's ``machine.flat_rule``): the byte
 classifier trains in cycles of ``byte_steps`` steps (at most ``byte_cycles``), each LM in
 cycles of ``lm_steps`` (at most ``lm_cycles``); a cycle is a fresh warm-up + cosine schedule
-from the previous cycle's weights, and training stops after the first cycle whose
-concatenated validation curve is flat: the best value of its last 20 % of the steps less
-than 1 % better (relative) than the best before (:func:`sci_moe.train.is_flat`, at least
-five evaluations) -- the byte classifier's validation accuracy, the LMs' validation loss
-(ln of the stored perplexity). Rows per model and seed: ``converged seed s`` (flat),
+from the previous cycle's weights, and training stops after the first cycle, from cycle
+``min_cycles`` on (:data:`MIN_CYCLES` = 2 in the full and the ``--quick`` plan, or the
+smaller cap where ``--byte-cycles`` / ``--lm-cycles`` lower one below it; ``--min-cycles``
+sets it), whose concatenated validation curve is flat: the best value of its last 20 % of
+the steps less than 1 % better (relative) than the best before
+(:func:`sci_moe.train.is_flat`, at least five evaluations) -- the byte classifier's
+validation accuracy, the LMs' validation loss (ln of the stored perplexity).
+``min_cycles`` exists because the end of one annealed warm-up + cosine schedule always
+looks flat (the learning rate decays to its floor) however much a restart would still
+gain: ``fingerprints_v2.json``, judged from the first cycle, stopped its byte classifier
+after exactly one cycle on all 5 seeds while its LMs ran 4-5 (on the Routing Mamba
+benchmark every LM given a second cycle ended it 3-5 % lower); runs before
+``fingerprints_v3.json`` lack the setting (judged from cycle 1), so a ``--resume`` of
+theirs is refused. Rows per model and seed: ``converged seed s`` (flat),
 ``cycles seed s`` and ``steps seed s``; a model at its cap unflat has ``converged`` 0, and
 a verdict is decisive only when the models it compares are flat (logistic regressions are
 convex fits). Until the review of issue 43 the rule was point to point, then one run of
@@ -66,9 +75,10 @@ every LM.
 
 Run: ``python benchmarks/fingerprints/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--max-hours H] [--resume [--finish]] [--seeds N] [--byte-steps N] [--byte-cycles N]
-[--lm-steps N] [--lm-cycles N] [--device cuda]`` (pieces: the run stops after the part
-during which ``H`` hours passed and writes ``PATH.state.json``; ``--resume`` continues from
-it); ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its rows.
+[--lm-steps N] [--lm-cycles N] [--min-cycles N] [--device cuda]`` (pieces: the run stops
+after the part during which ``H`` hours passed and writes ``PATH.state.json``; ``--resume``
+continues from it); ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its
+rows.
 ``--device`` is where the byte classifier and the propagation LMs train and sample (the
 bag-of-words and MiniLM parts stay on the CPU); it is recorded in the JSON's ``machine``
 block and is not a setting, so a piece may resume on another device. The full run::
@@ -81,7 +91,8 @@ block and is not a setting, so a piece may resume on another device. The full ru
 Measured (``fingerprints_v2.json``, 5 cycles at most per LM, one thread beside other
 jobs): 10,113 s in three pieces, of which about 1,700 s per propagation seed (LMs of
 375-680 s each; 4 of the 20 LMs reached the 5-cycle cap unflat); the next run, with
-document-aligned validation text and at most 8 LM cycles, is estimated at 3-4 h.
+document-aligned validation text, at most 8 LM cycles and at least 2 byte-classifier
+cycles (about 110 s per seed each beyond v2's one), is estimated at 3-4 h.
 
 Time (one thread of the 2-core EPYC, from the 3-seed run of 1,263 s: MiniLM embedding
 132 s, about 25 s of bag-of-words fits per seed, 0.135 s per byte-classifier step with its
@@ -134,9 +145,15 @@ from sci_moe.data.wiki_pipelines import stratified_pool as stratified_pool
 Row = _common.Row
 
 
+#: Cycles every until-flat fit trains before its curve is judged (the plan's
+#: ``min_cycles``, at most the caps): the end of one annealed cycle always looks flat.
+MIN_CYCLES = 2
+
+
 def settings(quick: bool) -> dict:
     """The run's plan: data sizes, seeds, and the cycle sizes (``byte_steps``,
-    ``lm_steps``) and caps (``byte_cycles``, ``lm_cycles``) of the training until flat."""
+    ``lm_steps``), caps (``byte_cycles``, ``lm_cycles``) and minimum (``min_cycles``:
+    :data:`MIN_CYCLES`, at most either cap) of the training until flat."""
     common = dict(
         quick=quick,
         seq_words=64,
@@ -146,7 +163,7 @@ def settings(quick: bool) -> dict:
         prop_split="document",
     )
     if quick:
-        return dict(
+        plan = dict(
             common,
             seeds=3,
             pool=120,
@@ -161,21 +178,24 @@ def settings(quick: bool) -> dict:
             real_windows=100,
             minilm=True,
         )
-    return dict(
-        common,
-        seeds=5,
-        pool=1000,
-        byte_steps=800,
-        byte_cycles=4,
-        byte_eval=50,
-        lm_steps=1200,
-        lm_cycles=8,
-        lm_eval=100,
-        gen=100,
-        vocab=4096,
-        real_windows=1000,
-        minilm=True,
-    )
+    else:
+        plan = dict(
+            common,
+            seeds=5,
+            pool=1000,
+            byte_steps=800,
+            byte_cycles=4,
+            byte_eval=50,
+            lm_steps=1200,
+            lm_cycles=8,
+            lm_eval=100,
+            gen=100,
+            vocab=4096,
+            real_windows=1000,
+            minilm=True,
+        )
+    plan["min_cycles"] = min(MIN_CYCLES, plan["byte_cycles"], plan["lm_cycles"])
+    return plan
 
 
 def pooled_rows(rows: list[Row], seeds: int) -> list[Row]:
@@ -212,6 +232,11 @@ def main() -> int:
         ("--byte-cycles", "byte_cycles", "most cycles of the byte classifier"),
         ("--lm-steps", "lm_steps", "steps per training cycle of each propagation LM"),
         ("--lm-cycles", "lm_cycles", "most cycles of each propagation LM"),
+        (
+            "--min-cycles",
+            "min_cycles",
+            "cycles of every until-flat fit before its curve is judged, at most both caps",
+        ),
         ("--seeds", "seeds", "paired split/training seeds"),
     ):
         p.add_argument(flag, type=int, default=None, dest=key, help=f"{what} (default: the plan's)")
@@ -241,11 +266,20 @@ def main() -> int:
     cfg = settings(args.quick)
     if args.no_minilm:
         cfg["minilm"] = False
-    for key in ("byte_steps", "byte_cycles", "lm_steps", "lm_cycles", "seeds"):
+    for key in ("byte_steps", "byte_cycles", "lm_steps", "lm_cycles", "min_cycles", "seeds"):
         if (value := getattr(args, key)) is not None:
             if value < 1:
                 raise SystemExit(f"--{key.replace('_', '-')} must be >= 1, got {value}")
             cfg[key] = value
+    cap = min(cfg["byte_cycles"], cfg["lm_cycles"])
+    if args.min_cycles is None:  # the plan's, kept within caps lowered on the command line
+        cfg["min_cycles"] = min(MIN_CYCLES, cap)
+    elif args.min_cycles > cap:
+        raise SystemExit(
+            f"--min-cycles {args.min_cycles} exceeds a cap of cycles (--byte-cycles "
+            f"{cfg['byte_cycles']}, --lm-cycles {cfg['lm_cycles']}): lower --min-cycles or "
+            "raise the caps"
+        )
     state = _common.resume_state(args)
     if state:
         try:

@@ -237,3 +237,144 @@ def test_resume_refuses_a_state_of_other_settings(bench, monkeypatch, tmp_path, 
     monkeypatch.setattr(sys, "argv", argv)
     with refused(capsys, r"other settings \(seeds: 3 -> 2\); resume with"):
         bench.main()
+
+
+def test_every_until_flat_fit_trains_two_cycles_at_least(bench):
+    full, quick = bench.settings(False), bench.settings(True)
+    assert full["min_cycles"] == 2 <= min(full["byte_cycles"], full["lm_cycles"])
+    assert quick["min_cycles"] == min(2, quick["byte_cycles"], quick["lm_cycles"])
+
+
+def _tiny_byte_fit(bench, **kw):
+    from sci_moe.language.provenance import ByteClassifierConfig, ByteTransformerClassifier
+
+    texts = ["a b c " * 3, "x; y; z\n" * 3] * 8
+    labels = np.array([0, 1] * 8)
+    lm = dict(d_model=16, n_layers=1, n_heads=2, seq_len=32, d_hidden=16, num_experts=2, top_k=1)
+    clf = ByteTransformerClassifier(ByteClassifierConfig(lm=lm, steps=4, seed=3), progress=False)
+    return bench.fit_byte_classifier(
+        clf, texts, labels, ["p", "q"], (texts[:6], labels[:6]), 2, max_cycles=3, **kw
+    )
+
+
+def test_min_cycles_trains_on_past_a_flat_first_cycle(bench, monkeypatch):
+    # every curve judged flat, as the end of one annealed cycle looks: min_cycles=2 still
+    # trains a second cycle of the byte classifier and of an LM
+    from sci_moe.language import MoELMConfig, TrainConfig
+    from sci_moe.language.provenance import PieceTokenizer
+
+    monkeypatch.setattr("sci_moe.language.provenance.byte_classifier.is_flat", lambda *a, **k: True)
+    assert _tiny_byte_fit(bench)[2:] == (1, True)
+    clf, curve, n, conv = _tiny_byte_fit(bench, min_cycles=2)
+    assert (n, conv) == (2, True) and curve[-1][0] == 8 and clf.config.seed == 3
+    monkeypatch.setitem(bench.train_lm.__globals__, "lm_flat", lambda curve: True)
+    docs = ["- alpha beta\n- gamma delta\n"] * 20
+    tok = PieceTokenizer.fit(docs, 64)
+    lm = dict(d_model=16, n_layers=1, n_heads=2, d_hidden=16, num_experts=2, top_k=1)
+    cfg = MoELMConfig(**lm, seq_len=16, vocab_size=len(tok))
+    tcfg = TrainConfig(steps=2, batch_size=4, eval_every=1, eval_batches=1, progress=False)
+    assert bench.train_lm(docs, cfg, tcfg, tok, max_cycles=3)[2:] == (1, True)
+    _, curve, n, conv = bench.train_lm(docs, cfg, tcfg, tok, max_cycles=3, min_cycles=2)
+    assert (n, conv) == (2, True) and [s for s, _ in curve] == [0, 1, 2, 3, 4]
+
+
+def _stub_parts(bench, monkeypatch):
+    """The parts replaced by stubs recording the ``min_cycles`` they are given."""
+    seen = []
+
+    def part(cfg, *args, **kwargs):
+        seen.append(cfg["min_cycles"])
+        return []
+
+    for name in ("part_classify", "part_null", "part_propagation"):
+        monkeypatch.setattr(bench, name, part)
+    monkeypatch.setattr(bench, "verdicts", lambda doc: [])
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("extra", "want"),
+    [([], 2), (["--min-cycles", "1"], 1), (["--byte-cycles", "1"], 1), (["--lm-cycles", "3"], 2)],
+)
+def test_the_quick_run_records_min_cycles(bench, monkeypatch, tmp_path, extra, want):
+    seen = _stub_parts(bench, monkeypatch)
+    path = tmp_path / "fp.json"
+    argv = ["run.py", "--quick", "--seeds", "1", "--json", str(path), *extra]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert bench.main() == 0
+    assert seen == [want] * 3  # classify, null, propagation seed 0
+    assert json.loads(path.read_text())["machine"]["settings"]["min_cycles"] == want
+    state = json.loads(path.with_suffix(".state.json").read_text())
+    assert state["settings"]["min_cycles"] == want
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--min-cycles", "3"], "--min-cycles 3 exceeds a cap of cycles"),
+        (["--lm-cycles", "4", "--min-cycles", "3"], r"--byte-cycles 2, --lm-cycles 4\)"),
+        (["--min-cycles", "0"], "--min-cycles must be >= 1, got 0"),
+    ],
+)
+def test_min_cycles_above_a_cap_is_refused(bench, monkeypatch, tmp_path, extra, message):
+    seen = _stub_parts(bench, monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["run.py", "--quick", "--json", str(tmp_path / "f.json")])
+    sys.argv += extra
+    with pytest.raises(SystemExit, match=message):
+        bench.main()
+    assert not seen and not list(tmp_path.iterdir())
+
+
+def test_resume_refuses_a_state_of_another_min_cycles(bench, monkeypatch, tmp_path, capsys):
+    path = tmp_path / "fp.json"
+    state = {"settings": bench.settings(True), "done": [], "rows": []}
+    path.with_suffix(".state.json").write_text(json.dumps(state))
+    argv = ["run.py", "--quick", "--min-cycles", "1", "--json", str(path), "--resume"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with refused(capsys, r"other settings \(min_cycles: 2 -> 1\); resume with"):
+        bench.main()
+    # a state written before the setting (fingerprints_v2's): judged from cycle 1, refused
+    del state["settings"]["min_cycles"]
+    path.with_suffix(".state.json").write_text(json.dumps(state))
+    monkeypatch.setattr(sys, "argv", [a for a in argv if a not in ("--min-cycles", "1")])
+    with refused(capsys, r"other settings \(min_cycles: unset -> 2\); resume with"):
+        bench.main()
+
+
+def test_the_v2_run_without_min_cycles_stays_readable(bench, monkeypatch, tmp_path):
+    # the stored v2 JSON and state predate min_cycles: their verdicts rederive (on a copy)
+    stored = BENCH / "fingerprints" / "results"
+    assert (
+        "min_cycles"
+        not in json.loads((stored / "fingerprints_v2.state.json").read_text())["settings"]
+    )
+    doc = json.loads((stored / "fingerprints_v2.json").read_text())
+    assert "min_cycles" not in doc["machine"]["settings"]
+    copy = tmp_path / "v2.json"
+    copy.write_text(json.dumps(doc))
+    monkeypatch.setattr(sys, "argv", ["run.py", "--verdicts-only", str(copy)])
+    assert bench.main() == 0
+    again = json.loads(copy.read_text())["verdicts"]
+    assert [v["verdict"] for v in again] == [v["verdict"] for v in doc["verdicts"]]
+
+
+def test_the_parts_pass_min_cycles_to_every_until_flat_fit(bench, monkeypatch):
+    # the quick plan's parts up to their first fit (stopped there): each gets min_cycles
+    pytest.importorskip("datasketch")
+
+    class Seen(Exception):
+        pass
+
+    def fit(*args, min_cycles=None):
+        raise Seen(args[7] if min_cycles is None else min_cycles)
+
+    cfg = dict(bench.settings(True), minilm=False, seeds=1)
+    monkeypatch.setitem(bench.part_classify.__globals__, "fit_byte_classifier", fit)
+    monkeypatch.setitem(bench.part_propagation.__globals__, "train_lm", fit)
+    for part in (
+        lambda: bench.part_classify(cfg, 0, {}),
+        lambda: bench.part_propagation(cfg, 0, 0, {}),
+    ):
+        with pytest.raises(Seen) as seen:
+            part()
+        assert seen.value.args == (2,)
