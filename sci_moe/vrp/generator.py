@@ -99,15 +99,25 @@ class MTVRPInstance:
         )
 
     def to(self, *args, **kwargs) -> MTVRPInstance:
-        """Float tensors cast/moved like ``Tensor.to``; bool tensors only moved."""
-        out = {}
-        for f in fields(self):
-            t = getattr(self, f.name)
-            out[f.name] = (
-                t.to(*args, **kwargs)
-                if t.is_floating_point()
-                else t.to(device=kwargs.get("device", t.device))
-            )
+        """Float tensors cast/moved like ``Tensor.to``; bool tensors only moved.
+
+        Takes ``Tensor.to``'s arguments, the device positional (``ins.to("cuda")``, as
+        :func:`sci_moe._util.to_device` calls it) or by keyword; the bool tensors go to
+        the device the float tensors went to.
+        """
+        moved = {
+            f.name: getattr(self, f.name).to(*args, **kwargs)
+            for f in fields(self)
+            if getattr(self, f.name).is_floating_point()
+        }
+        device = moved["locs"].device
+        non_blocking = bool(kwargs.get("non_blocking", False))
+        out = {
+            f.name: moved[f.name]
+            if f.name in moved
+            else getattr(self, f.name).to(device=device, non_blocking=non_blocking)
+            for f in fields(self)
+        }
         return MTVRPInstance(**out)
 
     @staticmethod

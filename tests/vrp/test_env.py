@@ -27,6 +27,21 @@ def test_sixteen_variants_round_trip():
         generate_instances(2, 5, "TSP")
 
 
+def test_instance_to_moves_every_field_however_the_device_is_given():
+    """``to_device`` calls ``ins.to(device)`` positionally: the bool fields (open-route
+    flag, variant flags) must follow the float ones (a GPU run's node features
+    concatenate them). The meta device stands for a GPU here."""
+    from sci_moe._util import to_device
+
+    ins = generate_instances(3, 5, list(VARIANTS), seed=1)
+    for moved in (ins.to("meta"), ins.to(device="meta"), to_device(ins, "meta")):
+        devices = {k: v.device.type for k, v in vars(moved).items()}
+        assert devices == dict.fromkeys(vars(ins), "meta")
+    cast = ins.to(torch.float64)  # a dtype only: floats cast, bools as they were
+    assert cast.locs.dtype == torch.float64 and cast.open_route.dtype == torch.bool
+    assert torch.equal(cast.flags, ins.flags) and cast.flags.device == ins.flags.device
+
+
 def test_generator_distribution():
     ins = generate_instances(64, 20, list(VARIANTS), seed=3, dtype=torch.float64)
     f = ins.flags
