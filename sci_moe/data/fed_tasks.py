@@ -325,7 +325,7 @@ def _load_minilm():
 
     path = str(minilm_model_path())
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    model = AutoModel.from_pretrained(path, local_files_only=True, use_kernels=False).eval()
     return tok, model
 
 

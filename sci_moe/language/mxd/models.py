@@ -162,8 +162,10 @@ def load_smollm2() -> PretrainedModel:
         raise ImportError(
             "reading the GGUF file needs gguf: pip install 'sci-moe[interpret]'"
         ) from err
+    # use_kernels=False: no hub kernels (transformers enables them by default, and on a GPU
+    # a Llama layer would fetch one from the network and change the numerics)
     model = tr.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, use_kernels=False
     )
     tok = tr.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     model.eval()
@@ -180,7 +182,7 @@ def load_minilm() -> PretrainedModel:
     _offline()
     tr = _transformers()
     path = minilm_dir()
-    model = tr.BertModel.from_pretrained(str(path))
+    model = tr.BertModel.from_pretrained(str(path), use_kernels=False)
     tok = tr.AutoTokenizer.from_pretrained(str(path))
     model.eval()
     return PretrainedModel(model, tok, "all-MiniLM-L6-v2", file_sha256(path / "model.safetensors"))

@@ -89,7 +89,7 @@ def load_minilm(num_layers: int | None = None) -> nn.Module:
         raise ImportError(
             "the MiniLM backbone needs transformers: pip install transformers"
         ) from err
-    model = BertModel.from_pretrained(str(path))
+    model = BertModel.from_pretrained(str(path), use_kernels=False)  # no hub kernels
     if num_layers is not None:
         n = len(model.encoder.layer)
         if not 1 <= num_layers <= n:
