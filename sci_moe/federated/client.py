@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._util import module_device, resolve_device
+from .._util import module_device
 from ..train import (
     DistributedContext,
     ShuffledBatches,
@@ -31,6 +31,7 @@ from ..train import (
     TrainingDiverged,
     derive_seed,
     get_rng_state,
+    run_device,
     set_rng_state,
 )
 from ..train import TrainConfig as EngineConfig
@@ -222,9 +223,7 @@ class Client:
     def _placed(self, model: nn.Module) -> nn.Module:
         """``model`` on the device of the client's training (``train.device``; ``None``:
         the CPU, where it was built; a client is one process's work)."""
-        if self.train.device is None:
-            return model
-        return model.to(resolve_device(self.train.device))
+        return model.to(run_device(self.train.device, DistributedContext()))
 
     def _inputs(self, model: nn.Module, split: str) -> tuple:
         """The frozen inputs of ``split``, prepared on ``model``'s device."""
