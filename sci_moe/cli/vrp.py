@@ -10,10 +10,16 @@ Examples
     $ sci-moe vrp solve my_instance.vrp --model moses.pt --pyvrp-seconds 2 --json result.json
     $ sci-moe vrp solve my_instance.vrp   # the policy shipped in the package, if any
     $ sci-moe vrp solve my_instance.vrp --model moses.pt --plot routes.png
+    $ sci-moe vrp train --out moses.pt --steps 2000 1000 1000 --device cuda
 
 Instance files follow VRPLIB (see :mod:`sci_moe.vrp.vrplib_io` for the fields of the 16
-variants). Exit codes: 0 success, 2 bad input (malformed file, demand above the capacity,
-a time window or length limit no route can meet, a missing or foreign checkpoint).
+variants). ``--device`` (``train`` and ``solve``; default ``cpu``) runs the policy on
+``cuda`` or ``cuda:N``: instances are still drawn (``train``) or read (``solve``) on the
+CPU and moved to the policy's device; the checkpoint holds CPU tensors, the routes and
+costs come back to the CPU. Exit codes: 0 success, 2 bad input (malformed file, demand
+above the capacity, a time window or length limit no route can meet, a missing or
+foreign checkpoint, ``--device cuda`` where torch sees no GPU: refused before anything is
+read or written).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("--no-progress", action="store_true", help="no progress output")
     add_threads_argument(t, THREADS, "the small policy trains fastest on one")
+    _add_device_argument(t, "training")
     t.set_defaults(func=train)
 
     s = vs.add_parser("solve", help="solve a VRPLIB instance with a trained policy")
@@ -87,8 +94,25 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="also solve with PyVRP 0.14 ILS for this many seconds and report the gap",
     )
     add_threads_argument(s, THREADS, "the small policy's rollouts run fastest on one")
+    _add_device_argument(s, "decoding")
     s.set_defaults(func=solve)
     return p
+
+
+def _add_device_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"torch device of the policy's {what}: cpu (default), cuda or cuda:N",
+    )
+
+
+def _check_device(args: argparse.Namespace):
+    """``--device`` as a torch device; ValueError (exit code 2) for a device this machine
+    lacks, before anything is read or written."""
+    from .._util import resolve_device
+
+    return resolve_device(getattr(args, "device", "cpu"), what="--device")
 
 
 #: torch threads of ``vrp train`` and ``vrp solve`` unless ``--threads``: the policy is
@@ -117,6 +141,7 @@ def generate(args: argparse.Namespace) -> int:
 
 def train(args: argparse.Namespace) -> int:
     """``sci-moe vrp train`` on ``--threads`` torch threads (default 1)."""
+    _check_device(args)
     with torch_threads(getattr(args, "threads", None), default=THREADS):
         return _train(args)
 
@@ -125,7 +150,8 @@ def _train(args: argparse.Namespace) -> int:
     """``sci-moe vrp train``: the three MoSES stages at ``--customers``, then a checkpoint.
 
     The same training as ``sci-moe train vrp`` (:func:`sci_moe.vrp.moses.fit_moses`), without
-    a run folder: only the model file ``--out`` is written.
+    a run folder: only the model file ``--out`` is written (CPU tensors, whatever
+    ``--device`` trained it).
     """
     from ..vrp.moses import MoSESConfig, fit_moses, save_policy
     from .train.vrp import model_meta
@@ -145,6 +171,7 @@ def _train(args: argparse.Namespace) -> int:
         lr=args.lr,
         seed=args.seed,
         threads=getattr(args, "threads", None),
+        device=getattr(args, "device", "cpu"),
         progress=not args.no_progress,
     )
     t0 = time.perf_counter()
@@ -164,12 +191,17 @@ def _train(args: argparse.Namespace) -> int:
 
 def solve(args: argparse.Namespace) -> int:
     """``sci-moe vrp solve`` on ``--threads`` torch threads (default 1)."""
+    _check_device(args)
     with torch_threads(getattr(args, "threads", None), default=THREADS):
         return _solve(args)
 
 
 def _solve(args: argparse.Namespace) -> int:
-    """``sci-moe vrp solve``: best of the policy's greedy multi-start rollouts."""
+    """``sci-moe vrp solve``: best of the policy's greedy multi-start rollouts.
+
+    The policy decodes on ``--device``; the instance is read on the CPU and moved there,
+    and the actions come back to the CPU (:func:`sci_moe.vrp.moses.solve`).
+    """
     from ..vrp import (
         actions_to_routes,
         check_solution,
@@ -190,9 +222,10 @@ def _solve(args: argparse.Namespace) -> int:
     if args.model is None:
         args.model = str(shipped_policy())  # ValueError (exit 2) when none ships
     policy, _ = load_policy(args.model)
+    policy = policy.double().to(_check_device(args))
     unit, _ = to_unit_square(ins)  # the model sees the unit square; costs come from ins
     t0 = time.perf_counter()
-    _, acts = policy_solve(policy.double(), unit, augmentations=args.augment)
+    _, acts = policy_solve(policy, unit, augmentations=args.augment)
     seconds = time.perf_counter() - t0
     routes = actions_to_routes(acts[0])
     problems = check_solution(ins, 0, routes)

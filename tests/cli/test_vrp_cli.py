@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("vrplib")
 
@@ -99,3 +100,82 @@ def test_solve_defaults_to_the_shipped_policy(tmp_path, monkeypatch, capsys):
     assert main(["vrp", "solve", str(inst), "--augment", "1", "--plot", str(png)]) == 0
     assert "policies/moses.pt" in capsys.readouterr().out
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+TINY_TRAIN = ["--steps", "1", "1", "1", "--customers", "6", "--batch-size", "2"]
+TINY_TRAIN += ["--d-model", "16", "--rank", "2", "--no-progress"]
+
+
+def _policy_state(path):
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+@pytest.mark.parametrize("command", ["train", "solve"])
+def test_cuda_without_a_gpu_is_refused_before_anything_is_written(tmp_path, capsys, command):
+    from sci_moe.cli.main import main
+    from sci_moe.vrp import generate_instances, write_vrplib
+
+    out = tmp_path / "out"
+    if command == "train":
+        argv = ["train", "--out", str(out / "m.pt"), *TINY_TRAIN, "--device", "cuda"]
+    else:
+        inst = write_vrplib(tmp_path / "a.vrp", generate_instances(1, 6, "CVRP", seed=0), 0)
+        argv = ["solve", str(inst), "--model", str(tmp_path / "m.pt"), "--device", "cuda"]
+        argv += ["--json", str(out / "a.json"), "--out", str(out / "a.sol")]
+    assert main(["vrp", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"sci-moe vrp {command}: error: --device='cuda'" in err and "no CUDA device" in err
+    assert not out.exists()
+
+
+def test_a_misspelt_device_is_refused(tmp_path, capsys):
+    from sci_moe.cli.main import main
+
+    out = tmp_path / "m.pt"
+    assert main(["vrp", "train", "--out", str(out), *TINY_TRAIN, "--device", "gpu0"]) == 2
+    assert "'cpu', 'cuda' or 'cuda:N'" in capsys.readouterr().err and not out.exists()
+
+
+def test_device_cpu_is_the_default_bit_for_bit(tmp_path):
+    from sci_moe.cli.main import main
+    from sci_moe.vrp import generate_instances, write_vrplib
+
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    assert main(["vrp", "train", "--out", str(a), *TINY_TRAIN]) == 0
+    assert main(["vrp", "train", "--out", str(b), *TINY_TRAIN, "--device", "cpu"]) == 0
+    sa, sb = _policy_state(a), _policy_state(b)
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    inst = write_vrplib(tmp_path / "i.vrp", generate_instances(1, 6, "VRPTW", seed=1), 0)
+    res = []
+    for extra in ([], ["--device", "cpu"]):
+        js = tmp_path / f"r{len(res)}.json"
+        solve = ["solve", str(inst), "--model", str(a), "--augment", "2", "--json", str(js)]
+        assert main(["vrp", *solve, *extra]) == 0
+        res.append(json.loads(js.read_text()))
+    assert res[0]["cost"] == res[1]["cost"] and res[0]["routes"] == res[1]["routes"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_and_solve_on_cuda(tmp_path):
+    import math
+
+    from sci_moe.cli.main import main
+    from sci_moe.vrp import generate_instances, write_vrplib
+
+    model = tmp_path / "m.pt"
+    assert main(["vrp", "train", "--out", str(model), *TINY_TRAIN, "--device", "cuda"]) == 0
+    state = _policy_state(model)
+    assert all(v.device.type == "cpu" and v.isfinite().all() for v in state.values())
+    inst = write_vrplib(tmp_path / "i.vrp", generate_instances(1, 6, "OVRPBTW", seed=2), 0)
+    res = {}
+    for device in ("cpu", "cuda"):
+        js = tmp_path / f"{device}.json"
+        solve = ["solve", str(inst), "--model", str(model), "--json", str(js)]
+        assert main(["vrp", *solve, "--device", device]) == 0
+        res[device] = json.loads(js.read_text())
+    assert math.isfinite(res["cuda"]["cost"]) and res["cuda"]["cost"] > 0
+    assert sorted(c for r in res["cuda"]["routes"] for c in r) == list(range(1, 7))
+    # float64 decoding: the same greedy choices up to near-ties
+    assert res["cuda"]["cost"] == pytest.approx(res["cpu"]["cost"], rel=5e-2)
