@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from _common import seed_verdict, verdict_entry
+from _common import MIN_DECISIVE_SEEDS, paired_test, seed_verdict, verdict_entry
 from _rm_plan import CLAIMED_HYBRID_SAVING, CLAIMED_RATIO, HYBRID_RATIOS, RATIOS
 
 __all__ = [
@@ -28,6 +28,51 @@ def _converged(doc: dict, *cases) -> bool:
 
 
 RATIO_METRIC = "dense_equivalent_ratio"
+
+
+def _paired_worse(doc: dict, ours: str, baseline: str) -> tuple[float | None, bool, int]:
+    """The paired t-test of ``ours`` against ``baseline`` on the seeds' final bits per byte.
+
+    Returns ``(p, worse, n)``: the two-sided p-value (``None`` without a per-seed row for
+    every seed of ``machine.seeds``), whether ``ours`` has the higher mean (worse) and the
+    number of seeds.
+    """
+    seeds = list(doc["machine"]["seeds"])
+
+    def values(case):
+        out = []
+        for s in seeds:
+            found = [
+                r["value"]
+                for r in doc["rows"]
+                if r["case"] == case and r["metric"] == f"val_bpb seed {s}"
+            ]
+            if len(found) != 1:
+                return None
+            out.append(found[0])
+        return out
+
+    a, b = values(ours), values(baseline)
+    if a is None or b is None or len(a) < 2:
+        return None, False, len(seeds)
+    res = paired_test(a, b)
+    return res["t"], res["mean_diff"] > 0, res["n"]
+
+
+def _decided_against(p, worse, n, conv, alpha=0.05) -> tuple[bool, str]:
+    """Whether a contradicting interval verdict is decisive, and the ``why`` clause: the
+    paired test shows ours worse than the model the claim says it matches (``p < alpha``),
+    every run is flat and there are at least :data:`MIN_DECISIVE_SEEDS` seeds."""
+    if p is None:
+        return False, "no per-seed rows for the paired test"
+    clause = f"paired t-test p = {p:.2g}"
+    if not worse:
+        return False, clause + " (ours not worse)"
+    if p >= alpha:
+        return False, clause + f" (>= {alpha})"
+    if n < MIN_DECISIVE_SEEDS:
+        return False, clause + f"; only {n} seeds (decisive needs >= {MIN_DECISIVE_SEEDS})"
+    return conv, clause
 
 
 #: The abstract's claims in its order: (claim, metric, ours, baseline). Every claim is a
@@ -66,6 +111,9 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
     ratio = value(RATIO_METRIC)
     lo, hi = value(f"{RATIO_METRIC}_ci_low"), value(f"{RATIO_METRIC}_ci_high")
     conv = _converged(doc, ours, *(f"dense {r:g}x" for r in RATIOS))
+    target = f"dense {CLAIMED_RATIO:g}x"
+    p, worse, n = _paired_worse(doc, ours, target)
+    decisive, test = False, ""
     if ratio is None or lo is None or hi is None:
         verdict, why = (
             "not decided",
@@ -77,11 +125,14 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
             f"RoM equals a dense model of {ratio:.2f}x its active parameters "
             f"(95 % CI {lo:.2f}-{hi:.2f}), below {CLAIMED_RATIO:g}x"
         )
+        decisive, test = _decided_against(p, worse, n, conv)
+        test = f"worse than {target}: " + test
     elif lo > 1.0:
         verdict = "reproduced"
         why = (
             f"RoM equals a dense model of {ratio:.2f}x its active parameters "
-            f"(95 % CI {lo:.2f}-{hi:.2f})"
+            f"(95 % CI {lo:.2f}-{hi:.2f}); a match is an equivalence no paired test here "
+            "shows, so never decisive"
         )
     else:
         verdict = "not decided"
@@ -89,6 +140,7 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
             f"the 95 % CI of the dense-equivalent ratio ({lo:.2f}-{hi:.2f}) "
             f"includes 1 and {CLAIMED_RATIO:g}"
         )
+    why = "; ".join(x for x in (why, test) if x)
     return verdict_entry(
         claim,
         verdict=verdict,
@@ -98,9 +150,9 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
         baseline=baseline,
         baseline_value=CLAIMED_RATIO,
         seeds=len(doc["machine"]["seeds"]),
-        p_value=None,
+        p_value=p if verdict == "contradicted" else None,
         converged=conv,
-        decisive=False,
+        decisive=decisive,
     )
 
 
@@ -113,7 +165,10 @@ HYBRID_SAVING_CLAIM = (
 def _hybrid_saving_verdict(doc: dict) -> dict:
     """The hybrid FLOPs saving's verdict: its 95 % bootstrap interval decides (above 0:
     reproduced, the size set against the paper's; below 0: contradicted; else not
-    decided); never decisive (no p-value)."""
+    decided). Decisive when, besides, the paired t-test of the hybrid RoM against the dense
+    hybrid of equal active FLOPs (``hybrid dense``) resolves the same sign (worse for a
+    contradicted saving, better for a reproduced one), every run is flat and there are at
+    least :data:`MIN_DECISIVE_SEEDS` seeds."""
 
     def value(metric):
         found = [
@@ -126,6 +181,8 @@ def _hybrid_saving_verdict(doc: dict) -> dict:
     conv = _converged(
         doc, "hybrid RoM", "hybrid dense", *(f"hybrid dense {r:g}x" for r in HYBRID_RATIOS)
     )
+    p, worse, n = _paired_worse(doc, "hybrid RoM", "hybrid dense")
+    decisive, test = False, ""
     if saving is None or lo is None or hi is None:
         verdict, why = "not decided", "no FLOPs saving with an interval (fit failed or one seed)"
     else:
@@ -133,10 +190,17 @@ def _hybrid_saving_verdict(doc: dict) -> dict:
         if lo > 0:
             paper = f"the paper: {CLAIMED_HYBRID_SAVING:.0%}"
             verdict, why = "reproduced", f"saving {interval}; {paper}"
+            # better than the equal-FLOPs dense hybrid: the mirror of _decided_against
+            if p is not None and not worse and p < 0.05 and n >= MIN_DECISIVE_SEEDS:
+                decisive = conv
+            test = "" if p is None else f"better than hybrid dense: paired t-test p = {p:.2g}"
         elif hi < 0:
             verdict, why = "contradicted", f"saving {interval}: the hybrid RoM costs more FLOPs"
+            decisive, test = _decided_against(p, worse, n, conv)
+            test = "worse than hybrid dense: " + test
         else:
             verdict, why = "not decided", f"saving {interval}: the interval includes 0"
+    why = "; ".join(x for x in (why, test) if x)
     return verdict_entry(
         HYBRID_SAVING_CLAIM,
         verdict=verdict,
@@ -146,9 +210,9 @@ def _hybrid_saving_verdict(doc: dict) -> dict:
         baseline="dense hybrid scaling fit (1x-3x active FLOPs)",
         baseline_value=CLAIMED_HYBRID_SAVING,
         seeds=len(doc["machine"]["seeds"]),
-        p_value=None,
+        p_value=p if verdict != "not decided" else None,
         converged=conv,
-        decisive=False,
+        decisive=decisive,
     )
 
 
@@ -160,8 +224,11 @@ def verdicts(doc: dict) -> list[dict]:
     shares the batch order). "RoM matches a dense model with 2.3x its active parameters":
     the 95 % bootstrap interval of the dense-equivalent ratio (scaling fit) decides:
     its upper end below 2.3 contradicts the claim, its lower end above 1 with the upper end
-    at or above 2.3 reproduces it, anything else is not decided (this verdict is never
-    decisive: no p-value). ``converged``: every run of both sides met the flatness
+    at or above 2.3 reproduces it, anything else is not decided. A contradicting interval
+    is decisive when the paired t-test shows RoM worse than the dense 2.3x model itself
+    (p < 0.05), every run is flat and there are at least :data:`MIN_DECISIVE_SEEDS` seeds
+    (its ``p_value``); a reproducing one is never decisive (a match is an equivalence,
+    which no paired test here shows). ``converged``: every run of both sides met the flatness
     criterion. A run with the dense hybrid sizes (the until-flat plan) adds
     :data:`HYBRID_SAVING_CLAIM`, decided by the interval of the saving.
     """
