@@ -16,6 +16,11 @@ variants without). Ratios: ``gap(mt_no_experts) / gap(model)`` (above 1: the mod
 closer to PyVRP than the expert-free model) and ``PyVRP seconds / model seconds``.
 :func:`verdicts` decides the paper's claims from the rows and writes them into the JSON;
 ``--verdicts-only PATH`` recomputes a stored JSON's verdicts (no training).
+
+``--device cuda`` trains and decodes the models on a GPU (instances drawn and the
+references, baselines and gaps computed on the CPU as before; inference seconds then time
+the GPU); the device is recorded in the JSON's ``machine`` block for information only (the
+stored CPU results stay the reference).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/_comm
 import _common
 import torch
 
+from sci_moe._util import module_device
 from sci_moe.vrp import (
     BASIS,
     SEEN,
@@ -66,11 +72,16 @@ def _gap(cost, ref):
 
 @torch.no_grad()
 def gate_table(policy, num_customers=20, per_variant=8):
-    """Mean stage-3 weights (backbone, O, B, L, TW) of the encoder layers per variant."""
+    """Mean stage-3 weights (backbone, O, B, L, TW) of the encoder layers per variant.
+
+    The instances are drawn on the CPU and encoded on the policy's device.
+    """
     policy.eval()
+    dev = module_device(policy)
     out = {}
     for k, v in enumerate(VARIANTS):
-        policy.encode(generate_instances(per_variant, num_customers, v, seed=500 + k))
+        ins = generate_instances(per_variant, num_customers, v, seed=500 + k)
+        policy.encode(ins if dev.type == "cpu" else ins.to(device=dev))
         enc = [m for m in policy.layers.modules() if getattr(m, "last_gate", None) is not None]
         out[v] = torch.stack([m.last_gate.reshape(-1, 5).mean(0) for m in enc]).mean(0).tolist()
     return out
@@ -266,7 +277,7 @@ def verdicts(doc: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     p.add_argument("--train-customers", type=int, default=20)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--plot-dir", type=Path, default=None, help="write vrp_*.png here")
@@ -335,8 +346,11 @@ def main(argv=None) -> int:
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         moses = MTVRPPolicy(cfg)
-        common = {"batch_size": bs, "num_customers": Nt, "seed": seed, "progress": False}
-        train_moses(moses, (s1, s2, 0), **common)
+        # train_moses's own defaults (lr 1e-3), plus the run's device
+        common = TrainConfig(
+            batch_size=bs, num_customers=Nt, seed=seed, progress=False, device=args.device
+        )
+        train_moses(moses, (s1, s2, 0), config=common)
         backbone = copy.deepcopy(moses)
         backbone.mode = "backbone"
         dense = copy.deepcopy(moses)
@@ -344,13 +358,23 @@ def main(argv=None) -> int:
             m.routing = "dense"
         for pol in (moses, dense):
             stage3 = TrainConfig(
-                steps=s3, batch_size=bs, num_customers=Nt, seed=100 * seed + 3, progress=False
+                steps=s3,
+                batch_size=bs,
+                num_customers=Nt,
+                seed=100 * seed + 3,
+                progress=False,
+                device=args.device,
             )
             train_stage(pol, "gated", list(SEEN), stage3)
         torch.manual_seed(seed)
         mt = MTVRPPolicy(PolicyConfig(**{**cfg.__dict__, "rank": 0}))
         multi = TrainConfig(
-            steps=s_mt, batch_size=bs, num_customers=Nt, seed=100 * seed + 4, progress=False
+            steps=s_mt,
+            batch_size=bs,
+            num_customers=Nt,
+            seed=100 * seed + 4,
+            progress=False,
+            device=args.device,
         )
         train_stage(mt, "backbone", list(SEEN), multi)
         models = dict(zip(MODELS, (moses, dense, backbone, mt), strict=True))
@@ -459,6 +483,7 @@ def main(argv=None) -> int:
             reference={str(k): f"PyVRP 0.14 ILS, {v} s per instance" for k, v in t_lim.items()},
             wall_s=round(time.perf_counter() - t_start, 1),
             contention=load.report(),
+            device=args.device,  # information only: the stored CPU results are the reference
         )
         doc = {"machine": machine, "rows": [asdict(r) for r in rows]}
         _common.write_json(args.json, "vrp", machine, rows, verdicts=verdicts(doc))

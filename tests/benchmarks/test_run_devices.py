@@ -1,0 +1,75 @@
+"""``--device`` of the paper benchmarks' ``run.py`` scripts at toy size: ``--device cpu`` is
+the default bit for bit (every row but the timings), a missing GPU is refused with exit 2
+before anything is written, and on a GPU (``pytest -m gpu``) the script runs end to end on
+``cuda`` with finite results and the device recorded in the JSON's machine block only."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from tests.benchmarks.conftest import load_benchmark, refused
+
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+
+
+def _rows(path, skip_units=("s",)):
+    """(case, metric, value) of every row but the timings."""
+    doc = json.loads(path.read_text())
+    return [
+        (r["case"], r["metric"], r["value"]) for r in doc["rows"] if r["unit"] not in skip_units
+    ]
+
+
+def _finite(rows):
+    return all(math.isfinite(v) for _, _, v in rows if isinstance(v, float))
+
+
+# ------------------------------------------------------------------ vrp/run.py
+@pytest.fixture
+def vrp(monkeypatch):
+    with load_benchmark("vrp/run.py", "vrp_run_device_under_test") as mod:
+        # PyVRP's time-limited search differs from run to run: a fixed stand-in reference
+        monkeypatch.setattr(
+            mod, "solve_pyvrp", lambda ins, b, limit, seed=0: {"feasible": True, "cost": 10.0}
+        )
+        # one seen and one held-out variant instead of three each: a toy run in seconds
+        monkeypatch.setattr(mod, "EVAL_SEEN", ("CVRP",))
+        monkeypatch.setattr(mod, "EVAL_HELD", ("OVRPLTW",))
+        monkeypatch.setattr(mod, "EVAL", ("CVRP", "OVRPLTW"))
+        yield mod
+
+
+VRP_TINY = ["--quick", "--seeds", "2", "--steps", "1", "1", "1", "--batch-size", "2"]
+VRP_TINY += ["--eval", "1", "1", "--augment", "1", "1", "--train-customers", "6", "--threads", "1"]
+
+
+def test_vrp_run_device_cpu_is_the_default(vrp, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert vrp.main([*VRP_TINY, "--json", str(a)]) == 0
+    assert vrp.main([*VRP_TINY, "--json", str(b), "--device", "cpu"]) == 0
+    assert _rows(a) == _rows(b)
+    assert json.loads(b.read_text())["machine"]["device"] == "cpu"
+
+
+@NO_CUDA
+def test_vrp_run_refuses_a_missing_gpu(vrp, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        vrp.main([*VRP_TINY, "--json", str(out), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_vrp_run_on_cuda(vrp, tmp_path):
+    out = tmp_path / "a.json"
+    assert vrp.main([*VRP_TINY, "--json", str(out), "--device", "cuda"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["device"] == "cuda"
+    rows = _rows(out)
+    assert _finite(rows) and any(m == "gap_vs_pyvrp" for _, m, _ in rows)
