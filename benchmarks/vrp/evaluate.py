@@ -19,6 +19,11 @@ Decisive only when every model converged (from ``--train-json``) and p < 0.05.
 
 Pieces: one unit is one (seed, model); the JSON keeps the finished units under ``runs``.
 
+``--device cuda`` decodes the policies on a GPU (the instances, references, checks and gaps
+stay on the CPU; the wall time per instance then times the GPU). The device is recorded in
+the JSON's ``machine`` block for information only, not among the settings ``--resume``
+compares: a run may go on on another device (the stored CPU results stay the reference).
+
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/evaluate.py \\
         --threads 1 --references-only --max-hours 3 --pyvrp-limits 1 10
     nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vrp/evaluate.py \\
@@ -39,6 +44,7 @@ import _common
 import _vrp
 import torch
 
+from sci_moe.train import run_device
 from sci_moe.vrp import HELD_OUT, SEEN, VARIANTS, actions_to_routes, check_solution
 from sci_moe.vrp.moses import load_policy, solve
 
@@ -186,7 +192,7 @@ def _rows(doc: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     _common.piece_arguments(p, unit="(seed, model)")
     p.add_argument("--run-dir", type=Path, default=Path("benchmarks/.vrp_long"))
     p.add_argument(
@@ -270,7 +276,7 @@ def main(argv=None) -> int:
             if time.perf_counter() >= deadline:
                 break
             pol, _ = load_policy(args.run_dir / f"seed{seed}" / f"{m}.pt")
-            pol = pol.double()
+            pol = pol.double().to(run_device(args.device))  # solve answers on the CPU
             rec = {"gaps": {_vrp.pyvrp_name(t): {} for t in limits}, "seconds": {}}
             for v, idx in by_v.items():
                 ins = batch.index(torch.tensor(idx))
@@ -302,7 +308,12 @@ def main(argv=None) -> int:
     complete = all(m in doc["runs"].get(str(s), {}) for s in seeds for m in models)
     doc["complete"] = complete
     doc["machine"] = {
-        **_common.machine_info(seed=args.seed, quick=q, wall_s=round(time.perf_counter() - t0, 1)),
+        **_common.machine_info(
+            seed=args.seed,
+            quick=q,
+            wall_s=round(time.perf_counter() - t0, 1),
+            device=args.device,  # information only: not in the settings --resume compares
+        ),
         **machine,
         "contention": load.report(),
     }
