@@ -167,7 +167,7 @@ def train_record(ms, graphs, targets, name: str, options: dict, train: dict, s: 
         target_names=targets,
     )
     ev = evaluate(model, [graphs[i] for i in te])
-    std = model.target_std.numpy()
+    std = model.target_std.cpu().numpy()  # the model stays on the run's device
     val = np.array([res["val_mae"][t] for t in targets])
     return {
         "seed": s,

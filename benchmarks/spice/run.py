@@ -45,6 +45,11 @@ by a hash of the data, model, configuration, seed and options): a killed run res
 and processes with disjoint ``--models`` can train in parallel into one folder, after
 which one run with all models only reads them and writes the summary.
 
+``--device cuda`` trains, evaluates and times every model on a GPU
+(``TrainConfig.device``; the default ``cpu`` is the reference of the stored results). The
+device is recorded in the JSON's ``machine`` block for information only: it is not part of
+a ``--checkpoint`` run's key (a finished run is reused on any device).
+
 ``DIR`` is a ``MoleculeSet`` folder (``sci-moe data molecules --out DIR --n 120``; built
 with 50 molecules when missing).
 
@@ -100,8 +105,8 @@ from _spice_verdicts import (
 )
 
 
-def parse_args():
-    p = base_parser(__doc__.splitlines()[0], verdicts=claim_verdicts)
+def parse_args(argv=None):
+    p = base_parser(__doc__.splitlines()[0], verdicts=claim_verdicts, device=True)
     p.add_argument("--data", type=Path, default=Path("data/molecule_set_small"))
     p.add_argument("--seeds", type=int, default=3, help="seeds / splits (default 3)")
     p.add_argument("--epochs", type=int, default=None, help="max epochs (default 30, quick 4)")
@@ -143,11 +148,11 @@ def parse_args():
         help="with --chosen-from and --checkpoint: only train these comma-separated split "
         "indices of --models into the checkpoint folder and exit (parallel processes)",
     )
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv=None) -> None:
+    args = parse_args(argv)
     if verdicts_only(args) is not None:
         return
     setup(args)
@@ -207,7 +212,9 @@ def main() -> None:
         return r
 
     def train_run(name, extra, s):
-        r = train_record(ms, graphs, targets, name, {**base_opts, **extra}, tcfg, s)
+        # the device is not in the run's key: a finished run is reused on any device
+        train = {**tcfg, "device": args.device}
+        r = train_record(ms, graphs, targets, name, {**base_opts, **extra}, train, s)
         return {"config": extra, **r}
 
     # 1. tuning on seed 0 (validation only), or the configurations chosen in another run
@@ -396,7 +403,7 @@ def main() -> None:
     rows += o_rows
     # 5. throughput at one common size
     thr_opts = lambda name: {**base_opts, "hidden": 32}  # noqa: E731
-    thr = throughput(models, thr_opts, graphs, args.batch_size)
+    thr = throughput(models, thr_opts, graphs, args.batch_size, device=args.device)
     ref_thr = thr.get("deepsets")
     for name, v in thr.items():
         rows.append(
@@ -441,6 +448,7 @@ def main() -> None:
             tuned_on=tuned_on,
             model_options=base_opts,
             train_options=tcfg,
+            device=args.device,  # information only: the stored CPU results are the reference
         )
         doc = {
             "benchmark": "spice",

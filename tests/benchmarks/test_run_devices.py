@@ -135,3 +135,61 @@ def test_vrp_evaluate_on_cuda(vrp_evaluate, tmp_path):
     for field, per_variant in doc["runs"]["0"]["moses"]["gaps"].items():
         for v, gaps in per_variant.items():
             assert gaps == pytest.approx(ref[field][v], abs=5.0)
+
+
+# ------------------------------------------------------------------ spice/run.py
+@pytest.fixture
+def spice(tmp_path):
+    """spice/run.py and the argv of a toy run (three models, 2 epochs, 2 seeds) on the CLI
+    tests' 10-molecule set."""
+    pytest.importorskip("rdkit")
+    from tests.cli.test_train_cli import _tiny_set
+
+    data = _tiny_set(tmp_path / "mols")
+    with load_benchmark("spice/run.py", "spice_run_device_under_test") as mod:
+        argv = ["--quick", "--data", str(data), "--models", "spice,deepsets,single_conformer"]
+        argv += ["--seeds", "2", "--epochs", "2", "--grid-size", "1", "--widths", "8"]
+        argv += ["--batch-size", "4", "--threads", "1"]
+        yield mod, argv
+
+
+def test_spice_run_device_cpu_is_the_default(spice, tmp_path):
+    mod, argv = spice
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    mod.main([*argv, "--json", str(a)])
+    mod.main([*argv, "--json", str(b), "--device", "cpu", "--checkpoint", str(tmp_path / "ck")])
+    skip = ("molecules/s",)  # the throughput
+    assert _rows(a, skip) == _rows(b, skip)
+    doc = json.loads(b.read_text())
+    assert doc["machine"]["device"] == "cpu" and "device" not in doc["machine"]["train_options"]
+    # the device is not in a finished run's key: a rerun on another spelling reuses them
+    before = sorted(p.name for p in (tmp_path / "ck").iterdir())
+    mod.main([*argv, "--json", str(a), "--checkpoint", str(tmp_path / "ck")])
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == before
+    assert _rows(a, skip) == _rows(b, skip)
+
+
+@NO_CUDA
+def test_spice_run_refuses_a_missing_gpu(spice, tmp_path, capsys):
+    mod, argv = spice
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        mod.main([*argv, "--json", str(out), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_spice_run_on_cuda(spice, tmp_path):
+    mod, argv = spice
+    cpu, gpu = tmp_path / "cpu.json", tmp_path / "cuda.json"
+    mod.main([*argv, "--json", str(cpu)])
+    mod.main([*argv, "--json", str(gpu), "--device", "cuda"])
+    doc = json.loads(gpu.read_text())
+    assert doc["machine"]["device"] == "cuda"
+    assert _finite(_rows(gpu, ())) and all(v > 0 for v in doc["details"]["throughput"].values())
+    # the same training on the GPU: test errors close to the CPU run's (float32 rounding)
+    ref = json.loads(cpu.read_text())["details"]["runs"]
+    for name, runs in doc["details"]["runs"].items():
+        for r, q in zip(runs, ref[name], strict=True):
+            assert r["test_mae"] == pytest.approx(q["test_mae"], rel=0.1, abs=0.05), name
