@@ -193,3 +193,49 @@ def test_spice_run_on_cuda(spice, tmp_path):
     for name, runs in doc["details"]["runs"].items():
         for r, q in zip(runs, ref[name], strict=True):
             assert r["test_mae"] == pytest.approx(q["test_mae"], rel=0.1, abs=0.05), name
+
+
+# ------------------------------------------------------------------ fedlease/run.py
+# (its quickest run takes a minute: the CPU equality was checked by hand, rows bit for bit;
+# here the device's way into the clients' TrainConfig)
+@pytest.fixture
+def fedlease():
+    with load_benchmark("fedlease/run.py", "fedlease_run_device_under_test") as mod:
+        yield mod
+
+
+class _Built(Exception):
+    pass
+
+
+@pytest.mark.parametrize("extra", [[], ["--device", "cpu"]], ids=["default", "explicit"])
+def test_fedlease_run_clients_train_on_the_device(fedlease, monkeypatch, tmp_path, extra):
+    seen = []
+
+    def build(**kw):
+        seen.append(kw["train"])
+        raise _Built
+
+    monkeypatch.setattr(fedlease, "build_fed_clients", build)
+    with pytest.raises(_Built):
+        fedlease.main(["--quick", "--json", str(tmp_path / "a.json"), *extra])
+    assert [t.device for t in seen] == ["cpu"]
+
+
+@NO_CUDA
+def test_fedlease_run_refuses_a_missing_gpu(fedlease, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        fedlease.main(["--quick", "--json", str(out), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_fedlease_run_seed_on_cuda(fedlease, tmp_path):
+    pytest.importorskip("transformers")
+    cfg = dict(clients_per_task=1, per_class=10, alpha=1.0, rounds=1, warmup_epochs=1)
+    res = fedlease.run_seed(0, cfg, tmp_path, "cuda")
+    for m in fedlease.METHODS:
+        assert all(0.0 <= a <= 1.0 for a in res[m]["accuracy"]), m
+    assert res["fedlease"]["M"] >= 1 and math.isfinite(res["fedlease"]["ari"])
