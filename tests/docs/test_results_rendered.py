@@ -547,7 +547,17 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         'for "matches 2.3x"': "the paper's claim",
         "an upper end below 2.3": "the verdict rule",
         "a lower end above 1 with an upper end at or above 2.3": "the verdict rule",
-        "1.3B/10B-parameter": "the paper's setups (not run here)",
+        "1.3B/10B parameters": "the paper's setups (not run here)",
+        "RoM matches a dense model of 2.3x its active parameters": "the paper's claim",
+        "the dense 2.3x model itself": "the paper's claim (the model RoM should match)",
+        "the dense 2.3x model;": "the paper's claim (the model RoM should match)",
+        '"Matches 2.3x"': "the paper's claim",
+        "and the dense 1.5x model in": "setup: a dense size",
+        "the dense hybrids have 1x, 1.5x, 2.3x and 3x": "setup: the dense hybrid sizes",
+        "The dense hybrids span 1x-3x": "setup: the dense hybrid sizes",
+        "of its last 20 % of the tokens is less than 1 % below the best": (
+            "the flatness criterion"
+        ),
     },
     "fedlease.rst": {
         "(16 clients)": "the paper's setup",
