@@ -91,7 +91,9 @@ def build_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognizer:
     return SpeechRecognizer(backbone, cfg)
 
 
-def run(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
+def run(quick: bool, seed0: int, layers, cache: Path, steps, batch, device: str = "cpu") -> dict:
+    """The ASR part: every method and seed trained and scored on ``device`` (the
+    recogniser's ``TrainConfig.device``; the speech batches are built on the CPU)."""
     s = settings(quick, layers, steps, batch)
     data = build_speech_set(
         SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
@@ -110,6 +112,7 @@ def run(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
                 train_rates=train_rates,
                 snr_db=s["train_snr"],
                 seed=seed,
+                device=device,
             )
             t0 = time.perf_counter()
             hist = train_recognizer(model, data, tcfg, progress=True).history

@@ -75,8 +75,11 @@ def build_av_model(method: str, s: dict, backbone, seed: int) -> SpeechRecognize
     return SpeechRecognizer(backbone, cfg)
 
 
-def run_avsr(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
-    """AVSR: audio rates (4, 16) x video rates (1, 2) of the synthetic viseme stream."""
+def run_avsr(
+    quick: bool, seed0: int, layers, cache: Path, steps, batch, device: str = "cpu"
+) -> dict:
+    """AVSR: audio rates (4, 16) x video rates (1, 2) of the synthetic viseme stream; every
+    model trained and scored on ``device`` (``TrainConfig.device``)."""
     s = settings(quick, layers, steps, batch)
     data = build_speech_set(
         SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
@@ -92,6 +95,7 @@ def run_avsr(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict
                 snr_db=s["train_snr"],
                 video_dropout=0.3,
                 seed=seed,
+                device=device,
             )
             t0 = time.perf_counter()
             train_recognizer(model, data, tcfg, progress=True)

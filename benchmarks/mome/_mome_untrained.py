@@ -28,15 +28,21 @@ __all__ = [
 ]
 
 
-def run_untrained_routing(quick: bool, seed0: int, layers, cache: Path, steps, batch) -> dict:
-    """Routing consistency of *untrained* MoME routers (the fresh model of each seed)."""
+def run_untrained_routing(
+    quick: bool, seed0: int, layers, cache: Path, steps, batch, device: str = "cpu"
+) -> dict:
+    """Routing consistency of *untrained* MoME routers (the fresh model of each seed, built
+    on the CPU and moved to ``device``, where the test batches follow it)."""
+    from sci_moe.train import run_device
+
+    dev = run_device(device)
     s = settings(quick, layers, steps, batch)
     data = build_speech_set(
         SpeechSetConfig(num_phrases=s["num_phrases"], variants=2, seed=0), cache, progress=True
     )
     runs = []
     for seed in range(seed0, seed0 + 3):
-        model = build_model("mome", s, load_minilm(s["layers"]), seed).eval()
+        model = build_model("mome", s, load_minilm(s["layers"]), seed).eval().to(dev)
         rc = routing_consistency(model, data, [{"audio": r} for r in RATES], "test")
         runs.append({"seed": seed, "routing": rc})
         print(f"seed {seed} untrained: JS {rc['js']:.4f} vs shuffled {rc['js_shuffled']:.4f}")

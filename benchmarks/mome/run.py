@@ -43,6 +43,9 @@ dump; ``--untrained-routing`` measures only the routing consistency of the untra
 MoME models, the control for the trained router's). Needs ``sci-moe[speech,features]``.
 :func:`verdicts` decides the paper's claims from the rows and writes them into the JSON;
 ``--verdicts-only PATH`` recomputes a stored JSON's verdicts (no training).
+``--device cuda`` trains and scores the recognisers (and the untrained routing control) on
+a GPU; the speech batches are still built on the CPU. The device is recorded in the JSON's
+``machine`` block for information only (the stored CPU results stay the reference).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def load_raw(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts, device=True)
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
     parser.add_argument("--layers", type=int, default=None, help="MiniLM layers (1 quick, 2 full)")
     parser.add_argument("--steps", type=int, default=None, help="training steps (30 quick, 100)")
@@ -130,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=[args.seed + i for i in range(3)],
         settings={k: list(v) if isinstance(v, tuple) else v for k, v in s.items()},
         task="synthetic espeak-ng speech (not LRS2/LRS3)",
+        device=args.device,  # information only: the stored CPU results are the reference
     )
     print(
         f"mome: torch {machine['torch']}, {torch.get_num_threads()} threads, git {machine['git']}"
@@ -141,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.untrained_routing:
         runner, reporter = run_untrained_routing, report_untrained_routing
         args.plots = None
-    res = runner(args.quick, args.seed, args.layers, args.cache, args.steps, args.batch)
+    res = runner(
+        args.quick, args.seed, args.layers, args.cache, args.steps, args.batch, args.device
+    )
     if args.raw is not None:
         raw = {**res, "runs": [_jsonable(r) for r in res["runs"]]}
         write_json_doc(args.raw, raw)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -239,3 +241,99 @@ def test_fedlease_run_seed_on_cuda(fedlease, tmp_path):
     for m in fedlease.METHODS:
         assert all(0.0 <= a <= 1.0 for a in res[m]["accuracy"]), m
     assert res["fedlease"]["M"] >= 1 and math.isfinite(res["fedlease"]["ari"])
+
+
+# ------------------------------------------------------------------ mome/run.py
+# (a real toy run takes about 15 s, most of it espeak-ng; the CPU equality was checked by
+# hand, rows bit for bit on one data cache: here the device's way into every part)
+@pytest.fixture
+def mome():
+    with load_benchmark("mome/run.py", "mome_run_device_under_test") as mod:
+        yield mod, {k: sys.modules[k] for k in ("_mome_asr", "_mome_avsr", "_mome_untrained")}
+
+
+def _tiny_mome(monkeypatch, helpers, seen):
+    """Stand-ins up to the first training (or routing measurement), which records what it
+    was given and stops the run."""
+
+    data = SimpleNamespace(splits={"train": [0], "val": [0], "test": [0]})
+
+    def train(model, data, cfg, **kw):
+        seen.append(cfg.device)
+        raise _Built
+
+    def routing(model, *a, **kw):
+        from sci_moe._util import module_device
+
+        seen.append(str(module_device(model)))
+        raise _Built
+
+    for name, mod in helpers.items():
+        monkeypatch.setattr(mod, "build_speech_set", lambda *a, **k: data)
+        monkeypatch.setattr(mod, "load_minilm", lambda layers: None)
+        if name == "_mome_avsr":
+            monkeypatch.setattr(mod, "build_av_model", lambda *a: torch.nn.Linear(1, 1))
+        else:
+            monkeypatch.setattr(mod, "build_model", lambda *a: torch.nn.Linear(1, 1))
+        if hasattr(mod, "train_recognizer"):
+            monkeypatch.setattr(mod, "train_recognizer", train)
+        if hasattr(mod, "routing_consistency"):
+            monkeypatch.setattr(mod, "routing_consistency", routing)
+
+
+@pytest.mark.parametrize(
+    "part", [[], ["--avsr"], ["--untrained-routing"]], ids=["asr", "av", "ctl"]
+)
+@pytest.mark.parametrize("extra", [[], ["--device", "cpu"]], ids=["default", "explicit"])
+def test_mome_run_every_part_runs_on_the_device(mome, monkeypatch, tmp_path, part, extra):
+    mod, helpers = mome
+    seen = []
+    _tiny_mome(monkeypatch, helpers, seen)
+    with pytest.raises(_Built):
+        mod.main(["--quick", "--cache", str(tmp_path), *part, *extra])
+    assert seen == ["cpu"]
+
+
+@NO_CUDA
+def test_mome_run_refuses_a_missing_gpu(mome, tmp_path, capsys):
+    mod, _ = mome
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        mod.main(["--quick", "--json", str(out), "--cache", str(tmp_path), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_mome_run_on_cuda(mome, monkeypatch, tmp_path):
+    """The ASR part end to end on cuda: 10 phrases, 2 steps, a one-layer BERT of MiniLM's
+    width standing in for MiniLM."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("espeakng_loader")
+    mod, helpers = mome
+    asr = helpers["_mome_asr"]
+
+    def bert(layers):
+        torch.manual_seed(0)
+        cfg = transformers.BertConfig(
+            hidden_size=384,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            vocab_size=8,
+            max_position_embeddings=256,
+        )
+        return transformers.BertModel(cfg)
+
+    settings = asr.settings
+    small = lambda *a, **k: {**settings(*a, **k), "num_phrases": 10}  # noqa: E731
+    monkeypatch.setattr(asr, "load_minilm", bert)
+    monkeypatch.setattr(asr, "settings", small)
+    monkeypatch.setattr(mod, "settings", small)
+    out = tmp_path / "a.json"
+    argv = ["--quick", "--threads", "1", "--steps", "2", "--batch", "2", "--json", str(out)]
+    assert mod.main([*argv, "--cache", str(tmp_path / "c"), "--device", "cuda"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["device"] == "cuda"
+    rows = _rows(out, ())
+    assert _finite(rows) and any(m == "cer" for _, m, _ in rows)
