@@ -38,13 +38,14 @@ __all__ = [
 ]
 
 FLAT_RULE = (
-    "trained in cycles (byte classifier: byte_steps steps, at most byte_cycles; propagation "
+    "trained in cycles (byte classifier: byte_steps steps, at most byte_cycles; fine-tuned "
+    "MiniLM: minilm_finetune_steps steps, at most minilm_finetune_cycles; propagation "
     "LMs: lm_steps steps, at most lm_cycles; each a fresh warm-up + cosine schedule from the "
     "previous cycle's weights, batch seed + 100 per cycle) until the concatenated validation "
     "curve, judged after every cycle from cycle min_cycles on (one annealed cycle always ends "
     "flat-looking), is flat: the best value of the last 20 % of the steps is < 1 % better "
     "(relative) than the best value up to 80 % of the steps (sci_moe.train.is_flat, at least five "
-    "evaluations); the byte classifier on its validation accuracy (held-out training "
+    "evaluations); the classifiers on their validation accuracy (held-out training "
     "documents, higher is better), the LMs on their validation loss (ln of the stored "
     "perplexity, lower is better); a run that reaches the cap unflat has converged false"
 )
@@ -65,7 +66,8 @@ def lm_flat(curve) -> bool:
 def fit_byte_classifier(
     clf, texts, labels, names, val, eval_every: int, max_cycles: int, min_cycles: int = 1
 ):
-    """Fit ``clf`` (a :class:`~sci_moe.language.provenance.ByteTransformerClassifier`) in
+    """Fit ``clf`` (a :class:`~sci_moe.language.provenance.ByteTransformerClassifier` or
+    :class:`~sci_moe.language.provenance.EncoderFinetuneClassifier`) in
     cycles of ``clf.config.steps`` until its validation accuracy on ``val`` is flat, judged
     from cycle ``min_cycles`` on (1 to ``max_cycles``):
     :func:`sci_moe.language.provenance.fit_until_flat` (the same rule as :func:`flat`).

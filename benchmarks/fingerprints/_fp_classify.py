@@ -25,6 +25,8 @@ from sci_moe.language.provenance import (
     BoWConfig,
     ByteClassifierConfig,
     ByteTransformerClassifier,
+    EncoderFinetuneClassifier,
+    EncoderFinetuneConfig,
     accuracy_interval,
     balance,
     confusion_matrix,
@@ -83,6 +85,22 @@ def _bow(cased: bool = True) -> BagOfWordsClassifier:
     return BagOfWordsClassifier(BoWConfig(lowercase=not cased))
 
 
+def _finetune_classifier(cfg, encoder, tokenizer, cache, seed, device="cpu"):
+    """The MiniLM classifier with its top ``minilm_finetune_layers`` layers fine-tuned (the
+    lower ones frozen, their states in the shared ``cache``), one cycle's settings."""
+    config = EncoderFinetuneConfig(
+        layers=cfg["minilm_finetune_layers"],
+        max_length=cfg["minilm_finetune_max_length"],
+        steps=cfg["minilm_finetune_steps"],
+        batch_size=cfg["minilm_finetune_batch"],
+        lr=cfg["minilm_finetune_lr"],
+        seed=seed,
+    )
+    return EncoderFinetuneClassifier(
+        encoder, tokenizer, config, progress=False, device=device, cache=cache
+    )
+
+
 def corpora_and_pool(cfg, seed):
     corpora = build_pipeline_corpora(seed=1, sources=SOURCES)
     full = make_sequences(corpora, seq_words=cfg["seq_words"])
@@ -92,7 +110,8 @@ def corpora_and_pool(cfg, seed):
 
 # ---------------------------------------------------------------------------- parts
 def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
-    """The classification part; the byte classifier trains on ``device`` (not a setting)."""
+    """The classification part; the byte classifier and the fine-tuned MiniLM layers train
+    on ``device`` (not a setting)."""
     corpora, full, data = corpora_and_pool(cfg, seed)
     names = list(corpora)
     K = len(names)
@@ -125,7 +144,20 @@ def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
         dt = time.time() - t0
         rows.append(Row("minilm", "embed_seconds", dt, "s"))
         rows.append(Row("minilm", "embed_seconds_per_sequence", dt / len(data), "s"))
-    cases = ["bow", "bow_lower", "minilm_linear", "byte_lm", "bow_noformat", "bow_vocab1000"]
+    finetune = None
+    if cfg.get("minilm_finetune"):  # runs before the setting existed have none
+        from sci_moe.data.minilm import load_encoder
+
+        tokenizer, encoder = load_encoder()
+        cache: dict = {}
+        t0 = time.time()  # the frozen lower layers of the whole pool, once for all seeds
+        _finetune_classifier(cfg, encoder, tokenizer, cache, 0).lower_states(list(data.texts))
+        dt = time.time() - t0
+        rows.append(Row("minilm_finetune", "lower_seconds", dt, "s"))
+        rows.append(Row("minilm_finetune", "lower_seconds_per_sequence", dt / len(data), "s"))
+        finetune = (encoder, tokenizer, cache)
+    cases = ["bow", "bow_lower", "minilm_linear", "byte_lm", "minilm_finetune"]
+    cases += ["bow_noformat", "bow_vocab1000"]
     preds = {c: [] for c in cases}
     preds["bow_c4_dedup"] = []
     confusion = np.zeros((K, K), dtype=np.int64)
@@ -133,6 +165,8 @@ def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
     byte_lm = {**ByteClassifierConfig().lm, "seq_len": cfg["byte_seq"]}
     curves = state.setdefault("curves", {}).setdefault("byte_lm", {})
     converged = []
+    ft_curves = state["curves"].setdefault("minilm_finetune", {}) if finetune else {}
+    ft_converged = []
     for s, tr, te in splits(data, cfg["seeds"], seed):
         t0 = time.time()
         xtr, ytr = [data.texts[i] for i in tr], data.labels[tr]
@@ -196,10 +230,43 @@ def part_classify(cfg, seed, state, device: str = "cpu") -> list[Row]:
             f"{[round(b, 3) for _, b in curves[str(s)]]}",
             flush=True,
         )
-    for case in ("bow", "bow_lower", "minilm_linear", "byte_lm"):
+        if finetune is not None:  # the same fit / validation documents as byte_lm
+            t1 = time.time()
+            ft, ft_curves[str(s)], ft_cycles, ft_conv = fit_byte_classifier(
+                _finetune_classifier(cfg, *finetune, seed=s, device=device),
+                [sub.texts[i] for i in fit_i],
+                sub.labels[fit_i],
+                names,
+                ([sub.texts[i] for i in val_i], sub.labels[val_i]),
+                cfg["minilm_finetune_eval"],
+                cfg["minilm_finetune_cycles"],
+                min(cfg["min_cycles"], cfg["minilm_finetune_cycles"]),
+            )
+            dt = time.time() - t1
+            passes = ft_cycles * cfg["minilm_finetune_steps"] * cfg["minilm_finetune_batch"]
+            preds["minilm_finetune"].append((yte, ft.predict(xte), gte))
+            ft_converged.append(ft_conv)
+            case = f"{K}-way minilm_finetune"
+            rows += [
+                Row(case, f"converged seed {s}", float(ft_conv), "bool"),
+                Row(case, f"cycles seed {s}", float(ft_cycles), "cycles"),
+                Row(case, f"steps seed {s}", float(ft_curves[str(s)][-1][0]), "steps"),
+                Row(case, f"train_seconds seed {s}", dt, "s"),
+                # training wall time (validation included) per sequence forward + backward
+                Row(case, f"train_seconds_per_sequence seed {s}", dt / passes, "s"),
+            ]
+            print(
+                f"seed {s}: minilm_finetune {ft_cycles} cycle(s), flat {ft_conv}, {dt:.0f} s, "
+                f"val curve {[round(b, 3) for _, b in ft_curves[str(s)]]}",
+                flush=True,
+            )
+    for case in ("bow", "bow_lower", "minilm_linear", "byte_lm", "minilm_finetune"):
         if preds[case]:
             rows += acc_rows(f"{K}-way {case}", preds[case], 1 / K)
     rows.append(Row(f"{K}-way byte_lm", "converged_seeds", float(sum(converged)), "seeds"))
+    if finetune is not None:
+        case = f"{K}-way minilm_finetune"
+        rows.append(Row(case, "converged_seeds", float(sum(ft_converged)), "seeds"))
     rows += acc_rows("2-way bow c4 vs dedup", preds["bow_c4_dedup"], 1 / 2)
     rows += acc_rows(f"{K}-way bow formatting removed", preds["bow_noformat"], 1 / K)
     rows += acc_rows(f"{K}-way bow vocabulary 1000", preds["bow_vocab1000"], 1 / K)

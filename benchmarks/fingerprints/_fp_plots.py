@@ -19,7 +19,8 @@ __all__ = [
 
 # ---------------------------------------------------------------------------- output
 def plot(doc: dict, folder: Path, quick: bool) -> None:
-    """Learning curves (byte classifier, LMs) and the bag-of-words confusion, as PNGs."""
+    """Learning curves (byte classifier, fine-tuned MiniLM, LMs) and the bag-of-words
+    confusion, as PNGs."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,10 +33,15 @@ def plot(doc: dict, folder: Path, quick: bool) -> None:
     for s, c in curves.get("byte_lm", {}).items():
         a = np.array(c)
         ls = "-" if flat(c) else "--"
-        axes[0].plot(a[:, 0], a[:, 1], marker=".", ls=ls, label=f"seed {s}")
+        axes[0].plot(a[:, 0], a[:, 1], marker=".", ls=ls, label=f"byte seed {s}")
+    for s, c in curves.get("minilm_finetune", {}).items():  # fingerprints_v3 on
+        a = np.array(c)
+        ls = "-" if flat(c) else "--"
+        axes[0].plot(a[:, 0], a[:, 1], marker="x", ls=ls, alpha=0.7, label=f"MiniLM top seed {s}")
     axes[0].axhline(0.25, color="grey", ls=":", label="chance")
     axes[0].set(xlabel="step", ylabel="validation accuracy")
-    axes[0].set_title("byte-level classifier (dashed: not flat)")
+    title = "fine-tuned classifiers" if curves.get("minilm_finetune") else "byte-level classifier"
+    axes[0].set_title(f"{title} (dashed: not flat)")
     axes[0].legend(fontsize=7)
     colors = dict(zip(["c4", "gopher", "norm", "mixture"], ["C0", "C1", "C2", "C3"], strict=True))
     for n, per in curves.get("lm", {}).items():

@@ -22,10 +22,10 @@ __all__ = [
 
 def rejudge(doc: dict) -> dict:
     """``doc`` (a results JSON of this script, parsed) with the convergence rows judged again
-    by :func:`flat` (byte classifier) and :func:`lm_flat` (LMs) from its ``curves`` -- the
-    byte classifier's ``converged_seeds`` and ``converged seed s``, every LM's ``converged
-    seed s`` and their seed means and spreads -- and the verdicts recomputed; no other row
-    changes (the verdicts only when the JSON has them)."""
+    by :func:`flat` (byte classifier, fine-tuned MiniLM) and :func:`lm_flat` (LMs) from its
+    ``curves`` -- the classifiers' ``converged_seeds`` and ``converged seed s``, every
+    LM's ``converged seed s`` and their seed means and spreads -- and the verdicts
+    recomputed; no other row changes (the verdicts only when the JSON has them)."""
     rows = {(r["case"], r["metric"]): r for r in doc["rows"]}
     K = len(doc.get("names") or []) or 4
 
@@ -40,9 +40,10 @@ def rejudge(doc: dict) -> dict:
             rows[(case, "converged_seed_std")]["value"] = float(np.std(conv))
         return conv
 
-    conv = judge(f"{K}-way byte_lm", doc["curves"].get("byte_lm", {}), flat)
-    if (key := (f"{K}-way byte_lm", "converged_seeds")) in rows:
-        rows[key]["value"] = float(sum(conv))
+    for name in ("byte_lm", "minilm_finetune"):
+        conv = judge(f"{K}-way {name}", doc["curves"].get(name, {}), flat)
+        if (key := (f"{K}-way {name}", "converged_seeds")) in rows:
+            rows[key]["value"] = float(sum(conv))
     for name, by_seed in doc["curves"].get("lm", {}).items():
         judge(f"propagation LM {name}", by_seed, lm_flat)
     if "verdicts" in doc:
@@ -206,8 +207,11 @@ def verdicts(doc: dict) -> list[dict]:
     (:func:`match_effect`) for "cross-dataset generalisation suffers"; the uniform guess's
     L1 error for the mixture read-back (only when the generations are told apart above
     chance; otherwise "not decided"). "Better than a human" and "fine-tuning data sources"
-    are not tested here ("not decided"). Converged: logistic regressions always; the byte
-    classifier when every seed's validation accuracy is flat; the LMs when every LM's
+    are not tested here ("not decided"). The neural claim takes the most accurate of the
+    neural classifiers that ran (byte-level, frozen MiniLM + linear head, MiniLM with its
+    top layers fine-tuned). Converged: logistic regressions always (the frozen-MiniLM
+    head too); the byte classifier and the fine-tuned MiniLM when every seed's validation
+    accuracy is flat; the LMs when every LM's
     validation perplexity is flat (< 1 % better over the last 20 % of steps); nothing in a
     ``--quick`` run.
     """
@@ -233,6 +237,9 @@ def verdicts(doc: dict) -> list[dict]:
         )
 
     neural = {f"{K}-way byte_lm": byte_conv, f"{K}-way minilm_linear": full}
+    finetuned = f"{K}-way minilm_finetune"  # from fingerprints_v3 on
+    if any(r["case"] == finetuned for r in doc["rows"]):
+        neural[finetuned] = full and val(doc, finetuned, "converged_seeds") == seeds
     neural = {c: v for c, v in neural.items() if any(r["case"] == c for r in doc["rows"])}
     best = max(neural, key=lambda c: val(doc, c, "accuracy"))
     out = [

@@ -18,11 +18,20 @@ with a paired t-test over the seeds):
 
 1. ``classify``: K-way accuracy of the bag-of-words logistic regression without
    lower-casing (``bow``; lower-cased: ``bow_lower``), the frozen all-MiniLM-L6-v2 encoder
-   with a linear (logistic-regression) head (``minilm_linear``; fine-tuning it does not fit
-   the one-thread budget: ``minilm | embed_seconds_per_sequence`` times three passes per
-   epoch and seed) and the byte-level MoE transformer fine-tuned as a classifier
+   with a linear (logistic-regression) head (``minilm_linear``), the same encoder with its
+   **top** ``minilm_finetune_layers`` **layers fine-tuned, the lower layers frozen**, and a
+   linear head on the mean-pooled states (``minilm_finetune``,
+   :class:`~sci_moe.language.provenance.EncoderFinetuneClassifier`: the frozen layers'
+   states of the pool are computed once and cached, so a training step runs only the top
+   layers forward and backward -- full fine-tuning of all six layers does not fit the
+   one-thread budget; rows ``minilm_finetune | lower_seconds_per_sequence`` and
+   ``train_seconds_per_sequence``; cycles of ``minilm_finetune_steps`` steps of
+   ``minilm_finetune_batch`` sequences, at most ``minilm_finetune_cycles``, validation
+   accuracy every ``minilm_finetune_eval`` steps; from ``fingerprints_v3.json`` on) and the
+   byte-level MoE transformer fine-tuned as a classifier
    (``byte_lm``, validation accuracy every ``byte_eval`` steps on held-out training
-   documents, trained until flat: see Convergence); ablations of the bag-of-words model
+   documents, trained until flat: see Convergence); both fine-tuned classifiers validate on
+   the same held-out training documents; ablations of the bag-of-words model
    re-trained on transformed text (formatting removed; vocabulary restricted to the 1000
    most frequent training words);
    the smallest processing difference alone (``c4`` vs ``dedup``, 2-way);
@@ -47,7 +56,10 @@ with a paired t-test over the seeds):
    such documents leak, and their cross-dataset verdict is "not decided" for that reason.
 
 Convergence (``_cycles.FLAT_RULE``, stated in the JSON's ``machine.flat_rule``): the byte
-classifier trains in cycles of ``byte_steps`` steps (at most ``byte_cycles``), each LM in
+classifier trains in cycles of ``byte_steps`` steps (at most ``byte_cycles``), the
+fine-tuned MiniLM in cycles of ``minilm_finetune_steps`` (at most
+``minilm_finetune_cycles``; judged from cycle ``min(min_cycles, minilm_finetune_cycles)``
+on), each LM in
 cycles of ``lm_steps`` (at most ``lm_cycles``); a cycle is a fresh warm-up + cosine schedule
 from the previous cycle's weights, and training stops after the first cycle, from cycle
 ``min_cycles`` on (:data:`MIN_CYCLES` = 2 in the full and the ``--quick`` plan, or the
@@ -55,7 +67,8 @@ smaller cap where ``--byte-cycles`` / ``--lm-cycles`` lower one below it; ``--mi
 sets it), whose concatenated validation curve is flat: the best value of its last 20 % of
 the steps less than 1 % better (relative) than the best before
 (:func:`sci_moe.train.is_flat`, at least five evaluations) -- the byte classifier's
-validation accuracy, the LMs' validation loss (ln of the stored perplexity).
+validation accuracy (and the fine-tuned MiniLM's), the LMs' validation loss (ln of the
+stored perplexity).
 ``min_cycles`` exists because the end of one annealed warm-up + cosine schedule always
 looks flat (the learning rate decays to its floor) however much a restart would still
 gain: ``fingerprints_v2.json``, judged from the first cycle, stopped its byte classifier
@@ -75,12 +88,14 @@ every LM.
 
 Run: ``python benchmarks/fingerprints/run.py [--quick] [--json PATH] [--seed 0] [--plots DIR]
 [--max-hours H] [--resume [--finish]] [--seeds N] [--byte-steps N] [--byte-cycles N]
-[--lm-steps N] [--lm-cycles N] [--min-cycles N] [--device cuda]`` (pieces: the run stops
+[--lm-steps N] [--lm-cycles N] [--min-cycles N] [--no-minilm] [--no-minilm-finetune]
+[--minilm-finetune-steps N] [--minilm-finetune-cycles N] [--device cuda]`` (pieces: the run stops
 after the part during which ``H`` hours passed and writes ``PATH.state.json``; ``--resume``
 continues from it); ``--verdicts-only PATH`` recomputes a stored JSON's verdicts from its
 rows.
-``--device`` is where the byte classifier and the propagation LMs train and sample (the
-bag-of-words and MiniLM parts stay on the CPU); it is recorded in the JSON's ``machine``
+``--device`` is where the byte classifier, the fine-tuned MiniLM layers and the
+propagation LMs train and sample (the bag-of-words and the MiniLM embedding and cached
+lower layers stay on the CPU); it is recorded in the JSON's ``machine``
 block and is not a setting, so a piece may resume on another device. The full run::
 
     flock /work/notes/longrun.lock nice -n 10 env OMP_NUM_THREADS=1 \
@@ -92,7 +107,12 @@ Measured (``fingerprints_v2.json``, 5 cycles at most per LM, one thread beside o
 jobs): 10,113 s in three pieces, of which about 1,700 s per propagation seed (LMs of
 375-680 s each; 4 of the 20 LMs reached the 5-cycle cap unflat); the next run, with
 document-aligned validation text, at most 8 LM cycles and at least 2 byte-classifier
-cycles (about 110 s per seed each beyond v2's one), is estimated at 3-4 h.
+cycles (about 110 s per seed each beyond v2's one), is estimated at 3-4 h; its
+fine-tuned MiniLM (top 2 layers; measured on 32-480 pool sequences on one thread, beside
+other jobs: 0.04-0.06 s per sequence for the cached lower four layers, once; 0.04-0.08 s
+per sequence and step for the top two forward and backward, validation included) adds
+about 200 s of caching and 250-750 s per seed (2-3 cycles of 200 steps of 16 sequences,
+1.25 epochs of the about 2,550 fitting sequences each), about 0.4-1.1 h in all.
 
 Time (one thread of the 2-core EPYC, from the 3-seed run of 1,263 s: MiniLM embedding
 132 s, about 25 s of bag-of-words fits per seed, 0.135 s per byte-classifier step with its
@@ -152,8 +172,11 @@ MIN_CYCLES = 2
 
 def settings(quick: bool) -> dict:
     """The run's plan: data sizes, seeds, and the cycle sizes (``byte_steps``,
-    ``lm_steps``), caps (``byte_cycles``, ``lm_cycles``) and minimum (``min_cycles``:
-    :data:`MIN_CYCLES`, at most either cap) of the training until flat."""
+    ``lm_steps``, ``minilm_finetune_steps``), caps (``byte_cycles``, ``lm_cycles``,
+    ``minilm_finetune_cycles``) and minimum (``min_cycles``: :data:`MIN_CYCLES`, at most
+    the byte and LM caps; the fine-tuned MiniLM takes it up to its own cap) of the training
+    until flat; the fine-tuned MiniLM's top layers (``minilm_finetune_layers``), token
+    limit (MiniLM's 256), batch and learning rate."""
     common = dict(
         quick=quick,
         seq_words=64,
@@ -161,6 +184,10 @@ def settings(quick: bool) -> dict:
         byte_seq=256,
         gen_tokens=64,
         prop_split="document",
+        minilm_finetune_layers=2,
+        minilm_finetune_max_length=256,
+        minilm_finetune_batch=16,
+        minilm_finetune_lr=1e-4,
     )
     if quick:
         plan = dict(
@@ -177,6 +204,10 @@ def settings(quick: bool) -> dict:
             vocab=1024,
             real_windows=100,
             minilm=True,
+            minilm_finetune=True,
+            minilm_finetune_steps=12,
+            minilm_finetune_cycles=2,
+            minilm_finetune_eval=4,
         )
     else:
         plan = dict(
@@ -193,6 +224,10 @@ def settings(quick: bool) -> dict:
             vocab=4096,
             real_windows=1000,
             minilm=True,
+            minilm_finetune=True,
+            minilm_finetune_steps=200,
+            minilm_finetune_cycles=3,
+            minilm_finetune_eval=40,
         )
     plan["min_cycles"] = min(MIN_CYCLES, plan["byte_cycles"], plan["lm_cycles"])
     return plan
@@ -226,12 +261,29 @@ def main() -> int:
     p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     _common.piece_arguments(p, unit="part")
     p.add_argument("--plots", type=Path, default=None, metavar="DIR", help="PNG folder")
-    p.add_argument("--no-minilm", action="store_true", help="skip the MiniLM classifier")
+    p.add_argument(
+        "--no-minilm", action="store_true", help="skip the frozen-MiniLM linear classifier"
+    )
+    p.add_argument(
+        "--no-minilm-finetune",
+        action="store_true",
+        help="skip the MiniLM classifier with its top layers fine-tuned",
+    )
     for flag, key, what in (
         ("--byte-steps", "byte_steps", "steps per training cycle of the byte classifier"),
         ("--byte-cycles", "byte_cycles", "most cycles of the byte classifier"),
         ("--lm-steps", "lm_steps", "steps per training cycle of each propagation LM"),
         ("--lm-cycles", "lm_cycles", "most cycles of each propagation LM"),
+        (
+            "--minilm-finetune-steps",
+            "minilm_finetune_steps",
+            "steps per training cycle of the fine-tuned MiniLM",
+        ),
+        (
+            "--minilm-finetune-cycles",
+            "minilm_finetune_cycles",
+            "most cycles of the fine-tuned MiniLM",
+        ),
         (
             "--min-cycles",
             "min_cycles",
@@ -266,7 +318,18 @@ def main() -> int:
     cfg = settings(args.quick)
     if args.no_minilm:
         cfg["minilm"] = False
-    for key in ("byte_steps", "byte_cycles", "lm_steps", "lm_cycles", "min_cycles", "seeds"):
+    if args.no_minilm_finetune:
+        cfg["minilm_finetune"] = False
+    for key in (
+        "byte_steps",
+        "byte_cycles",
+        "lm_steps",
+        "lm_cycles",
+        "minilm_finetune_steps",
+        "minilm_finetune_cycles",
+        "min_cycles",
+        "seeds",
+    ):
         if (value := getattr(args, key)) is not None:
             if value < 1:
                 raise SystemExit(f"--{key.replace('_', '-')} must be >= 1, got {value}")

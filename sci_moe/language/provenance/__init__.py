@@ -11,7 +11,10 @@ fixed-length sequences (:func:`make_sequences`), split by document
   :class:`sci_moe.moe.MoE` head;
 * :class:`ByteTransformerClassifier` — the byte-level MoE LM of :mod:`sci_moe.language`
   fine-tuned as a classifier, for a fixed number of steps or in cycles until its validation
-  accuracy is flat (:func:`fit_until_flat`).
+  accuracy is flat (:func:`fit_until_flat`);
+* :class:`EncoderFinetuneClassifier` — a pretrained BERT-like encoder (all-MiniLM-L6-v2 in
+  the benchmark) with its top ``k`` layers fine-tuned and a linear head, the frozen lower
+  layers' states cached (also trainable by :func:`fit_until_flat`).
 
 Ablations re-classify transformed text (:func:`remove_formatting`,
 :func:`restrict_vocabulary`); :mod:`~sci_moe.language.provenance.filters` holds the
@@ -30,6 +33,11 @@ from .byte_classifier import (
 )
 from .corpora import read_corpora, read_corpus
 from .embedding_head import EmbeddingHeadConfig, EmbeddingMoEClassifier, MoEClassifierHead
+from .encoder_finetune import (
+    EncoderFinetuneClassifier,
+    EncoderFinetuneConfig,
+    TopLayersClassifier,
+)
 from .filters import (
     c4_filter,
     english_score,
@@ -53,10 +61,13 @@ __all__ = [
     "ByteTransformerClassifier",
     "EmbeddingHeadConfig",
     "EmbeddingMoEClassifier",
+    "EncoderFinetuneClassifier",
+    "EncoderFinetuneConfig",
     "LMSequenceClassifier",
     "MoEClassifierHead",
     "PieceTokenizer",
     "SequenceSet",
+    "TopLayersClassifier",
     "accuracy_interval",
     "balance",
     "bow_tokens",

@@ -13,7 +13,7 @@ __all__ = ["fit_classifier", "predict_logits"]
 
 def fit_classifier(
     model: torch.nn.Module,
-    inputs: torch.Tensor,
+    inputs: torch.Tensor | tuple[torch.Tensor, ...],
     labels: torch.Tensor,
     config,
     *,
@@ -26,7 +26,8 @@ def fit_classifier(
     """Cross-entropy + auxiliary loss on :class:`sci_moe.train.Trainer`.
 
     AdamW (decay on the weight matrices), linear warm-up over 5 % of the steps, cosine
-    decay to 0, gradient clipping at 1. ``model(x_batch) -> (logits, aux)``; ``config``
+    decay to 0, gradient clipping at 1. ``model(x_batch) -> (logits, aux)`` (with a tuple
+    of ``inputs``, tensors of one first dimension: ``model(*x_batch)``); ``config``
     (a classifier's config) gives ``steps``, ``batch_size``, ``lr``, ``weight_decay`` and
     ``seed``; the batch of step ``s`` (``min(batch_size, n)`` examples drawn with
     replacement) comes from a generator seeded by ``(seed, s)``. The torch thread count is
@@ -38,7 +39,8 @@ def fit_classifier(
     the CPU, follows it. Returns the per-step training losses; the model is left in eval
     mode.
     """
-    n = inputs.shape[0]
+    parts = inputs if isinstance(inputs, tuple) else (inputs,)
+    n = parts[0].shape[0]
     cfg = TrainConfig(
         seed=config.seed,
         steps=config.steps,
@@ -59,11 +61,11 @@ def fit_classifier(
 
     def sample(gen: torch.Generator, k: int):
         idx = torch.randint(0, n, (k,), generator=gen)
-        return inputs[idx], labels[idx]
+        return (*(t[idx] for t in parts), labels[idx])
 
     def loss_fn(_model, batch):
-        logits, aux = model(batch[0])
-        return F.cross_entropy(logits, batch[1]) + aux
+        logits, aux = model(*batch[:-1])
+        return F.cross_entropy(logits, batch[-1]) + aux
 
     losses: list[float] = []
 
@@ -83,17 +85,19 @@ def fit_classifier(
 @torch.no_grad()
 def predict_logits(
     model: torch.nn.Module,
-    inputs: torch.Tensor,
+    inputs: torch.Tensor | tuple[torch.Tensor, ...],
     batch_size: int = 256,
 ) -> torch.Tensor:
     """Logits of ``inputs`` in eval mode, batched, shape (n, K), on the CPU.
 
-    Each batch goes to the model's device (:func:`~sci_moe._util.module_device`).
+    Each batch goes to the model's device (:func:`~sci_moe._util.module_device`); a tuple
+    of ``inputs`` is sliced alike and passed as ``model(*batch)``.
     """
     model.eval()
     dev = module_device(model)
+    parts = inputs if isinstance(inputs, tuple) else (inputs,)
     out = [
-        model(inputs[s : s + batch_size].to(dev))[0].cpu()
-        for s in range(0, inputs.shape[0], batch_size)
+        model(*(t[s : s + batch_size].to(dev) for t in parts))[0].cpu()
+        for s in range(0, parts[0].shape[0], batch_size)
     ]
     return torch.cat(out) if out else torch.zeros(0)

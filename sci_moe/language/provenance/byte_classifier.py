@@ -303,9 +303,12 @@ def fit_until_flat(
 
     Parameters
     ----------
-    clf : ByteTransformerClassifier
-        The classifier; ``clf.config.steps`` is the cycle length and ``clf.config.seed``
-        the seed of cycle 0 (restored on return).
+    clf : ByteTransformerClassifier or EncoderFinetuneClassifier
+        The classifier (any with a dataclass ``config`` holding ``steps`` and ``seed``, a
+        ``fit(texts, labels, classes, val=, eval_every=, warm_start=)`` and a ``curve``, as
+        :class:`~sci_moe.language.provenance.EncoderFinetuneClassifier`);
+        ``clf.config.steps`` is the cycle length and ``clf.config.seed`` the seed of
+        cycle 0 (restored on return).
     texts : sequence of str, length n
         Training sequences.
     labels : array-like of int, shape (n,)
