@@ -60,6 +60,11 @@ compares it stays non-decisive. The state stores the plan (``until_flat``, ``ste
 minimum, ``max_steps``); ``--resume`` of a state of another plan (the fixed-step runs) is
 refused. The unit of a piece is one run (all its cycles): a killed piece loses the run in
 progress at most, and a piece may overrun ``--max-hours`` by that run (<= 4 cycles).
+``--resume`` with a larger ``--max-steps`` (nothing else changed) raises the cap: the runs
+that stopped flat below the old one are kept (the larger cap trains them the same), and
+the runs that reached it train on from their final weights, which every run at the cap
+writes to ``<json stem>.weights/`` (a run without its file trains again from the start);
+until they have, their seeds are left out of the JSON.
 
 Cost. Measured with the parallel scan, from ``routing_mamba_long.state.json`` (the
 ``--steps 2400`` run: cycle 0's schedule for every run here; one thread, beside other
@@ -149,7 +154,7 @@ from _rm_scaling import equivalent_ratio as equivalent_ratio
 from _rm_scaling import hybrid_saving as hybrid_saving
 from _rm_scaling import mean_curve as mean_curve
 from _rm_scan import exp_scan
-from _rm_train import FLAT, FLAT_TAIL, run_all, upgrade_min_cycles
+from _rm_train import FLAT, FLAT_TAIL, raise_cap, run_all, upgrade_min_cycles
 from _rm_train import cycles_until_flat as cycles_until_flat
 from _rm_train import flat as flat
 from _rm_train import run_one as run_one
@@ -282,6 +287,14 @@ def main(argv: list[str] | None = None) -> None:
                 f"{len(dropped)} run(s) that stopped earlier train again: {', '.join(dropped)}",
                 file=sys.stderr,
             )
+        old_cap = (state.get("plan") or {}).get("max_steps")
+        more = raise_cap(state, p)
+        if state.get("plan") == json.loads(json.dumps(p)) and old_cap != p.get("max_steps"):
+            print(
+                f"the cap rises from {old_cap} to {p['max_steps']} steps: {len(more)} run(s) "
+                f"that reached the old one train on: {', '.join(more)}",
+                file=sys.stderr,
+            )
         try:
             check_resume_settings(state.get("plan"), p, state_path(args.json), what="plan")
         except ValueError as err:
@@ -297,7 +310,11 @@ def main(argv: list[str] | None = None) -> None:
     rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
     exp_scan(p, rows, tables["scan"], state)
     save()
-    done = run_all(p, seeds, corpus, state, deadline, save, device=args.device)
+    # the final weights of runs at the cap, so that a larger --max-steps continues them
+    weights = (
+        None if args.json is None or not p.get("until_flat") else args.json.with_suffix(".weights")
+    )
+    done = run_all(p, seeds, corpus, state, deadline, save, device=args.device, weights=weights)
     state["wall_s"] = state.get("wall_s", 0.0) + other.report()["wall_s"]
     save()
     complete = len(done) == len(seeds)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-__all__ = ["CYCLE_SEED", "concat", "until_flat"]
+__all__ = ["CYCLE_SEED", "concat", "split_cycles", "until_flat"]
 
 
 CYCLE_SEED = 100  # cycle c draws its batches with seed + CYCLE_SEED * c
@@ -59,6 +59,47 @@ def concat(curves: Sequence[Sequence[Sequence[float]]], cycle_steps: int | None 
     return out
 
 
+def split_cycles(curve: Sequence[Sequence[float]], cycle_steps: int) -> list:
+    """The per-cycle curves of a joined one: the inverse of :func:`concat` with ``cycle_steps``.
+
+    Cycle ``c`` gets the points with steps in ``(c * cycle_steps, (c + 1) * cycle_steps]``
+    (cycle 0 its step-0 point too), counted from its own start; a later cycle's step-0
+    point, which :func:`concat` leaves out, is the previous cycle's end. So
+    ``concat(split_cycles(curve, n), n) == curve`` for a curve :func:`concat` made.
+
+    Parameters
+    ----------
+    curve : sequence of [step, value]
+        A joined curve, steps ascending, ending at the end of its last cycle.
+    cycle_steps : int
+        Steps of every cycle (>= 1).
+
+    Returns
+    -------
+    list of curves
+        ``[[[step, value], ...], ...]``, one per cycle.
+
+    Raises
+    ------
+    ValueError
+        When ``cycle_steps`` is below 1 or the curve does not end at a cycle's end.
+    """
+    if cycle_steps < 1:
+        raise ValueError(f"cycle_steps must be >= 1, got {cycle_steps}")
+    if not curve or curve[-1][0] % cycle_steps:
+        raise ValueError(
+            f"the curve must end at the end of a cycle of {cycle_steps} steps "
+            f"(last step {curve[-1][0] if curve else None})"
+        )
+    out: list = [[] for _ in range(int(curve[-1][0]) // cycle_steps)]
+    for s, v in curve:
+        c = 0 if s == 0 else (int(s) - 1) // cycle_steps
+        if c and not out[c]:
+            out[c].append([0, out[c - 1][-1][1]])
+        out[c].append([s - c * cycle_steps, v])
+    return out
+
+
 def until_flat(
     cycle: Callable[[int, int], Sequence[Sequence[float]]],
     judge: Callable[[list], bool],
@@ -66,6 +107,7 @@ def until_flat(
     seed: int = 0,
     cycle_steps: int | None = None,
     min_cycles: int = 1,
+    done: Sequence[Sequence[Sequence[float]]] = (),
 ) -> tuple[list, int, bool]:
     """Train in cycles until the joined validation curve is flat or ``max_cycles`` ran.
 
@@ -96,6 +138,11 @@ def until_flat(
         evaluation).
     min_cycles : int
         The fewest cycles before the curve is judged (1 to ``max_cycles``).
+    done : sequence of curves
+        The curves of cycles already trained (cycle ``c`` at index ``c``; default none):
+        a run stopped at an earlier, smaller cap continues at cycle ``len(done)``, its
+        ``cycle`` starting from the weights the last of them ended with. They count
+        towards ``max_cycles`` and are judged with the new ones.
 
     Returns
     -------
@@ -115,7 +162,15 @@ def until_flat(
         raise ValueError(f"max_cycles must be >= 1, got {max_cycles}")
     if not 1 <= min_cycles <= max_cycles:
         raise ValueError(f"min_cycles must be in 1..max_cycles={max_cycles}, got {min_cycles}")
-    curves: list = []
+    curves: list = [list(c) for c in done]
+    if len(curves) > max_cycles:
+        raise ValueError(
+            f"{len(curves)} cycles are done, more than max_cycles={max_cycles}: a run "
+            "continues only under a cap at least as large as the one it stopped at"
+        )
+    if curves and len(curves) >= min_cycles and judge(concat(curves, cycle_steps)):
+        curve = concat(curves, cycle_steps)
+        return curve, len(curves), True
     while len(curves) < max_cycles:
         c = len(curves)
         curves.append(cycle(c, seed + CYCLE_SEED * c))

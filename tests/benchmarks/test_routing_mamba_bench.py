@@ -322,6 +322,56 @@ def test_until_flat_run_stops_flat_runs_early(bench, tmp_path, monkeypatch):
     assert doc["verdicts"][-1]["verdict"] == "not decided"
 
 
+def test_a_larger_cap_continues_the_capped_runs(bench, tmp_path, monkeypatch):
+    """--resume with a larger --max-steps: flat runs stay, capped runs train on from their
+    stored final weights (or from the start when the file is gone); a smaller cap is
+    refused."""
+    p = bench.plan(True, None, 32)  # cycles of 8 steps, at most 4
+    calls: list = []
+    _patch(monkeypatch, bench, "train_cycle", _fake_cycle(bench, p, calls))
+    out = tmp_path / "flat.json"
+    base = ["--quick", "--until-flat", "--json", str(out)]
+    bench.main(base)
+    weights = out.with_suffix(".weights")
+    capped = {
+        k
+        for k, r in json.loads(out.with_suffix(".state.json").read_text())["runs"].items()
+        if r["reason"] == "cap"
+    }
+    assert capped and {f.name for f in weights.iterdir()} == {
+        k.replace(" ", "_") + ".pt" for k in capped
+    }
+    before = json.loads(out.with_suffix(".state.json").read_text())["runs"]
+    (weights / "dense_3x_seed_1.pt").unlink()  # this one trains again from the start
+    calls.clear()
+    bench.main([*base, "--max-steps", "48", "--resume"])
+    state = json.loads(out.with_suffix(".state.json").read_text())
+    assert state["plan"]["max_steps"] == 48
+    runs = state["runs"]
+    for k, r in runs.items():
+        if k not in capped:
+            assert r == before[k]  # flat before the old cap: kept as it was
+            continue
+        assert (r["steps"], r["cycles"], r["reason"]) == (48, 6, "cap")
+        assert (
+            r["hist"]["tokens"][: len(before[k]["hist"]["tokens"])] == before[k]["hist"]["tokens"]
+        )
+        assert r["hist"]["val_loss"][:9] == pytest.approx(before[k]["hist"]["val_loss"])
+    dense = [(s, c, fresh) for e, s, c, fresh in calls if not e]
+    # every capped run trains cycles 4 and 5 only, from its file (the stand-in checks the
+    # weights it starts from); dense 3x seed 1 all six, from the start
+    assert sum(1 for _, c, _ in dense if c == 4) == len(capped)
+    assert sum(1 for _, c, fresh in dense if c == 0 and fresh) == 1
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["plan"]["max_steps"] == 48 and doc["machine"]["seeds"] == [0, 1]
+    assert {(r["case"], r["value"]) for r in doc["rows"] if r["metric"] == "steps seed 1"} >= {
+        ("dense 3x", 48)
+    }
+    with pytest.raises(SystemExit) as exc:
+        bench.main([*base, "--max-steps", "40", "--resume"])
+    assert exc.value.code == 2
+
+
 def test_hybrid_sizes_follow_the_flops_targets(bench):
     p = bench.plan(False, 2400, 9600)
     ms = bench.models(p)

@@ -70,3 +70,51 @@ def test_concat_shifts_by_cycle_steps_or_by_each_cycles_end(common):
     fixed = common.concat(curves, cycle_steps=10)
     assert fixed == [[0, 5.0], [3, 4.0], [7, 3.5], [14, 3.2], [16, 3.1], [22, 3.0]]
     assert common.concat([]) == [] and isinstance(by_end[-1][0], int)
+
+
+def test_split_cycles_inverts_concat():
+    from sci_moe.train.cycles import concat, split_cycles
+
+    curves = [[[0, 5.0], [4, 3.0], [8, 2.0]], [[0, 2.0], [4, 2.5], [8, 1.5]], [[0, 1.5], [8, 1.4]]]
+    joined = concat(curves, 8)
+    assert split_cycles(joined, 8) == curves
+    assert concat(split_cycles(joined, 8), 8) == joined
+    with pytest.raises(ValueError, match="end of a cycle of 8 steps"):
+        split_cycles(joined[:4], 8)  # ends at step 12, inside cycle 1
+    with pytest.raises(ValueError, match="cycle_steps must be >= 1"):
+        split_cycles(joined, 0)
+
+
+def test_until_flat_continues_done_cycles():
+    """A run stopped at a smaller cap continues at cycle len(done); a done run that is
+    already flat is not trained again; more cycles done than the cap is refused."""
+    from sci_moe.train.cycles import concat, until_flat
+
+    ends = [3.0, 2.0, 1.5, 1.2, 1.199]
+
+    def cycle(c, seed):
+        calls.append((c, seed))
+        start = 5.0 if c == 0 else ends[c - 1]
+        return [[0, start], [10, ends[c]]]
+
+    def flat(curve):
+        return curve[-1][1] > 0.99 * curve[-2][1]
+
+    calls: list = []
+    first, n, conv = until_flat(cycle, flat, max_cycles=2, seed=7)
+    assert (n, conv) == (2, False) and calls == [(0, 7), (1, 107)]
+    done = [[[0, 5.0], [10, 3.0]], [[0, 3.0], [10, 2.0]]]
+    assert concat(done, 10) == first
+    calls.clear()
+    curve, n, conv = until_flat(cycle, flat, max_cycles=6, seed=7, cycle_steps=10, done=done)
+    assert calls == [(2, 207), (3, 307), (4, 407)] and (n, conv) == (5, True)
+    assert curve[:3] == first and curve[-1] == [50, 1.199]
+    calls.clear()
+    assert until_flat(cycle, flat, 9, seed=7, cycle_steps=10, done=[[[0, 1.0], [10, 0.999]]]) == (
+        [[0, 1.0], [10, 0.999]],
+        1,
+        True,
+    )
+    assert calls == []
+    with pytest.raises(ValueError, match="more than max_cycles=1"):
+        until_flat(cycle, flat, 1, done=done)
