@@ -337,3 +337,62 @@ def test_mome_run_on_cuda(mome, monkeypatch, tmp_path):
     assert doc["machine"]["device"] == "cuda"
     rows = _rows(out, ())
     assert _finite(rows) and any(m == "cer" for _, m, _ in rows)
+
+
+# ------------------------------------------------------------------ omni_expert/run.py
+# (its quick run takes half a minute: with and without --device cpu it gave the same rows bit
+# for bit by hand; here one tiny (RT60, seed) configuration, and the device's way there)
+OMNI_TINY = dict(rt60s=[0.6], n_train=3, n_test=1, n_rirs=1, pi_epochs=1, ft_epochs=1, n_align=0)
+
+
+@pytest.fixture
+def omni():
+    for dep in ("pyroomacoustics", "pystoi", "espeakng_loader"):
+        pytest.importorskip(dep)
+    with load_benchmark("omni_expert/run.py", "omni_run_device_under_test") as mod:
+        yield mod
+
+
+def _omni_config(mod, cache, *device):
+    net = mod.MaskNetConfig(context=5, hidden=16, classifier_hidden=16)
+    return mod.run_config(0.6, 0, OMNI_TINY, net, cache, False, *device)
+
+
+def test_omni_run_config_device_cpu_is_the_default(omni, tmp_path):
+    a = _omni_config(omni, tmp_path)
+    b = _omni_config(omni, tmp_path, "cpu")
+    assert a["stoi"] == b["stoi"] and a["lsd"] == b["lsd"] and a["acc"] == b["acc"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--device", "cpu"]], ids=["default", "explicit"])
+def test_omni_run_passes_the_device(omni, monkeypatch, tmp_path, extra):
+    seen = []
+
+    def run_config(rt60, seed, s, net, cache, progress, device="cpu"):
+        seen.append(device)
+        raise _Built
+
+    monkeypatch.setattr(omni, "run_config", run_config)
+    with pytest.raises(_Built):
+        omni.main(["--quick", "--cache", str(tmp_path), *extra])
+    assert seen == ["cpu"]
+
+
+@NO_CUDA
+def test_omni_run_refuses_a_missing_gpu(omni, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        omni.main(["--quick", "--json", str(out), "--cache", str(tmp_path), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_omni_run_config_on_cuda(omni, tmp_path):
+    cpu = _omni_config(omni, tmp_path)
+    gpu = _omni_config(omni, tmp_path, "cuda")
+    assert set(gpu["stoi"]) == set(cpu["stoi"]) and all(v > 0 for v in gpu["timing"].values())
+    for name, vals in gpu["stoi"].items():
+        assert all(math.isfinite(v) for v in vals + gpu["lsd"][name]), name
+        # one epoch of the same training: the CPU's scores up to float32 rounding
+        assert vals == pytest.approx(cpu["stoi"][name], abs=0.05), name
