@@ -25,6 +25,13 @@ Wikipedia excerpt and news articles shipped in gensim's wheel, split by document
 
 :func:`verdicts` decides the paper's claims from the rows and writes them into the JSON;
 ``--verdicts-only PATH`` recomputes a stored JSON's verdicts (no training).
+
+``--device cuda`` puts SmolLM2 on a GPU (activation collection, spliced CE, the MLP's
+neurons, the throughput) and trains and evaluates the decompositions there
+(``DecompositionTrainConfig.device``; the activations stay on the CPU and are moved batch
+by batch, the layers are built and the training batches drawn on the CPU as before); the
+probes fit on the CPU. The device is recorded in the JSON's ``machine`` block for
+information only (the stored CPU results stay the reference).
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ from sci_moe.language.mxd import (
     splice_report,
     train_decomposition,
 )
+from sci_moe.train import run_device
 
 FULL = dict(
     layer=2, context_len=64, train_windows=128, val_windows=16, ce_windows=8,
@@ -87,7 +95,7 @@ QUICK = dict(
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts)
+    p = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     p.add_argument(
         "--cache", type=Path, default=None, help="activation cache root (default: a temp dir)"
     )
@@ -101,6 +109,9 @@ def main(argv=None) -> int:
     load = OtherLoad()
     t0 = time.perf_counter()
     pm = load_smollm2()
+    dev = run_device(args.device)
+    if dev.type != "cpu":
+        pm.model.to(dev)  # the collection, the spliced CE and the MLP probe run there
     print(f"model loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     site = mlp_site(pm.model, cfg["layer"])
     train_w, val_w = _windows(pm, cfg, "train"), _windows(pm, cfg, "val")
@@ -125,7 +136,7 @@ def main(argv=None) -> int:
     per = cfg["ce_windows"] // 2
     ce_idx = torch.cat([(val_w.source == s).nonzero().flatten()[:per] for s in (0, 1)])
     ce_ids = val_w.ids[ce_idx]
-    mean_out = tr["y"].mean(0)
+    mean_out = tr["y"].mean(0).to(dev)  # the mean ablation beside the model
 
     rows: list[Row] = []
     results = {}
@@ -143,6 +154,7 @@ def main(argv=None) -> int:
                     dead_window=min(cfg["steps"] * cfg["batch_size"] // 2, 10_000),
                     log_every=10,
                     progress=False,
+                    device=args.device,
                 )
                 t = time.perf_counter()
                 res = train_decomposition(layer, tr["x"], tr["y"], tcfg)
@@ -316,6 +328,7 @@ def main(argv=None) -> int:
             settings=settings,
             contention=load.report(),
             busy_warning=warn,
+            device=args.device,  # information only: the stored CPU results are the reference
         )
         doc = {"machine": machine, "rows": [vars(r) for r in rows]}
         write_json(args.json, "mxd", machine, rows, verdicts=verdicts(doc))

@@ -396,3 +396,76 @@ def test_omni_run_config_on_cuda(omni, tmp_path):
         assert all(math.isfinite(v) for v in vals + gpu["lsd"][name]), name
         # one epoch of the same training: the CPU's scores up to float32 rounding
         assert vals == pytest.approx(cpu["stoi"][name], abs=0.05), name
+
+
+# ------------------------------------------------------------------ mxd/run.py
+# A tiny random Llama stands in for SmolLM2 and random windows for the corpus (as
+# tests/benchmarks/test_mxd_frontier.py does); the run's own code is unchanged.
+MXD_TINY = dict(
+    layer=2, context_len=8, train_windows=8, val_windows=4, ce_windows=2, ks=(4,),
+    seeds=(0, 1), latent_multiplier=4, d_hidden=8, steps=3, batch_size=16, lr=5e-3,
+    probe_units=8, probe_tokens=64, paper_scale_throughput=False,
+)  # fmt: skip
+
+
+@pytest.fixture
+def mxd(monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    from sci_moe.language.mxd import PretrainedModel, TokenWindows
+
+    with load_benchmark("mxd/run.py", "mxd_run_device_under_test") as mod:
+
+        def load():
+            torch.manual_seed(0)
+            cfg = transformers.LlamaConfig(
+                vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+            )  # fmt: skip
+            return PretrainedModel(transformers.LlamaForCausalLM(cfg).eval(), None, "tiny", "t")
+
+        def windows(pm, cfg, split):
+            g = torch.Generator().manual_seed(("train", "val").index(split))
+            n = 2 * (cfg["train_windows"] if split == "train" else cfg["val_windows"])
+            ids = torch.randint(0, 50, (n, cfg["context_len"]), generator=g)
+            return TokenWindows(ids, torch.arange(n) % 2, torch.arange(n), ("a", "b"))
+
+        monkeypatch.setattr(mod, "load_smollm2", load)
+        monkeypatch.setattr(mod, "_windows", windows)
+        monkeypatch.setattr(mod, "QUICK", dict(MXD_TINY))
+        yield mod
+
+
+def test_mxd_run_device_cpu_is_the_default(mxd, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    argv = ["--quick", "--threads", "1", "--cache", str(tmp_path / "c")]
+    assert mxd.main([*argv, "--json", str(a)]) == 0
+    assert mxd.main([*argv, "--json", str(b), "--device", "cpu"]) == 0
+    assert _rows(a, ("tokens/s",)) == _rows(b, ("tokens/s",))
+    assert json.loads(b.read_text())["machine"]["device"] == "cpu"
+
+
+@NO_CUDA
+def test_mxd_run_refuses_a_missing_gpu(mxd, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        mxd.main(["--quick", "--json", str(out), "--cache", str(tmp_path), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_mxd_run_on_cuda(mxd, tmp_path):
+    cpu, gpu = tmp_path / "cpu.json", tmp_path / "cuda.json"
+    argv = ["--quick", "--threads", "1"]
+    assert mxd.main([*argv, "--json", str(cpu), "--cache", str(tmp_path / "c0")]) == 0
+    argv += ["--json", str(gpu), "--device", "cuda", "--cache", str(tmp_path / "c1")]
+    assert mxd.main(argv) == 0
+    doc = json.loads(gpu.read_text())
+    assert doc["machine"]["device"] == "cuda"
+    rows = _rows(gpu, ())
+    assert _finite(rows)
+    # the same decompositions trained on the GPU: the CPU's NMSE and CE up to rounding
+    ref = {(c, m): v for c, m, v in _rows(cpu, ())}
+    for c, m, v in rows:
+        if m in ("nmse", "ce") and "/seed=" in c:
+            assert v == pytest.approx(ref[c, m], rel=0.05), (c, m)
