@@ -49,6 +49,12 @@ ours on the same host, which is where a ratio to ScoreMD comes from.
 ``--quoted-only PATH`` rewrites a stored JSON of this script in that form
 (:func:`quoted_rows`: no timing is rerun).
 
+``--device cuda`` times the training steps (``plain/*``, ``fp/*``: the trainer's
+``TrainConfig.device``, the data moved by the engine, CUDA synchronised before each timing
+ends) and AdamW's step alone (``adamw_step/*``: the MLP and its gradients moved there) on a
+GPU; the sampler, Langevin and the Mueller-Brown generator stay on the CPU. The device and
+this scope are recorded in the JSON's ``machine`` block (the stored results are the CPU's).
+
 Run::
 
     OMP_NUM_THREADS=1 python benchmarks/energy_diffusion/speed.py --quick \\
@@ -90,6 +96,7 @@ from sci_moe.sampling.diffusion import (
     reverse_sde_sample,
     train,
 )
+from sci_moe.train import run_device
 
 #: ScoreMD's JAX training loop, ms per step, quoted from issue 28 (another host)
 SCOREMD_MS = {"plain": 0.85, "fp": 3.85}
@@ -106,7 +113,17 @@ SCOREMD_QUOTE = _common.quote(
 )
 
 
-def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed: int) -> float:
+def _sync(device: str) -> None:
+    """Wait for ``device``'s queued kernels (a no-op on the CPU)."""
+    if device != "cpu":
+        torch.cuda.synchronize(run_device(device))
+
+
+def _train_seconds(
+    variant: str, path: str, steps: int, data: torch.Tensor, seed: int, device: str = "cpu"
+) -> float:
+    """Wall seconds of ``steps`` training steps of ``path`` on ``device`` (the model built
+    on the CPU, then moved by the engine)."""
     torch.manual_seed(seed)
     net = MLPEnergy((1, 2), HIDDEN)
     fp = FP_WEIGHT if variant == "fp" else 0.0
@@ -117,10 +134,13 @@ def _train_seconds(variant: str, path: str, steps: int, data: torch.Tensor, seed
         max_batches_per_epoch=steps,
         progress=False,
         seed=seed,
+        device=device,
         **PATHS[path],
     )
+    _sync(device)
     t0 = time.perf_counter()
     train(net, data, VPSDE(), cfg)
+    _sync(device)
     return time.perf_counter() - t0
 
 
@@ -245,19 +265,24 @@ def _md_rows(n_frames: int, repeats: int, seed: int) -> list[Row]:
     ]
 
 
-def _adamw_step_us(fused: bool, n: int = 1000) -> float:
-    """Microseconds per AdamW step (lr set each step, as the trainer does) on the MLP."""
+def _adamw_step_us(fused: bool, n: int = 1000, device: str = "cpu") -> float:
+    """Microseconds per AdamW step (lr set each step, as the trainer does) on the MLP, on
+    ``device`` (the MLP and its gradients drawn on the CPU and moved there)."""
     net = MLPEnergy((1, 2), HIDDEN)
     for p in net.parameters():
         p.grad = torch.randn_like(p)
+    if device != "cpu":
+        net.to(run_device(device))  # the gradients move with the parameters
     opt = torch.optim.AdamW(net.parameters(), lr=3e-4, weight_decay=1e-4, fused=fused or None)
     for _ in range(20):
         opt.step()
+    _sync(device)
     t0 = time.perf_counter()
     for _ in range(n):
         for g in opt.param_groups:
             g["lr"] = 3e-4
         opt.step()
+    _sync(device)
     return 1e6 * (time.perf_counter() - t0) / n
 
 
@@ -276,7 +301,7 @@ def _mb_reference(n_frames: int, walkers: int, stride: int, seed: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _common.base_parser(__doc__.splitlines()[0])
+    p = _common.base_parser(__doc__.splitlines()[0], device=True)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
         "--quoted-only",
@@ -303,10 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         warm_steps = max(5, steps // 10)
         warm = {}
         for path in PATHS:  # warm-up (lazy initialisation; compiling)
-            warm[path] = _train_seconds(variant, path, warm_steps, data, args.seed)
+            warm[path] = _train_seconds(variant, path, warm_steps, data, args.seed, args.device)
         for _ in range(args.repeats):
             for path in PATHS:
-                times[path].append(_train_seconds(variant, path, steps, data, args.seed))
+                times[path].append(
+                    _train_seconds(variant, path, steps, data, args.seed, args.device)
+                )
         ms = {k: 1e3 * sorted(v)[len(v) // 2] / steps for k, v in times.items()}
         for k, v in times.items():
             repeats_ms[f"{variant}/{k}"] = [round(1e3 * x / steps, 3) for x in v]
@@ -343,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     adam: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.repeats):
         for fused in (False, True):
-            adam[fused].append(_adamw_step_us(fused))
+            adam[fused].append(_adamw_step_us(fused, device=args.device))
     au = {k: sorted(v)[len(v) // 2] for k, v in adam.items()}
     rows.append(Row("adamw_step/unfused", "us_per_step", round(au[False], 1), "us"))
     rows.append(
@@ -397,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         inductor_cache_warm=cache_warm,
         scoremd_source=SCOREMD_SOURCE,
         quick=args.quick,
+        device=args.device,
+        device_scope="training steps (plain/*, fp/*) and adamw_step/*; the rest on the CPU",
     )
     return _common.finish(args, "energy_diffusion_speed", machine, rows, other, t0)
 

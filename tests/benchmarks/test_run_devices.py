@@ -469,3 +469,54 @@ def test_mxd_run_on_cuda(mxd, tmp_path):
     for c, m, v in rows:
         if m in ("nmse", "ce") and "/seed=" in c:
             assert v == pytest.approx(ref[c, m], rel=0.05), (c, m)
+
+
+# ------------------------------------------------------------------ energy_diffusion/speed.py
+# (every row is a timing: no CPU equality to check; here the device's way into the timed
+# training, and its steps and AdamW's on a GPU)
+@pytest.fixture
+def ed_speed():
+    with load_benchmark("energy_diffusion/speed.py", "ed_speed_device_under_test") as mod:
+        yield mod
+
+
+@pytest.mark.parametrize("extra", [[], ["--device", "cpu"]], ids=["default", "explicit"])
+def test_ed_speed_times_the_training_on_the_device(ed_speed, monkeypatch, extra):
+    seen = []
+
+    def train(net, data, sde, cfg):
+        seen.append(cfg.device)
+        raise _Built
+
+    monkeypatch.setattr(ed_speed, "train", train)
+    with pytest.raises(_Built):
+        ed_speed.main(["--quick", "--repeats", "1", *extra])
+    assert seen == ["cpu"]
+
+
+def test_ed_speed_timings_run_with_an_explicit_cpu(ed_speed):
+    data = torch.randn(64, 1, 2)
+    for path in ("reference", "fast"):
+        assert ed_speed._train_seconds("fp", path, 2, data, 0, "cpu") > 0
+    assert ed_speed._adamw_step_us(True, n=3, device="cpu") > 0
+
+
+@NO_CUDA
+def test_ed_speed_refuses_a_missing_gpu(ed_speed, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    with refused(capsys, "no CUDA device"):
+        ed_speed.main(["--quick", "--json", str(out), "--device", "cuda"])
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+def test_ed_speed_training_steps_on_cuda(ed_speed):
+    data = torch.randn(64 * 4, 1, 2)
+    for variant in ("plain", "fp"):
+        for path in ("reference", "fused_adamw", "fast"):  # compiling is minutes: not here
+            s = ed_speed._train_seconds(variant, path, 3, data, 0, "cuda")
+            assert math.isfinite(s) and s > 0, (variant, path)
+    for fused in (False, True):
+        us = ed_speed._adamw_step_us(fused, n=5, device="cuda")
+        assert math.isfinite(us) and us > 0
