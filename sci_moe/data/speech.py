@@ -5,9 +5,11 @@ Sentences are real English text: the sentences of Python's own documentation top
 are espeak-ng voices/variants with seeded rate and pitch; train and test use *disjoint*
 voices, sentences and room responses (source/microphone positions), all drawn from one
 seed. Room impulse responses are cached (``.npz``, atomic writes) because a long RT60
-takes seconds to simulate, and so are the built splits: espeak-ng is not bit-reproducible
-(a call can return a few samples more or less), so a run that must see the same data again
-(a resumed training run) reads them from the cache.
+takes seconds to simulate, and so are the built splits. Synthesis is a deterministic
+function of its arguments (:func:`sci_moe.speech.synthesize`), so a build is one of the
+configuration; the cache records the synthesiser (:func:`sci_moe.speech.synthesis_id`).
+Caches written before synthesis was reproducible (whose audio depended on the order of the
+calls) record none: they are still read, with a warning, since a rebuild gives other audio.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sci_moe._util import atomic_save_npz, progress_bar
-from sci_moe.speech import PhonemeEvent, synthesize
+from sci_moe.speech import PhonemeEvent, synthesis_id, synthesize
 from sci_moe.speech.omni import RoomConfig, RoomImpulseResponse, reverberate, simulate_rir
 
 __all__ = ["ReverbSpeechConfig", "ReverbUtterance", "build_reverberant_speech", "corpus_sentences"]
@@ -216,6 +219,7 @@ def _save_splits(path: Path, splits) -> None:
         "n_events": np.array([len(u.phonemes) for u in utts]),
         "event_symbol": np.array([e.symbol for e in events], dtype=str),
         "event_time": np.array([[e.start, e.end] for e in events]).reshape(-1, 2),
+        "synthesis": np.array(synthesis_id()),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_save_npz(path, arrays)
@@ -245,4 +249,20 @@ def _load_splits(path: Path) -> tuple[list[ReverbUtterance], list[ReverbUtteranc
             for i in range(len(z["text"]))
         ]
         n_train = int(z["n_train"])
+        recorded = str(z["synthesis"]) if "synthesis" in z.files else None
+    if recorded is None:
+        warnings.warn(
+            f"{path} was built before espeak-ng synthesis was reproducible (it records no "
+            "synthesiser): it is read as it is (the audio the runs that used it saw), but "
+            "a rebuild gives other audio; delete it to build a reproducible one",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif recorded != synthesis_id():
+        warnings.warn(
+            f"{path} was synthesised by {recorded!r}, this installation synthesises with "
+            f"{synthesis_id()!r}: it is read as it is, a rebuild would give other audio",
+            UserWarning,
+            stacklevel=3,
+        )
     return utts[:n_train], utts[n_train:]

@@ -22,7 +22,7 @@ from .phonemes import (
     to_arpabet,
     to_viseme,
 )
-from .tts import PhonemeEvent, Utterance, list_voices, synthesize
+from .tts import PhonemeEvent, Utterance, list_voices, synthesis_id, synthesize
 
 __all__ = [
     "ARPABET",
@@ -35,6 +35,7 @@ __all__ = [
     "Utterance",
     "list_voices",
     "phoneme_index",
+    "synthesis_id",
     "synthesize",
     "to_arpabet",
     "to_viseme",

@@ -8,22 +8,35 @@ mnemonic and the sample where the phoneme starts). The audio is resampled to the
 requested rate with a polyphase filter; event times are converted to seconds from
 espeak's native sample index, so they are exact to one native sample (45 µs).
 
-espeak-ng 1.52 is not bit-reproducible: the same call can return a few samples more or
-less (the phoneme sequence and its timing agree to about a millisecond). espeak-ng keeps
-global state; all calls go through one lock, so :func:`synthesize` is
+**Reproducibility.** :func:`synthesize` is a deterministic function of its arguments (and
+of the espeak-ng build, :func:`synthesis_id`): the same call gives the same samples in any
+process, whatever was synthesised before. espeak-ng by itself is not: it keeps state
+between calls that neither ``espeak_Terminate`` nor ``espeak_Initialize`` resets (the
+phase of its pitch-flutter table, a static counter in ``AdvanceParameters``, so one
+call's pitch contour and length, a few to a few hundred samples, depend on every earlier
+call in the process), and it seeds the noise of breathy voices (variants such as ``+f3``)
+from the clock (``espeak_srand(time(NULL))`` in ``espeak_Initialize``). Every call
+therefore loads a private copy of the library afresh (a new instance with all of its
+state at its initial values), seeds its noise with ``seed`` and unloads it after use
+(about 5 ms per call). All calls go through one lock, so :func:`synthesize` is
 thread-safe but not parallel within a process (use processes for parallel synthesis).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import os
+import shutil
+import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["PhonemeEvent", "Utterance", "list_voices", "synthesize"]
+__all__ = ["PhonemeEvent", "Utterance", "list_voices", "synthesis_id", "synthesize"]
 
 _INSTALL_HINT = (
     "espeak-ng comes with the 'espeakng-loader' wheel: install the speech extra, "
@@ -111,6 +124,8 @@ class Utterance:
         The input text and the espeak voice.
     rate, pitch : int
         Speaking rate (words per minute) and pitch (0-100, espeak's scale).
+    seed : int
+        Seed of espeak's noise source (breathy voices).
     """
 
     audio: np.ndarray
@@ -120,6 +135,7 @@ class Utterance:
     voice: str
     rate: int
     pitch: int
+    seed: int = 0
 
     @property
     def duration(self) -> float:
@@ -128,7 +144,15 @@ class Utterance:
 
 
 class _Engine:
-    """The process-wide espeak-ng handle (initialised once, used under a lock)."""
+    """Fresh espeak-ng instances on demand, one at a time (under a lock).
+
+    :meth:`instance` loads a private copy of the library (a file of its own, so that the
+    dynamic loader maps a new instance even where the wheel's library is loaded already),
+    initialises it, seeds its noise and hands it out; afterwards it is terminated and
+    unloaded. If the copy cannot be loaded (a temporary folder mounted ``noexec``), the
+    wheel's file is loaded and unloaded instead, which is as fresh as long as nothing
+    else in the process holds it.
+    """
 
     def __init__(self) -> None:
         try:
@@ -138,38 +162,88 @@ class _Engine:
                 f"sci_moe.speech.synthesize needs espeak-ng. {_INSTALL_HINT}"
             ) from exc
         try:
-            lib = ctypes.CDLL(espeakng_loader.get_library_path())
-            data = espeakng_loader.get_data_path()
+            self.path = espeakng_loader.get_library_path()
+            self.data = espeakng_loader.get_data_path().encode()
+            with open(self.path, "rb") as f:
+                self._image = f.read()
         except (OSError, RuntimeError) as exc:  # pragma: no cover - broken install
             raise ImportError(f"could not load libespeak-ng ({exc}). {_INSTALL_HINT}") from exc
-        lib.espeak_Initialize.restype = ctypes.c_int
-        lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
-        lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        lib.espeak_Synth.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_uint,
-            ctypes.c_int,
-            ctypes.c_uint,
-            ctypes.c_uint,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
-        lib.espeak_ListVoices.restype = ctypes.POINTER(ctypes.POINTER(_Voice))
-        lib.espeak_ListVoices.argtypes = [ctypes.c_void_p]
-        rate = lib.espeak_Initialize(
-            _AUDIO_OUTPUT_SYNCHRONOUS, 0, data.encode(), _INITIALIZE_PHONEME_EVENTS
-        )
-        if rate <= 0:  # pragma: no cover - broken install
-            raise ImportError(f"espeak_Initialize failed with code {rate}. {_INSTALL_HINT}")
-        self.lib = lib
-        self.native_rate = int(rate)
+        self._folder: str | None = None
+        self._private = True
         self.lock = threading.Lock()
         self._audio: list[np.ndarray] = []
         self._events: list[tuple[str, int]] = []
         self._callback = _CALLBACK(self._on_synth)  # keep a reference: C holds the pointer
-        lib.espeak_SetSynthCallback(self._callback)
+        with self.lock, self.instance(0) as lib:
+            self.native_rate = self._rate
+            self.version = lib.espeak_Info(None).decode()
+
+    def _load(self) -> ctypes.CDLL:
+        if self._private:
+            try:
+                if self._folder is None:
+                    self._folder = tempfile.mkdtemp(prefix="sci_moe_espeak_")
+                    atexit.register(shutil.rmtree, self._folder, True)
+                fd, name = tempfile.mkstemp(suffix=".so", dir=self._folder)
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(self._image)
+                    return ctypes.CDLL(name, mode=getattr(os, "RTLD_LOCAL", 0))
+                finally:
+                    os.unlink(name)  # the mapping stays valid
+            except OSError:  # pragma: no cover - e.g. a noexec temporary folder
+                self._private = False
+        try:
+            return ctypes.CDLL(self.path, mode=getattr(os, "RTLD_LOCAL", 0))
+        except OSError as exc:  # pragma: no cover - broken install
+            raise ImportError(f"could not load libespeak-ng ({exc}). {_INSTALL_HINT}") from exc
+
+    @contextmanager
+    def instance(self, seed: int):
+        """A freshly loaded, initialised espeak-ng whose noise is seeded with ``seed``
+        (call with :attr:`lock` held)."""
+        lib = self._load()
+        ready = False
+        try:
+            lib.espeak_Initialize.restype = ctypes.c_int
+            lib.espeak_Initialize.argtypes = [
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_int,
+            ]
+            lib.espeak_Info.restype = ctypes.c_char_p
+            lib.espeak_Info.argtypes = [ctypes.c_void_p]
+            lib.espeak_ng_SetRandSeed.argtypes = [ctypes.c_long]
+            lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+            lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            lib.espeak_Synth.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_size_t,
+                ctypes.c_uint,
+                ctypes.c_int,
+                ctypes.c_uint,
+                ctypes.c_uint,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+            ]
+            lib.espeak_ListVoices.restype = ctypes.POINTER(ctypes.POINTER(_Voice))
+            lib.espeak_ListVoices.argtypes = [ctypes.c_void_p]
+            rate = lib.espeak_Initialize(
+                _AUDIO_OUTPUT_SYNCHRONOUS, 0, self.data, _INITIALIZE_PHONEME_EVENTS
+            )
+            if rate <= 0:  # pragma: no cover - broken install
+                raise ImportError(f"espeak_Initialize failed with code {rate}. {_INSTALL_HINT}")
+            ready = True
+            self._rate = int(rate)
+            # espeak_Initialize seeded the noise from the clock (time(NULL))
+            lib.espeak_ng_SetRandSeed(int(seed))
+            lib.espeak_SetSynthCallback(self._callback)
+            yield lib
+        finally:
+            if ready:
+                lib.espeak_Terminate()
+            _dlclose(lib._handle)
 
     def _on_synth(self, wav, n_samples, events) -> int:
         if n_samples > 0:
@@ -183,8 +257,8 @@ class _Engine:
         return 0
 
     def voices(self) -> list[str]:
-        with self.lock:
-            table = self.lib.espeak_ListVoices(None)
+        with self.lock, self.instance(0) as lib:
+            table = lib.espeak_ListVoices(None)
             out = []
             i = 0
             while table[i]:
@@ -192,23 +266,35 @@ class _Engine:
                 i += 1
         return sorted(out)
 
-    def run(self, text: str, voice: str, rate: int, pitch: int) -> tuple[np.ndarray, list]:
-        with self.lock:
-            if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+    def run(
+        self, text: str, voice: str, rate: int, pitch: int, seed: int
+    ) -> tuple[np.ndarray, list]:
+        with self.lock, self.instance(seed) as lib:
+            if lib.espeak_SetVoiceByName(voice.encode()) != 0:
                 raise ValueError(
                     f"unknown espeak-ng voice {voice!r}: pick one of sci_moe.speech.list_voices() "
                     "(e.g. 'en-us', 'en', 'en-gb-x-rp'), optionally with a variant ('en-us+f3')"
                 )
-            self.lib.espeak_SetParameter(_PARAM_RATE, int(rate), 0)
-            self.lib.espeak_SetParameter(_PARAM_PITCH, int(pitch), 0)
+            lib.espeak_SetParameter(_PARAM_RATE, int(rate), 0)
+            lib.espeak_SetParameter(_PARAM_PITCH, int(pitch), 0)
             self._audio, self._events = [], []
             buf = ctypes.create_string_buffer(text.encode("utf-8"))
-            code = self.lib.espeak_Synth(buf, len(buf), 0, 0, 0, _CHARS_UTF8, None, None)
-            self.lib.espeak_Synchronize()
+            code = lib.espeak_Synth(buf, len(buf), 0, 0, 0, _CHARS_UTF8, None, None)
+            lib.espeak_Synchronize()
             if code != 0:  # pragma: no cover - library error
                 raise RuntimeError(f"espeak_Synth failed with code {code}")
             audio = np.concatenate(self._audio) if self._audio else np.zeros(0, np.int16)
-            return audio, sorted(self._events, key=lambda e: e[1])
+            events = sorted(self._events, key=lambda e: e[1])
+            self._audio, self._events = [], []
+            return audio, events
+
+
+def _dlclose(handle: int) -> None:
+    import _ctypes
+
+    close = getattr(_ctypes, "dlclose", None) or getattr(_ctypes, "FreeLibrary", None)
+    if close is not None:
+        close(handle)
 
 
 _ENGINE: _Engine | None = None
@@ -221,6 +307,19 @@ def _engine() -> _Engine:
         if _ENGINE is None:
             _ENGINE = _Engine()
         return _ENGINE
+
+
+def synthesis_id() -> str:
+    """The synthesiser that :func:`synthesize` runs, as recorded with built data sets.
+
+    Returns
+    -------
+    str
+        ``"espeak-ng <version>, fresh seeded instance per call"``: audio is a
+        deterministic function of :func:`synthesize`'s arguments and of this string
+        (data built before synthesis was made reproducible carry no such record).
+    """
+    return f"espeak-ng {_engine().version}, fresh seeded instance per call"
 
 
 def list_voices() -> list[str]:
@@ -241,7 +340,12 @@ def _strip_stress(symbol: str) -> str:
 
 
 def synthesize(
-    text: str, voice: str = "en-us", rate: int = 175, pitch: int = 50, sample_rate: int = 16000
+    text: str,
+    voice: str = "en-us",
+    rate: int = 175,
+    pitch: int = 50,
+    sample_rate: int = 16000,
+    seed: int = 0,
 ) -> Utterance:
     """Synthesise ``text`` offline with espeak-ng and return audio plus phoneme events.
 
@@ -258,11 +362,16 @@ def synthesize(
     sample_rate : int
         Output sample rate in Hz (8000-48000); espeak synthesises at 22050 Hz and the
         audio is resampled with :func:`scipy.signal.resample_poly`.
+    seed : int
+        Seed of espeak-ng's noise source (the aspiration noise of breathy voices such as
+        ``"en-us+f3"``), 0 to 2**31 - 1.
 
     Returns
     -------
     Utterance
         float32 audio, the sample rate, ordered phoneme events (seconds), and the inputs.
+        The same arguments give the same samples, in any process and after any other
+        call (see the module's notes on reproducibility).
 
     Examples
     --------
@@ -280,8 +389,12 @@ def synthesize(
         raise ValueError(f"pitch={pitch} is outside espeak's range 0-100")
     if not 8000 <= int(sample_rate) <= 48000:
         raise ValueError(f"sample_rate={sample_rate} Hz: choose a rate in 8000-48000 Hz")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**31:
+        raise ValueError(f"seed={seed} is outside 0 to 2**31 - 1")
     eng = _engine()
-    raw, events = eng.run(text, voice, int(rate), int(pitch))
+    raw, events = eng.run(text, voice, int(rate), int(pitch), int(seed))
     if raw.size == 0 or not np.any(raw):
         raise ValueError(f"espeak-ng produced no sound for {text!r}: give it words to speak")
     native = eng.native_rate
@@ -315,4 +428,5 @@ def synthesize(
         voice=voice,
         rate=int(rate),
         pitch=int(pitch),
+        seed=int(seed),
     )

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sci_moe.data.speech import ReverbSpeechConfig, build_reverberant_speech, corpus_sentences
-from sci_moe.speech import synthesize
+from sci_moe.speech import synthesis_id, synthesize
 from sci_moe.speech.omni import (
     FrontEndConfig,
     RoomConfig,
@@ -131,10 +131,17 @@ def test_forced_alignment_agrees_with_espeak_events(utt):
 def test_builder_is_seeded_and_splits_are_disjoint(tmp_path):
     cfg = ReverbSpeechConfig(n_train=2, n_test=1, rt60=0.3, n_rirs=1, room_dim=SMALL_ROOM)
     tr, te = build_reverberant_speech(cfg, cache_dir=tmp_path, progress=False)
-    tr2, _ = build_reverberant_speech(cfg, cache_dir=tmp_path, progress=False)  # cached rooms
+    (built,) = tmp_path.glob("reverb_speech_*.npz")
+    with np.load(built) as z:
+        assert str(z["synthesis"]) == synthesis_id()
+    built.unlink()  # synthesise again (the rooms come from their cache)
+    tr2, _ = build_reverberant_speech(cfg, cache_dir=tmp_path, progress=False)
     assert [(u.text, u.voice, u.rate, u.pitch, u.rir_index) for u in tr] == [
         (u.text, u.voice, u.rate, u.pitch, u.rir_index) for u in tr2
-    ]  # (espeak's audio itself varies by a few samples between calls)
+    ]
+    for u, v in zip(tr, tr2, strict=True):  # synthesis is reproducible, bit for bit
+        np.testing.assert_array_equal(u.reverberant, v.reverberant)
+        assert u.phonemes == v.phonemes
     assert {u.text for u in tr}.isdisjoint(u.text for u in te)
     assert {u.voice for u in te} <= set(cfg.test_voices)
     assert len(list(tmp_path.glob("rir_*.npz"))) == 2

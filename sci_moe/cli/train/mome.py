@@ -102,7 +102,8 @@ class MoMERunConfig(TrainConfig):
         Seed of the phrases, the voices and the split.
     cache : str or None
         Folder of cached synthesised data sets (none: OUT/data, so that a resumed run
-        trains on the same data; espeak-ng is not bit-reproducible).
+        trains on the same data without synthesising it again; synthesis is
+        reproducible, and the cache records the synthesiser).
     layers : int
         Layers of the frozen all-MiniLM-L6-v2 backbone kept, 1-6.
     adapter : {"mome", "per_rate", "single", "none"}

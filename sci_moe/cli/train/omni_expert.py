@@ -79,7 +79,8 @@ class OmniRunConfig(TrainConfig):
         Seed of the source and microphone positions.
     cache : str or None
         Folder of cached room responses and speech (none: OUT/data, so that a resumed
-        run sees the same data; espeak-ng is not bit-reproducible).
+        run sees the same data without building it again; synthesis is reproducible,
+        and the cache records the synthesiser).
     context : int
         Frames per input window of every network (causal).
     hidden : int

@@ -15,7 +15,11 @@ More training data can be added without touching the validation and test utteran
 (``extra_train_phrases``, ``train_variants``): those utterances are synthesised after the
 others, from the same seeded draws, so the first ``num_phrases * variants`` utterances and
 the split of the first ``num_phrases`` phrases are the set without them.
-Built sets are cached in an ``.npz`` keyed by a hash of the configuration.
+Built sets are cached in an ``.npz`` keyed by a hash of the configuration; the cache
+records the synthesiser (:func:`sci_moe.speech.synthesis_id`), with which a build is a
+deterministic function of the configuration (and the phrases). Caches written before
+synthesis was reproducible record none: they are still read (their audio is what the runs
+that used them saw) with a warning, since a rebuild gives other audio.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import hashlib
 import json
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -271,6 +276,9 @@ class SpeechSet:
         Utterance indices of ``"train"``, ``"val"``, ``"test"``.
     unknown_phonemes : int
         espeak events without an ARPAbet class (shown as silence in the viseme stream).
+    synthesis : str or None
+        The synthesiser that built the set (:func:`sci_moe.speech.synthesis_id`);
+        ``None`` for a set read from a cache written before synthesis was reproducible.
     """
 
     config: SpeechSetConfig
@@ -280,6 +288,7 @@ class SpeechSet:
     phrase: np.ndarray
     splits: dict = field(default_factory=dict)
     unknown_phonemes: int = 0
+    synthesis: str | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -384,7 +393,7 @@ def build_speech_set(
     -------
     SpeechSet
     """
-    from sci_moe.speech import list_voices, synthesize
+    from sci_moe.speech import list_voices, synthesis_id, synthesize
 
     config = SpeechSetConfig() if config is None else config
     n_all = config.num_phrases + config.extra_train_phrases
@@ -437,7 +446,7 @@ def build_speech_set(
         phrase_ids.append(p)
     phrase = np.array(phrase_ids, dtype=np.int64)
     splits = {s: np.flatnonzero(np.isin(phrase, split_of_phrase[s])) for s in _SPLITS}
-    out = SpeechSet(config, texts, audio, visemes, phrase, splits, unknown)
+    out = SpeechSet(config, texts, audio, visemes, phrase, splits, unknown, synthesis_id())
     if cache is not None:
         _save(cache, out)
     return out
@@ -484,6 +493,8 @@ def _save(path: Path, s: SpeechSet) -> None:
         "unknown": np.array(s.unknown_phonemes),
         **{f"split_{k}": v for k, v in s.splits.items()},
     }
+    if s.synthesis is not None:
+        arrays["synthesis"] = np.array(s.synthesis)
     atomic_save_npz(path, arrays)
 
 
@@ -491,7 +502,8 @@ def _load(path: Path, config: SpeechSetConfig) -> SpeechSet:
     with np.load(path, allow_pickle=False) as z:
         audio = np.split(z["audio"], np.cumsum(z["audio_len"])[:-1])
         vis = np.split(z["visemes"], np.cumsum(z["visemes_len"])[:-1])
-        return SpeechSet(
+        synthesis = str(z["synthesis"]) if "synthesis" in z.files else None
+        out = SpeechSet(
             config,
             [str(t) for t in z["texts"]],
             list(audio),
@@ -499,4 +511,33 @@ def _load(path: Path, config: SpeechSetConfig) -> SpeechSet:
             z["phrase"],
             {k: z[f"split_{k}"] for k in _SPLITS},
             int(z["unknown"]),
+            synthesis,
+        )
+    _check_synthesis(path, synthesis)
+    return out
+
+
+def _check_synthesis(path: Path, recorded: str | None) -> None:
+    """Warn when a cache was synthesised otherwise than a rebuild here would be."""
+    if recorded is None:
+        warnings.warn(
+            f"{path} was built before espeak-ng synthesis was reproducible (it records no "
+            "synthesiser): it is read as it is (the audio the runs that used it saw), but "
+            "a rebuild gives other audio; delete it to build a reproducible one",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    try:
+        from sci_moe.speech import synthesis_id
+
+        now = synthesis_id()
+    except ImportError:  # reading a cache needs no espeak-ng
+        return
+    if recorded != now:
+        warnings.warn(
+            f"{path} was synthesised by {recorded!r}, this installation synthesises with "
+            f"{now!r}: it is read as it is, a rebuild would give other audio",
+            UserWarning,
+            stacklevel=3,
         )

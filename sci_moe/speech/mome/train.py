@@ -209,12 +209,16 @@ def _tensor_digest(module: nn.Module) -> str:
 
 
 def _data_meta(data: SpeechSet) -> dict:
-    """The data set's key and a digest of its utterances (espeak-ng is not
-    bit-reproducible across machines, so the audio itself is hashed)."""
+    """The data set's key, a digest of its utterances and the synthesiser that built it
+    (absent for sets from caches written before synthesis was reproducible, whose audio
+    depended on the order of the calls)."""
     h = hashlib.sha256("\n".join(data.texts).encode())
     for a in data.audio:
         h.update(np.ascontiguousarray(a).tobytes())
-    return {"key": data.config.key(), "audio": h.hexdigest()[:16]}
+    meta = {"key": data.config.key(), "audio": h.hexdigest()[:16]}
+    if data.synthesis is not None:
+        meta["synthesis"] = data.synthesis
+    return meta
 
 
 def recognizer_meta(model: SpeechRecognizer, data: SpeechSet | None = None) -> dict:
