@@ -17,14 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sci_moe._util import atomic_save_npz, progress_bar
-from sci_moe.speech import PhonemeEvent, synthesis_id, synthesize
+from sci_moe.speech import PhonemeEvent, check_synthesis, synthesis_id, synthesize
 from sci_moe.speech.omni import RoomConfig, RoomImpulseResponse, reverberate, simulate_rir
 
 __all__ = ["ReverbSpeechConfig", "ReverbUtterance", "build_reverberant_speech", "corpus_sentences"]
@@ -250,19 +249,5 @@ def _load_splits(path: Path) -> tuple[list[ReverbUtterance], list[ReverbUtteranc
         ]
         n_train = int(z["n_train"])
         recorded = str(z["synthesis"]) if "synthesis" in z.files else None
-    if recorded is None:
-        warnings.warn(
-            f"{path} was built before espeak-ng synthesis was reproducible (it records no "
-            "synthesiser): it is read as it is (the audio the runs that used it saw), but "
-            "a rebuild gives other audio; delete it to build a reproducible one",
-            UserWarning,
-            stacklevel=3,
-        )
-    elif recorded != synthesis_id():
-        warnings.warn(
-            f"{path} was synthesised by {recorded!r}, this installation synthesises with "
-            f"{synthesis_id()!r}: it is read as it is, a rebuild would give other audio",
-            UserWarning,
-            stacklevel=3,
-        )
+    check_synthesis(path, recorded)
     return utts[:n_train], utts[n_train:]

@@ -22,7 +22,14 @@ from .phonemes import (
     to_arpabet,
     to_viseme,
 )
-from .tts import PhonemeEvent, Utterance, list_voices, synthesis_id, synthesize
+from .tts import (
+    PhonemeEvent,
+    Utterance,
+    check_synthesis,
+    list_voices,
+    synthesis_id,
+    synthesize,
+)
 
 __all__ = [
     "ARPABET",
@@ -33,6 +40,7 @@ __all__ = [
     "SILENCE",
     "PhonemeEvent",
     "Utterance",
+    "check_synthesis",
     "list_voices",
     "phoneme_index",
     "synthesis_id",

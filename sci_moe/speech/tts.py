@@ -30,13 +30,21 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["PhonemeEvent", "Utterance", "list_voices", "synthesis_id", "synthesize"]
+__all__ = [
+    "PhonemeEvent",
+    "Utterance",
+    "check_synthesis",
+    "list_voices",
+    "synthesis_id",
+    "synthesize",
+]
 
 _INSTALL_HINT = (
     "espeak-ng comes with the 'espeakng-loader' wheel: install the speech extra, "
@@ -320,6 +328,45 @@ def synthesis_id() -> str:
         (data built before synthesis was made reproducible carry no such record).
     """
     return f"espeak-ng {_engine().version}, fresh seeded instance per call"
+
+
+def check_synthesis(path, recorded: str | None) -> None:
+    """Warn when a data cache was synthesised otherwise than a rebuild here would be.
+
+    Parameters
+    ----------
+    path : str or Path
+        The cache file (named in the warning).
+    recorded : str or None
+        Its :func:`synthesis_id` record; ``None`` for a cache built before synthesis was
+        reproducible (read as it is: the audio the runs that used it saw).
+
+    Warns
+    -----
+    UserWarning
+        When there is no record, or the record is not this installation's
+        :func:`synthesis_id` (without espeak-ng installed, only the first case).
+    """
+    if recorded is None:
+        warnings.warn(
+            f"{path} was built before espeak-ng synthesis was reproducible (it records no "
+            "synthesiser): it is read as it is (the audio the runs that used it saw), but "
+            "a rebuild gives other audio; delete it to build a reproducible one",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    try:
+        now = synthesis_id()
+    except ImportError:  # reading a cache needs no espeak-ng
+        return
+    if recorded != now:
+        warnings.warn(
+            f"{path} was synthesised by {recorded!r}, this installation synthesises with "
+            f"{now!r}: it is read as it is, a rebuild would give other audio",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def list_voices() -> list[str]:

@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ import torch
 
 from sci_moe._util import atomic_save_npz, check_int_attr, progress_bar
 
+from ..tts import check_synthesis
 from .features import add_noise, log_mel
 from .text import encode_text, normalize_text
 
@@ -513,31 +513,5 @@ def _load(path: Path, config: SpeechSetConfig) -> SpeechSet:
             int(z["unknown"]),
             synthesis,
         )
-    _check_synthesis(path, synthesis)
+    check_synthesis(path, synthesis)
     return out
-
-
-def _check_synthesis(path: Path, recorded: str | None) -> None:
-    """Warn when a cache was synthesised otherwise than a rebuild here would be."""
-    if recorded is None:
-        warnings.warn(
-            f"{path} was built before espeak-ng synthesis was reproducible (it records no "
-            "synthesiser): it is read as it is (the audio the runs that used it saw), but "
-            "a rebuild gives other audio; delete it to build a reproducible one",
-            UserWarning,
-            stacklevel=3,
-        )
-        return
-    try:
-        from sci_moe.speech import synthesis_id
-
-        now = synthesis_id()
-    except ImportError:  # reading a cache needs no espeak-ng
-        return
-    if recorded != now:
-        warnings.warn(
-            f"{path} was synthesised by {recorded!r}, this installation synthesises with "
-            f"{now!r}: it is read as it is, a rebuild would give other audio",
-            UserWarning,
-            stacklevel=3,
-        )
