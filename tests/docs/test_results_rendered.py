@@ -552,7 +552,6 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         "the dense 2.3x model itself": "the paper's claim (the model RoM should match)",
         "the dense 2.3x model;": "the paper's claim (the model RoM should match)",
         '"Matches 2.3x"': "the paper's claim",
-        "and the dense 1.5x model in": "setup: a dense size",
         "the dense hybrids have 1x, 1.5x, 2.3x and 3x": "setup: the dense hybrid sizes",
         "The dense hybrids span 1x-3x": "setup: the dense hybrid sizes",
         "of its last 20 % of the tokens is less than 1 % below the best": (
