@@ -71,6 +71,7 @@ from .rows import QuotedRow, Row, print_rows, quote, row_dict, row_from_dict
 from .stored_verdicts import difference_verdict as difference_verdict
 from .stored_verdicts import interval_verdict as interval_verdict
 from .stored_verdicts import row_value as row_value
+from .stored_verdicts import seed_values as seed_values
 from .stored_verdicts import seed_verdict as seed_verdict
 from .stored_verdicts import summary_verdict as summary_verdict
 from .tables import format_table, print_table

@@ -18,6 +18,7 @@ __all__ = [
     "difference_verdict",
     "interval_verdict",
     "row_value",
+    "seed_values",
     "seed_verdict",
     "summary_verdict",
 ]
@@ -208,6 +209,26 @@ def difference_verdict(
     )
 
 
+def seed_values(doc: dict, case: str, metric: str, seeds: Sequence | None = None):
+    """The per-seed values of ``case``: its rows of metric ``"{metric} seed {s}"``.
+
+    ``seeds`` defaults to the JSON's ``machine.seeds``. Returns the list in the seeds'
+    order, or ``None`` when a seed has no such row or more than one.
+    """
+    seeds = list(doc["machine"]["seeds"] if seeds is None else seeds)
+    out = []
+    for s in seeds:
+        found = [
+            r["value"]
+            for r in doc["rows"]
+            if r["case"] == case and r["metric"] == f"{metric} seed {s}"
+        ]
+        if len(found) != 1:
+            return None
+        out.append(found[0])
+    return out
+
+
 def seed_verdict(
     claim: str,
     doc: dict,
@@ -237,18 +258,7 @@ def seed_verdict(
     ``baseline_value`` are the mean rows.
     """
     seeds = list(doc["machine"]["seeds"] if seeds is None else seeds)
-
-    def values(case):
-        out = []
-        for s in seeds:
-            found = [r for r in doc["rows"] if r["case"] == case]
-            found = [r["value"] for r in found if r["metric"] == f"{metric} seed {s}"]
-            if len(found) != 1:
-                return None
-            out.append(found[0])
-        return out
-
-    a, b = values(ours), values(baseline)
+    a, b = seed_values(doc, ours, metric, seeds), seed_values(doc, baseline, metric, seeds)
     if a is not None and b is not None and len(a) >= 2:
         return decide_verdict(
             claim,

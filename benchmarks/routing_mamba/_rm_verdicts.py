@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from _common import MIN_DECISIVE_SEEDS, paired_test, seed_verdict, verdict_entry
+from _common import MIN_DECISIVE_SEEDS, paired_test, seed_values, seed_verdict, verdict_entry
 from _rm_plan import CLAIMED_HYBRID_SAVING, CLAIMED_RATIO, HYBRID_RATIOS, RATIOS
 
 __all__ = [
@@ -38,21 +38,7 @@ def _paired_worse(doc: dict, ours: str, baseline: str) -> tuple[float | None, bo
     number of seeds.
     """
     seeds = list(doc["machine"]["seeds"])
-
-    def values(case):
-        out = []
-        for s in seeds:
-            found = [
-                r["value"]
-                for r in doc["rows"]
-                if r["case"] == case and r["metric"] == f"val_bpb seed {s}"
-            ]
-            if len(found) != 1:
-                return None
-            out.append(found[0])
-        return out
-
-    a, b = values(ours), values(baseline)
+    a, b = seed_values(doc, ours, "val_bpb"), seed_values(doc, baseline, "val_bpb")
     if a is None or b is None or len(a) < 2:
         return None, False, len(seeds)
     res = paired_test(a, b)
