@@ -36,7 +36,8 @@ The package holds one concept per module; every name is imported from the packag
 * :mod:`~_common.timing`: timing in this process (:func:`time_fn`, :func:`interleaved`);
 * :mod:`~_common.isolated`: measurements in a fresh process (:func:`run_isolated`);
 * :mod:`~_common.verdicts`: the verdict entry and the paired rule (:func:`verdict_entry`,
-  :func:`paired_test`, :func:`decide_verdict`);
+  :func:`paired_test`, :func:`decide_verdict`, with the smallest gain a claim needs,
+  :data:`MIN_EFFECT`, read by :func:`margin_test`);
 * :mod:`~_common.stored_verdicts`: verdicts from stored summaries, intervals and rows
   (:func:`seed_verdict`, :func:`summary_verdict`);
 * :mod:`~_common.rows`: measured and quoted rows (:class:`Row`, :class:`QuotedRow`);
@@ -78,10 +79,12 @@ from .tables import format_table, print_table
 from .timing import Timing, interleaved, time_fn
 from .verdicts import (
     MIN_DECISIVE_SEEDS,
+    MIN_EFFECT,
     VERDICT_KEYS,
     VERDICTS,
     decide_verdict,
     few_seeds_note,
+    margin_test,
     paired_test,
     verdict_entry,
 )
@@ -91,6 +94,7 @@ from .verdicts import (
 __all__ = [
     "CYCLE_SEED",
     "MIN_DECISIVE_SEEDS",
+    "MIN_EFFECT",
     "VERDICTS",
     "VERDICT_KEYS",
     "OtherLoad",
@@ -109,6 +113,7 @@ __all__ = [
     "git_revision",
     "interleaved",
     "machine_info",
+    "margin_test",
     "paired_test",
     "piece_arguments",
     "piece_deadline",

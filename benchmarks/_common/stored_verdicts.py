@@ -12,7 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .verdicts import decide_verdict, few_seeds_note, verdict_entry
+from .verdicts import (
+    MIN_EFFECT,
+    decide_verdict,
+    few_seeds_note,
+    margin_clause,
+    margin_test,
+    verdict_entry,
+)
 
 __all__ = [
     "difference_verdict",
@@ -90,6 +97,7 @@ def summary_verdict(
     expect: str = "better",
     alpha: float = 0.05,
     note: str = "",
+    margin: float | None = MIN_EFFECT,
 ) -> dict:
     """The verdict on "ours is ``expect`` than the baseline" from stored means and deviations.
 
@@ -100,7 +108,9 @@ def summary_verdict(
     one-sample test). Unpaired, so it ignores what seed ``i`` of both sides shares: it
     resolves less than a paired test would, not more. The rule is :func:`decide_verdict`'s:
     "not decided" at ``p >= alpha``, else reproduced or contradicted by the side of the
-    mean difference; decisive only when converged and resolved.
+    mean difference; decisive only when converged and resolved; and an unresolved
+    difference whose Welch 95 % interval lies wholly below ``margin`` of the baseline's
+    mean (:func:`~_common.verdicts.margin_test`) contradicts the claim.
     """
     from scipy import stats
 
@@ -131,9 +141,20 @@ def summary_verdict(
     why = (
         f"{metric} {m1:.4g} (sd {s1:.2g}, n {n1}) vs {m2:.4g} (sd {s2:.2g}, n {n2}) "
         f"({'higher' if higher_is_better else 'lower'} is better); Welch t-test from the "
-        f"stored means and deviations p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
-        f"{'converged' if converged else 'not trained to convergence'}"
+        f"stored means and deviations p = {p:.2g} ({'<' if p < alpha else '>='} {alpha})"
     )
+    if p >= alpha and margin is not None:
+        v1, v2 = sample_sd(s1, n1) ** 2 / n1, sample_sd(s2, n2) ** 2 / n2
+        df = (v1 + v2) ** 2 / (
+            (v1**2 / (n1 - 1) if v1 else 0.0) + (v2**2 / (n2 - 1) if v2 else 0.0)
+        )
+        sign = 1.0 if higher_is_better == (expect == "better") else -1.0
+        delta = margin * abs(m2)
+        mt = margin_test(sign * (m1 - m2), math.sqrt(v1 + v2), df, delta, alpha)
+        if mt["below"]:
+            verdict, p = "contradicted", mt["p"]
+            why = f"{why}; {margin_clause(mt, delta, margin, 'Welch t-test')}"
+    why = f"{why}; {'converged' if converged else 'not trained to convergence'}"
     few = few_seeds_note(min(n1, n2)) if converged and p < alpha else ""
     return verdict_entry(
         claim,
@@ -164,13 +185,15 @@ def difference_verdict(
     ddof: int,
     alpha: float = 0.05,
     note: str = "",
+    margin: float | None = MIN_EFFECT,
 ) -> dict:
     """The verdict on "ours is better than the baseline" from the stored paired differences.
 
     For runs that stored, per claim, the mean and standard deviation over seeds of the
     per-seed difference ``ours - baseline`` (``difference = (mean, sd, n)``, the sd computed
     with ``ddof``): the paired t-test is the one-sample t-test of that mean against zero,
-    which these summaries determine exactly. The rule is :func:`decide_verdict`'s.
+    which these summaries determine exactly. The rule is :func:`decide_verdict`'s, the
+    ``margin`` reading included.
     """
     from scipy import stats
 
@@ -189,9 +212,16 @@ def difference_verdict(
         f"{metric} {ours:.4g} vs {baseline_value:.4g} "
         f"({'higher' if higher_is_better else 'lower'} is better); per-seed difference "
         f"{mean:.3g} (sd {sd:.2g}, n {n}); paired t-test from the stored differences p = "
-        f"{p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
-        f"{'converged' if converged else 'not trained to convergence'}"
+        f"{p:.2g} ({'<' if p < alpha else '>='} {alpha})"
     )
+    if p >= alpha and margin is not None:
+        sign = 1.0 if higher_is_better else -1.0
+        delta = margin * abs(baseline_value)
+        mt = margin_test(sign * mean, sd1 / math.sqrt(n), n - 1, delta, alpha)
+        if mt["below"]:
+            verdict, p = "contradicted", mt["p"]
+            why = f"{why}; {margin_clause(mt, delta, margin, 'paired t-test')}"
+    why = f"{why}; {'converged' if converged else 'not trained to convergence'}"
     few = few_seeds_note(n) if converged and p < alpha else ""
     return verdict_entry(
         claim,

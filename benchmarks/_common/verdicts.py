@@ -5,6 +5,12 @@ against the rules (a verdict of :data:`VERDICTS`; decisive only when converged a
 by a paired test); :func:`paired_test` compares per-seed values and :func:`decide_verdict`
 turns that comparison into a verdict by a fixed rule. A seed comparison is decisive only
 on at least :data:`MIN_DECISIVE_SEEDS` seeds (the issues' rule: >= 5, paired).
+
+A claim "ours is better" that the test cannot resolve is not always undecided: when the
+95 % confidence interval of the gain lies wholly below the smallest gain worth claiming
+(:data:`MIN_EFFECT` of the baseline's mean; :func:`margin_test`), the seeds *do* resolve
+it, against the claim: whatever the true gain is, it is smaller than that. This is the
+standard non-superiority reading of a confidence interval; it can only ever contradict.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ from collections.abc import Sequence
 
 __all__ = [
     "MIN_DECISIVE_SEEDS",
+    "MIN_EFFECT",
     "VERDICTS",
     "VERDICT_KEYS",
     "decide_verdict",
     "few_seeds_note",
+    "margin_test",
     "paired_test",
     "verdict_entry",
 ]
@@ -42,6 +50,11 @@ _TESTS = ("t", "wilcoxon", "sign")
 #: The fewest seeds on which a comparison over seeds can be decisive (a p-value of two or
 #: three seeds resolves nothing the seed spread can be trusted to show).
 MIN_DECISIVE_SEEDS = 5
+#: The smallest gain a claim "ours is better than the baseline" is taken to mean, as a
+#: fraction of the baseline's mean (1 %): a paired 95 % interval of the gain wholly below
+#: it contradicts the claim (:func:`margin_test`). One value for every benchmark, fixed
+#: before the runs were read, so that no margin is tuned to a verdict.
+MIN_EFFECT = 0.01
 
 
 def few_seeds_note(n: int, min_seeds: int = MIN_DECISIVE_SEEDS) -> str:
@@ -99,6 +112,43 @@ def paired_test(ours: Sequence[float], baseline: Sequence[float]) -> dict:
     w_p = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
     s_p = float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
     return {**out, "t": t_p, "wilcoxon": w_p, "sign": s_p}
+
+
+def margin_test(mean_gain: float, se: float, df: float, delta: float, alpha: float = 0.05) -> dict:
+    """Is the gain smaller than ``delta``? The t interval of a mean gain against a margin.
+
+    ``mean_gain`` is the mean gain in the claim's direction (positive: the claim holds),
+    ``se`` its standard error and ``df`` the t distribution's degrees of freedom (``n - 1``
+    for a paired test; Welch-Satterthwaite for two samples). Returns ``low`` and ``high``,
+    the two-sided ``1 - alpha`` confidence interval of the gain; ``p``, the one-sided
+    p-value of the null hypothesis "the gain is at least ``delta``"; and ``below``, true
+    when the whole interval lies below ``delta`` (then ``p < alpha / 2``). An ``se`` of 0
+    (identical differences) gives the point itself as the interval.
+    """
+    from scipy import stats
+
+    if not (_finite(mean_gain) and _finite(se) and se >= 0 and _finite(delta) and df > 0):
+        raise ValueError(
+            f"margin_test needs a finite gain, se >= 0, delta and df > 0 "
+            f"(got {mean_gain!r}, {se!r}, {delta!r}, {df!r})"
+        )
+    if se == 0:
+        low = high = float(mean_gain)
+        p = 0.0 if mean_gain < delta else 1.0
+    else:
+        half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+        low, high = float(mean_gain) - half, float(mean_gain) + half
+        p = float(stats.t.cdf((mean_gain - delta) / se, df))
+    return {"low": low, "high": high, "p": p, "below": high < delta}
+
+
+def margin_clause(test: dict, delta: float, margin: float, name: str) -> str:
+    """The ``why`` clause of a claim contradicted by :func:`margin_test` (``test`` its result)."""
+    return (
+        f"no gain resolved, but its 95 % interval {test['low']:.3g} to {test['high']:.3g} lies "
+        f"below the smallest gain the claim needs ({margin:.0%} of the baseline, {delta:.3g}): "
+        f"one-sided {name} of a gain >= that, p = {test['p']:.2g}"
+    )
 
 
 def verdict_entry(
@@ -189,6 +239,7 @@ def decide_verdict(
     alpha: float = 0.05,
     note: str = "",
     min_seeds: int = MIN_DECISIVE_SEEDS,
+    margin: float | None = MIN_EFFECT,
 ) -> dict:
     """The verdict on a claim "ours is ``expect`` than the baseline", by a fixed rule.
 
@@ -199,7 +250,11 @@ def decide_verdict(
     (``expect="better"`` or ``"worse"``, judged by the mean difference and
     ``higher_is_better``) and ``"contradicted"`` when not. The verdict is decisive when the
     test resolves it, ``converged`` is true and there are at least ``min_seeds`` seeds
-    (:data:`MIN_DECISIVE_SEEDS`). Returns :func:`verdict_entry`'s dict, with a
+    (:data:`MIN_DECISIVE_SEEDS`). An unresolved t-test is read once more against
+    ``margin`` (default :data:`MIN_EFFECT`; ``None`` turns it off): when the 95 % interval of
+    the paired gain in the claim's direction lies wholly below ``margin`` times the
+    baseline's mean magnitude (:func:`margin_test`), the claim is ``"contradicted"`` and
+    ``p_value`` is that one-sided test's. Returns :func:`verdict_entry`'s dict, with a
     ``why`` that states the means, the seed count, the wins and the p-value (plus ``note``).
     """
     if expect not in ("better", "worse"):
@@ -222,9 +277,20 @@ def decide_verdict(
     why = (
         f"{metric} {ours_mean:.4g} vs {base_mean:.4g} ({'higher' if higher_is_better else 'lower'}"
         f" is better); ours better in {in_favour} of {res['n']} paired seeds; paired {name} "
-        f"p = {p:.2g} ({'<' if p < alpha else '>='} {alpha}); "
-        f"{'converged' if converged else 'not trained to convergence'}"
+        f"p = {p:.2g} ({'<' if p < alpha else '>='} {alpha})"
     )
+    if p >= alpha and margin is not None and test == "t":
+        sign = 1.0 if higher_is_better == (expect == "better") else -1.0
+        gain = [sign * (float(x) - float(y)) for x, y in zip(ours, baseline_values, strict=True)]
+        n = len(gain)
+        mean_gain = sum(gain) / n
+        sd = (sum((g - mean_gain) ** 2 for g in gain) / (n - 1)) ** 0.5
+        delta = margin * abs(base_mean)
+        mt = margin_test(mean_gain, sd / n**0.5, n - 1, delta, alpha)
+        if mt["below"]:
+            verdict, p = "contradicted", mt["p"]
+            why = f"{why}; {margin_clause(mt, delta, margin, 'paired t-test')}"
+    why = f"{why}; {'converged' if converged else 'not trained to convergence'}"
     few = few_seeds_note(res["n"], min_seeds) if converged and p < alpha else ""
     why = "; ".join(x for x in (why, few, note) if x)
     return verdict_entry(

@@ -86,6 +86,20 @@ def settings(quick: bool) -> dict:
     }
 
 
+def heuristics_verdicts(doc: dict) -> list[dict]:
+    """``run.py --verdicts-only`` on a ``--heuristics`` JSON: :func:`bias_verdicts` and
+    :func:`stopping_verdicts` again, from the stored ``details``, rows and run settings."""
+    m = doc["machine"]
+    cfg = {k: tuple(m[k]) if isinstance(m[k], list) else m[k] for k in settings(m["quick"])}
+    details = doc["details"]
+    out = []
+    if any(k.startswith("bias ") for k in details):
+        out += bias_verdicts(details, doc["rows"], cfg)
+    if any(not k.startswith("bias ") for k in details):
+        out += stopping_verdicts(details, cfg)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 

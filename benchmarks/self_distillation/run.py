@@ -58,8 +58,17 @@ from sci_moe.theory.self_distillation import (
 BENCHMARK = "self_distillation"
 
 
+def verdict_rule(doc: dict) -> list[dict]:
+    """``--verdicts-only``: the rule of the stored run (main sweep or ``--heuristics``)."""
+    if doc.get("benchmark") == "self_distillation_heuristics":
+        from _self_distillation_heuristics import heuristics_verdicts
+
+        return heuristics_verdicts(doc)
+    return verdicts(doc)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdicts)
+    parser = base_parser(__doc__.split("\n", 1)[0], verdicts=verdict_rule)
     parser.add_argument("--theta", type=float, default=0.3, help="label noise (default 0.3)")
     parser.add_argument("--delta", type=float, default=0.5, help="Delta (default 0.5)")
     parser.add_argument(

@@ -190,7 +190,8 @@ def test_verdict_rule(bench, helper):
     assert helper.best_point(doc) == "o0.01_v1"
     out = {v["metric"]: v for v in bench.verdicts(doc)}
     assert set(out) == set(bench.METRICS)
-    assert out["probe_acc"]["verdict"] == "not decided"  # equal on every seed
+    # equal on every seed: no gain at all, so below the smallest claimable gain
+    assert out["probe_acc"]["verdict"] == "contradicted"
     assert out["val_loss"]["verdict"] == "reproduced" and out["val_loss"]["decisive"]
     assert out["overlap"]["verdict"] == "reproduced" and out["overlap"]["baseline"] == "o0_v0"
     assert "o0.01_v1" in out["overlap"]["why"]

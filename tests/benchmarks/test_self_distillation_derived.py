@@ -98,3 +98,20 @@ def test_stored_verdicts_follow_the_rule(sd, name):
         (BENCH / "self_distillation" / "results" / f"{name}.json").read_text(encoding="utf-8")
     )
     assert doc["verdicts"] == [sd.verdict_entry(**v) for v in sd.verdicts(doc)]
+
+
+def test_stored_heuristics_verdicts_follow_the_rule(sd):
+    # ``run.py --verdicts-only`` on a --heuristics JSON takes the heuristics' rule (bias
+    # fixing and early stopping, from the stored details), not the main sweep's
+    doc = json.loads(
+        (BENCH / "self_distillation" / "results" / "self_distillation_heuristics.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    assert doc["verdicts"] == [sd.verdict_entry(**v) for v in sd.verdict_rule(doc)]
+    main = json.loads(
+        (BENCH / "self_distillation" / "results" / "self_distillation.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    assert sd.verdict_rule(main) == sd.verdicts(main)

@@ -246,3 +246,60 @@ def test_the_pages_read_the_schema_the_scripts_write(common):
     spec.loader.exec_module(ext)
     assert ext.VERDICT_KEYS == common.VERDICT_KEYS
     assert set(ext.VERDICT_VALUES) == set(common.VERDICTS)
+
+
+def test_an_unresolved_gain_below_the_margin_contradicts_the_claim(common):
+    kw = {"metric": "acc", "baseline": "base", "higher_is_better": True, "converged": True}
+    base = [0.80, 0.82, 0.81, 0.79, 0.83, 0.80]
+    # ours wobbles around the baseline by +-0.001: the t-test resolves nothing, but the
+    # gain's interval lies wholly below 1 % of 0.81 (0.0081)
+    ours = [
+        b + d for b, d in zip(base, [0.001, -0.001, 0.0005, -0.0005, 0.001, -0.001], strict=True)
+    ]
+    e = common.decide_verdict("better", ours=ours, baseline_values=base, **kw)
+    assert e["verdict"] == "contradicted" and e["decisive"] is True
+    assert e["p_value"] < 0.025 and "smallest gain the claim needs (1% of the baseline" in e["why"]
+    # the same run with the margin turned off is undecided
+    off = common.decide_verdict("better", ours=ours, baseline_values=base, margin=None, **kw)
+    assert off["verdict"] == "not decided" and off["decisive"] is False
+    # a noisy gain whose interval reaches the margin stays undecided
+    noisy = [b + d for b, d in zip(base, [0.03, -0.02, 0.01, -0.03, 0.02, -0.005], strict=True)]
+    e = common.decide_verdict("better", ours=noisy, baseline_values=base, **kw)
+    assert e["verdict"] == "not decided"
+    # the margin only ever contradicts: a claim that ours is worse, with the same data
+    w = common.decide_verdict("worse", ours=ours, baseline_values=base, expect="worse", **kw)
+    assert w["verdict"] == "contradicted"
+    # three seeds: contradicted but not decisive
+    three = common.decide_verdict("better", ours=ours[:3], baseline_values=base[:3], **kw)
+    assert three["verdict"] in ("contradicted", "not decided") and three["decisive"] is False
+
+
+def test_margin_test_interval_and_p(common):
+    from scipy import stats
+
+    m = common.margin_test(0.002, 0.001, 9, 0.01)
+    half = stats.t.ppf(0.975, 9) * 0.001
+    assert m["low"] == pytest.approx(0.002 - half) and m["high"] == pytest.approx(0.002 + half)
+    assert m["below"] is True and m["p"] == pytest.approx(stats.t.cdf(-8.0, 9))
+    assert common.margin_test(0.02, 0.01, 9, 0.01)["below"] is False
+    same = {"low": 0.0, "high": 0.0, "p": 0.0, "below": True}
+    assert common.margin_test(0.0, 0.0, 4, 0.01) == same
+    with pytest.raises(ValueError, match="margin_test needs"):
+        common.margin_test(float("nan"), 0.1, 3, 0.01)
+
+
+def test_stored_summaries_read_the_margin_too(common):
+    kw = {"metric": "acc", "baseline": "base", "higher_is_better": True, "converged": True}
+    # Welch from means and sds: 0.801 vs 0.800, sd 0.002, 10 seeds: interval below 0.008
+    s = common.summary_verdict(
+        "better", ours=(0.801, 0.002, 10), baseline_stats=(0.800, 0.002, 10), ddof=1, **kw
+    )
+    assert s["verdict"] == "contradicted" and s["decisive"] is True
+    d = common.difference_verdict(
+        "better", ours=0.801, baseline_value=0.8, difference=(0.001, 0.002, 10), ddof=1, **kw
+    )
+    assert d["verdict"] == "contradicted" and "smallest gain" in d["why"]
+    wide = common.difference_verdict(
+        "better", ours=0.81, baseline_value=0.8, difference=(0.01, 0.05, 10), ddof=1, **kw
+    )
+    assert wide["verdict"] == "not decided"

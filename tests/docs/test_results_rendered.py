@@ -64,6 +64,10 @@ ALLOWED = {
     ),
     r"@\d+\b": "a ranking metric's cut-off (Recall@20)",
     r"\b\d+c\d+\b": "a setting's name: experts and top-k (8c1 = 8 experts, top-1)",
+    r"\b95 % (?:confidence )?interval": "the verdict rule's confidence level (a setting)",
+    r"(?:below|under|at least|gain of|less than|than|by the|same)\s+1 %": (
+        "the verdict rule's smallest claimable gain (MIN_EFFECT in benchmarks/_common, a setting)"
+    ),
 }
 
 #: Exact phrases (whitespace-normalised) whose digits are settings, not results: page ->
@@ -559,6 +563,7 @@ PAGE_ALLOWED: dict[str, dict[str, str]] = {
         ),
     },
     "fedlease.rst": {
+        "the seeds where M > 2": "where top-M_max differs from top-2 (a setting's condition)",
         "(16 clients)": "the paper's setup",
         "LLaMA-2-7B": "the paper's model",
         "30 % of each client's examples held out": "setup: the split",
