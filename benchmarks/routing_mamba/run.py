@@ -35,6 +35,13 @@ named after the JSON (``<stem>_curves.png``, ``<stem>_hybrid_curves.png``,
 each other's; ``--plots-only --json PATH --plots DIR`` re-renders them from the stored
 JSON and its state file, training nothing and leaving both files as they are.
 
+**At equal tokens** (until-flat runs): the runs of a comparison stop at different token
+counts, so the JSON also holds every comparison at the largest token budget all runs of
+the group reached, read from the stored curves (:mod:`_rm_equal`: the paper's protocol
+of one budget for all; metrics ``*_equal_tokens``). ``--derived-only PATH`` adds or
+renews these rows of a stored JSON from its state file, training nothing and changing
+no other row.
+
 **Until flat** (``--until-flat``): every run trains until its validation curve is flat by
 :func:`flat` (the house rule, :func:`sci_moe.train.is_flat`), from a minimum of
 ``--min-steps`` (default 2,400, the long run's budget) to a cap of ``--max-steps``
@@ -123,14 +130,17 @@ from _common import (
     piece_arguments,
     piece_deadline,
     print_table,
+    rederive_rows,
     refuse,
     resume_state,
+    row_from_dict,
     setup,
     state_path,
     verdicts_only,
     write_json,
     write_json_doc,
 )
+from _rm_equal import EQUAL_TOKEN_METRICS, run_rows
 from _rm_plan import (
     BENCHMARK,
     UNTIL_FLAT_CAP,
@@ -189,6 +199,40 @@ def plots_only(json_path: Path, out_dir: Path) -> list[Path]:
     return save_plots(curves, scaling, out_dir, json_path.stem)
 
 
+def derived_rows(json_path: Path):
+    """``--derived-only``: the rule that renews the equal-token rows of a stored run.
+
+    Keeps every other row of the JSON as it is and appends :func:`_rm_equal.run_rows` of
+    its ``.state.json`` runs, for the JSON's ``machine.seeds`` and the state's plan.
+    Raises ``ValueError`` when the state file, a run, or the until-flat plan is missing.
+    """
+    spath = state_path(Path(json_path))
+    if not spath.is_file():
+        raise ValueError(f"--derived-only: no state file {spath} beside the JSON")
+    state = json.loads(spath.read_text())
+    p = state["plan"]
+    if not p.get("until_flat"):
+        raise ValueError(
+            f"--derived-only: {json_path} is a fixed-schedule run, where every run has the same "
+            "token count already: there are no equal-token rows to add"
+        )
+
+    def rule(doc):
+        seeds = doc["machine"]["seeds"]
+        runs = state.get("runs", {})
+        missing = [f"{n} seed {s}" for s in seeds for n in models(p) if f"{n} seed {s}" not in runs]
+        if missing:
+            raise ValueError(f"--derived-only: {spath} lacks the runs {missing}")
+        keep = [
+            row_from_dict(r)
+            for r in doc["rows"]
+            if not r["metric"].split(" seed ")[0].startswith(EQUAL_TOKEN_METRICS)
+        ]
+        return keep + run_rows(runs, models(p), seeds)
+
+    return rule
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     piece_arguments(parser, unit="training run")
@@ -232,6 +276,14 @@ def main(argv: list[str] | None = None) -> None:
         f"{UNTIL_FLAT_CAP}x --min-steps)",
     )
     parser.add_argument(
+        "--derived-only",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="add or renew the equal-token rows of a stored until-flat JSON from its "
+        ".state.json (trains nothing, changes no other row)",
+    )
+    parser.add_argument(
         "--plots-only",
         action="store_true",
         help="re-render the plots of the stored run of --json (with its .state.json) into "
@@ -239,6 +291,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if verdicts_only(args) is not None:
+        return
+    if args.derived_only is not None:
+        if not args.derived_only.is_file():
+            parser.error(f"--derived-only: no such JSON {args.derived_only}")
+        try:
+            rederive_rows(args.derived_only, derived_rows(args.derived_only))
+        except ValueError as err:
+            parser.error(str(err))
         return
     if args.plots_only:
         if args.json is None or args.plots is None:
@@ -322,6 +382,8 @@ def main(argv: list[str] | None = None) -> None:
         print("no seed complete yet: continue with --resume", file=sys.stderr)
         return
     scaling = aggregate(p, done, state["runs"], rows, tables, curves)
+    if p.get("until_flat"):
+        rows += run_rows(state["runs"], models(p), done)
     tokens = p["steps"] * p["batch"] * p["seq"]
     title = f"{p['steps']} steps = {tokens} tokens"
     if p.get("until_flat"):
