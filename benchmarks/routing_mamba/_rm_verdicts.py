@@ -45,15 +45,18 @@ def _paired_worse(doc: dict, ours: str, baseline: str) -> tuple[float | None, bo
     return res["t"], res["mean_diff"] > 0, res["n"]
 
 
-def _decided_against(p, worse, n, conv, alpha=0.05) -> tuple[bool, str]:
-    """Whether a contradicting interval verdict is decisive, and the ``why`` clause: the
-    paired test shows ours worse than the model the claim says it matches (``p < alpha``),
-    every run is flat and there are at least :data:`MIN_DECISIVE_SEEDS` seeds."""
+def _decided_by_test(p, worse, n, conv, side="worse", alpha=0.05) -> tuple[bool, str]:
+    """Whether an interval verdict is decisive, and the ``why`` clause: the paired test
+    shows ours on ``side`` (``"worse"`` for a contradicting interval, ``"better"`` for a
+    reproducing one) of the model the claim compares it with (``p < alpha``), every run is
+    flat and there are at least :data:`MIN_DECISIVE_SEEDS` seeds."""
+    if side not in ("worse", "better"):
+        raise ValueError(f"side must be 'worse' or 'better', got {side!r}")
     if p is None:
         return False, "no per-seed rows for the paired test"
     clause = f"paired t-test p = {p:.2g}"
-    if not worse:
-        return False, clause + " (ours not worse)"
+    if worse != (side == "worse"):
+        return False, clause + f" (ours not {side})"
     if p >= alpha:
         return False, clause + f" (>= {alpha})"
     if n < MIN_DECISIVE_SEEDS:
@@ -111,7 +114,7 @@ def _ratio_verdict(doc: dict, claim: str, ours: str, baseline: str) -> dict:
             f"RoM equals a dense model of {ratio:.2f}x its active parameters "
             f"(95 % CI {lo:.2f}-{hi:.2f}), below {CLAIMED_RATIO:g}x"
         )
-        decisive, test = _decided_against(p, worse, n, conv)
+        decisive, test = _decided_by_test(p, worse, n, conv)
         test = f"worse than {target}: " + test
     elif lo > 1.0:
         verdict = "reproduced"
@@ -176,13 +179,11 @@ def _hybrid_saving_verdict(doc: dict) -> dict:
         if lo > 0:
             paper = f"the paper: {CLAIMED_HYBRID_SAVING:.0%}"
             verdict, why = "reproduced", f"saving {interval}; {paper}"
-            # better than the equal-FLOPs dense hybrid: the mirror of _decided_against
-            if p is not None and not worse and p < 0.05 and n >= MIN_DECISIVE_SEEDS:
-                decisive = conv
-            test = "" if p is None else f"better than hybrid dense: paired t-test p = {p:.2g}"
+            decisive, test = _decided_by_test(p, worse, n, conv, side="better")
+            test = "better than hybrid dense: " + test
         elif hi < 0:
             verdict, why = "contradicted", f"saving {interval}: the hybrid RoM costs more FLOPs"
-            decisive, test = _decided_against(p, worse, n, conv)
+            decisive, test = _decided_by_test(p, worse, n, conv)
             test = "worse than hybrid dense: " + test
         else:
             verdict, why = "not decided", f"saving {interval}: the interval includes 0"

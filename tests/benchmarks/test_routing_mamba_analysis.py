@@ -1,5 +1,5 @@
 """benchmarks/routing_mamba: the until-flat runs read at equal training tokens (``_rm_equal``,
-``run.py --derived-only``)."""
+``run.py --derived-only``) and the interval verdicts' paired-test rule (``_rm_verdicts``)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,35 @@ def test_derived_only_refuses_what_it_cannot_read(bench, tmp_path):
     shutil.copy(src / "routing_mamba_long.state.json", tmp_path / "routing_mamba_long.state.json")
     with pytest.raises(SystemExit):  # a fixed-schedule run: nothing to add
         bench.main(["--derived-only", str(tmp_path / "routing_mamba_long.json")])
+
+
+def test_a_reproduced_saving_is_decisive_only_when_the_test_backs_it(bench):
+    """The hybrid saving's reproduced branch uses the same rule as the contradicted one,
+    mirrored: decisive when the paired test shows the hybrid RoM better than the dense
+    hybrid of equal FLOPs, on >= 5 flat seeds."""
+
+    def doc(shift, seeds=range(5)):
+        rows = []
+        for case, base in (("hybrid dense", 2.5), ("hybrid RoM", 2.5 + shift)):
+            vals = [base + 0.01 * s + 0.003 * (s % 2) for s in seeds]
+            rows += [{"case": case, "metric": f"val_bpb seed {s}", "value": v}
+                     for s, v in zip(seeds, vals, strict=True)]  # fmt: skip
+            rows.append({"case": case, "metric": "converged_runs", "value": len(seeds)})
+        for r in bench.HYBRID_RATIOS:
+            rows.append({"case": f"hybrid dense {r:g}x", "metric": "converged_runs", "value": 5})
+        rows += [
+            {"case": "hybrid RoM", "metric": m, "value": v}
+            for m, v in (("flops_saving", 0.3), ("flops_saving_ci_low", 0.1),
+                         ("flops_saving_ci_high", 0.5))
+        ]  # fmt: skip
+        return {"machine": {"seeds": list(seeds)}, "rows": rows}
+
+    sys_mod = __import__("sys").modules["_rm_verdicts"]
+    better = sys_mod._hybrid_saving_verdict(doc(-0.1))
+    assert better["verdict"] == "reproduced" and better["decisive"]
+    assert "better than hybrid dense: paired t-test p" in better["why"]
+    worse = sys_mod._hybrid_saving_verdict(doc(+0.1))
+    assert worse["verdict"] == "reproduced" and not worse["decisive"]
+    assert "ours not better" in worse["why"]
+    few = sys_mod._hybrid_saving_verdict(doc(-0.1, range(3)))
+    assert not few["decisive"] and "only 3 seeds" in few["why"]
