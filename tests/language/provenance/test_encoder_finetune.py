@@ -8,9 +8,12 @@ import pytest
 import torch
 
 from sci_moe.language.provenance import (
+    CLASSIFIERS,
     EncoderFinetuneClassifier,
     EncoderFinetuneConfig,
     fit_until_flat,
+    load_classifier,
+    save_classifier,
 )
 
 transformers = pytest.importorskip("transformers")
@@ -30,8 +33,8 @@ class ToyTokenizer:
         return {"input_ids": input_ids, "attention_mask": mask}
 
 
-def _encoder(layers=3):
-    torch.manual_seed(0)
+def _encoder(layers=3, seed=0):
+    torch.manual_seed(seed)
     cfg = transformers.BertConfig(
         vocab_size=3 + len(WORDS),
         hidden_size=32,
@@ -163,3 +166,64 @@ def test_minilm_top_layers_on_cached_states_equal_its_sentence_embedding():
         pooled = clf.model.eval().encode(*clf.lower_states(texts))
     got = torch.nn.functional.normalize(pooled, dim=-1).numpy()
     np.testing.assert_allclose(got, embed_texts(texts, progress=False), atol=1e-5)
+
+
+def test_save_load_predicts_exactly_what_the_saved_one_did(tmp_path):
+    enc = _encoder()
+    x, y = _data(8, 0)
+    clf = _clf(enc, steps=8).fit(x, y, ["a", "b"])
+    held = _data(5, 7)[0]  # texts the classifier never cached
+    folder = save_classifier(clf, tmp_path / "ft")
+    back = load_classifier(folder, encoder=enc, tokenizer=ToyTokenizer())
+    assert CLASSIFIERS["encoder_finetune"] is EncoderFinetuneClassifier
+    assert isinstance(back, EncoderFinetuneClassifier) and back.classes == ("a", "b")
+    assert back.config == clf.config and back.encoder is enc and not back.cache
+    np.testing.assert_array_equal(back.predict_proba(held), clf.predict_proba(held))
+    np.testing.assert_array_equal(back.predict(held), clf.predict(held))
+    np.testing.assert_allclose(back.predict_proba(x), clf.predict_proba(x), atol=1e-6)
+    # only what is trained is saved: the top layers and the head, not the frozen ones
+    from safetensors.torch import load_file
+
+    saved = load_file(str(folder / "weights.safetensors"))
+    assert saved.keys() == clf.model.state_dict().keys()
+    assert {k.split(".")[0] for k in saved} == {"layers", "head"}
+    assert {k.split(".")[1] for k in saved if k.startswith("layers.")} == {"0", "1"}
+
+
+def test_a_loaded_classifier_trains_on():
+    enc = _encoder()
+    x, y = _data(8, 0)
+    clf = _clf(enc, steps=4).fit(x, y, ["a", "b"])
+    back = EncoderFinetuneClassifier.from_state(
+        clf.classes, *clf.state(), encoder=enc, tokenizer=ToyTokenizer()
+    )
+    before = back.predict_proba(x)
+    back.fit(x, y, ["a", "b"], warm_start=True)
+    assert len(back.losses) == 4 and not np.array_equal(back.predict_proba(x), before)
+
+
+def test_loading_needs_the_encoder_it_was_trained_with(tmp_path):
+    enc = _encoder()
+    folder = save_classifier(_clf(enc, steps=2).fit(*_data(4, 0)), tmp_path / "ft")
+    with pytest.raises(ValueError, match=r"pass encoder=\.\.\. and tokenizer=\.\.\."):
+        load_classifier(folder)
+    with pytest.raises(ValueError, match=r"pass encoder=\.\.\. and tokenizer=\.\.\."):
+        load_classifier(folder, encoder=enc)
+    with pytest.raises(ValueError, match="frozen_sha256 is"):
+        load_classifier(folder, encoder=_encoder(seed=1), tokenizer=ToyTokenizer())
+    with pytest.raises(ValueError, match="layers is 4, saved 3"):
+        load_classifier(folder, encoder=_encoder(layers=4), tokenizer=ToyTokenizer())
+
+
+def test_the_top_layers_are_not_in_the_checksum(tmp_path):
+    # the fine-tuned layers' pretrained values do not matter on load: they are saved
+    enc = _encoder()
+    folder = save_classifier(_clf(enc, steps=2).fit(*_data(4, 0)), tmp_path / "ft")
+    other = _encoder()
+    with torch.no_grad():
+        for p in other.encoder.layer[2].parameters():
+            p.add_(1.0)
+    back = load_classifier(folder, encoder=other, tokenizer=ToyTokenizer())
+    x = _data(3, 5)[0]
+    want = load_classifier(folder, encoder=enc, tokenizer=ToyTokenizer()).predict_proba(x)
+    np.testing.assert_array_equal(back.predict_proba(x), want)
