@@ -58,6 +58,8 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     # Every number on a results page is rendered from its JSON (docs/_ext/results_role.py).
     "results_role",
+    # The results index's table of every paper's verdict counts (docs/_ext/verdict_summary.py).
+    "verdict_summary",
 ]
 # Folders (relative to the repository root) where ``:result:`FILE#...``` finds FILE.json.
 results_json_dirs = ["benchmarks"]  # FILE is <paper>/results/<name> (benchmarks/README.md)
