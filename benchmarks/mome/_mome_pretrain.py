@@ -79,6 +79,10 @@ def pretrain_settings(s: dict) -> dict:
 
 #: The committed copy of the finished pretrained encoder: ``<json stem>_files/<this>``.
 ENCODER_FILE = "audio_encoder.pt"
+#: The committed copy of an unfinished pretraining's trainer checkpoint, beside it: a
+#: piece cut by ``--max-hours`` keeps it there, so that ``--resume`` on a fresh machine
+#: (without the git-ignored work folder) continues the stage instead of starting it again.
+CHECKPOINT_FILE = "pretrain_checkpoint.pt"
 
 
 def committed_encoder(json_path: Path | None) -> Path | None:
@@ -206,14 +210,22 @@ def encoder_path(arg: Path | None, root: Path, pre: dict | None,
 
 
 def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
-                   progress: bool = False, device: str = "cpu") -> dict | None:  # fmt: skip
+                   progress: bool = False, device: str = "cpu",
+                   keep: Path | None = None) -> dict | None:  # fmt: skip
     """Pretrain the audio encoder alone with CTC (:func:`sci_moe.speech.mome.pretrain_encoder`)
     and write it to ``path``; its trainer checkpoints go to ``<path stem>_run/`` beside it
     (resumed when there). Returns the record (curve, flatness, test CER/WER at rate 1 per
     test SNR), also kept in the file; ``None`` when ``max_hours`` ran out first.
 
     A ``path`` that exists already is read instead (verified); it must have been
-    pretrained with these settings. ``device``: where it trains (not a setting)."""
+    pretrained with these settings. ``device``: where it trains (not a setting).
+
+    ``keep`` (``<json stem>_files/pretrain_checkpoint.pt``, :data:`CHECKPOINT_FILE`): when
+    the time runs out, the trainer's checkpoint is copied there (atomically) to be
+    committed with the partial JSON; a stage without a checkpoint in its work folder
+    starts from that copy instead of from step 0 (the trainer verifies its checksum and
+    refuses one of other settings or another model); once the stage finishes the copy is
+    removed (the finished encoder is kept instead)."""
     p = s["pretrain"]
     want = pretrain_settings(s)
     if path.is_file():
@@ -236,11 +248,21 @@ def pretrain_stage(s: dict, data, path: Path, max_hours: float | None = None,
                          snr_db=tuple(s["train_snr"]), seed=0, max_hours=max_hours,
                          progress=progress, checkpoint_minutes=5.0, device=device)  # fmt: skip
     run_dir = path.parent / f"{path.stem}_run"
-    resume = (run_dir / "checkpoint.pt").is_file()
-    run = pretrain_encoder(data, enc, cfg, out_dir=run_dir, resume=resume)
+    ckpt = run_dir / "checkpoint.pt"
+    if keep is not None and keep.is_file() and not ckpt.is_file():
+        _copy_atomic(keep, ckpt)
+        print(f"encoder pretraining: {ckpt} missing; continuing from the committed "
+              f"checkpoint {keep}", flush=True)  # fmt: skip
+    run = pretrain_encoder(data, enc, cfg, out_dir=run_dir, resume=ckpt.is_file())
     r = run.result
     if r.reason == "budget":
+        if keep is not None and ckpt.is_file():
+            _copy_atomic(ckpt, keep)
+            print(f"encoder pretraining: step {r.step} of {r.steps}; its checkpoint is kept "
+                  f"for commit in {keep} ({keep.stat().st_size} bytes)", flush=True)  # fmt: skip
         return None
+    if keep is not None:
+        keep.unlink(missing_ok=True)
     curve = [[e["step"], e["val_cer"]] for e in r.evals if "val_cer" in e]
     test = {}
     for snr in s["test_snr"]:
@@ -277,7 +299,8 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
     committed : Path or None
         Where to keep the finished encoder for commit (:func:`committed_encoder`); it is
         copied there (:func:`publish_encoder`) and its SHA-256 recorded as the record's
-        ``file``. Nothing is copied while the stage is unfinished.
+        ``file``. While the stage is unfinished, its trainer checkpoint is kept beside it
+        instead (:data:`CHECKPOINT_FILE`, see :func:`pretrain_stage`).
     device : str
         Where the encoder trains (``--device``; not a setting).
 
@@ -294,7 +317,8 @@ def pretrain_piece(s: dict, data, path: Path, pre: dict | None, max_hours: float
     SystemExit
         The file's encoder is not the one of the stored record (another digest).
     """
-    info = pretrain_stage(s, data, path, max_hours, progress, device)
+    keep = None if committed is None else committed.with_name(CHECKPOINT_FILE)
+    info = pretrain_stage(s, data, path, max_hours, progress, device, keep=keep)
     if info is None:
         print("encoder pretraining: piece time spent; continue with --resume", flush=True)
         return pre, True

@@ -64,6 +64,10 @@ CER/WER at rate 1 per SNR and curve go to the JSON (``pretrain``, the
 encoder is also kept beside the JSON in ``<json stem>_files/audio_encoder.pt`` (2.57 MB
 for ``mome_full_v2``), its SHA-256 in the ``pretrain`` record: **commit it with the JSON**;
 ``--resume`` on a fresh machine restores the encoder from it instead of pretraining again.
+A piece cut inside the stage keeps the trainer's checkpoint there instead
+(``<json stem>_files/pretrain_checkpoint.pt``; commit it with the partial JSON): a
+``--resume`` whose work folder lacks the checkpoint continues from that copy rather than
+from step 0, and the finished stage removes it.
 ``--pretrain-steps N`` sets the stage's step cap (default 20,000; ``mome_full_v2``'s
 encoder reached it still improving, so ``converged: false``).
 ``--extra-train-phrases N``, ``--train-variants V``, ``--encoder-dim`` and

@@ -331,3 +331,52 @@ def test_finished_encoder_kept_beside_the_json_and_restored(bench, helpers, tmp_
     path.write_text(json.dumps(doc))
     with pytest.raises(SystemExit, match="missing; restore it or start the run afresh"):
         bench.main([*args, "--resume"])
+
+
+def test_an_unfinished_pretraining_is_kept_for_commit_and_continued(bench, tmp_path, monkeypatch,
+                                                                    capsys):  # fmt: skip
+    """A piece cut inside the encoder's pretraining keeps the trainer checkpoint beside the
+    JSON (to commit); a fresh machine (no work folder) continues from it instead of from
+    step 0; the finished stage removes it. The trainer is replaced by a stand-in, so that
+    the cut does not depend on wall time."""
+    from types import SimpleNamespace
+
+    mod = sys.modules["_mome_pretrain"]
+    s = bench.settings(True, pretrain=True)
+    enc = tmp_path / "w" / "run" / "audio_encoder.pt"
+    keep = tmp_path / "run_files" / mod.CHECKPOINT_FILE
+    calls = []
+
+    def cut(data, enc_cfg, cfg, out_dir, resume):
+        calls.append(("cut", resume))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "checkpoint.pt").write_bytes(b"state at step 2")
+        return SimpleNamespace(result=SimpleNamespace(reason="budget", step=2, steps=4))
+
+    monkeypatch.setattr(mod, "pretrain_encoder", cut)
+    assert mod.pretrain_stage(s, None, enc, max_hours=1.0, keep=keep) is None
+    assert keep.read_bytes() == b"state at step 2" and calls == [("cut", False)]
+    assert "kept for commit" in capsys.readouterr().out
+
+    # a fresh machine: the work folder is gone; the stage resumes from the kept copy
+    import shutil
+
+    shutil.rmtree(tmp_path / "w")
+
+    def finish(data, enc_cfg, cfg, out_dir, resume):
+        calls.append(("finish", resume, (out_dir / "checkpoint.pt").read_bytes()))
+        r = SimpleNamespace(reason="completed", step=4, steps=4, best_step=4, best_metric=0.5,
+                            train_time_s=1.0, evals=[{"step": 2, "val_cer": 0.6},
+                                                     {"step": 4, "val_cer": 0.5}])  # fmt: skip
+        return SimpleNamespace(result=r, model=SimpleNamespace(encoder=None))
+
+    monkeypatch.setattr(mod, "pretrain_encoder", finish)
+    monkeypatch.setattr(mod, "evaluate_encoder", lambda *a, **k: {"cer": 0.5, "wer": 0.9})
+    saved = []
+    monkeypatch.setattr(mod, "save_encoder", lambda path, *a: saved.append(path))
+    monkeypatch.setattr(mod, "read_encoder", lambda path: (None, {"digest": "d"}))
+    info = mod.pretrain_stage(s, None, enc, max_hours=1.0, keep=keep)
+    assert calls[-1] == ("finish", True, b"state at step 2")
+    assert "continuing from the committed checkpoint" in capsys.readouterr().out
+    assert info == {"digest": "d"} and saved == [enc]
+    assert not keep.exists()  # the finished stage keeps the encoder instead
