@@ -57,6 +57,7 @@ from _tempering_exact import (
     tv_case,
     validate_solvers,
 )
+from _tempering_heavy import HEAVY, heavy_case, heavy_fit, plot_heavy
 from _tempering_stsim import SIM_D, sim_run
 from _tempering_theory_verdicts import verdicts
 
@@ -100,7 +101,7 @@ def plot(cases: list[dict], path: Path) -> None:
 
 
 def run_theory(quick: bool, plots: Path | None) -> tuple[list[Row], list[dict], dict]:
-    """Run (a)-(c); returns the rows, the verdicts and the details for the JSON."""
+    """Run (a)-(d); returns the rows, the verdicts and the details for the JSON."""
     s = settings(quick)
     rows: list[Row] = []
     print("(a) exact gaps vs the decomposition bound", flush=True)
@@ -181,11 +182,30 @@ def run_theory(quick: bool, plots: Path | None) -> tuple[list[Row], list[dict], 
             vals = [r[f"err_{who}"] for r in sims if r["d"] == d]
             rows.append(Row(f"sim d={d} D={SIM_D:g} {who.upper()}", "mode_weight_abs_error_mean",
                             float(np.mean(vals)), "1"))  # fmt: skip
-    ver = verdicts(cases, sc, tvs, sims, s["sim_dims"])
+    print("(d) heavy tails: the full gap degenerates, the restricted one does not", flush=True)
+    heavy = [heavy_case(pad) for pad in (HEAVY["quick_pads"] if quick else HEAVY["pads"])]
+    hfit = heavy_fit(heavy)
+    for c in heavy:
+        case = f"heavy pad={c['pad']:g}"
+        print(f"  pad {c['pad']:g} ({c['states']} states): full gap {c['full_gap']:.3e}, "
+              f"restricted gap {c['restricted_gap']:.3e}, bound {c['bound']:.3e}, "
+              f"full-space bound {c['bound_full']:.3e}", flush=True)  # fmt: skip
+        rows += [
+            Row(f"{case} ST", "spectral_gap", c["full_gap"], "1"),
+            Row(f"{case} ST", "restricted_gap", c["restricted_gap"], "1"),
+            Row(f"{case} ST", "st_bound", c["bound"], "1", f"{case} ST",
+                c["bound"] / c["restricted_gap"]),
+            Row(f"{case} ST", "st_bound_full_space", c["bound_full"], "1"),
+        ]  # fmt: skip
+    for q, r in hfit.items():
+        rows.append(Row(f"heavy fit {q}", "loglog_slope_in_pad", r["slope"], "1"))
+        rows.append(Row(f"heavy fit {q}", "fall_over_sweep", r["fall"], "x"))
+    ver = verdicts(cases, sc, tvs, sims, s["sim_dims"], heavy=(heavy, hfit))
     for v in ver:
         print(f"  VERDICT {v['verdict']:>12} decisive={v['decisive']}: {v['claim']}")
     if plots is not None:
         plot(cases, plots / "tempering_theory_gaps.png")
+        plot_heavy(heavy, plots / "tempering_theory_heavy.png")
     details = {
         "settings": {**s, "h": H, "pad": PAD, "step": STEP, "omega0_margin": MARGIN},
         "cases": cases,
@@ -195,6 +215,7 @@ def run_theory(quick: bool, plots: Path | None) -> tuple[list[Row], list[dict], 
         "solver_check": val,
         "tv": tvs,
         "simulation": sims,
+        "heavy": {"settings": _jsonable(dict(HEAVY)), "cases": heavy, "fit": hfit},
     }
     return rows, ver, details
 

@@ -7,6 +7,7 @@ simulations of one run. A helper module: ``_tempering_theory.py`` imports it.
 from __future__ import annotations
 
 from _common import decide_verdict, paired_test, verdict_entry
+from _tempering_heavy import heavy_verdict
 from _tempering_stsim import SIM_D
 
 __all__ = [
@@ -17,8 +18,11 @@ __all__ = [
 # ----------------------------------------------------------------------- verdicts
 
 
-def verdicts(cases, sc, tvs, sims, sim_dims) -> list[dict]:
-    """One verdict per claim of the abstract (rules written here, applied to the run)."""
+def verdicts(cases, sc, tvs, sims, sim_dims, heavy=None) -> list[dict]:
+    """One verdict per claim of the abstract (rules written here, applied to the run).
+
+    ``heavy``: ``(cases, fit)`` of section (d) (:mod:`_tempering_heavy`), which decides the
+    claim on degenerate gaps; without it (runs before (d)) that claim is not decided."""
     out = []
     # 1. the decomposition lower-bounds the restricted gap
     b = [c["bound"] for c in cases]
@@ -46,24 +50,27 @@ def verdicts(cases, sc, tvs, sims, sim_dims) -> list[dict]:
         )
     )
     # 2. restricted gap extends applicability where the usual gap degenerates
-    rf = [c["bound"] / c["bound_full"] for c in cases if c["bound_full"] > 0]
-    out.append(
-        verdict_entry(
-            "working with the restricted spectral gap extends the results to settings where "
-            "the usual gap is hard to bound or degenerate",
-            verdict="not decided",
-            why="not testable on finite grid chains: their full gaps never degenerate; the "
-            f"restricted bound is {min(rf):.3g}-{max(rf):.3g} times the full-space bound here",
-            metric="restricted bound / full-space bound (min)",
-            ours=min(rf),
-            baseline="full-space decomposition bound",
-            baseline_value=1.0,
-            seeds=1,
-            p_value=None,
-            converged=True,
-            decisive=False,
+    if heavy is not None:
+        out.append(heavy_verdict(*heavy))
+    else:
+        rf = [c["bound"] / c["bound_full"] for c in cases if c["bound_full"] > 0]
+        out.append(
+            verdict_entry(
+                "working with the restricted spectral gap extends the results to settings where "
+                "the usual gap is hard to bound or degenerate",
+                verdict="not decided",
+                why="not testable on finite grid chains: their full gaps never degenerate; the "
+                f"restricted bound is {min(rf):.3g}-{max(rf):.3g} times the full-space bound here",
+                metric="restricted bound / full-space bound (min)",
+                ours=min(rf),
+                baseline="full-space decomposition bound",
+                baseline_value=1.0,
+                seeds=1,
+                p_value=None,
+                converged=True,
+                decisive=False,
+            )
         )
-    )
     # 3. polynomial in the separation D (the bound and the exact gap), MH not
     fd = sc["D"]
     poly_b = all(fd[d]["bound"]["best"] == "poly" for d in fd)

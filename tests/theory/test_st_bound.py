@@ -118,3 +118,49 @@ def test_bad_inputs():
         st_decomposition(st.chain, level, site, W, component_kernel="gibbs")
     with pytest.raises(ValueError, match="TemperingChain"):
         tempering_decomposition(st.chain)
+
+
+def test_student_t_components_match_scipy_and_build_a_reversible_chain():
+    from scipy import stats
+
+    from sci_moe.theory.spectral import mixture_log_density, mixture_responsibilities
+
+    x = np.linspace(-30, 30, 61)[:, None]
+    means = [[-2.0], [3.0]]
+    lp = mixture_log_density(x, means, sigma=1.5, weights=[0.3, 0.7], dof=1.5)
+    want = np.log(
+        0.3 * stats.t.pdf(x[:, 0], 1.5, loc=-2, scale=1.5)
+        + 0.7 * stats.t.pdf(x[:, 0], 1.5, loc=3, scale=1.5)
+    )
+    np.testing.assert_allclose(lp, want, rtol=1e-12)
+    W = mixture_responsibilities(x, means, 1.5, [0.3, 0.7], beta=0.5, tempering="component",
+                                 dof=1.5)  # fmt: skip
+    np.testing.assert_allclose(W.sum(1), 1.0)
+    # heavy tails: far from both means the responsibilities stay away from 0 and 1
+    assert 0.05 < W[0, 0] < 0.95
+    with pytest.raises(ValueError, match="dof must be a positive number"):
+        mixture_log_density(x, means, dof=0.0)
+    st = simulated_tempering_chain(bimodal_means(4.0), h=0.5, pad=8, dof=2.0,
+                                   tempering="component")  # fmt: skip
+    P, pi = st.chain.P.toarray(), st.chain.pi / st.chain.pi.sum()
+    np.testing.assert_allclose(pi[:, None] * P, (pi[:, None] * P).T, atol=1e-15)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+
+
+def test_heavy_tails_shrink_the_full_gap_but_not_the_restricted_one():
+    """The claim the restricted gap is for: padding a Student-t target's grid shrinks the
+    ST chain's spectral gap and the full-space bound, not the restricted gap on a fixed
+    ball nor the restricted bound, which stays below it."""
+    out = []
+    for pad in (6.0, 24.0):
+        st = simulated_tempering_chain(bimodal_means(4.0), betas=[0.25, 1.0], h=0.5, pad=pad,
+                                       dof=1.5, tempering="component")  # fmt: skip
+        x = st.points[np.arange(st.chain.n) % st.points.shape[0], 0]
+        om = np.abs(x) <= 5.0
+        out.append((spectral_gap(st.chain), restricted_spectral_gap(st.chain, om),
+                    tempering_decomposition(st, om).bound,
+                    tempering_decomposition(st).bound))  # fmt: skip
+    (g0, r0, b0, f0), (g1, r1, b1, f1) = out
+    assert g1 < 0.5 * g0 and f1 < 0.5 * f0
+    assert abs(r1 / r0 - 1) < 0.1 and abs(b1 / b0 - 1) < 0.1
+    assert 0 < b0 <= r0 and 0 < b1 <= r1

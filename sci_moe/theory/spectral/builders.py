@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from .chains import ReversibleChain
 
@@ -105,43 +105,79 @@ def make_grid(means, sigma: float = 1.0, h: float = 0.1, pad: float = 5.0):
     return points, tuple(len(a) for a in axes)
 
 
-def _component_logpdf(points, means, var):
+def _component_logpdf(points, means, var, dof=None):
     d = points.shape[1]
     sq = ((points[:, None, :] - means[None, :, :]) ** 2).sum(-1)
-    return -0.5 * sq / var - 0.5 * d * np.log(2 * np.pi * var)
+    if dof is None:
+        return -0.5 * sq / var - 0.5 * d * np.log(2 * np.pi * var)
+    nu = float(dof)
+    return (
+        gammaln(0.5 * (nu + d))
+        - gammaln(0.5 * nu)
+        - 0.5 * d * np.log(nu * np.pi * var)
+        - 0.5 * (nu + d) * np.log1p(sq / (nu * var))
+    )
+
+
+def _check_dof(dof):
+    if dof is not None and not (np.isfinite(dof) and dof > 0):
+        raise ValueError(
+            f"dof must be a positive number (Student-t) or None (Gaussian), got {dof}."
+        )
+    return dof
 
 
 def mixture_log_density(
-    points, means, sigma=1.0, weights=None, beta: float = 1.0, tempering: str = "power"
+    points,
+    means,
+    sigma=1.0,
+    weights=None,
+    beta: float = 1.0,
+    tempering: str = "power",
+    dof: float | None = None,
 ):
     r"""Log of the (tempered, unnormalised) mixture density at ``points`` (n, d).
 
     ``"power"``: :math:`\beta \log p(x)`; ``"component"``:
-    :math:`\log \sum_j w_j \mathcal N(x; \mu_j, \sigma^2/\beta)`.
+    :math:`\log \sum_j w_j \mathcal N(x; \mu_j, \sigma^2/\beta)`. With ``dof`` the
+    components are Student-t with ``dof`` degrees of freedom and scale ``sigma`` (heavy
+    tails: grid RWMH is then not geometrically ergodic as the grid grows) instead of
+    Gaussians.
     """
     means, sigma, w = _check_mixture(means, sigma, weights)
+    dof = _check_dof(dof)
     points = np.asarray(points, dtype=float).reshape(-1, means.shape[1])
     if tempering == "power":
-        return beta * logsumexp(np.log(w) + _component_logpdf(points, means, sigma**2), axis=1)
+        lc = _component_logpdf(points, means, sigma**2, dof)
+        return beta * logsumexp(np.log(w) + lc, axis=1)
     if tempering == "component":
-        return logsumexp(np.log(w) + _component_logpdf(points, means, sigma**2 / beta), axis=1)
+        lc = _component_logpdf(points, means, sigma**2 / beta, dof)
+        return logsumexp(np.log(w) + lc, axis=1)
     raise ValueError(f"tempering must be 'power' or 'component', got {tempering!r}.")
 
 
 def mixture_responsibilities(
-    points, means, sigma=1.0, weights=None, beta: float = 1.0, tempering: str = "power"
+    points,
+    means,
+    sigma=1.0,
+    weights=None,
+    beta: float = 1.0,
+    tempering: str = "power",
+    dof: float | None = None,
 ):
     r"""Component weights :math:`W(x, j)` (rows sum to 1), shape (n, K).
 
     ``"power"``: :math:`\propto (w_j \mathcal N_j(x))^{\beta}`; ``"component"``:
-    :math:`\propto w_j \mathcal N(x; \mu_j, \sigma^2/\beta)`.
+    :math:`\propto w_j \mathcal N(x; \mu_j, \sigma^2/\beta)` (Student-t components with
+    ``dof``, as in :func:`mixture_log_density`).
     """
     means, sigma, w = _check_mixture(means, sigma, weights)
+    dof = _check_dof(dof)
     points = np.asarray(points, dtype=float).reshape(-1, means.shape[1])
     if tempering == "power":
-        lw = beta * (np.log(w) + _component_logpdf(points, means, sigma**2))
+        lw = beta * (np.log(w) + _component_logpdf(points, means, sigma**2, dof))
     elif tempering == "component":
-        lw = np.log(w) + _component_logpdf(points, means, sigma**2 / beta)
+        lw = np.log(w) + _component_logpdf(points, means, sigma**2 / beta, dof)
     else:
         raise ValueError(f"tempering must be 'power' or 'component', got {tempering!r}.")
     return np.exp(lw - logsumexp(lw, axis=1, keepdims=True))
@@ -265,6 +301,7 @@ def simulated_tempering_chain(
     level_probs=None,
     tempering: str = "power",
     pad: float = 5.0,
+    dof: float | None = None,
 ) -> TemperingChain:
     r"""Build the B.3 simulated-tempering + RWMH chain on a 1-D or 2-D Gaussian mixture.
 
@@ -290,8 +327,13 @@ def simulated_tempering_chain(
     tempering : {"power", "component"}
     pad : float
         Grid padding around the means, in units of ``sigma``.
+    dof : float, optional
+        Student-t components with ``dof`` degrees of freedom (scale ``sigma``) instead of
+        Gaussians: heavy tails, where the grid chain's spectral gap shrinks as ``pad``
+        grows while a restricted gap on a fixed ball does not.
     """
     means, sigma, w = _check_mixture(means, sigma, weights)
+    dof = _check_dof(dof)
     if betas is None:
         D = max(np.max(np.linalg.norm(means[:, None] - means[None], axis=-1)), np.e)
         betas = geometric_ladder(1.0 / D**2, int(np.ceil(2 * np.log(D))) + 2)
@@ -301,7 +343,7 @@ def simulated_tempering_chain(
     L = betas.size
     points, shape = make_grid(means, sigma, h, pad)
     G, K = points.shape[0], means.shape[0]
-    lps = np.stack([mixture_log_density(points, means, sigma, w, b, tempering) for b in betas])
+    lps = np.stack([mixture_log_density(points, means, sigma, w, b, tempering, dof) for b in betas])
     logZ = logsumexp(lps, axis=1)
     if isinstance(level_weights, str):
         if level_weights == "matched":
@@ -335,7 +377,7 @@ def simulated_tempering_chain(
     chain = ReversibleChain(P, np.exp(logpi - logpi.max()))
     level = np.repeat(np.arange(L), G)
     resp = np.stack(
-        [mixture_responsibilities(points, means, sigma, w, b, tempering) for b in betas]
+        [mixture_responsibilities(points, means, sigma, w, b, tempering, dof) for b in betas]
     )  # (L, G, K)
     soft = np.zeros((n, L * K))
     for i in range(L):
