@@ -36,6 +36,11 @@ EVAL_SEED_BASE = 50_000_000
 VAL_SEED_BASE = 60_000_000
 #: The models a long run trains, at equal budget (updates x batch x size distribution).
 MODELS = ("unified", "moses", "basis")
+#: Where the long run's policies and trainer checkpoints go by default (``--run-dir`` of
+#: both scripts): beside its JSON, committed with it after every piece, because a
+#: git-ignored work folder is lost between sessions, and with it every finished policy
+#: the evaluation needs.
+RUN_DIR = Path("benchmarks/vrp/results/vrp_train_long_files")
 CACHE_FORMAT = "sci_moe.vrp.references/1"
 
 

@@ -25,8 +25,12 @@ better over the last 20 % of the stage's updates, from five evaluations).
 Pieces: ``--max-hours H`` pauses the training after H hours (mid-stage; the engine's
 checkpoint resumes it exactly) and ``--resume`` continues; the JSON (``--json``) is
 rewritten after every model with its curve, its convergence and the path of its policy
-file (``RUN_DIR/seed<k>/<model>.pt``). ``--ship`` copies seed 0's MoSES policy into the
-package (:data:`sci_moe.vrp.moses.SHIPPED_POLICY`), only from a complete run.
+file (``RUN_DIR/seed<k>/<model>.pt``). ``--run-dir`` defaults to
+``benchmarks/vrp/results/vrp_train_long_files`` (:data:`_vrp.RUN_DIR`): commit it with the JSON
+after every piece, so that the next piece, on a fresh machine, continues the unfinished
+model from its checkpoint and the evaluation finds the finished policies. ``--ship``
+copies seed 0's MoSES policy into the package (:data:`sci_moe.vrp.moses.SHIPPED_POLICY`),
+only from a complete run.
 
 Defaults: ``S1, S2, S3 = 6000, 2000, 2000`` updates of 16 instances (160,000 instances per
 model), eval every 250 updates. Batch 16 because, at this budget, smaller batches learn
@@ -236,7 +240,13 @@ def train_model(
 def main(argv=None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0], device=True)
     _common.piece_arguments(p, unit="stage")
-    p.add_argument("--run-dir", type=Path, default=Path("benchmarks/.vrp_long"))
+    p.add_argument(
+        "--run-dir",
+        type=Path,
+        default=_vrp.RUN_DIR,
+        help=f"the policies and training checkpoints (default {_vrp.RUN_DIR}: committed, so that "
+        "a run in pieces goes on on a fresh machine)",
+    )
     p.add_argument(
         "--references", type=Path, default=Path("benchmarks/vrp/cache/vrp_references.json")
     )

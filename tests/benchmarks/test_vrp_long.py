@@ -111,3 +111,24 @@ def test_train_in_pieces_equals_one_piece_then_evaluate(train_long, evaluate, tm
     assert json.loads(out.read_text())["runs"] == res["runs"]
     with refused(capsys, r"eval.json was written with other settings \(augmentations: 8 -> 4\)"):
         evaluate.main([*ev, "--json", str(out), "--resume", "--augment", "4"])
+
+
+def test_the_default_run_dir_is_committed_not_ignored(train_long, evaluate):
+    """Both scripts default to one run folder, inside the repository and not ignored by
+    git: a run in pieces over several sessions keeps its finished policies and the
+    unfinished model's checkpoint only if they are committed."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run_dir = sys.modules["_vrp"].RUN_DIR
+    assert not run_dir.is_absolute() and run_dir.parts[:3] == ("benchmarks", "vrp", "results")
+    for mod in (train_long, evaluate):
+        assert mod.main.__globals__["_vrp"].RUN_DIR == run_dir
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = Path(__file__).resolve().parents[2]
+    probe = run_dir / "seed0" / "moses.pt"
+    res = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=root)
+    assert res.returncode == 1, f"{probe} is ignored by git"
