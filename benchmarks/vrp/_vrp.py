@@ -44,6 +44,18 @@ RUN_DIR = Path("benchmarks/vrp/results/vrp_train_long_files")
 CACHE_FORMAT = "sci_moe.vrp.references/1"
 
 
+def add_run_dir_argument(parser) -> None:
+    """``--run-dir`` of both long scripts (the policies and training checkpoints), default
+    :data:`RUN_DIR`."""
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=RUN_DIR,
+        help=f"the policies and training checkpoints (default {RUN_DIR}: committed, so that "
+        "a run in pieces goes on on a fresh machine)",
+    )
+
+
 def instance_seed(base: int, variant: str, index: int) -> int:
     """The seed of instance ``index`` of ``variant``: ``base + 100_000 v + index``."""
     if not 0 <= index < 100_000:

@@ -194,13 +194,7 @@ def _rows(doc: dict) -> list[dict]:
 def main(argv=None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0], verdicts=verdicts, device=True)
     _common.piece_arguments(p, unit="(seed, model)")
-    p.add_argument(
-        "--run-dir",
-        type=Path,
-        default=_vrp.RUN_DIR,
-        help=f"the policies and training checkpoints (default {_vrp.RUN_DIR}: committed, so that "
-        "a run in pieces goes on on a fresh machine)",
-    )
+    _vrp.add_run_dir_argument(p)
     p.add_argument(
         "--train-json", type=Path, default=Path("benchmarks/vrp/results/vrp_train_long.json")
     )

@@ -240,13 +240,7 @@ def train_model(
 def main(argv=None) -> int:
     p = _common.base_parser(__doc__.splitlines()[0], device=True)
     _common.piece_arguments(p, unit="stage")
-    p.add_argument(
-        "--run-dir",
-        type=Path,
-        default=_vrp.RUN_DIR,
-        help=f"the policies and training checkpoints (default {_vrp.RUN_DIR}: committed, so that "
-        "a run in pieces goes on on a fresh machine)",
-    )
+    _vrp.add_run_dir_argument(p)
     p.add_argument(
         "--references", type=Path, default=Path("benchmarks/vrp/cache/vrp_references.json")
     )
