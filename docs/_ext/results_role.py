@@ -610,6 +610,22 @@ def _verdict_cell(key: str, value) -> str:
     return str(value)
 
 
+def verdict_entries(doc) -> list[dict]:
+    """A results JSON's top-level ``verdicts`` list, checked: non-empty, every entry with
+    every key of :data:`VERDICT_KEYS` and a verdict of :data:`VERDICT_VALUES`
+    (:class:`ResultError` otherwise)."""
+    entries = doc.get("verdicts") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ResultError("no non-empty top-level 'verdicts' list")
+    for i, entry in enumerate(entries):
+        missing = [k for k in VERDICT_KEYS if k not in entry]
+        if missing:
+            raise ResultError(f"verdict {i} has no {', '.join(missing)}")
+        if entry["verdict"] not in VERDICT_VALUES:
+            raise ResultError(f"verdict {i} is {entry['verdict']!r}, not one of {VERDICT_VALUES}")
+    return entries
+
+
 class Verdicts(Directive):
     """``.. verdicts:: FILE``: the JSON's ``verdicts`` list as a table."""
 
@@ -620,17 +636,7 @@ class Verdicts(Directive):
         name = self.arguments[0]
         try:
             doc, path = load(name, _dirs(document))
-            entries = doc.get("verdicts") if isinstance(doc, dict) else None
-            if not isinstance(entries, list) or not entries:
-                raise ResultError("no non-empty top-level 'verdicts' list")
-            for i, entry in enumerate(entries):
-                missing = [k for k in VERDICT_KEYS if k not in entry]
-                if missing:
-                    raise ResultError(f"verdict {i} has no {', '.join(missing)}")
-                if entry["verdict"] not in VERDICT_VALUES:
-                    raise ResultError(
-                        f"verdict {i} is {entry['verdict']!r}, not one of {VERDICT_VALUES}"
-                    )
+            entries = verdict_entries(doc)
         except ResultError as err:
             return [document.reporter.error(f"verdicts {name}: {err}", line=self.lineno)]
         _note(document, path)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from results_role import (
-    VERDICT_KEYS,
     VERDICT_VALUES,
     ResultError,
     _dirs,
@@ -30,6 +29,7 @@ from results_role import (
     _split,
     _table,
     load,
+    verdict_entries,
 )
 
 __all__ = ["VerdictSummary", "counts", "parse_lines", "register", "setup"]
@@ -56,15 +56,10 @@ def parse_lines(content) -> list[tuple[str, str, list[str]]]:
 
 
 def counts(entries: list[dict]) -> dict[str, tuple[int, int]]:
-    """``{verdict: (count, decisive count)}`` over ``entries`` (checked like the
-    ``verdicts`` directive's: every key present, a known verdict)."""
+    """``{verdict: (count, decisive count)}`` over ``entries`` (checked by
+    :func:`results_role.verdict_entries`)."""
     out = {v: [0, 0] for v in VERDICT_VALUES}
-    for i, entry in enumerate(entries):
-        missing = [k for k in VERDICT_KEYS if k not in entry]
-        if missing:
-            raise ResultError(f"verdict {i} has no {', '.join(missing)}")
-        if entry["verdict"] not in VERDICT_VALUES:
-            raise ResultError(f"verdict {i} is {entry['verdict']!r}, not one of {VERDICT_VALUES}")
+    for entry in entries:
         out[entry["verdict"]][0] += 1
         out[entry["verdict"]][1] += bool(entry["decisive"])
     return {k: (a, b) for k, (a, b) in out.items()}
@@ -90,10 +85,10 @@ class VerdictSummary(Directive):
                 entries = []
                 for name in files:
                     doc, path = load(name, _dirs(document))
-                    found = doc.get("verdicts") if isinstance(doc, dict) else None
-                    if not isinstance(found, list) or not found:
-                        raise ResultError(f"{name}: no non-empty top-level 'verdicts' list")
-                    entries += found
+                    try:
+                        entries += verdict_entries(doc)
+                    except ResultError as err:
+                        raise ResultError(f"{name}: {err}") from None
                     _note(document, path)
                 c = counts(entries)
                 body.append(
