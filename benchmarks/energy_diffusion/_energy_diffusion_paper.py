@@ -77,11 +77,14 @@ from sci_moe.sampling.diffusion import (
 )
 
 __all__ = [
+    "FLAT_FRACTION",
+    "FLAT_GAIN",
     "PAPER",
     "PAPER_FIGURES",
     "PAPER_QUOTE",
     "SCOREMD",
     "SCOREMD_QUOTE",
+    "flat_gain",
     "quoted_rows",
     "run_paper_budget",
     "scoremd_rows",
@@ -175,6 +178,9 @@ def quoted_rows(doc: dict) -> list[_common.Row | _common.QuotedRow]:
 
 
 FP_CURVE_TS = (1e-4, 1e-3, 1e-2, 0.1, 0.3, 0.6, 1.0)
+#: Convergence of a case (:func:`flat_gain`): the loss of the last stage gained less than
+#: ``FLAT_GAIN`` (relative) over its last ``FLAT_FRACTION`` of epochs.
+FLAT_FRACTION, FLAT_GAIN = 0.2, 0.01
 KT, MASS, DT, STRIDE = 23.0, 0.5, 5e-3, 50
 
 
@@ -199,7 +205,32 @@ def _metrics(ref: np.ndarray, x: np.ndarray, prefix: str) -> dict:
     }
 
 
-def _case(variant, seed, data, ref, args, work: Path) -> dict:
+def flat_gain(history: list[dict], fraction: float = FLAT_FRACTION) -> float:
+    """The relative gain of the training objective over the last ``fraction`` of epochs.
+
+    Over the epochs of the last stage trained (the one a time mixture ends with; the only
+    one of a plain model): ``(mean(previous) - mean(last)) / |mean(previous)|`` of the
+    per-epoch mean loss (DSM plus the weighted FP term), where ``last`` are the final
+    ``fraction`` of those epochs and ``previous`` the same number just before them. The
+    run counts as converged (flat) when this is below :data:`FLAT_GAIN`.
+
+    Raises
+    ------
+    ValueError
+        When the last stage has fewer than two epochs per window.
+    """
+    last = max(h["stage"] for h in history)
+    loss = [h["loss"] for h in history if h["stage"] == last]
+    k = max(1, round(fraction * len(loss)))
+    if len(loss) < 2 * k:
+        raise ValueError(f"{len(loss)} epochs in the last stage: too few to judge flatness")
+    previous, tail = np.mean(loss[-2 * k : -k]), np.mean(loss[-k:])
+    return float((previous - tail) / abs(previous))
+
+
+def _case(variant, seed, data, ref, args, work: Path, hours: float | None = None) -> dict | None:
+    """Train, sample and score one case; ``None`` when ``hours`` ran out first (a later
+    call resumes the training from its checkpoint)."""
     done = work / "result.json"
     if done.exists():
         return json.loads(done.read_text())
@@ -216,11 +247,15 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         progress=False,
         compile=not args.eager,
         device=getattr(args, "device", None),  # may change when a case resumes
+        max_hours=hours,
     )
     t0, c0 = time.perf_counter(), _cpu_s()
     out = train(model, data, sde, cfg, out_dir=work, resume=True)
     wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    if not out["done"]:
+        return None
     hist = out["history"]
+    gain = flat_gain(hist)
     # a resumed run: the epochs' own seconds give the whole training wall time
     train_wall = float(sum(h["seconds"] for h in hist))
     steps = len(hist) * min(math.ceil(len(data) / PAPER["batch"]), args.steps_per_epoch)
@@ -266,6 +301,8 @@ def _case(variant, seed, data, ref, args, work: Path) -> dict:
         **_metrics(ref, iid, "iid"),
         **_metrics(ref, md, "md"),
         **{f"fp_t{t:g}": float(v) for t, v in zip(ts, fp, strict=True)},
+        "train_last_gain": gain,
+        "train_flat": float(gain < FLAT_GAIN),
         "curve_dsm": [float(h["dsm"]) for h in hist],
         "curve_fp": [float(h["fp"]) for h in hist],
     }
@@ -310,8 +347,10 @@ def _train_ms(data, seed, steps, variant, path) -> float:
     return 1e3 * (time.perf_counter() - t0) / steps
 
 
-def run_paper_budget(args) -> list:
-    """Run the cases of ``args.variants`` x seeds; returns the benchmark rows."""
+def run_paper_budget(args) -> tuple[list, bool]:
+    """Run the cases of ``args.variants`` x seeds; returns the benchmark rows and whether
+    every case is done (``--max-hours`` may stop the run between or inside cases: its
+    finished cases are kept in the work folder, and running it again continues)."""
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "data.npz"
@@ -342,17 +381,25 @@ def run_paper_budget(args) -> list:
         rows.append(_common.Row(f"speed/{k}", "ms_per_step", round(v, 3), "ms", vs, ratio))
     print(f"speed (ms/step): {speed}", flush=True)
     results: dict[str, list[dict]] = {}
-    for seed in args.paper_seeds:
-        for variant in args.variants:
-            r = _case(variant, seed, data, ref, args, work / f"{variant}_s{seed}")
-            results.setdefault(variant, []).append(r)
-            print(
-                f"  {variant} seed {seed}: {r['steps']} steps {r['train_wall_s']:.0f} s "
-                f"iid JS box/scoremd {r['iid_js_box']:.4f}/{r['iid_js_scoremd']:.4f} "
-                f"MD {r['md_js_box']:.4f}/{r['md_js_scoremd']:.4f} "
-                f"PMF iid/MD {r['iid_pmf']:.3f}/{r['md_pmf']:.3f}",
-                flush=True,
-            )
+    deadline = _common.piece_deadline(args)
+    todo = [(s, v) for s in args.paper_seeds for v in args.variants]
+    for seed, variant in todo:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        hours = None if math.isinf(left) else left / 3600
+        r = _case(variant, seed, data, ref, args, work / f"{variant}_s{seed}", hours)
+        if r is None:  # --max-hours spent inside this case's training
+            break
+        results.setdefault(variant, []).append(r)
+        print(
+            f"  {variant} seed {seed}: {r['steps']} steps {r['train_wall_s']:.0f} s "
+            f"iid JS box/scoremd {r['iid_js_box']:.4f}/{r['iid_js_scoremd']:.4f} "
+            f"MD {r['md_js_box']:.4f}/{r['md_js_scoremd']:.4f} "
+            f"PMF iid/MD {r['iid_pmf']:.3f}/{r['md_pmf']:.3f} "
+            f"(last-stage gain {r['train_last_gain']:.2%})",
+            flush=True,
+        )
     skip = {"variant", "seed", "curve_dsm", "curve_fp"}
     for variant, per in results.items():
         for r in per:
@@ -374,9 +421,17 @@ def run_paper_budget(args) -> list:
             rows.append(_common.Row(f"mb_paper/{variant}", k + "_std", float(np.std(vals)), "-"))
             rows.append(_common.Row(f"mb_paper/{variant}", k + "_n", float(len(vals)), "-"))
     rows.extend(scoremd_rows())
-    if args.plots:
-        plot_curves(results, Path(args.plots) / "energy_diffusion_mb_paper_curves.png")
-    return rows
+    n_done = sum(len(per) for per in results.values())
+    complete = n_done == len(todo)
+    if not complete:
+        print(
+            f"--max-hours spent: {n_done} of {len(todo)} cases done; run the same command "
+            f"again to continue (the cases resume from {work})",
+            flush=True,
+        )
+    if args.plots and complete:
+        plot_curves(results, Path(args.plots) / args.paper_plot_name)
+    return rows, complete
 
 
 def plot_curves(results: dict, out: Path) -> None:

@@ -36,6 +36,16 @@ and writes them into the JSON; ``--verdicts-only PATH`` recomputes a stored JSON
 (quoted from issue 28, not measured in that run) as quoted rows
 (:func:`_energy_diffusion_paper.quoted_rows`).
 
+``--paper-budget`` runs in pieces: ``--max-hours H`` stops after H hours (between cases,
+or inside a case's training, which checkpoints every epoch) and writes the finished cases
+(``machine["complete"]`` false); the same command again continues from ``--work-dir``
+(finished cases are read back, an unfinished one resumes exactly). A long run keeps its
+work folder beside its JSON and commits it after each piece (the ``samples.npz`` files are
+not committed: nothing reads them back). Each case records whether its training
+converged (``train_last_gain``, ``train_flat``: the last stage's loss gained less than 1 %
+over its final fifth of epochs); the verdicts are decisive only when every case of a
+pair did, over at least five seeds.
+
 ``--device cuda`` trains the diffusion models on a GPU (``TrainConfig.device``; the
 draws of every step are the CPU generators', moved); the i.i.d. sampling, the Langevin MD
 and the FP residual curve run on the CPU as in the stored results (the model is moved
@@ -55,7 +65,14 @@ import _common
 from _ed_aldp import run_aldp
 from _ed_mb import VARIANTS, run_mb
 from _ed_verdicts import verdicts
-from _energy_diffusion_paper import PAPER, SCOREMD_SOURCE, quoted_rows, run_paper_budget
+from _energy_diffusion_paper import (
+    FLAT_FRACTION,
+    FLAT_GAIN,
+    PAPER,
+    SCOREMD_SOURCE,
+    quoted_rows,
+    run_paper_budget,
+)
 
 
 def main() -> None:
@@ -108,6 +125,19 @@ def main() -> None:
         "--work-dir",
         default="benchmarks/.energy_diffusion_paper",
         help="--paper-budget: checkpoints and per-case results (a rerun resumes)",
+    )
+    p.add_argument(
+        "--paper-plot-name",
+        default="energy_diffusion_mb_paper_curves.png",
+        help="--paper-budget: PNG name of the learning curves",
+    )
+    p.add_argument(
+        "--max-hours",
+        type=float,
+        default=None,
+        metavar="H",
+        help="--paper-budget: stop after H hours, inside a case's training if need be; the "
+        "same command again continues from --work-dir",
     )
     p.add_argument(
         "--quoted-only",
@@ -178,7 +208,7 @@ def _paper_main(args, policy: str) -> None:
         args.n_data, args.steps_per_epoch = 4000, 10
         args.n_iid, args.sde_steps, args.walkers, args.md_frames = 2000, 50, 20, 20
         args.speed_steps = 20
-    rows = run_paper_budget(args)
+    rows, complete = run_paper_budget(args)
     machine = _common.machine_info(
         seed=args.seed,
         quick=args.quick,
@@ -197,6 +227,9 @@ def _paper_main(args, policy: str) -> None:
         ema="ema_decay=0.005 (ScoreMD's 'EMA 0.995'), reset every epoch",
         compiled=not args.eager,
         scoremd_source=SCOREMD_SOURCE,
+        complete=complete,
+        convergence=f"the last stage's loss gains < {FLAT_GAIN:.0%} over its last "
+        f"{FLAT_FRACTION:.0%} of epochs (train_last_gain, train_flat)",
     )
     _common.finish(args, "energy_diffusion_paper", machine, rows, other, t0)
     if args.json is not None:  # the verdicts, by the same rule as --verdicts-only

@@ -1,0 +1,162 @@
+"""``energy_diffusion/run.py --paper-budget`` at toy size: convergence recorded per case,
+``--max-hours`` pieces that resume to the uninterrupted result, and verdicts that are
+decisive only for converged runs of enough seeds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from .conftest import load_benchmark
+
+#: the metrics of a case that do not depend on wall time
+SCORES = ("iid_js_box", "iid_js_scoremd", "md_js_box", "md_pmf", "train_last_gain", "steps")
+
+
+@pytest.fixture
+def ed():
+    with load_benchmark("energy_diffusion/run.py", "ed_paper_under_test") as mod:
+        yield mod
+
+
+def _paper(ed):
+    import _energy_diffusion_paper
+
+    return _energy_diffusion_paper
+
+
+def _history(losses_per_stage):
+    return [
+        {"stage": s, "epoch": i, "loss": v}
+        for s, losses in enumerate(losses_per_stage)
+        for i, v in enumerate(losses)
+    ]
+
+
+def test_flat_gain_reads_the_last_stage_only(ed):
+    paper = _paper(ed)
+    decaying = list(np.linspace(2.0, 1.0, 10))
+    flat_tail = [2.0, 1.5, 1.2, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert paper.flat_gain(_history([flat_tail])) == pytest.approx(0.0)
+    gain = paper.flat_gain(_history([decaying]))  # windows of 2: (4/3, 11/9) vs (10/9, 1)
+    assert gain == pytest.approx((23 / 18 - 19 / 18) / (23 / 18))
+    assert gain > paper.FLAT_GAIN
+    # a mixture: the earlier stages' curves do not count
+    assert paper.flat_gain(_history([decaying, flat_tail])) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="too few"):
+        paper.flat_gain(_history([decaying, [1.0]]))
+
+
+def _doc(flat_cases=(), seeds=5):
+    """Per-seed JS values as the paper reports them: plain MD far from i.i.d., FP MD close."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(1, seeds + 1):
+        for v, md in (("plain", 0.10), ("fp", 0.018)):
+            case = f"mb_paper/{v}/seed{s}"
+            rows += [
+                {"case": case, "metric": "md_js_scoremd", "value": md + 1e-3 * rng.random()},
+                {"case": case, "metric": "iid_js_scoremd", "value": 0.015 + 1e-3 * rng.random()},
+                {"case": case, "metric": "train_flat", "value": float(case in flat_cases)},
+            ]
+    rows += [
+        {"case": f"mb_paper/{v}", "metric": "md_js_scoremd", "value": 0.0} for v in ("plain", "fp")
+    ]
+    return {"machine": {}, "rows": rows}
+
+
+def _all_cases(seeds=5):
+    return {f"mb_paper/{v}/seed{s}" for s in range(1, seeds + 1) for v in ("plain", "fp")}
+
+
+def test_verdicts_are_decisive_only_when_every_case_is_flat(ed):
+    import _ed_verdicts
+
+    flat = _ed_verdicts.verdicts(_doc(_all_cases()))
+    assert [v["verdict"] for v in flat] == ["reproduced"] * 3
+    assert all(v["decisive"] and v["converged"] for v in flat), flat
+    one_not_flat = _all_cases() - {"mb_paper/fp/seed3"}
+    partly = _ed_verdicts.verdicts(_doc(one_not_flat))
+    assert [v["verdict"] for v in partly] == ["reproduced"] * 3
+    assert not any(v["decisive"] or v["converged"] for v in partly), partly
+    few = _ed_verdicts.verdicts(_doc(_all_cases(3), seeds=3))
+    assert not any(v["decisive"] for v in few), few
+    assert all(v["converged"] for v in few)
+
+
+def _argv(tmp_path, work, name, *extra):
+    return [
+        "run.py",
+        "--paper-budget",
+        "--quick",
+        "--eager",
+        "--threads",
+        "1",
+        "--paper-seeds",
+        "1",
+        "--variants",
+        "plain",
+        "--work-dir",
+        str(work),
+        "--json",
+        str(tmp_path / name),
+        *extra,
+    ]
+
+
+def _prepare(work):
+    """A work folder with its data and a stand-in speed record (the speed race is not what
+    is tested here, and compiling its third path would take minutes)."""
+    from sci_moe.data.toy import muller_brown_samples
+
+    work.mkdir()
+    data = muller_brown_samples(4000, n_walkers=20, seed=1, progress=False)
+    ref = muller_brown_samples(4000, n_walkers=20, seed=2, progress=False)
+    np.savez(work / "data.npz", data=data, ref=ref)
+    speed = {f"{v}/{p}": 1.0 for v in ("plain", "fp") for p in ("reference", "fast", "compiled")}
+    (work / "speed.json").write_text(json.dumps(speed))
+
+
+def _scores(path):
+    doc = json.loads(path.read_text())
+    val = {(r["case"], r["metric"]): r["value"] for r in doc["rows"]}
+    return doc, {m: val.get(("mb_paper/plain/seed1", m)) for m in SCORES}
+
+
+def test_max_hours_stops_and_the_same_command_continues(ed, tmp_path, monkeypatch):
+    whole, pieces = tmp_path / "whole", tmp_path / "pieces"
+    _prepare(whole)
+    _prepare(pieces)
+    monkeypatch.setattr("sys.argv", _argv(tmp_path, whole, "whole.json"))
+    ed.main()
+    ref_doc, ref = _scores(tmp_path / "whole.json")
+    assert ref_doc["machine"]["complete"] is True
+    assert ref["steps"] > 0 and ref["train_last_gain"] is not None
+
+    monkeypatch.setattr("sys.argv", _argv(tmp_path, pieces, "pieces.json", "--max-hours", "1e-9"))
+    ed.main()
+    partial, got = _scores(tmp_path / "pieces.json")
+    assert partial["machine"]["complete"] is False
+    assert got["steps"] is None  # the case is not done
+
+    # a training stopped inside the case (as a budget spent mid-stage stops it; here after
+    # its first epoch): the case is not done, its checkpoint is kept, and the same command
+    # continues it to the uninterrupted result
+    paper = _paper(ed)
+    train = paper.train
+    with monkeypatch.context() as m:
+        m.setattr(paper, "train", lambda *a, **k: train(*a, max_epochs=1, **k))
+        m.setattr("sys.argv", _argv(tmp_path, pieces, "pieces.json"))
+        ed.main()
+    partial, got = _scores(tmp_path / "pieces.json")
+    assert partial["machine"]["complete"] is False and got["steps"] is None
+    assert (pieces / "plain_s1" / "stage1").is_dir()
+    assert not (pieces / "plain_s1" / "result.json").exists()
+
+    monkeypatch.setattr("sys.argv", _argv(tmp_path, pieces, "pieces.json"))
+    ed.main()
+    doc, got = _scores(tmp_path / "pieces.json")
+    assert doc["machine"]["complete"] is True
+    assert got == ref
