@@ -175,6 +175,17 @@ from _rm_verdicts import verdicts
 from sci_moe.language import load_corpus
 
 
+def _stored_runs(state: dict, seeds: list[int], spath: Path, option: str) -> dict:
+    """The state's runs, after checking it holds every model of its plan for ``seeds``
+    (``ValueError`` naming the missing runs and ``option`` otherwise)."""
+    runs = state.get("runs", {})
+    names = models(state["plan"])
+    missing = [f"{n} seed {s}" for s in seeds for n in names if f"{n} seed {s}" not in runs]
+    if missing:
+        raise ValueError(f"{option}: {spath} lacks the runs {missing}")
+    return runs
+
+
 def plots_only(json_path: Path, out_dir: Path) -> list[Path]:
     """Re-render the plots of a stored run from its JSON and ``.state.json``.
 
@@ -190,10 +201,7 @@ def plots_only(json_path: Path, out_dir: Path) -> list[Path]:
     doc = json.loads(json_path.read_text())
     state = json.loads(spath.read_text())
     p, seeds = state["plan"], doc["machine"]["seeds"]
-    runs = state.get("runs", {})
-    missing = [f"{n} seed {s}" for s in seeds for n in models(p) if f"{n} seed {s}" not in runs]
-    if missing:
-        raise ValueError(f"--plots-only: {spath} lacks the runs {missing}")
+    runs = _stored_runs(state, seeds, spath, "--plots-only")
     rows, tables, curves = [], {"lm": [], "ctx": [], "hyb": [], "fit": [], "scan": []}, {}
     scaling = aggregate(p, seeds, runs, rows, tables, curves)
     return save_plots(curves, scaling, out_dir, json_path.stem)
@@ -219,10 +227,7 @@ def derived_rows(json_path: Path):
 
     def rule(doc):
         seeds = doc["machine"]["seeds"]
-        runs = state.get("runs", {})
-        missing = [f"{n} seed {s}" for s in seeds for n in models(p) if f"{n} seed {s}" not in runs]
-        if missing:
-            raise ValueError(f"--derived-only: {spath} lacks the runs {missing}")
+        runs = _stored_runs(state, seeds, spath, "--derived-only")
         keep = [
             row_from_dict(r)
             for r in doc["rows"]
