@@ -27,8 +27,10 @@ JSON holds every finished case under ``runs`` (keyed by case label; the raw seco
 step) and ``complete``, and is rewritten after every case, so a killed piece loses one case
 at most; ``--max-hours H`` starts no case after ``H`` hours, ``--stop-after N`` measures at
 most ``N`` new cases, and ``--resume`` keeps the stored cases (same seed and repeats, or it
-refuses) and runs the rest. ``machine.pieces`` records each piece's commit, contention and
-cases; ``machine.cases_not_run`` lists what is left.
+refuses) and runs the rest (with none left it measures nothing and leaves the JSON as it
+is). ``machine.pieces`` records each piece's commit, contention and cases;
+``machine.cases_not_run`` lists what is left. ``--plot PNG`` draws the ratio to grouped_mm
+of every case in the JSON (:func:`_grid_peers_plot.plot_grid_peers`).
 
 Verdicts (:func:`verdicts`, re-derivable with ``--verdicts-only PATH``): per grid region
 (dtype x ``d``) and per dtype over all ``d``, "sci-moe's step is faster than transformers'
@@ -63,6 +65,7 @@ from _common import (
     warn_if_busy,
     write_json_doc,
 )
+from _grid_peers_plot import plot_grid_peers
 from _moe_layer import ALT, DENSE, DTYPES, GRID_D, GROUPED, HF, SCI, Case, measure, parse_label
 
 BENCHMARK = "moe_layer_grid_peers"
@@ -251,6 +254,10 @@ def grid_peers_main(args, cases: list[Case]) -> int:
         f"{transformers.__version__}, {args.repeats} repeats, git {machine['git']}",
         flush=True,
     )
+    if not todo and prev is not None:  # nothing left to measure: the stored run as it is
+        if args.plot:
+            print(f"wrote {plot_grid_peers(prev, args.plot)}")
+        return 0
     warn_if_busy()
     other = OtherLoad()
     deadline = piece_deadline(args)
@@ -281,6 +288,8 @@ def grid_peers_main(args, cases: list[Case]) -> int:
     for v in doc["verdicts"]:
         print(f"{v['verdict']:>12}  p={v['p_value']:.2g}  {v['claim']}")
     print(f"wrote {args.json} ({'complete' if doc['complete'] else 'in pieces: --resume'})")
+    if args.plot:
+        print(f"wrote {plot_grid_peers(doc, args.plot)}")
     return 0
 
 

@@ -140,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after", type=int, default=None, help="measure at most N cases")
     parser.add_argument("--max-gflop", type=float, default=12.0, help="--grid float32 cap")
     parser.add_argument("--max-gflop-bf16", type=float, default=2.5, help="--grid bf16 cap")
-    parser.add_argument("--plot", default=None, help="write the ratio-to-dense plot (PNG)")
+    parser.add_argument(
+        "--plot",
+        default=None,
+        help="write the ratio-to-dense plot (PNG); with --grid-peers the ratios to grouped_mm",
+    )
     parser.add_argument("--gpu", action="store_true", help="the GPU section (needs CUDA)")
     parser.add_argument("--resummarize", default=None, help="recompute a JSON's summary rows")
     parser.add_argument(

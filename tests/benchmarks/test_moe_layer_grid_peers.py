@@ -127,3 +127,27 @@ def test_estimate_counts_every_step(peers):
     got = peers.estimate_cpu_s({"rows": rows}, grouped_factor=1.0, repeats=3)
     assert got["grid_s"] == pytest.approx(4 * 3.5 + 3.0)
     assert got["grouped_mm_s"] == pytest.approx(4.0) and got["cases"] == 1
+
+
+def test_plot_of_a_stored_run_measures_nothing(run, straight, tmp_path, capsys):
+    path = tmp_path / "done.json"
+    path.write_text(json.dumps(straight))
+    before = path.read_text()
+    png = tmp_path / "ratios.png"
+    assert run.main(_argv(path, "--resume", "--plot", str(png))) == 0
+    assert path.read_text() == before  # nothing left to measure: the JSON stays as it is
+    out = capsys.readouterr().out
+    assert png.stat().st_size > 0 and "0 to run" in out and "[1/" not in out
+
+
+def test_grouped_ratios_are_the_rows_ratios(peers, straight):
+    plot = sys.modules["_grid_peers_plot"]
+    ratios = plot.grouped_ratios(straight)
+    assert set(ratios) == set(CASES)
+    for label, ratio in ratios.items():
+        row = next(
+            r
+            for r in straight["rows"]
+            if r["case"] == f"{label} sci-moe" and r["vs"] == f"{label} {GROUPED}"
+        )
+        assert ratio == row["ratio"]
