@@ -62,7 +62,9 @@ Run: ``python benchmarks/moe_cap/run.py [--quick] [--json PATH] [--plots DIR] [-
 [--device cuda] [--seeds 5]``. Quick (about a minute): 2 layers, batches 1, 8, 64, contexts
 32 and 128, 2 seeds. Full CPU run: batches 1, 8, 32, 128, 256, contexts 64, 256, 1024,
 5 seeds (about ten minutes on one thread; 581 s beside other jobs using two thirds of a
-2-core machine).
+2-core machine). ``--plots DIR`` writes ``<stem>_utilisation.png`` and ``<stem>_radar.png``,
+``<stem>`` the ``--json`` file's name (:func:`plot_stem`), so runs on other machines keep
+their own plots.
 
 This script holds the command line and the run; its parts are helper modules beside it:
 ``_cap_models.py`` (settings, models, decoding), ``_cap_peaks.py`` (peak probes),
@@ -99,6 +101,14 @@ from _common import (
 )
 
 from sci_moe.moe.cap import ModelSpec
+
+
+def plot_stem(json_path: Path | None, quick: bool) -> str:
+    """The plots' name stem: the JSON's (``moe_cap_xeon.json`` -> ``moe_cap_xeon_radar.png``),
+    or ``moe_cap`` / ``moe_cap_quick`` without ``--json``."""
+    if json_path is not None:
+        return Path(json_path).stem
+    return "moe_cap_quick" if quick else "moe_cap"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,10 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     for v in verdict_list:
         print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  {v['claim']}")
     if args.plots is not None:
-        plot_utilisation(
-            doc, args.plots / f"moe_cap{'_quick' if args.quick else ''}_utilisation.png"
-        )
-        plot_radar(doc, args.plots / f"moe_cap{'_quick' if args.quick else ''}_radar.png")
+        stem = plot_stem(args.json, args.quick)
+        plot_utilisation(doc, args.plots / f"{stem}_utilisation.png")
+        plot_radar(doc, args.plots / f"{stem}_radar.png")
         print(f"plots in {args.plots}")
     machine["contention"] = other.report()
     print(

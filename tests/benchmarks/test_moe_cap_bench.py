@@ -154,3 +154,12 @@ def test_verdict_rules(cap):
     # dense MBU below the peak at batch 1: the overstatement claim is contradicted
     out = cap.verdicts(_doc(cap, dense_mbu=0.5))
     assert out[2]["verdict"] == "contradicted"
+
+
+def test_plots_are_named_after_the_json(cap, tmp_path):
+    from pathlib import Path
+
+    assert cap.plot_stem(tmp_path / "moe_cap_xeon.json", quick=False) == "moe_cap_xeon"
+    assert cap.plot_stem(Path("moe_cap.json"), quick=True) == "moe_cap"
+    assert cap.plot_stem(None, quick=False) == "moe_cap"
+    assert cap.plot_stem(None, quick=True) == "moe_cap_quick"
