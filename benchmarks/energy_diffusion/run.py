@@ -40,8 +40,11 @@ and writes them into the JSON; ``--verdicts-only PATH`` recomputes a stored JSON
 or inside a case's training, which checkpoints every epoch) and writes the finished cases
 (``machine["complete"]`` false); the same command again continues from ``--work-dir``
 (finished cases are read back, an unfinished one resumes exactly). A long run keeps its
-work folder beside its JSON and commits it after each piece (the ``samples.npz`` files are
-not committed: nothing reads them back). Each case records whether its training
+work folder beside its JSON and commits, after each piece, what the next piece reads:
+``speed.json``, every finished case's ``result.json`` and the unfinished case's folder
+(its checkpoint). Finished cases' training folders (per-step metrics, megabytes each),
+``samples.npz`` and the data cache (rebuilt from its seeds) are not needed. Each case
+records whether its training
 converged (``train_last_gain``, ``train_flat``: the last stage's loss gained less than 1 %
 over its final fifth of epochs); the verdicts are decisive only when every case of a
 pair did, over at least five seeds.
