@@ -68,7 +68,7 @@ def verdicts(doc: dict) -> list[dict]:
 
     A pair of variants counts as converged when every one of its cases has
     ``train_flat == 1`` (the last stage's loss flat over its final epochs,
-    ``_energy_diffusion_paper.flat_gain``); runs that did not record it (before the rule)
+    ``_energy_diffusion_paper.last_stage_flatness``); runs that did not record it (before the rule)
     are not converged, so not decisive. The agreement rule is decisive when it is
     unanimous, converged, over at least :data:`_common.MIN_DECISIVE_SEEDS` seeds and its
     test (:func:`agreement_p`) gives p < 0.05.

@@ -75,16 +75,15 @@ from sci_moe.sampling.diffusion import (
     reverse_sde_sample,
     train,
 )
+from sci_moe.train import is_flat, tail_gain
 
 __all__ = [
-    "FLAT_FRACTION",
-    "FLAT_GAIN",
     "PAPER",
     "PAPER_FIGURES",
     "PAPER_QUOTE",
     "SCOREMD",
     "SCOREMD_QUOTE",
-    "flat_gain",
+    "last_stage_flatness",
     "quoted_rows",
     "run_paper_budget",
     "scoremd_rows",
@@ -178,9 +177,6 @@ def quoted_rows(doc: dict) -> list[_common.Row | _common.QuotedRow]:
 
 
 FP_CURVE_TS = (1e-4, 1e-3, 1e-2, 0.1, 0.3, 0.6, 1.0)
-#: Convergence of a case (:func:`flat_gain`): the loss of the last stage gained less than
-#: ``FLAT_GAIN`` (relative) over its last ``FLAT_FRACTION`` of epochs.
-FLAT_FRACTION, FLAT_GAIN = 0.2, 0.01
 KT, MASS, DT, STRIDE = 23.0, 0.5, 5e-3, 50
 
 
@@ -205,35 +201,56 @@ def _metrics(ref: np.ndarray, x: np.ndarray, prefix: str) -> dict:
     }
 
 
-def flat_gain(history: list[dict], fraction: float = FLAT_FRACTION) -> float:
-    """The relative gain of the training objective over the last ``fraction`` of epochs.
+def last_stage_flatness(loss: list[float]) -> dict:
+    """Whether a case's training converged, by the house rule :func:`sci_moe.train.is_flat`.
 
-    Over the epochs of the last stage trained (the one a time mixture ends with; the only
-    one of a plain model): ``(mean(previous) - mean(last)) / |mean(previous)|`` of the
-    per-epoch mean loss (DSM plus the weighted FP term), where ``last`` are the final
-    ``fraction`` of those epochs and ``previous`` the same number just before them. The
-    run counts as converged (flat) when this is below :data:`FLAT_GAIN`.
+    Parameters
+    ----------
+    loss : list of float, shape (epochs,)
+        The per-epoch mean training objective (DSM plus the weighted FP term) of the last
+        stage trained: the one a time mixture ends with, the only one of a plain model.
 
-    Raises
-    ------
-    ValueError
-        When the last stage has fewer than two epochs per window.
+    Returns
+    -------
+    dict
+        ``train_last_gain``: :func:`sci_moe.train.tail_gain` over the epochs (the relative
+        gain of the best loss of the last fifth of epochs over the best before it; NaN for
+        fewer than five epochs); ``train_flat``: 1.0 when :func:`sci_moe.train.is_flat`
+        (< 1 % gain) holds, else 0.0.
     """
+    epochs = list(range(1, len(loss) + 1))
+    return {
+        "train_last_gain": tail_gain(epochs, loss),
+        "train_flat": float(is_flat(epochs, loss)),
+    }
+
+
+def _last_stage_loss(history: list[dict]) -> list[float]:
+    """The per-epoch loss of the last stage of a training's ``history``."""
     last = max(h["stage"] for h in history)
-    loss = [h["loss"] for h in history if h["stage"] == last]
-    k = max(1, round(fraction * len(loss)))
-    if len(loss) < 2 * k:
-        raise ValueError(f"{len(loss)} epochs in the last stage: too few to judge flatness")
-    previous, tail = np.mean(loss[-2 * k : -k]), np.mean(loss[-k:])
-    return float((previous - tail) / abs(previous))
+    return [h["loss"] for h in history if h["stage"] == last]
+
+
+def _stored_last_stage_loss(res: dict, epochs: int) -> list[float]:
+    """The last stage's per-epoch loss of a finished case, from its stored DSM and FP
+    curves and the stages of its variant (the FP term weighted as it was trained)."""
+    stage = mueller_brown_stages(res["variant"], epochs, fp_weight=PAPER["fp_weight"])[-1]
+    n = stage.epochs
+    dsm, fp = res["curve_dsm"][-n:], res["curve_fp"][-n:]
+    return [d + stage.fp_weight * f for d, f in zip(dsm, fp, strict=True)]
 
 
 def _case(variant, seed, data, ref, args, work: Path, hours: float | None = None) -> dict | None:
     """Train, sample and score one case; ``None`` when ``hours`` ran out first (a later
     call resumes the training from its checkpoint)."""
     done = work / "result.json"
-    if done.exists():
-        return json.loads(done.read_text())
+    if done.exists():  # convergence judged again by the current rule (cheap, stored curves)
+        res = json.loads(done.read_text())
+        flat = last_stage_flatness(_stored_last_stage_loss(res, args.epochs))
+        if any(res.get(k) != v for k, v in flat.items()):
+            res.update(flat)
+            atomic_save_json(done, res)
+        return res
     torch.manual_seed(seed)
     model = mueller_brown_model(variant)
     sde = VPSDE()
@@ -255,7 +272,6 @@ def _case(variant, seed, data, ref, args, work: Path, hours: float | None = None
     if not out["done"]:
         return None
     hist = out["history"]
-    gain = flat_gain(hist)
     # a resumed run: the epochs' own seconds give the whole training wall time
     train_wall = float(sum(h["seconds"] for h in hist))
     steps = len(hist) * min(math.ceil(len(data) / PAPER["batch"]), args.steps_per_epoch)
@@ -301,8 +317,7 @@ def _case(variant, seed, data, ref, args, work: Path, hours: float | None = None
         **_metrics(ref, iid, "iid"),
         **_metrics(ref, md, "md"),
         **{f"fp_t{t:g}": float(v) for t, v in zip(ts, fp, strict=True)},
-        "train_last_gain": gain,
-        "train_flat": float(gain < FLAT_GAIN),
+        **last_stage_flatness(_last_stage_loss(hist)),
         "curve_dsm": [float(h["dsm"]) for h in hist],
         "curve_fp": [float(h["fp"]) for h in hist],
     }

@@ -44,9 +44,10 @@ work folder beside its JSON and commits, after each piece, what the next piece r
 ``speed.json``, every finished case's ``result.json`` and the unfinished case's folder
 (its checkpoint). Finished cases' training folders (per-step metrics, megabytes each),
 ``samples.npz`` and the data cache (rebuilt from its seeds) are not needed. Each case
-records whether its training
-converged (``train_last_gain``, ``train_flat``: the last stage's loss gained less than 1 %
-over its final fifth of epochs); the verdicts are decisive only when every case of a
+records whether its training converged (``train_last_gain``, ``train_flat``:
+:func:`sci_moe.train.is_flat` over the last stage's per-epoch loss, the best of its final
+fifth of epochs less than 1 % below the best before; judged again from the stored curves
+whenever a finished case is read back); the verdicts are decisive only when every case of a
 pair did, over at least five seeds.
 
 ``--device cuda`` trains the diffusion models on a GPU (``TrainConfig.device``; the
@@ -69,8 +70,6 @@ from _ed_aldp import run_aldp
 from _ed_mb import VARIANTS, run_mb
 from _ed_verdicts import verdicts
 from _energy_diffusion_paper import (
-    FLAT_FRACTION,
-    FLAT_GAIN,
     PAPER,
     SCOREMD_SOURCE,
     quoted_rows,
@@ -231,8 +230,9 @@ def _paper_main(args, policy: str) -> None:
         compiled=not args.eager,
         scoremd_source=SCOREMD_SOURCE,
         complete=complete,
-        convergence=f"the last stage's loss gains < {FLAT_GAIN:.0%} over its last "
-        f"{FLAT_FRACTION:.0%} of epochs (train_last_gain, train_flat)",
+        convergence="sci_moe.train.is_flat over the last stage's per-epoch loss: its best "
+        "over the last 20 % of epochs < 1 % below its best before (train_last_gain, "
+        "train_flat)",
     )
     _common.finish(args, "energy_diffusion_paper", machine, rows, other, t0)
     if args.json is not None:  # the verdicts, by the same rule as --verdicts-only

@@ -27,7 +27,7 @@ Examples
 """
 
 from .config import OPTIMIZERS, RESUMABLE_CHANGES, SCHEDULES, TrainConfig
-from .convergence import is_flat
+from .convergence import is_flat, tail_gain
 from .cycles import until_flat
 from .data import Batch, BatchSource, ShuffledBatches, StreamBatches
 from .distributed import (
@@ -91,6 +91,7 @@ __all__ = [
     "run_files",
     "seed_everything",
     "set_rng_state",
+    "tail_gain",
     "until_flat",
     "warmup_steps",
 ]

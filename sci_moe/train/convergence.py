@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["is_flat"]
+__all__ = ["is_flat", "tail_gain"]
 
 
 def is_flat(
@@ -67,23 +67,66 @@ def is_flat(
     >>> is_flat(steps, top1, mode="max"), is_flat(steps, top1, mode="max", atol=0.01)
     (False, True)
     """
-    if not 0.0 < tail < 1.0:
-        raise ValueError(f"tail must be in (0, 1), got {tail!r}")
     if not tol >= 0.0:
         raise ValueError(f"tol must be >= 0, got {tol!r}")
     if not atol >= 0.0:
         raise ValueError(f"atol must be >= 0, got {atol!r}")
+    split = _head_tail(steps, values, tail, mode, min_points)
+    if split is None:
+        return False
+    head, rest = split
+    gain = min(head) - min(rest)
+    return gain <= 0.0 or gain < tol * abs(min(head)) or gain < atol
+
+
+def tail_gain(
+    steps: Sequence[float],
+    values: Sequence[float],
+    *,
+    tail: float = 0.2,
+    mode: str = "min",
+    min_points: int = 5,
+) -> float:
+    """The relative gain that :func:`is_flat` compares with its ``tol``.
+
+    Parameters
+    ----------
+    steps, values, tail, mode, min_points
+        As in :func:`is_flat`.
+
+    Returns
+    -------
+    float
+        ``(best(head) - best(tail)) / |best(head)|`` for ``"min"`` (mirrored for
+        ``"max"``): positive when the tail still improved, <= 0 when it did not; NaN when
+        :func:`is_flat` could not judge the curve (too few points, a value not finite, an
+        empty head or tail, a best head value of 0).
+
+    Examples
+    --------
+    >>> round(tail_gain([1, 2, 3, 4, 5], [5.0, 4.0, 3.0, 2.0, 1.0]), 6)
+    0.5
+    """
+    split = _head_tail(steps, values, tail, mode, min_points)
+    if split is None or min(split[0]) == 0.0:
+        return math.nan
+    head, rest = split
+    return (min(head) - min(rest)) / abs(min(head))
+
+
+def _head_tail(steps, values, tail, mode, min_points):
+    """The (sign-adjusted) values before and after the tail's cut; ``None`` when either is
+    empty or the curve cannot be judged."""
+    if not 0.0 < tail < 1.0:
+        raise ValueError(f"tail must be in (0, 1), got {tail!r}")
     if mode not in ("min", "max"):
         raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
     if len(steps) != len(values):
         raise ValueError(f"{len(steps)} steps but {len(values)} values")
     if len(values) < max(min_points, 2) or not all(math.isfinite(float(v)) for v in values):
-        return False
+        return None
     cut = (1.0 - tail) * float(steps[-1])
     sign = 1.0 if mode == "min" else -1.0
     head = [sign * float(v) for s, v in zip(steps, values, strict=True) if s <= cut]
     rest = [sign * float(v) for s, v in zip(steps, values, strict=True) if s > cut]
-    if not head or not rest:
-        return False
-    gain = min(head) - min(rest)
-    return gain <= 0.0 or gain < tol * abs(min(head)) or gain < atol
+    return (head, rest) if head and rest else None

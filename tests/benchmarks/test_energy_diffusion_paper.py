@@ -27,26 +27,28 @@ def _paper(ed):
     return _energy_diffusion_paper
 
 
-def _history(losses_per_stage):
-    return [
-        {"stage": s, "epoch": i, "loss": v}
-        for s, losses in enumerate(losses_per_stage)
-        for i, v in enumerate(losses)
-    ]
-
-
-def test_flat_gain_reads_the_last_stage_only(ed):
+def test_flatness_is_the_house_rule_over_the_last_stage(ed):
     paper = _paper(ed)
-    decaying = list(np.linspace(2.0, 1.0, 10))
     flat_tail = [2.0, 1.5, 1.2, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    assert paper.flat_gain(_history([flat_tail])) == pytest.approx(0.0)
-    gain = paper.flat_gain(_history([decaying]))  # windows of 2: (4/3, 11/9) vs (10/9, 1)
-    assert gain == pytest.approx((23 / 18 - 19 / 18) / (23 / 18))
-    assert gain > paper.FLAT_GAIN
-    # a mixture: the earlier stages' curves do not count
-    assert paper.flat_gain(_history([decaying, flat_tail])) == pytest.approx(0.0)
-    with pytest.raises(ValueError, match="too few"):
-        paper.flat_gain(_history([decaying, [1.0]]))
+    decaying = list(np.linspace(2.0, 1.0, 10))  # best head 11/9 (epoch 8), best tail 1
+    assert paper.last_stage_flatness(flat_tail) == {"train_last_gain": 0.0, "train_flat": 1.0}
+    got = paper.last_stage_flatness(decaying)
+    assert got["train_last_gain"] == pytest.approx((11 / 9 - 1) / (11 / 9))
+    assert got["train_flat"] == 0.0
+    few = paper.last_stage_flatness([2.0, 1.0])  # too few epochs to judge: not flat
+    assert np.isnan(few["train_last_gain"]) and few["train_flat"] == 0.0
+    # a time mixture: only the last stage's epochs count, its FP term weighted as trained
+    history = [
+        {"stage": s, "loss": v} for s, curve in enumerate([decaying, flat_tail]) for v in curve
+    ]
+    assert paper._last_stage_loss(history) == flat_tail
+    stages = paper.mueller_brown_stages("both", 12, fp_weight=paper.PAPER["fp_weight"])
+    n = stages[-1].epochs
+    stored = {"variant": "both", "curve_dsm": [5.0] * (12 - n) + [1.0] * n, "curve_fp": [2.0] * 12}
+    loss = paper._stored_last_stage_loss(stored, 12)
+    assert loss == pytest.approx([1.0 + 2.0 * paper.PAPER["fp_weight"]] * n)
+    plain = {"variant": "plain", "curve_dsm": [3.0] * 12, "curve_fp": [7.0] * 12}
+    assert paper._stored_last_stage_loss(plain, 12) == [3.0] * 12
 
 
 def _doc(flat_cases=(), seeds=5):

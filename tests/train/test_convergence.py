@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from sci_moe.train import is_flat
+from sci_moe.train import is_flat, tail_gain
 
 
 def test_flat_and_improving_curves():
@@ -46,3 +46,19 @@ def test_atol_is_the_metric_resolution():
     assert is_flat(steps, one_more, mode="max", tol=0.05, atol=0.0)
     with pytest.raises(ValueError, match="atol"):
         is_flat(steps, one_more, atol=-0.1)
+
+
+def test_tail_gain_is_the_quantity_is_flat_compares():
+    steps = list(range(10, 110, 10))
+    step = [1.0] * 8 + [0.98, 0.98]
+    assert tail_gain(steps, step) == pytest.approx(0.02)
+    # flat exactly when the gain is below tol, either side of it
+    for tol in (0.019, 0.021):
+        assert is_flat(steps, step, tol=tol) == (tail_gain(steps, step) < tol)
+    assert tail_gain(steps, [0.5] * 8 + [0.6, 0.6]) == pytest.approx(-0.2)  # a worse tail
+    accuracy = [0.5] * 8 + [0.55, 0.55]
+    assert tail_gain(steps, accuracy, mode="max") == pytest.approx(0.1)
+    assert math.isnan(tail_gain(steps[:3], [1.0] * 3))  # too few to judge
+    assert math.isnan(tail_gain(steps, [0.0] * 10))  # no scale to be relative to
+    with pytest.raises(ValueError, match="mode"):
+        tail_gain(steps, step, mode="best")
