@@ -37,7 +37,7 @@ The package holds one concept per module; every name is imported from the packag
 * :mod:`~_common.isolated`: measurements in a fresh process (:func:`run_isolated`);
 * :mod:`~_common.verdicts`: the verdict entry and the paired rule (:func:`verdict_entry`,
   :func:`paired_test`, :func:`decide_verdict`, with the smallest gain a claim needs,
-  :data:`MIN_EFFECT`, read by :func:`margin_test`);
+  :data:`MIN_EFFECT`, read by :func:`margin_test`), and Holm's correction (:func:`holm`);
 * :mod:`~_common.stored_verdicts`: verdicts from stored summaries, intervals and rows
   (:func:`seed_verdict`, :func:`summary_verdict`);
 * :mod:`~_common.rows`: measured and quoted rows (:class:`Row`, :class:`QuotedRow`);
@@ -84,6 +84,7 @@ from .verdicts import (
     VERDICTS,
     decide_verdict,
     few_seeds_note,
+    holm,
     margin_test,
     paired_test,
     verdict_entry,
@@ -111,6 +112,7 @@ __all__ = [
     "few_seeds_note",
     "format_table",
     "git_revision",
+    "holm",
     "interleaved",
     "machine_info",
     "margin_test",

@@ -24,6 +24,7 @@ __all__ = [
     "VERDICT_KEYS",
     "decide_verdict",
     "few_seeds_note",
+    "holm",
     "margin_test",
     "paired_test",
     "verdict_entry",
@@ -112,6 +113,35 @@ def paired_test(ours: Sequence[float], baseline: Sequence[float]) -> dict:
     w_p = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
     s_p = float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
     return {**out, "t": t_p, "wilcoxon": w_p, "sign": s_p}
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values: a family of tests at one family-wise level.
+
+    Parameters
+    ----------
+    p : sequence of float, shape (m,)
+        The tests' p-values.
+
+    Returns
+    -------
+    list of float, shape (m,)
+        The adjusted p-values, in the input's order: the ``k``-th smallest is
+        ``max_{j <= k} min(1, (m - j + 1) p_(j))``; a test is rejected at family-wise
+        level ``alpha`` when its adjusted p is below ``alpha``.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    p = [float(x) for x in p]
+    adj = [0.0] * len(p)
+    running = 0.0
+    for rank, i in enumerate(sorted(range(len(p)), key=p.__getitem__)):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adj[i] = running
+    return adj
 
 
 def margin_test(mean_gain: float, se: float, df: float, delta: float, alpha: float = 0.05) -> dict:

@@ -2,8 +2,8 @@
 
 The data set, the split seeds, one training run on the shared trainer
 (:func:`sci_moe.molecules.spice.fit`) as a JSON-able record, the cache key of a run, the
-paired sign-flip test, Holm's correction, the per-target verdict and the flatness rule
-of a validation curve. Scripts import this module, never each other.
+paired sign-flip test, the per-target verdict (after ``_common.holm``) and the flatness
+rule of a validation curve. Scripts import this module, never each other.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ __all__ = [
     "SPLIT_SEEDS",
     "base_model_options",
     "flat",
-    "holm",
     "load_set",
     "plot_curves",
     "run_key",
@@ -80,18 +79,6 @@ def sign_flip_test(d: np.ndarray, n: int = 20000, seed: int = 0) -> float:
     flips = rng.choice([-1.0, 1.0], size=(n, d.size))
     null = np.abs((flips * d).mean(1))
     return float((1 + np.sum(null >= abs(d.mean()) - 1e-15)) / (n + 1))
-
-
-def holm(p: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (family-wise error over the given tests)."""
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p)
-    adj = np.empty_like(p)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (p.size - rank) * p[i]))
-        adj[i] = running
-    return adj.tolist()
 
 
 def verdict(test: dict, alpha: float = 0.05) -> str:

@@ -82,6 +82,7 @@ from _common import (
     Row,
     base_parser,
     check_resume_settings,
+    holm,
     machine_info,
     piece_arguments,
     piece_deadline,
@@ -95,7 +96,6 @@ from _common import (
 from _spice import (
     base_model_options,
     flat,
-    holm,
     load_set,
     plot_curves,
     sign_flip_test,

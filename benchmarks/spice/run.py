@@ -73,6 +73,7 @@ from _common import (
     OtherLoad,
     Row,
     base_parser,
+    holm,
     machine_info,
     print_table,
     setup,
@@ -82,7 +83,6 @@ from _common import (
 from _spice import (
     SPLIT_SEEDS,
     base_model_options,
-    holm,
     load_set,
     run_key,
     sign_flip_test,

@@ -303,3 +303,12 @@ def test_stored_summaries_read_the_margin_too(common):
         "better", ours=0.81, baseline_value=0.8, difference=(0.01, 0.05, 10), ddof=1, **kw
     )
     assert wide["verdict"] == "not decided"
+
+
+def test_holm_adjusts_in_order_and_keeps_the_input_order(common):
+    # sorted 0.001, 0.01, 0.03, 0.04, 0.5 times 5, 4, 3, 2, 1, then the running maximum
+    got = common.holm([0.01, 0.04, 0.03, 0.5, 0.001])
+    assert got == pytest.approx([0.04, 0.09, 0.09, 0.5, 0.005])
+    assert common.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert common.holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    assert common.holm([]) == []
