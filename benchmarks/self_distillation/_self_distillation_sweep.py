@@ -17,6 +17,7 @@ from _common import (
     Row,
     print_table,
 )
+from _self_distillation_paired import seed_rows
 
 from sci_moe.theory.self_distillation import (
     SelfDistillationModel,
@@ -102,6 +103,7 @@ def run_optimal(args, rows, quick, config_opt, config_final, n_features, seeds):
                 rows.append(Row(case, "sim_error", s_mean, "1"))
                 rows.append(Row(case, "sim_sem", s_sem, "1"))
                 rows.append(Row(case, "sim_z", z, "se"))
+                rows += seed_rows(case, seeds, sim.errors[:, -1])
                 rows.append(Row(case, "n_failed", opt.n_failed, "1"))
                 for i, lam in enumerate(opt.lambdas):
                     rows.append(Row(case, f"lambda_{i}", lam, "1"))

@@ -41,12 +41,14 @@ from _common import (
     base_parser,
     machine_info,
     rederive_rows,
+    rederive_verdicts,
     setup,
     verdicts_only,
     write_json,
 )
 from _common import verdict_entry as verdict_entry
 from _self_distillation_minilm import run_minilm
+from _self_distillation_paired import paired_rows
 from _self_distillation_sweep import run_bias, run_optimal
 from _self_distillation_verdicts import derived_rows, verdicts
 
@@ -100,9 +102,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="recompute the derived rows of a stored results JSON from its rows (no solving)",
     )
+    parser.add_argument(
+        "--paired-only",
+        default=None,
+        metavar="JSON",
+        help="add the per-seed simulation errors to a stored results JSON by simulating its "
+        "stored optimal hyper-parameters again (no solving; a few minutes), then its verdicts",
+    )
     args = parser.parse_args(argv)
     if args.derived_only is not None:
         return rederive_rows(args.derived_only, derived_rows)
+    if args.paired_only is not None:
+        setup(args)
+        rederive_rows(args.paired_only, paired_rows)
+        return rederive_verdicts(args.paired_only, verdict_rule)
     if (done := verdicts_only(args)) is not None:
         return done
     setup(args)
