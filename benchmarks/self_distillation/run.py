@@ -12,19 +12,24 @@ labels (theory, and paired over simulation seeds), bias fixing under label imbal
 (all-MiniLM-L6-v2 sentence embeddings of gensim's shipped 20-Newsgroups excerpt, atheism vs
 space, injected label noise, hyper-parameters tuned on a validation split).
 
-Rows: ``error`` (theory), ``sim_error`` (mean over seeds), ``sim_z`` ((sim - theory) / s.e.),
+Rows: ``error`` (theory), ``sim_error`` (mean over seeds), ``sim_error_seed<s>`` (seed
+``s``'s error; every variant of a seed trains on the data set it draws, so the variants pair
+by seed), ``sim_z`` ((sim - theory) / s.e.),
 ``gain`` (0-SD error / SD error, ``vs`` = 0-SD, > 1 means SD helps), ``soft_minus_hard``
 (theory and simulation), ``bias_fixing`` (learned-bias error / fixed-bias error, > 1 means
 fixing helps), ``beta_u`` (soft labels: beta times the spread of the teacher's outputs; << 1
 means the labels are nearly linear in u, >> 1 nearly hard), ``solve_s``, and ``minilm ...``
 test errors per stage.
 
-Verdicts (:func:`verdicts`, claims 1-3 from the theory rows; ``--verdicts-only PATH``
-re-derives them). Derived rows (:func:`derived_rows`, written with every run and re-derived
-from a stored JSON by ``--derived-only PATH``, no solving): ``theory vs simulation | n_points`` and
-``n_within_3se`` (points with ``|sim_z| <`` :data:`Z_AGREE`), and per loss and alpha
-``{loss} 1-SD alpha=A | hard_share_of_soft_gain`` = (0-SD - hard 1-SD) / (0-SD - soft 1-SD)
-theory error, the part of the optimal soft-label gain that hard labels reach.
+Verdicts (:func:`verdicts`, claims 1-3 from the theory rows, decisive when the paired
+simulation resolves every difference the theory predicts; ``--verdicts-only PATH``
+re-derives them; ``--paired-only PATH`` adds the per-seed rows to a run stored without
+them, simulating its stored optima again). Derived rows (:func:`derived_rows`, written
+with every run and re-derived from a stored JSON by ``--derived-only PATH``, no solving):
+``theory vs simulation | n_points`` and ``n_within_3se`` (points with ``|sim_z| <``
+:data:`Z_AGREE`), and per loss and alpha ``{loss} 1-SD alpha=A | hard_share_of_soft_gain``
+= (0-SD - hard 1-SD) / (0-SD - soft 1-SD) theory error, the part of the optimal soft-label
+gain that hard labels reach.
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.paired_only is not None:
         setup(args)
         rederive_rows(args.paired_only, paired_rows)
+        rederive_rows(args.paired_only, derived_rows)  # the derived rows stay last
         return rederive_verdicts(args.paired_only, verdict_rule)
     if (done := verdicts_only(args)) is not None:
         return done

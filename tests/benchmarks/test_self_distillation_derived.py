@@ -115,3 +115,89 @@ def test_stored_heuristics_verdicts_follow_the_rule(sd):
         )
     )
     assert sd.verdict_rule(main) == sd.verdicts(main)
+
+
+def test_paired_rows_are_the_stored_run_simulated_again(sd):
+    import _self_distillation_paired as paired
+
+    doc = json.loads(
+        (BENCH / "self_distillation" / "results" / "self_distillation_quick.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    stored = {
+        (r["case"], r["metric"]): r["value"]
+        for r in doc["rows"]
+        if r["metric"].startswith(paired.SEED_METRIC)
+    }
+    assert len(stored) == len(paired.main_sweep_cases(doc)) * doc["machine"]["seeds"]
+    bare = copy.deepcopy(doc)
+    bare["rows"] = [r for r in doc["rows"] if not r["metric"].startswith(paired.SEED_METRIC)]
+    got = {
+        (r.case, r.metric): r.value
+        for r in paired.paired_rows(copy.deepcopy(bare))
+        if r.metric.startswith(paired.SEED_METRIC)
+    }
+    assert got.keys() == stored.keys()
+    assert all(got[k] == pytest.approx(v, rel=1e-9) for k, v in stored.items())
+    # hyper-parameters that are not the stored run's: refused, nothing written
+    case = paired.main_sweep_cases(bare)[1]
+    for r in bare["rows"]:
+        if (r["case"], r["metric"]) == (case, "lambda_0"):
+            r["value"] *= 0.5
+    with pytest.raises(ValueError, match="not the stored"):
+        paired.paired_rows(bare)
+
+
+def _with_seeds(doc, noise, shift=None, n=5):
+    """Per-seed errors around each theory error: seed s adds a shared draw (the data set
+    every variant of seed s trains on) and a small own one; ``shift`` maps a case to a
+    per-seed offset list."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shared = {}
+    rows = list(doc["rows"])
+    for r in doc["rows"]:
+        if r["metric"] != "error":
+            continue
+        a = r["case"].rsplit("alpha=", 1)[1]
+        common = shared.setdefault(a, 0.01 * rng.standard_normal(n))
+        own = noise * rng.standard_normal(n) + np.asarray((shift or {}).get(r["case"], 0.0))
+        for s in range(n):
+            rows.append(_row(r["case"], f"sim_error_seed{s}", r["value"] + common[s] + own[s]))
+    return {**doc, "machine": {**doc["machine"], "seeds": n, "seed": 0}, "rows": rows}
+
+
+def test_the_simulation_makes_a_unanimous_theory_verdict_decisive(sd):
+    theory = _theory_doc(
+        {
+            0.5: (0.30, 0.27, 0.25, 0.26, 0.24),
+            2.0: (0.20, 0.13, 0.12, 0.12, 0.11),
+            8.0: (0.11, 0.09, 0.089, 0.088, 0.087),
+        }
+    )
+    theory["rows"] = [_dict(r) for r in sd.derived_rows(theory)]
+
+    def judged(doc):
+        return {v["claim"].split(" (")[0]: v for v in sd.verdicts(doc)}
+
+    bare = judged(theory)  # no per-seed rows: the theory alone is never decisive
+    assert not any(v["decisive"] for v in bare.values())
+    assert "--paired-only" in bare["gains are largest at moderate dataset sizes"]["why"]
+
+    clear = judged(_with_seeds(theory, noise=1e-4))
+    first = clear["hard pseudo-labels: optimal 1-SD beats the optimal plain classifier"]
+    assert first["decisive"] and first["p_value"] < 0.05 and first["verdict"] == "reproduced"
+    assert clear["gains are largest at moderate dataset sizes"]["decisive"]
+    assert clear["few stages suffice: the second SD stage gains less than the first"]["decisive"]
+
+    # the simulation contradicts the theory at one alpha: the verdict stays, not decisive
+    against = {"bce 1-SD hard alpha=0.5": [0.05] * 5}
+    mixed = judged(_with_seeds(theory, noise=1e-4, shift=against))
+    first = mixed["hard pseudo-labels: optimal 1-SD beats the optimal plain classifier"]
+    assert first["verdict"] == "reproduced" and not first["decisive"]
+    assert "does not resolve" in first["why"]
+
+    few = judged(_with_seeds(theory, noise=1e-4, n=3))  # resolved, but too few seeds
+    assert not any(v["decisive"] for v in few.values())
