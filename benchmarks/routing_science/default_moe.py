@@ -43,7 +43,9 @@ writes the corpus text they read beside the JSON). Run:
 ``python benchmarks/routing_science/default_moe.py [--quick] [--json PATH] [--seed 0]
 [--threads 1] [--plots DIR] [--max-hours H] [--resume]``; ``--max-hours`` stops between
 trainings, ``--resume`` continues from ``JSON.state.json`` (written after each one);
-``--verdicts-only PATH`` recomputes a stored JSON's verdicts.
+``--seeds N`` with ``--resume`` adds seeds to a stored run (the target loss is then the
+highest final loss over all its seeds); ``--verdicts-only PATH`` recomputes a stored JSON's
+verdicts.
 """
 
 from __future__ import annotations
@@ -111,10 +113,21 @@ def main(argv: list[str] | None = None) -> int:
         help="write one sci-moe train lm configuration per training into DIR (and the "
         "corpus text they read beside the JSON) and stop",
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="paired seeds (default: 12, quick 2); raising it with --resume adds seeds to a "
+        "stored run (the finished trainings are kept)",
+    )
     args = parser.parse_args(argv)
     if (code := verdicts_only(args)) is not None:
         return code
     p = plan(args.quick)
+    if args.seeds is not None:
+        if args.seeds < 2:
+            parser.error(f"--seeds must be >= 2 (a paired test needs two), got {args.seeds}")
+        p["seeds"] = args.seeds
     if args.write_configs is not None:
         files = files_dir(args.json or CONFIGS.parent / "results" / f"{BENCHMARK}.json")
         for path in write_configs(p, args.write_configs, files):
@@ -130,8 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seed, args.seed + p["seeds"]))
     state = resume_state(args)
     if "plan" in state:  # a state without a plan (a new run) passes
-        try:
-            check_resume_settings(state["plan"], p, state_path(args.json), what="plan")
+        stored = state["plan"]
+        if p["seeds"] < stored.get("seeds", p["seeds"]):
+            refuse(
+                f"--seeds {p['seeds']} is fewer than the {stored['seeds']} seeds of the stored "
+                f"run {state_path(args.json)}: resume with --seeds {stored['seeds']} or more"
+            )
+        try:  # more seeds than stored: the stored trainings are the first seeds' own
+            check_resume_settings(
+                {**stored, "seeds": p["seeds"]}, p, state_path(args.json), what="plan"
+            )
         except ValueError as err:
             refuse(str(err))
     state["plan"] = p

@@ -105,6 +105,23 @@ def test_pieces_equal_one_go(bench, toy, tmp_path, capsys):
         bench.main(["--threads", "1", "--json", str(two), "--resume"])
 
 
+def test_more_seeds_resume_a_stored_run(bench, toy, tmp_path, capsys):
+    path = tmp_path / "grow.json"
+    args = ["--quick", "--threads", "1", "--json", str(path)]
+    assert bench.main(args) == 0
+    state = json.loads(path.with_suffix(".state.json").read_text())
+    kept = {k: v for k, v in state.items() if k != "plan"}
+    assert bench.main([*args, "--resume", "--seeds", "3"]) == 0
+    grown = json.loads(path.with_suffix(".state.json").read_text())
+    assert all(grown[k] == v for k, v in kept.items())  # the finished trainings are kept
+    assert len(grown) - 1 == len(kept) + len(bench.METHODS)  # one more seed of each method
+    doc = json.loads(path.read_text())
+    assert doc["machine"]["seeds"] == [0, 1, 2]
+    assert any(r["metric"] == "val_loss seed 2" for r in doc["rows"])
+    with refused(capsys, r"fewer than the 3 seeds"):
+        bench.main([*args, "--resume", "--seeds", "2"])
+
+
 def _doc(bench, flat_default=(1, 1, 1, 1, 1), default_better=True):
     seeds = [0, 1, 2, 3, 4]  # five: the fewest on which a verdict can be decisive
     rows = [{"case": "8c2", "metric": "floor", "value": 1.0}]
