@@ -110,6 +110,8 @@ def main_heuristics(args) -> int:
     other = OtherLoad()
     t0 = time.perf_counter()
     cfg = settings(args.quick)
+    if getattr(args, "stop_seeds", None) is not None:  # checked by run.py
+        cfg["stop_seeds"] = args.stop_seeds
     sections = {x.strip() for x in args.sections.split(",") if x.strip()}
     run_a = "bias" in sections or sections == {"optimal", "bias", "minilm"}
     run_b = "minilm" in sections or sections == {"optimal", "bias", "minilm"}
@@ -144,7 +146,8 @@ def main_heuristics(args) -> int:
     for v in verdicts:
         print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  {v['claim']}\n    {v['why']}")
     if args.plots is not None:
-        stem = BENCHMARK + ("_quick" if args.quick else "")
+        # the plots are named after the JSON (a run with other settings keeps its own)
+        stem = Path(args.json).stem if args.json else BENCHMARK + ("_quick" if args.quick else "")
         if run_a:
             plot_bias(details, row_dicts, cfg, Path(args.plots) / f"{stem}_bias.png")
         if run_b:

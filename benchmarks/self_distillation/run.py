@@ -102,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         "--plots", type=str, default=None, help="folder for the --heuristics plots (PNG)"
     )
     parser.add_argument(
+        "--stop-seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--heuristics: data splits of the early-stopping part (default 10, quick 5)",
+    )
+    parser.add_argument(
         "--derived-only",
         default=None,
         metavar="JSON",
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         "stored optimal hyper-parameters again (no solving; a few minutes), then its verdicts",
     )
     args = parser.parse_args(argv)
+    if args.stop_seeds is not None and args.stop_seeds < 2:
+        parser.error(f"--stop-seeds must be >= 2 (a paired test needs two), got {args.stop_seeds}")
     if args.derived_only is not None:
         return rederive_rows(args.derived_only, derived_rows)
     if args.paired_only is not None:
