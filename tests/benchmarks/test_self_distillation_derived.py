@@ -201,3 +201,24 @@ def test_the_simulation_makes_a_unanimous_theory_verdict_decisive(sd):
 
     few = judged(_with_seeds(theory, noise=1e-4, n=3))  # resolved, but too few seeds
     assert not any(v["decisive"] for v in few.values())
+
+
+def test_stop_seeds_sets_the_early_stopping_splits(sd, monkeypatch, tmp_path):
+    import _self_distillation_heuristics as heuristics
+
+    with pytest.raises(SystemExit) as exc:
+        sd.main(["--heuristics", "--stop-seeds", "1"])
+    assert exc.value.code == 2
+    seen = {}
+
+    def run_stopping(cfg, seed, rows, details, cache):
+        seen["stop_seeds"] = cfg["stop_seeds"]
+
+    monkeypatch.setattr(heuristics, "run_stopping", run_stopping)
+    monkeypatch.setattr(heuristics, "stopping_verdicts", lambda details, cfg: [])
+    monkeypatch.setattr(heuristics, "plot_stopping", lambda *a: None)
+    out = tmp_path / "stop.json"
+    args = ["--heuristics", "--quick", "--sections", "minilm", "--stop-seeds", "7"]
+    assert sd.main([*args, "--json", str(out)]) == 0
+    assert seen == {"stop_seeds": 7}
+    assert json.loads(out.read_text())["machine"]["stop_seeds"] == 7
