@@ -38,6 +38,7 @@ L-BFGS (or in closed form); it counts as converged when the largest gradient ent
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,16 @@ from _common import Row
 from _self_distillation_bias import GRAD_TOL, bias_verdicts, run_bias
 from _self_distillation_heuristics_plots import plot_bias, plot_stopping
 from _self_distillation_stopping import run_stopping, stopping_verdicts
+
+__all__ = [
+    "BENCHMARK",
+    "PART_KEYS",
+    "SHARED_KEYS",
+    "heuristics_verdicts",
+    "main_heuristics",
+    "replace_part",
+    "settings",
+]
 
 BENCHMARK = "self_distillation_heuristics"
 
@@ -98,6 +109,65 @@ def heuristics_verdicts(doc: dict) -> list[dict]:
     if any(not k.startswith("bias ") for k in details):
         out += stopping_verdicts(details, cfg)
     return out
+
+
+#: The settings of each part (the rest of ``settings`` is shared or belongs to the other).
+PART_KEYS = {
+    "bias": ("rhos", "alphas", "losses", "n_features", "n_seeds", "maxiter", "max_full_scan"),
+    "stopping": ("thetas", "stop_seeds", "n_stages", "log10_lambdas", "knn_ks"),
+}
+#: Settings both parts share: a part replaced in a stored run must have the stored values.
+SHARED_KEYS = ("seed", "quick", "theta", "delta", "grad_tol")
+#: What a replaced part records of the run that made it (``machine["parts"][part]``).
+_PROVENANCE = ("cpu", "cpu_capability", "torch", "git", "contention")
+
+
+def replace_part(stored: dict, new: dict, part: str) -> dict:
+    """A stored ``--heuristics`` run with one part (``"bias"`` or ``"stopping"``) replaced.
+
+    The rows (cases ``bias ...`` / ``stop ...``), the details and the part's settings
+    (:data:`PART_KEYS`) come from ``new``, a run of that part alone; everything of the
+    other part stays as stored. ``machine["parts"][part]`` records the CPU, torch, git
+    revision and load of the run that made the part; the verdicts are computed again over
+    the whole (:func:`heuristics_verdicts`).
+
+    Raises
+    ------
+    ValueError
+        When ``stored`` is not a heuristics run or a shared setting (:data:`SHARED_KEYS`)
+        differs.
+    """
+    if part not in PART_KEYS:
+        raise ValueError(f"part must be one of {sorted(PART_KEYS)}, got {part!r}")
+    if stored.get("benchmark") != BENCHMARK:
+        raise ValueError(f"the stored JSON is a {stored.get('benchmark')!r} run, not {BENCHMARK!r}")
+    diff = [k for k in SHARED_KEYS if stored["machine"].get(k) != new["machine"].get(k)]
+    if diff:
+        shown = ", ".join(
+            f"{k} {stored['machine'].get(k)!r} -> {new['machine'].get(k)!r}" for k in diff
+        )
+        raise ValueError(f"the stored run has other shared settings ({shown}); rerun both parts")
+    prefix = "bias" if part == "bias" else "stop"
+
+    def mine(name: str) -> bool:
+        return name.split(" ", 1)[0] == prefix
+
+    rows = [r for r in stored["rows"] if not mine(r["case"])] + [
+        r for r in new["rows"] if mine(r["case"])
+    ]
+    rows.sort(key=lambda r: not r["case"].startswith("bias"))  # bias first, as a whole run
+    details = {k: v for k, v in stored["details"].items() if not mine(k)}
+    details.update({k: v for k, v in new["details"].items() if mine(k)})
+    details = dict(sorted(details.items(), key=lambda kv: not kv[0].startswith("bias")))
+    machine = dict(stored["machine"])
+    machine.update({k: new["machine"][k] for k in PART_KEYS[part]})
+    machine["parts"] = {
+        **machine.get("parts", {}),
+        part: {k: new["machine"].get(k) for k in _PROVENANCE},
+    }
+    doc = {"benchmark": BENCHMARK, "machine": machine, "rows": rows, "details": details}
+    doc["verdicts"] = heuristics_verdicts(doc)
+    return doc
 
 
 # --------------------------------------------------------------------------- main
@@ -162,6 +232,12 @@ def main_heuristics(args) -> int:
             "verdicts": [verdict_entry(**v) for v in verdicts],
             "details": details,
         }
+        if getattr(args, "replace_part", False):  # run.py checked: one part, a stored JSON
+            stored = json.loads(Path(args.json).read_text(encoding="utf-8"))
+            doc = replace_part(stored, doc, "bias" if run_a else "stopping")
+            doc["verdicts"] = [verdict_entry(**v) for v in doc["verdicts"]]
+            for v in doc["verdicts"]:
+                print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5}  {v['claim']}")
         write_json_doc(args.json, doc)
         print(f"wrote {args.json}")
     return 0

@@ -121,9 +121,24 @@ def main(argv: list[str] | None = None) -> int:
         help="add the per-seed simulation errors to a stored results JSON by simulating its "
         "stored optimal hyper-parameters again (no solving; a few minutes), then its verdicts",
     )
+    parser.add_argument(
+        "--replace-part",
+        action="store_true",
+        help="--heuristics with --sections bias or minilm: replace that part of the stored "
+        "run in --json and keep the other part (its rows, details and settings); every "
+        "verdict is computed again",
+    )
     args = parser.parse_args(argv)
     if args.stop_seeds is not None and args.stop_seeds < 2:
         parser.error(f"--stop-seeds must be >= 2 (a paired test needs two), got {args.stop_seeds}")
+    if args.replace_part:
+        parts = {x.strip() for x in args.sections.split(",") if x.strip()} & {"bias", "minilm"}
+        if not args.heuristics or len(parts) != 1:
+            parser.error("--replace-part needs --heuristics and --sections bias or minilm")
+        if args.json is None or not Path(args.json).is_file():
+            parser.error(
+                f"--replace-part needs --json of a stored --heuristics run, got {args.json}"
+            )
     if args.derived_only is not None:
         return rederive_rows(args.derived_only, derived_rows)
     if args.paired_only is not None:
