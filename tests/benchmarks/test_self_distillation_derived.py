@@ -206,9 +206,14 @@ def test_the_simulation_makes_a_unanimous_theory_verdict_decisive(sd):
 def test_stop_seeds_sets_the_early_stopping_splits(sd, monkeypatch, tmp_path):
     import _self_distillation_heuristics as heuristics
 
-    with pytest.raises(SystemExit) as exc:
-        sd.main(["--heuristics", "--stop-seeds", "1"])
-    assert exc.value.code == 2
+    for bad in (
+        ["--heuristics", "--stop-seeds", "1"],
+        ["--heuristics", "--replace-part", "--json", str(tmp_path / "none.json")],  # both parts
+        ["--heuristics", "--sections", "minilm", "--replace-part", "--json", "nowhere.json"],
+    ):
+        with pytest.raises(SystemExit) as exc:
+            sd.main(bad)
+        assert exc.value.code == 2
     seen = {}
 
     def run_stopping(cfg, seed, rows, details, cache):
@@ -222,3 +227,35 @@ def test_stop_seeds_sets_the_early_stopping_splits(sd, monkeypatch, tmp_path):
     assert sd.main([*args, "--json", str(out)]) == 0
     assert seen == {"stop_seeds": 7}
     assert json.loads(out.read_text())["machine"]["stop_seeds"] == 7
+
+
+def test_replace_part_keeps_the_other_part_and_recomputes_the_verdicts(sd):
+    import _self_distillation_heuristics as heuristics
+
+    stored = json.loads(
+        (BENCH / "self_distillation" / "results" / "self_distillation_heuristics.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    # a stand-in stopping part: the stored one on its first three splits
+    new = copy.deepcopy(stored)
+    new["rows"] = [r for r in new["rows"] if r["case"].startswith("stop")]
+    new["rows"][0]["value"] = -1.0  # marks the new part's rows
+    new["details"] = {k: v[:3] for k, v in new["details"].items() if k.startswith("stop")}
+    new["machine"].update(stop_seeds=3, cpu="another CPU")
+    merged = heuristics.replace_part(copy.deepcopy(stored), new, "stopping")
+    bias = [r for r in stored["rows"] if r["case"].startswith("bias")]
+    assert merged["rows"][: len(bias)] == bias  # the bias part as stored
+    assert merged["rows"][len(bias) :] == new["rows"]
+    assert all(len(v) == 3 for k, v in merged["details"].items() if k.startswith("stop"))
+    assert {k: v for k, v in merged["details"].items() if k.startswith("bias")} == {
+        k: v for k, v in stored["details"].items() if k.startswith("bias")
+    }
+    assert merged["machine"]["stop_seeds"] == 3
+    assert merged["machine"]["n_seeds"] == stored["machine"]["n_seeds"]  # a bias setting
+    assert merged["machine"]["parts"]["stopping"]["cpu"] == "another CPU"
+    assert merged["verdicts"] == heuristics.heuristics_verdicts(merged)
+    assert merged["verdicts"] != stored["verdicts"]  # three splits decide otherwise
+    new["machine"]["theta"] = 0.1  # a shared setting differs: refused
+    with pytest.raises(ValueError, match="shared settings"):
+        heuristics.replace_part(stored, new, "stopping")
