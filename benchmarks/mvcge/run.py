@@ -193,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     for v in doc["verdicts"]:
         print(f"{v['verdict']:>12}  decisive={v['decisive']!s:5} p={v['p_value']}  {v['claim']}")
     if args.plots is not None:
-        name = "mvcge_quick_curves.png" if quick else "mvcge_curves.png"
+        # named after the JSON (mvcge_2k.json -> mvcge_2k_curves.png), so runs keep their own
+        stem = (
+            Path(args.json).stem if args.json is not None else "mvcge_quick" if quick else "mvcge"
+        )
+        name = f"{stem}_curves.png"
         plot_curves(doc, args.plots / name)
         print(f"plot in {args.plots / name}")
     print(f"total {time.perf_counter() - t0:.0f} s; complete: {complete}")
