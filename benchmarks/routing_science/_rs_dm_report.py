@@ -104,9 +104,12 @@ def case_rows(case: str, hs: dict, seeds: list[int], floor: float) -> tuple[list
 # --------------------------------------------------------------------------- plots
 
 
-def save_plots(runs: dict, floors: dict, out: Path) -> list[Path]:
+def save_plots(
+    runs: dict, floors: dict, out: Path, stem: str = "routing_science_default_moe"
+) -> list[Path]:
     """Learning curves (mean and range over seeds, the floor dashed) and per seed the final
-    losses and router-gradient densities."""
+    losses and router-gradient densities: ``<stem>_curves.png`` and ``<stem>_seeds.png``
+    (``stem``: the results JSON's, so that every run keeps its own)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,7 +134,7 @@ def save_plots(runs: dict, floors: dict, out: Path) -> list[Path]:
     axes[0][0].set_ylabel("validation loss (nats/byte)")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    paths = [out / "routing_science_default_moe_curves.png"]
+    paths = [out / f"{stem}_curves.png"]
     fig.savefig(paths[0], dpi=110)
     plt.close(fig)
 
@@ -159,7 +162,7 @@ def save_plots(runs: dict, floors: dict, out: Path) -> list[Path]:
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(out / "routing_science_default_moe_seeds.png")
+    paths.append(out / f"{stem}_seeds.png")
     fig.savefig(paths[1], dpi=110)
     plt.close(fig)
     return paths

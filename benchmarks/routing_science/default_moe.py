@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Top-K vs Default MoE on Markov sources, {p['steps']} steps, seeds {seeds}",
     )
     if args.plots is not None:
-        for saved in save_plots(runs, floors, args.plots):
+        stem = Path(args.json).stem if args.json is not None else BENCHMARK
+        for saved in save_plots(runs, floors, args.plots, stem):
             print(f"saved {saved}")
     machine = machine_info(
         seed=args.seed,

@@ -111,7 +111,12 @@ def test_more_seeds_resume_a_stored_run(bench, toy, tmp_path, capsys):
     assert bench.main(args) == 0
     state = json.loads(path.with_suffix(".state.json").read_text())
     kept = {k: v for k, v in state.items() if k != "plan"}
-    assert bench.main([*args, "--resume", "--seeds", "3"]) == 0
+    assert bench.main([*args, "--resume", "--seeds", "3", "--plots", str(tmp_path / "img")]) == 0
+    # the plots are named after the JSON, so a run with more seeds keeps the first run's
+    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == [
+        "grow_curves.png",
+        "grow_seeds.png",
+    ]
     grown = json.loads(path.with_suffix(".state.json").read_text())
     assert all(grown[k] == v for k, v in kept.items())  # the finished trainings are kept
     assert len(grown) - 1 == len(kept) + len(bench.METHODS)  # one more seed of each method
