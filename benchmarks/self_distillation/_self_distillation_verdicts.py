@@ -211,6 +211,12 @@ def verdicts(doc: dict) -> list[dict]:
         def diff(x, y):
             return None if x is None or y is None else x - y
 
+        def ratio(x, y):
+            return None if x is None or y is None else x / y
+
+        def half(x):
+            return None if x is None else 0.5 * x
+
         gain = {a: err[("0-SD", a)] / err[("1-SD hard", a)] for a in alphas}
         out.append(
             _theory_verdict(
@@ -241,9 +247,7 @@ def verdicts(doc: dict) -> list[dict]:
                         {
                             f"alpha {a:g}": (
                                 diff(sim("0-SD", a), sim("1-SD hard", a)),
-                                None
-                                if (g := diff(sim("0-SD", a), sim("1-SD soft", a))) is None
-                                else 0.5 * g,
+                                half(diff(sim("0-SD", a), sim("1-SD soft", a))),
                             )
                             for a in alphas
                         }
@@ -274,13 +278,10 @@ def verdicts(doc: dict) -> list[dict]:
                 # the claim: the best inner alpha's gain above both ends' (per seed)
                 a_in = max(alphas[1:-1], key=lambda a, v=v: err[("0-SD", a)] / err[(v, a)])
                 for end in (alphas[0], alphas[-1]):
-                    g_in, g_end = (
-                        None
-                        if (e0 := sim("0-SD", a)) is None or (e := sim(v, a)) is None
-                        else e0 / e
-                        for a in (a_in, end)
+                    pairs[f"{v} alpha {a_in:g} vs {end:g}"] = (
+                        ratio(sim("0-SD", a_in), sim(v, a_in)),
+                        ratio(sim("0-SD", end), sim(v, end)),
                     )
-                    pairs[f"{v} alpha {a_in:g} vs {end:g}"] = (g_in, g_end)
             tests = simulation_tests(family(pairs))
         clause, decisive, p = _simulation_clause(tests, verdict)
         out.append(
