@@ -85,6 +85,7 @@ __all__ = [
     "SCOREMD_QUOTE",
     "last_stage_flatness",
     "quoted_rows",
+    "replot",
     "run_paper_budget",
     "scoremd_rows",
 ]
@@ -449,24 +450,59 @@ def run_paper_budget(args) -> tuple[list, bool]:
     return rows, complete
 
 
+def replot(args) -> Path:
+    """``--paper-replot``: draw :func:`plot_curves` again from the finished cases of
+    ``args.work_dir`` (their ``result.json``); returns the PNG's path.
+
+    Raises
+    ------
+    SystemExit
+        (exit code 2) When a case of ``args.variants`` x ``args.paper_seeds`` is not
+        finished: its folder is named.
+    """
+    work = Path(args.work_dir)
+    results: dict[str, list[dict]] = {}
+    missing = []
+    for seed in args.paper_seeds:
+        for variant in args.variants:
+            done = work / f"{variant}_s{seed}" / "result.json"
+            if done.exists():
+                results.setdefault(variant, []).append(json.loads(done.read_text()))
+            else:
+                missing.append(str(done.parent))
+    if missing:
+        _common.refuse(f"--paper-replot: cases not finished: {', '.join(missing)}")
+    out = Path(args.plots) / args.paper_plot_name
+    plot_curves(results, out)
+    return out
+
+
 def plot_curves(results: dict, out: Path) -> None:
-    """Learning curves (DSM loss per epoch) and the FP residual versus t."""
+    """Learning curves (DSM loss per epoch) and the FP residual versus t: one colour per
+    variant, one line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for variant, per in results.items():
-        for r in per:
+    for i, (variant, per) in enumerate(results.items()):
+        color = f"C{i}"
+        for j, r in enumerate(per):
+            label = f"{variant} ({len(per)} seed{'s' if len(per) > 1 else ''})" if j == 0 else None
             a.plot(
                 np.arange(1, len(r["curve_dsm"]) + 1),
                 r["curve_dsm"],
-                label=f"{variant} s{r['seed']}",
+                color=color,
+                lw=0.8,
+                alpha=0.8,
+                label=label,
             )
             # fp_error_curve clips a negative two-probe mean to 0: such t are left out
             ts = [t for t in FP_CURVE_TS if r.get(f"fp_t{t:g}", 0.0) > 0]
-            b.loglog(ts, [r[f"fp_t{t:g}"] for t in ts], "o-", label=f"{variant} s{r['seed']}")
+            b.loglog(
+                ts, [r[f"fp_t{t:g}"] for t in ts], "o-", color=color, ms=3, lw=0.8, label=label
+            )
     a.set_xlabel("epoch")
     a.set_ylabel("DSM loss (epoch mean)")
     a.set_yscale("log")

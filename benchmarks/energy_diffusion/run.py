@@ -73,6 +73,7 @@ from _energy_diffusion_paper import (
     PAPER,
     SCOREMD_SOURCE,
     quoted_rows,
+    replot,
     run_paper_budget,
 )
 
@@ -132,6 +133,12 @@ def main() -> None:
         "--paper-plot-name",
         default="energy_diffusion_mb_paper_curves.png",
         help="--paper-budget: PNG name of the learning curves",
+    )
+    p.add_argument(
+        "--paper-replot",
+        action="store_true",
+        help="--paper-budget with --plots: redraw --paper-plot-name from the finished cases "
+        "of --work-dir (nothing trained, the JSON untouched)",
     )
     p.add_argument(
         "--max-hours",
@@ -210,6 +217,12 @@ def _paper_main(args, policy: str) -> None:
         args.n_data, args.steps_per_epoch = 4000, 10
         args.n_iid, args.sde_steps, args.walkers, args.md_frames = 2000, 50, 20, 20
         args.speed_steps = 20
+    if args.paper_replot:
+        if not args.plots:
+            _common.refuse("--paper-replot needs --plots DIR (where the PNG goes)")
+        path = replot(args)
+        print(f"wrote {path}")
+        return
     rows, complete = run_paper_budget(args)
     machine = _common.machine_info(
         seed=args.seed,

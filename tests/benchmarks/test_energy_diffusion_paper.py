@@ -162,3 +162,20 @@ def test_max_hours_stops_and_the_same_command_continues(ed, tmp_path, monkeypatc
     doc, got = _scores(tmp_path / "pieces.json")
     assert doc["machine"]["complete"] is True
     assert got == ref
+
+    # --paper-replot draws the curves from the finished cases, trains nothing and leaves
+    # the JSON alone; a case not finished is named and refused (exit code 2)
+    before = (tmp_path / "pieces.json").read_text()
+    plots = tmp_path / "img"
+    monkeypatch.setattr(
+        "sys.argv", _argv(tmp_path, pieces, "pieces.json", "--paper-replot", "--plots", str(plots))
+    )
+    ed.main()
+    assert (plots / "energy_diffusion_mb_paper_curves.png").is_file()
+    assert (tmp_path / "pieces.json").read_text() == before
+    argv = _argv(tmp_path, pieces, "pieces.json", "--paper-replot", "--plots", str(plots))
+    argv[argv.index("--paper-seeds") + 1] = "1,2"
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit) as exc:
+        ed.main()
+    assert exc.value.code == 2
